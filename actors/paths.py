@@ -1,0 +1,111 @@
+"""Where acode keeps its files: ``$ACODE_HOME`` (default ``~/.acode``).
+
+::
+
+    $ACODE_HOME/acode.db            SQLite database (WAL), owned by the persistence actor
+    $ACODE_HOME/config.yml          user configuration (optional)
+    $ACODE_HOME/run/coordinator.pid pid of the running coordinator
+    $ACODE_HOME/run/coordinator.lock held (flock) while a coordinator runs
+    $ACODE_HOME/run/endpoints.json  where clients find the broker
+    $ACODE_HOME/run/epoch           last epoch issued to an actor
+    $ACODE_HOME/run/logs/*.log      one log per actor instance
+    $ACODE_HOME/run/sock/           ipc sockets, mode 0700
+
+A Unix socket path is limited to ~107 bytes; when the home is deep, the sockets live in
+``/tmp/acode-<uid>-<hash of the home>`` instead (also 0700, checked to be ours).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import ConfigError
+from protocol.spec import Endpoints
+
+__all__ = ["RunPaths", "acode_home"]
+
+_MAX_IPC_PATH = 100
+
+
+def acode_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The acode home: ``explicit``, else ``$ACODE_HOME``, else ``~/.acode``."""
+    raw = explicit or os.environ.get("ACODE_HOME") or Path.home() / ".acode"
+    return Path(raw).expanduser().absolute()
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(f"socket directory {path} is not a directory owned by you; remove it "
+                          "or set ACODE_HOME elsewhere", code="ACODE-CFG-001")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    home: Path
+
+    @classmethod
+    def for_home(cls, explicit: str | os.PathLike[str] | None = None) -> RunPaths:
+        return cls(acode_home(explicit))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def database(self) -> Path:
+        return self.home / "acode.db"
+
+    @property
+    def user_config(self) -> Path:
+        return self.home / "config.yml"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "coordinator.pid"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.run_dir / "coordinator.lock"
+
+    @property
+    def epoch_file(self) -> Path:
+        return self.run_dir / "epoch"
+
+    @property
+    def sock_dir(self) -> Path:
+        local = self.run_dir / "sock"
+        if len(str(local / "events-out.ipc")) <= _MAX_IPC_PATH:
+            return local
+        digest = hashlib.sha256(str(self.home).encode()).hexdigest()[:16]
+        return Path("/tmp") / f"acode-{os.getuid()}-{digest}"
+
+    def log_file(self, instance: str) -> Path:
+        return self.logs / f"{instance}.log"
+
+    def prepare(self) -> None:
+        """Create the directories a running actor set needs (sockets 0700)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.sock_dir)
+
+    def endpoints(self) -> Endpoints:
+        sock = self.sock_dir
+        return Endpoints(
+            broker=f"ipc://{sock / 'broker.ipc'}",
+            events_in=f"ipc://{sock / 'events-in.ipc'}",
+            events_out=f"ipc://{sock / 'events-out.ipc'}",
+            supervisor=f"ipc://{sock / 'supervisor.ipc'}",
+        )

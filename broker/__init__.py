@@ -1,0 +1,1 @@
+"""The broker process and the client and worker helpers every actor uses (ZeroMQ lives here)."""

@@ -1,0 +1,1 @@
+"""Wire types, codec, error codes and the plan/result contracts (no I/O here)."""

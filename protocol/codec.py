@@ -1,0 +1,108 @@
+"""Encoders and decoders, built once per process (msgpack on the wire, JSON for humans).
+
+Decoding validates: a malformed or unexpected body raises :class:`ProtocolError` with a
+stable code, never a bare msgspec error, so a receiver can answer with an ``Error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from protocol.errors import ProtocolError
+from protocol.events import Event
+from protocol.messages import (
+    PROTOCOL_VERSION,
+    CoordinatorReply,
+    CoordinatorRequest,
+    Envelope,
+    PersistenceReply,
+    PersistenceRequest,
+    RunStage,
+    RunTool,
+    SandboxReply,
+    StageReply,
+    SupervisorDown,
+    SupervisorUp,
+    WorkerInfo,
+)
+
+__all__ = [
+    "COORDINATOR_REPLY",
+    "COORDINATOR_REQUEST",
+    "ENVELOPE",
+    "EVENT",
+    "PERSISTENCE_REPLY",
+    "PERSISTENCE_REQUEST",
+    "SANDBOX_REPLY",
+    "SANDBOX_REQUEST",
+    "STAGE_REPLY",
+    "STAGE_REQUEST",
+    "SUPERVISOR_DOWN",
+    "SUPERVISOR_UP",
+    "WORKER_INFO",
+    "TypedDecoder",
+    "check_version",
+    "decode_envelope",
+    "encode",
+    "to_json",
+]
+
+T = TypeVar("T")
+
+_encoder = msgspec.msgpack.Encoder()
+_json_encoder = msgspec.json.Encoder()
+
+
+def encode(obj: Any) -> bytes:
+    return _encoder.encode(obj)
+
+
+def to_json(obj: Any) -> bytes:
+    return _json_encoder.encode(obj)
+
+
+class TypedDecoder(Generic[T]):
+    """An msgpack decoder for one union that raises ProtocolError (ACODE-PROTO-002)."""
+
+    def __init__(self, type_: Any, name: str):
+        self._decoder = msgspec.msgpack.Decoder(type_)
+        self.name = name
+
+    def decode(self, data: bytes) -> T:
+        try:
+            return self._decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProtocolError(f"{self.name} body rejected: {exc} ({len(data)} bytes)",
+                                code="ACODE-PROTO-002") from exc
+
+
+ENVELOPE: TypedDecoder[Envelope] = TypedDecoder(Envelope, "envelope")
+WORKER_INFO: TypedDecoder[WorkerInfo] = TypedDecoder(WorkerInfo, "worker info")
+EVENT: TypedDecoder[Event] = TypedDecoder(Event, "event")
+COORDINATOR_REQUEST: TypedDecoder[CoordinatorRequest] = TypedDecoder(CoordinatorRequest, "coordinator request")
+COORDINATOR_REPLY: TypedDecoder[CoordinatorReply] = TypedDecoder(CoordinatorReply, "coordinator reply")
+PERSISTENCE_REQUEST: TypedDecoder[PersistenceRequest] = TypedDecoder(PersistenceRequest, "persistence request")
+PERSISTENCE_REPLY: TypedDecoder[PersistenceReply] = TypedDecoder(PersistenceReply, "persistence reply")
+STAGE_REQUEST: TypedDecoder[RunStage] = TypedDecoder(RunStage, "stage request")
+STAGE_REPLY: TypedDecoder[StageReply] = TypedDecoder(StageReply, "stage reply")
+SANDBOX_REQUEST: TypedDecoder[RunTool] = TypedDecoder(RunTool, "sandbox request")
+SANDBOX_REPLY: TypedDecoder[SandboxReply] = TypedDecoder(SandboxReply, "sandbox reply")
+SUPERVISOR_UP: TypedDecoder[SupervisorUp] = TypedDecoder(SupervisorUp, "heartbeat")
+SUPERVISOR_DOWN: TypedDecoder[SupervisorDown] = TypedDecoder(SupervisorDown, "supervisor command")
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    """Decode a header and refuse a protocol version this process does not speak."""
+    env = ENVELOPE.decode(data)
+    check_version(env)
+    return env
+
+
+def check_version(env: Envelope) -> None:
+    """Raise ProtocolError (ACODE-PROTO-003) for a version this process does not speak."""
+    if env.v != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {env.v} is not supported (this acode speaks "
+                            f"{PROTOCOL_VERSION}); run the same acode version everywhere",
+                            code="ACODE-PROTO-003")

@@ -1,0 +1,247 @@
+"""Stable error codes and the one exception tree every acode process raises.
+
+An error says what happened, the offending value and what to do; its code
+(``ACODE-<AREA>-<NNN>``) is stable, so scripts and tests may match on it::
+
+    AcodeError(Exception)                         .code  .message
+    ├── ProtocolError(AcodeError, ValueError)             ACODE-PROTO-…
+    ├── TransportError(AcodeError, ConnectionError)       ACODE-NET-…
+    │   ├── RequestTimeout(TransportError, TimeoutError)
+    │   └── NotRunning(TransportError)
+    ├── ConfigError(AcodeError, ValueError)               ACODE-CFG-…
+    ├── OrchestrationError(AcodeError)                    ACODE-ORCH-…
+    │   ├── StageTimeout(OrchestrationError, TimeoutError)
+    │   ├── CycleLimitReached(OrchestrationError)
+    │   └── TransitionError(OrchestrationError, ValueError)
+    ├── PlanError(AcodeError, ValueError)                 ACODE-PLAN-…
+    ├── ExecutionError(AcodeError)                        ACODE-EXEC-…
+    ├── SandboxError(AcodeError)                          ACODE-SBX-…
+    │   └── PathEscapeError(SandboxError, PermissionError)
+    ├── ModelError(AcodeError)                            ACODE-LLM-…
+    ├── StorageError(AcodeError)                          ACODE-STORE-…
+    │   └── NotFoundError(StorageError, LookupError)
+    ├── SupervisionError(AcodeError)                      ACODE-SUP-…
+    └── CliError(AcodeError)                              ACODE-CLI-…
+
+Errors cross process boundaries as :class:`ErrorInfo` (code, message, retryable) and
+are rebuilt into the matching class with :func:`from_info`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = [
+    "CODES",
+    "AcodeError",
+    "CliError",
+    "ConfigError",
+    "CycleLimitReached",
+    "ErrorInfo",
+    "ExecutionError",
+    "ModelError",
+    "NotFoundError",
+    "NotRunning",
+    "OrchestrationError",
+    "PathEscapeError",
+    "PlanError",
+    "ProtocolError",
+    "RequestTimeout",
+    "SandboxError",
+    "StageTimeout",
+    "StorageError",
+    "SupervisionError",
+    "TransitionError",
+    "TransportError",
+    "from_info",
+]
+
+#: Every code acode emits, with its one-line meaning (README lists them).
+CODES: dict[str, str] = {
+    "ACODE-PROTO-001": "malformed frame",
+    "ACODE-PROTO-002": "message failed to decode or validate",
+    "ACODE-PROTO-003": "unsupported protocol version",
+    "ACODE-PROTO-004": "unknown service",
+    "ACODE-PROTO-005": "message type not handled by this service",
+    "ACODE-NET-001": "request deadline passed without a reply",
+    "ACODE-NET-002": "the worker handling the request was lost",
+    "ACODE-NET-003": "acode is not running",
+    "ACODE-ORCH-001": "stage execution failed",
+    "ACODE-ORCH-002": "stage timeout",
+    "ACODE-ORCH-003": "cycle limit reached",
+    "ACODE-ORCH-004": "escalation: a human must decide",
+    "ACODE-ORCH-005": "context budget exceeded",
+    "ACODE-ORCH-006": "transition refused",
+    "ACODE-ORCH-007": "pipeline cancelled",
+    "ACODE-PLAN-001": "request parsing failed",
+    "ACODE-PLAN-002": "context preparation failed",
+    "ACODE-PLAN-003": "decomposition failed",
+    "ACODE-PLAN-004": "invalid plan structure",
+    "ACODE-PLAN-005": "circular dependency",
+    "ACODE-PLAN-006": "token budget exceeded",
+    "ACODE-PLAN-007": "planning timeout",
+    "ACODE-EXEC-001": "step execution failed",
+    "ACODE-EXEC-002": "tool invocation failed",
+    "ACODE-EXEC-003": "turn limit reached",
+    "ACODE-EXEC-004": "sandbox violation",
+    "ACODE-EXEC-005": "approval denied",
+    "ACODE-EXEC-006": "step timeout",
+    "ACODE-EXEC-007": "invalid tool parameters",
+    "ACODE-SBX-001": "tool not available",
+    "ACODE-SBX-002": "path outside the workspace",
+    "ACODE-SBX-003": "file not found",
+    "ACODE-SBX-004": "wrong file type",
+    "ACODE-SBX-005": "command could not start",
+    "ACODE-SBX-006": "command timed out",
+    "ACODE-SBX-007": "invalid tool arguments",
+    "ACODE-SBX-008": "outcome unknown: the call was interrupted",
+    "ACODE-SBX-009": "edit did not apply",
+    "ACODE-LLM-001": "model provider not available",
+    "ACODE-LLM-002": "scripted responses exhausted",
+    "ACODE-LLM-003": "model answer invalid",
+    "ACODE-LLM-004": "scripted model file invalid",
+    "ACODE-STORE-001": "database error",
+    "ACODE-STORE-002": "record not found",
+    "ACODE-STORE-003": "database schema is newer than this acode",
+    "ACODE-SUP-001": "actor failed past its restart intensity",
+    "ACODE-SUP-002": "actor did not become ready",
+    "ACODE-CFG-001": "invalid configuration",
+    "ACODE-CLI-001": "acode is already running",
+    "ACODE-CLI-002": "session not found",
+    "ACODE-CLI-003": "invalid argument",
+    "ACODE-CLI-004": "session cannot do that in its current state",
+}
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An error as it crosses a process boundary."""
+
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class AcodeError(Exception):
+    """Base of every acode error; ``str()`` is ``"<message> (<code>)"``."""
+
+    default_code = "ACODE-ORCH-001"
+    retryable = False
+
+    def __init__(self, message: str, *, code: str | None = None, retryable: bool | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        if retryable is not None:
+            self.retryable = retryable
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.code})"
+
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(code=self.code, message=self.message, retryable=self.retryable)
+
+
+class ProtocolError(AcodeError, ValueError):
+    default_code = "ACODE-PROTO-002"
+
+
+class TransportError(AcodeError, ConnectionError):
+    default_code = "ACODE-NET-002"
+    retryable = True
+
+
+class RequestTimeout(TransportError, TimeoutError):
+    default_code = "ACODE-NET-001"
+
+
+class NotRunning(TransportError):
+    default_code = "ACODE-NET-003"
+
+
+class ConfigError(AcodeError, ValueError):
+    default_code = "ACODE-CFG-001"
+
+
+class OrchestrationError(AcodeError):
+    default_code = "ACODE-ORCH-001"
+
+
+class StageTimeout(OrchestrationError, TimeoutError):
+    default_code = "ACODE-ORCH-002"
+
+
+class CycleLimitReached(OrchestrationError):
+    default_code = "ACODE-ORCH-003"
+
+
+class TransitionError(OrchestrationError, ValueError):
+    default_code = "ACODE-ORCH-006"
+
+
+class PlanError(AcodeError, ValueError):
+    default_code = "ACODE-PLAN-004"
+
+
+class ExecutionError(AcodeError):
+    default_code = "ACODE-EXEC-001"
+
+
+class SandboxError(AcodeError):
+    default_code = "ACODE-SBX-001"
+
+
+class PathEscapeError(SandboxError, PermissionError):
+    default_code = "ACODE-SBX-002"
+
+
+class ModelError(AcodeError):
+    default_code = "ACODE-LLM-001"
+
+
+class StorageError(AcodeError):
+    default_code = "ACODE-STORE-001"
+
+
+class NotFoundError(StorageError, LookupError):
+    default_code = "ACODE-STORE-002"
+
+
+class SupervisionError(AcodeError):
+    default_code = "ACODE-SUP-001"
+
+
+class CliError(AcodeError):
+    default_code = "ACODE-CLI-003"
+
+
+_BY_AREA: dict[str, type[AcodeError]] = {
+    "PROTO": ProtocolError,
+    "NET": TransportError,
+    "CFG": ConfigError,
+    "ORCH": OrchestrationError,
+    "PLAN": PlanError,
+    "EXEC": ExecutionError,
+    "SBX": SandboxError,
+    "LLM": ModelError,
+    "STORE": StorageError,
+    "SUP": SupervisionError,
+    "CLI": CliError,
+}
+_BY_CODE: dict[str, type[AcodeError]] = {
+    "ACODE-NET-001": RequestTimeout,
+    "ACODE-NET-003": NotRunning,
+    "ACODE-ORCH-002": StageTimeout,
+    "ACODE-ORCH-003": CycleLimitReached,
+    "ACODE-ORCH-006": TransitionError,
+    "ACODE-SBX-002": PathEscapeError,
+    "ACODE-STORE-002": NotFoundError,
+}
+
+
+def from_info(info: ErrorInfo) -> AcodeError:
+    """Rebuild the exception an :class:`ErrorInfo` describes (unknown codes → AcodeError)."""
+    cls = _BY_CODE.get(info.code)
+    if cls is None:
+        area = info.code.split("-")[1] if info.code.count("-") >= 2 else ""
+        cls = _BY_AREA.get(area, AcodeError)
+    return cls(info.message, code=info.code, retryable=info.retryable)

@@ -1,0 +1,146 @@
+"""Session events: the append-only log persistence keeps and publishes after commit.
+
+Every event has an id (UUIDv7, made by the sender, so a retried write is idempotent), the
+session it belongs to, a session-local sequence number assigned by persistence at
+insert (``seq == 0`` in a draft) and a wall-clock time. Names are past tense.
+The live stream's topic is the session id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from protocol.errors import ErrorInfo
+from protocol.session import CycleKind, PauseKind, Stage
+
+__all__ = [
+    "CheckRan",
+    "Event",
+    "PlanRecorded",
+    "SessionCreated",
+    "SessionFinished",
+    "SessionPaused",
+    "SessionResumed",
+    "StageFinished",
+    "StageRetried",
+    "StepFinished",
+    "StepStarted",
+    "ToolCalled",
+    "Transitioned",
+    "is_final",
+]
+
+Visit = Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
+    id: str
+    session_id: str
+    seq: Annotated[int, msgspec.Meta(ge=0)] = 0
+    at: float = 0.0
+
+
+class SessionCreated(EventBase, tag="session_created", kw_only=True):
+    task: str
+    workspace: str
+
+
+class Transitioned(EventBase, tag="transitioned", kw_only=True):
+    """The coordinator moved the session: ``source`` → ``target`` (written before dispatch)."""
+
+    source: Stage | Literal["start"]
+    target: Stage | Literal["completed"]
+    visit: Visit = 1
+    reason: str = ""
+    cycle_kind: CycleKind | None = None
+    cycle: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
+
+
+class StageRetried(EventBase, tag="stage_retried", kw_only=True):
+    stage: Stage
+    visit: Visit
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    reason: str
+
+
+class StageFinished(EventBase, tag="stage_finished", kw_only=True):
+    stage: Stage
+    visit: Visit
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    ok: bool
+    duration_ms: float = 0.0
+    summary: str = ""
+    error: ErrorInfo | None = None
+
+
+class PlanRecorded(EventBase, tag="plan_recorded", kw_only=True):
+    version: Annotated[int, msgspec.Meta(ge=1)]
+    goal: str
+    tasks: int
+    steps: int
+    status: str = "ready"
+
+
+class StepStarted(EventBase, tag="step_started", kw_only=True):
+    visit: Visit
+    task: str
+    step: str
+    title: str = ""
+
+
+class ToolCalled(EventBase, tag="tool_called", kw_only=True):
+    key: str
+    tool: str
+    target: str = ""
+    ok: bool = True
+    summary: str = ""
+    outcome: Literal["done", "unknown"] = "done"
+    duration_ms: float = 0.0
+
+
+class StepFinished(EventBase, tag="step_finished", kw_only=True):
+    visit: Visit
+    task: str
+    step: str
+    status: Literal["completed", "failed"]
+    summary: str = ""
+
+
+class CheckRan(EventBase, tag="check_ran", kw_only=True):
+    visit: Visit
+    label: str
+    command: str
+    passed: bool
+    exit_code: int | None = None
+    evidence: str = ""
+
+
+class SessionPaused(EventBase, tag="session_paused", kw_only=True):
+    kind: PauseKind
+    code: str
+    message: str
+    exit_code: int
+
+
+class SessionResumed(EventBase, tag="session_resumed", kw_only=True):
+    reason: str = ""
+
+
+class SessionFinished(EventBase, tag="session_finished", kw_only=True):
+    status: Literal["completed", "failed", "cancelled"]
+    exit_code: int
+    error: ErrorInfo | None = None
+    summary: str = ""
+
+
+Event = (
+    SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
+    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+)
+
+
+def is_final(event: Event) -> bool:
+    """True for the events after which ``acode run`` stops following a session."""
+    return isinstance(event, (SessionFinished, SessionPaused))

@@ -1,0 +1,56 @@
+"""Time-ordered identifiers (UUIDv7, RFC 9562) for messages, sessions, events and plans.
+
+Python 3.11 has no ``uuid.uuid7``; this is the RFC's method 1: a 48-bit Unix
+millisecond timestamp, then a 12-bit counter that orders ids made within the same
+millisecond by this process, then 62 random bits. Ids from one process sort in the
+order they were made; ids from different processes sort by millisecond.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+__all__ = ["new_id", "new_trace_id", "new_span_id"]
+
+_lock = threading.Lock()
+_last_ms = 0
+_counter = 0
+
+
+def new_id() -> str:
+    """Return a new UUIDv7 in canonical text form."""
+    global _last_ms, _counter
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            # Same millisecond (or the clock stepped back): keep order by counting on
+            # from the last id; borrow the next millisecond when the counter wraps.
+            ms = _last_ms
+            _counter += 1
+            if _counter > 0xFFF:
+                ms += 1
+                _counter = 0
+        else:
+            _counter = int.from_bytes(os.urandom(2), "big") & 0x7FF
+        _last_ms = ms
+        counter = _counter
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= counter << 64
+    value |= 0b10 << 62
+    value |= rand
+    return str(uuid.UUID(int=value))
+
+
+def new_trace_id() -> str:
+    """A 128-bit trace id (W3C trace-context shape: 32 hex digits)."""
+    return os.urandom(16).hex()
+
+
+def new_span_id() -> str:
+    """A 64-bit span id (16 hex digits)."""
+    return os.urandom(8).hex()

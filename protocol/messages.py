@@ -1,0 +1,337 @@
+"""Every message body on the wire, one tagged union per service and direction.
+
+Commands are imperative (``SubmitTask``, ``RunStage``); replies are nouns. Every reply
+union includes :class:`Error`. Bodies travel behind an :class:`Envelope` (see
+``protocol.frames``); the envelope carries ids, tracing, sender, epoch and deadline.
+
+Services and their unions:
+
+====================  ==========================  ===========================
+service               requests                    replies
+====================  ==========================  ===========================
+``coordinator``       :data:`CoordinatorRequest`  :data:`CoordinatorReply`
+``persistence``       :data:`PersistenceRequest`  :data:`PersistenceReply`
+``planner`` …         :class:`RunStage`           :data:`StageReply`
+``sandbox``           :class:`RunTool`            :data:`SandboxReply`
+supervision channel   :data:`SupervisorUp`        :data:`SupervisorDown`
+====================  ==========================  ===========================
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from protocol.errors import ErrorInfo
+from protocol.events import Event
+from protocol.plan import TaskPlan
+from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
+from protocol.session import Feedback, SessionSettings, SessionSnapshot, Stage
+from protocol.tools import Risk
+
+PROTOCOL_VERSION = 1
+
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+Limit = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+
+
+class Envelope(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Routing and tracing header of every request and reply.
+
+    ``deadline_ms`` is absolute Unix time in milliseconds (0: none); receivers convert it
+    to their own monotonic clock on arrival.
+    """
+
+    v: Annotated[int, msgspec.Meta(ge=0, le=255)] = PROTOCOL_VERSION
+    id: Id
+    correlation_id: Id | None = None
+    session_id: Id | None = None
+    trace_id: str = ""
+    span_id: str = ""
+    sender: str = ""
+    epoch: Annotated[int, msgspec.Meta(ge=0)] = 0
+    sent_at_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
+    deadline_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
+    """Base of every tagged body."""
+
+
+# --- replies shared by every service ---------------------------------------------------
+
+
+class Error(Message, tag="error", kw_only=True):
+    error: ErrorInfo
+
+
+class Ack(Message, tag="ack", kw_only=True):
+    detail: str = ""
+
+
+# --- coordinator -------------------------------------------------------------------------
+
+
+class SubmitTask(Message, tag="submit_task", kw_only=True):
+    """Start a session; ``session_id`` is chosen by the client so a resend is idempotent."""
+
+    session_id: Id
+    task: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
+    workspace: Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]
+    settings: SessionSettings
+
+
+class GetStatus(Message, tag="get_status", kw_only=True):
+    pass
+
+
+class CancelSession(Message, tag="cancel_session", kw_only=True):
+    session_id: Id
+    reason: str = "cancelled by the user"
+
+
+class ResumeSession(Message, tag="resume_session", kw_only=True):
+    session_id: Id
+
+
+class Shutdown(Message, tag="shutdown", kw_only=True):
+    reason: str = "acode down"
+
+
+ActorState = Literal["starting", "ready", "backoff", "failed", "stopping", "stopped"]
+
+
+class ActorStatus(Message, tag="actor_status", kw_only=True):
+    instance: str
+    actor: str
+    state: ActorState
+    pid: int | None = None
+    epoch: int = 0
+    restarts: int = 0
+    started_at: float | None = None
+    uptime_s: float = 0.0
+    heartbeat_age_s: float | None = None
+    busy: int = 0
+    reason: str = ""
+
+
+class StatusReport(Message, tag="status_report", kw_only=True):
+    pid: int
+    home: str
+    started_at: float
+    degraded: bool = False
+    reason: str = ""
+    actors: list[ActorStatus] = []
+    sessions_active: int = 0
+
+
+class SessionAccepted(Message, tag="session_accepted", kw_only=True):
+    session: SessionSnapshot
+
+
+CoordinatorRequest = SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown
+CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
+
+
+# --- persistence -------------------------------------------------------------------------
+
+
+class Commit(Message, tag="commit", kw_only=True):
+    """Append events and update a session in one transaction (idempotent by event id).
+
+    ``snapshot`` creates the session row when it does not exist yet.
+    """
+
+    session_id: Id
+    events: list[Event] = []
+    snapshot: SessionSnapshot | None = None
+    plan: TaskPlan | None = None
+    step: StepRecord | None = None
+
+
+class GetSession(Message, tag="get_session", kw_only=True):
+    session_id: Id
+
+
+class ListSessions(Message, tag="list_sessions", kw_only=True):
+    statuses: list[str] = []
+    limit: Limit = 100
+
+
+class GetEvents(Message, tag="get_events", kw_only=True):
+    session_id: Id
+    after_seq: Annotated[int, msgspec.Meta(ge=0)] = 0
+    limit: Limit = 10_000
+
+
+class GetPlan(Message, tag="get_plan", kw_only=True):
+    session_id: Id
+    version: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0: the latest
+
+
+class GetSteps(Message, tag="get_steps", kw_only=True):
+    session_id: Id
+    visit: Annotated[int, msgspec.Meta(ge=1)]
+
+
+class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
+    """Journal a tool call's intent, or learn what an earlier call with this key did."""
+
+    key: Id
+    session_id: Id
+    tool: str
+    arguments: dict[str, Any] = {}
+    risk: Risk = "read"
+    pre_image: str | None = None
+
+
+class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):
+    """Journal a tool call's result and append its ``tool_called`` event."""
+
+    key: Id
+    session_id: Id
+    result: ToolResult
+    event: Event
+
+
+class ClaimModelAnswer(Message, tag="claim_model_answer", kw_only=True):
+    """Find the recorded answer for a request hash, or reserve its place in the stage's
+    sequence (the scripted model serves the response at that place)."""
+
+    request_hash: Id
+    session_id: Id
+    stage: Stage
+
+
+class RecordModelAnswer(Message, tag="record_model_answer", kw_only=True):
+    request_hash: Id
+    answer: ModelAnswer
+
+
+class Committed(Message, tag="committed", kw_only=True):
+    seqs: list[int] = []
+
+
+class SessionFound(Message, tag="session_found", kw_only=True):
+    session: SessionSnapshot
+
+
+class SessionList(Message, tag="session_list", kw_only=True):
+    sessions: list[SessionSnapshot] = []
+
+
+class EventList(Message, tag="event_list", kw_only=True):
+    events: list[Event] = []
+
+
+class PlanFound(Message, tag="plan_found", kw_only=True):
+    plan: TaskPlan
+
+
+class StepList(Message, tag="step_list", kw_only=True):
+    steps: list[StepRecord] = []
+
+
+class ToolCallState(Message, tag="tool_call_state", kw_only=True):
+    """``new``: intent journaled now, run it. ``pending``: journaled earlier without a result.
+    ``done``: ``result`` is the journaled result. ``pre_image`` is the one recorded first."""
+
+    state: Literal["new", "pending", "done"]
+    pre_image: str | None = None
+    result: ToolResult | None = None
+
+
+class ModelAnswerClaim(Message, tag="model_answer_claim", kw_only=True):
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    answer: ModelAnswer | None = None
+
+
+PersistenceRequest = (
+    Commit | GetSession | ListSessions | GetEvents | GetPlan | GetSteps | BeginToolCall
+    | FinishToolCall | ClaimModelAnswer | RecordModelAnswer
+)
+PersistenceReply = (
+    Committed | SessionFound | SessionList | EventList | PlanFound | StepList | ToolCallState
+    | ModelAnswerClaim | Ack | Error
+)
+
+
+# --- stages ------------------------------------------------------------------------------
+
+
+class RunStage(Message, tag="run_stage", kw_only=True):
+    """Do one stage of one session; ``(session_id, stage, visit, attempt)`` fences the answer."""
+
+    session_id: Id
+    stage: Stage
+    visit: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    task: str
+    workspace: str
+    settings: SessionSettings
+    plan: TaskPlan | None = None
+    feedback: Feedback | None = None
+
+
+class StageDone(Message, tag="stage_done", kw_only=True):
+    result: StageResult
+
+
+StageReply = StageDone | Error
+
+
+# --- sandbox -----------------------------------------------------------------------------
+
+
+class RunTool(Message, tag="run_tool", kw_only=True):
+    """Run one tool call in ``workspace``; ``key`` makes it idempotent."""
+
+    key: Id
+    session_id: Id
+    workspace: str
+    tool: str
+    arguments: dict[str, Any] = {}
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] = 120.0
+    output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
+
+
+class ToolDone(Message, tag="tool_done", kw_only=True):
+    result: ToolResult
+
+
+SandboxReply = ToolDone | Error
+
+
+# --- supervision channel (child <-> coordinator, not through the broker) -----------------
+
+
+class Heartbeat(Message, tag="heartbeat", kw_only=True):
+    instance: str
+    actor: str
+    pid: int
+    epoch: int
+    state: Literal["starting", "ready", "stopping"]
+    busy: list[str] = []  # ids of the requests this instance is working on
+
+
+class Stop(Message, tag="stop", kw_only=True):
+    reason: str = ""
+
+
+SupervisorUp = Heartbeat
+SupervisorDown = Stop
+
+
+# --- broker control ----------------------------------------------------------------------
+
+
+class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Sent with READY: who the worker is and how many requests it takes at once."""
+
+    instance: str
+    pid: int = 0
+    epoch: Annotated[int, msgspec.Meta(ge=0)] = 0
+    capacity: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1
+    busy: list[str] = []

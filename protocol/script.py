@@ -1,0 +1,83 @@
+"""The scripted model file: the deterministic "model" of the demo, the tests and drills.
+
+```yaml
+version: 1
+responses:
+  planner:
+    - json: {goal: …, status: ready, tasks: [...]}   # json: is sugar for content: <that JSON>
+  executor:
+    - tool_calls: [{name: write_file, arguments: {path: hello.py, content: "print('hello')\\n"}}]
+    - tool_calls: [{name: step_complete, arguments: {summary: wrote hello.py}}]
+  verifier:
+    - json: {passed: true, summary: ok, criteria: []}
+  reviewer:
+    - json: {decision: approve, summary: looks right, issues: []}
+```
+
+Each stage's list is consumed in order across the whole session, cycles included. A
+response may carry ``delay_s`` to simulate a slow model. The file is user-written, so
+unknown keys are refused (a typo must fail loudly, not silently drop a tool call).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+import msgspec.yaml
+
+from protocol.errors import ModelError
+from protocol.session import Stage
+
+__all__ = ["Script", "ScriptedResponse", "ScriptedToolCall", "load_script"]
+
+
+class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ScriptedToolCall(_Strict, kw_only=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    arguments: dict[str, Any] = {}
+
+
+class ScriptedResponse(_Strict, kw_only=True):
+    content: str | None = None
+    json: Any = None
+    tool_calls: list[ScriptedToolCall] = []
+    delay_s: Annotated[float, msgspec.Meta(ge=0, le=3_600)] = 0.0
+
+    def text(self) -> str:
+        """The answer's text: ``content`` as given, or ``json`` encoded as JSON."""
+        if self.content is not None:
+            return self.content
+        if self.json is not None:
+            return msgspec.json.encode(self.json).decode()
+        return ""
+
+
+class Script(_Strict, kw_only=True):
+    version: Literal[1]
+    responses: dict[Stage, list[ScriptedResponse]] = {}
+
+
+def load_script(text: str | bytes, *, name: str = "<script>") -> Script:
+    """Decode and check a scripted model file; errors carry ACODE-LLM-004 and the file name."""
+    try:
+        script = msgspec.yaml.decode(text, type=Script)
+    except msgspec.ValidationError as exc:
+        raise ModelError(f"scripted model file {name} is invalid: {exc}; see README "
+                         "'Scripted model format'", code="ACODE-LLM-004") from exc
+    except msgspec.DecodeError as exc:
+        raise ModelError(f"scripted model file {name} is not valid YAML: {exc}",
+                         code="ACODE-LLM-004") from exc
+    for stage, items in script.responses.items():
+        for index, item in enumerate(items):
+            where = f"scripted model file {name}: responses.{stage}[{index}]"
+            if item.content is not None and item.json is not None:
+                raise ModelError(f"{where} has both content and json; keep one",
+                                 code="ACODE-LLM-004")
+            if item.content is None and item.json is None and not item.tool_calls:
+                raise ModelError(f"{where} is empty; give content, json or tool_calls",
+                                 code="ACODE-LLM-004")
+    return script

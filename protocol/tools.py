@@ -1,0 +1,183 @@
+"""The executor's tools: argument Structs, risk classes and function-calling definitions.
+
+The JSON schemas the model sees are generated from these Structs, so the schema and
+the decoder can never disagree. ``step_complete`` and ``step_failed`` are control tools:
+the executor handles them itself; every other tool runs in the sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+__all__ = [
+    "CONTROL_TOOLS",
+    "SANDBOX_TOOLS",
+    "TOOL_ARGS",
+    "CreateDirectory",
+    "Edit",
+    "ListDirectory",
+    "ModifyFile",
+    "ReadFile",
+    "Risk",
+    "RunTerminal",
+    "SearchCode",
+    "StepComplete",
+    "StepFailed",
+    "ToolArgs",
+    "WriteFile",
+    "decode_args",
+    "risk_of",
+    "tool_definitions",
+]
+
+Path = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+Risk = Literal["read", "write", "execute", "network", "destructive"]
+
+
+class _Args(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    pass
+
+
+class ReadFile(_Args, kw_only=True):
+    """Read a text file of the workspace; lines are numbered from 1."""
+
+    path: Path
+    offset: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None
+
+
+class WriteFile(_Args, kw_only=True):
+    """Create or replace a file of the workspace with the given content."""
+
+    path: Path
+    content: Annotated[str, msgspec.Meta(max_length=10_000_000)]
+
+
+class Edit(_Args, kw_only=True):
+    search: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)]
+    replace: Annotated[str, msgspec.Meta(max_length=1_000_000)]
+
+
+class ModifyFile(_Args, kw_only=True):
+    """Apply search/replace edits to a file; each search must match exactly once."""
+
+    path: Path
+    edits: Annotated[list[Edit], msgspec.Meta(min_length=1, max_length=100)]
+
+
+class CreateDirectory(_Args, kw_only=True):
+    """Create a directory (and missing parents) inside the workspace."""
+
+    path: Path
+
+
+class ListDirectory(_Args, kw_only=True):
+    """List a directory of the workspace."""
+
+    path: Path = "."
+    depth: Annotated[int, msgspec.Meta(ge=1, le=10)] = 1
+
+
+class SearchCode(_Args, kw_only=True):
+    """Search the workspace's text files for a literal string (or a regex)."""
+
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]
+    path: Path = "."
+    regex: bool = False
+
+
+class RunTerminal(_Args, kw_only=True):
+    """Run a command (no shell) in the workspace and return its exit code and output."""
+
+    command: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] | None = None
+
+
+class StepComplete(_Args, kw_only=True):
+    """Declare the current step done, with a one-line summary of what it achieved."""
+
+    summary: Annotated[str, msgspec.Meta(max_length=4_000)]
+
+
+class StepFailed(_Args, kw_only=True):
+    """Declare the current step impossible, with the reason."""
+
+    reason: Annotated[str, msgspec.Meta(max_length=4_000)]
+
+
+ToolArgs = (
+    ReadFile | WriteFile | ModifyFile | CreateDirectory | ListDirectory | SearchCode | RunTerminal
+    | StepComplete | StepFailed
+)
+
+TOOL_ARGS: dict[str, type[_Args]] = {
+    "read_file": ReadFile,
+    "write_file": WriteFile,
+    "modify_file": ModifyFile,
+    "create_directory": CreateDirectory,
+    "list_directory": ListDirectory,
+    "search_code": SearchCode,
+    "run_terminal": RunTerminal,
+    "step_complete": StepComplete,
+    "step_failed": StepFailed,
+}
+CONTROL_TOOLS = frozenset({"step_complete", "step_failed"})
+SANDBOX_TOOLS = frozenset(TOOL_ARGS) - CONTROL_TOOLS
+
+_RISK: dict[str, Risk] = {
+    "read_file": "read",
+    "list_directory": "read",
+    "search_code": "read",
+    "write_file": "write",
+    "modify_file": "write",
+    "create_directory": "write",
+    "run_terminal": "execute",
+}
+
+
+def risk_of(tool: str) -> Risk:
+    """The risk class approval gates use; unknown tools count as destructive."""
+    return _RISK.get(tool, "destructive")
+
+
+def decode_args(tool: str, arguments: dict[str, Any]) -> _Args:
+    """Validate a tool call's arguments against its Struct (raises msgspec.ValidationError)."""
+    return msgspec.convert(arguments, TOOL_ARGS[tool], strict=False)
+
+
+def _inline(schema: Any, defs: dict[str, Any]) -> Any:
+    """Replace ``$ref`` with the definition it names: function-calling schemas are flat."""
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if ref is not None:
+            return _inline(defs[ref.rsplit("/", 1)[-1]], defs)
+        return {k: _inline(v, defs) for k, v in schema.items() if k not in ("$defs", "title")}
+    if isinstance(schema, list):
+        return [_inline(v, defs) for v in schema]
+    return schema
+
+
+def _parameters(args_type: type[_Args]) -> dict[str, Any]:
+    raw = msgspec.json.schema(args_type)
+    params = _inline(raw, raw.get("$defs", {}))
+    params.pop("description", None)
+    return params
+
+
+def tool_definitions(names: frozenset[str] | None = None) -> list[dict[str, Any]]:
+    """OpenAI/Ollama function-calling definitions for the named tools (all by default)."""
+    out = []
+    for name, args_type in TOOL_ARGS.items():
+        if names is not None and name not in names:
+            continue
+        out.append({
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": (args_type.__doc__ or "").strip(),
+                "parameters": _parameters(args_type),
+            },
+        })
+    return out
