@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.errors import ErrorInfo
-from protocol.session import CycleKind, PauseKind, Stage
+from protocol.stages import CycleKind, PauseKind, Stage
 
 __all__ = [
     "CheckRan",

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 
-__all__ = ["new_id", "new_trace_id", "new_span_id"]
+__all__ = ["new_id", "new_span_id", "new_trace_id", "stable_id"]
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -54,3 +54,15 @@ def new_trace_id() -> str:
 def new_span_id() -> str:
     """A 64-bit span id (16 hex digits)."""
     return os.urandom(8).hex()
+
+
+def stable_id(*parts: object) -> str:
+    """A UUID derived from ``parts`` (UUIDv5): the same logical event gets the same id.
+
+    Used for events a retried attempt may emit again (a step that starts twice, a check
+    that is reported twice), so persistence stores them once.
+    """
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(str(p) for p in parts)))
+
+
+_NAMESPACE = uuid.UUID("6b1c4c52-4a0e-4d4f-9a51-ac0de0000000")

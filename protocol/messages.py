@@ -27,7 +27,8 @@ from protocol.errors import ErrorInfo
 from protocol.events import Event
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
-from protocol.session import Feedback, SessionSettings, SessionSnapshot, Stage
+from protocol.session import Feedback, SessionSettings, SessionSnapshot
+from protocol.stages import Stage
 from protocol.tools import Risk
 
 PROTOCOL_VERSION = 1
@@ -273,6 +274,7 @@ class RunStage(Message, tag="run_stage", kw_only=True):
     settings: SessionSettings
     plan: TaskPlan | None = None
     feedback: Feedback | None = None
+    previous: StageResult | None = None  # what the stage before this one answered
 
 
 class StageDone(Message, tag="stage_done", kw_only=True):

@@ -15,7 +15,7 @@ import msgspec
 
 from protocol.errors import ErrorInfo
 from protocol.plan import TaskPlan
-from protocol.session import Stage
+from protocol.stages import Stage
 from protocol.tools import Risk
 
 __all__ = [

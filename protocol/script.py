@@ -27,7 +27,7 @@ import msgspec
 import msgspec.yaml
 
 from protocol.errors import ModelError
-from protocol.session import Stage
+from protocol.stages import Stage
 
 __all__ = ["Script", "ScriptedResponse", "ScriptedToolCall", "load_script"]
 

@@ -9,11 +9,21 @@ limits the user asked for.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
 from protocol.errors import ErrorInfo
+from protocol.results import StageResult
+from protocol.stages import (
+    CYCLE_KINDS,
+    STAGES,
+    TERMINAL,
+    CycleKind,
+    PauseKind,
+    SessionStatus,
+    Stage,
+)
 
 __all__ = [
     "CYCLE_KINDS",
@@ -31,13 +41,6 @@ __all__ = [
     "Stage",
 ]
 
-Stage = Literal["planner", "executor", "verifier", "reviewer"]
-STAGES: tuple[Stage, ...] = ("planner", "executor", "verifier", "reviewer")
-CycleKind = Literal["verify", "review"]
-CYCLE_KINDS: tuple[CycleKind, ...] = ("verify", "review")
-SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
@@ -103,6 +106,7 @@ class SessionSnapshot(_Wire, kw_only=True):
     cycles: dict[CycleKind, SmallCount] = {}
     plan_version: SmallCount = 0
     feedback: Feedback | None = None
+    last_result: StageResult | None = None  # the previous stage's answer, input of the next
     pause: PauseInfo | None = None
     error: ErrorInfo | None = None
     exit_code: Annotated[int, msgspec.Meta(ge=0, le=255)] | None = None

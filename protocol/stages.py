@@ -1,0 +1,23 @@
+"""The vocabulary of the pipeline: stage names, cycle kinds, session statuses, pause kinds."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "CYCLE_KINDS",
+    "STAGES",
+    "TERMINAL",
+    "CycleKind",
+    "PauseKind",
+    "SessionStatus",
+    "Stage",
+]
+
+Stage = Literal["planner", "executor", "verifier", "reviewer"]
+STAGES: tuple[Stage, ...] = ("planner", "executor", "verifier", "reviewer")
+CycleKind = Literal["verify", "review"]  # verifier -> executor, reviewer -> planner
+CYCLE_KINDS: tuple[CycleKind, ...] = ("verify", "review")
+SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation"]
