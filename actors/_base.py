@@ -156,6 +156,7 @@ class Actor:
     """Base of every acode process. Subclasses set ``actor`` and override the hooks."""
 
     actor = "actor"
+    supervised = True  # False for the coordinator, which is the supervisor
 
     def __init__(self, spec: ActorSpec, *, clock: Clock = time.monotonic):
         self.spec = spec
@@ -218,7 +219,8 @@ class Actor:
         code = 0
         try:
             self._install_signals()
-            self._open_supervision()
+            if self.supervised:
+                self._open_supervision()
             self.on_start()
             self.state = "ready"
             self._heartbeat()

@@ -1,0 +1,1 @@
+"""The coordinator: supervisor of the actor processes and orchestrator of sessions."""

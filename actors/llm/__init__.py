@@ -1,0 +1,1 @@
+"""Model providers for the stage actors, and the recorded-answer layer in front of them."""

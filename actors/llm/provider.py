@@ -1,0 +1,44 @@
+"""What a stage asks a model, and the interface every provider implements.
+
+A :class:`ModelRequest` is a chat (system/user/assistant/tool messages), the tools the
+model may call, and optionally a JSON schema its answer must follow. Providers answer a
+:class:`~protocol.results.ModelAnswer` (text and/or tool calls). ``seq`` is the request's
+place in its stage's sequence for the session, assigned durably by persistence; only the
+scripted provider uses it (it serves response number ``seq``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from protocol.results import ModelAnswer, ModelToolCall
+from protocol.stages import Stage
+
+__all__ = ["ChatMessage", "ModelRequest", "Provider"]
+
+
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ModelToolCall] = []
+    tool_call_id: str = ""
+    name: str = ""
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    stage: Stage
+    call_site: str  # where in the stage this call is made, e.g. "T1/S2/turn3"
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]] = []
+    json_schema: dict[str, Any] | None = None
+
+
+class Provider(Protocol):
+    """A model. ``cancel`` is set when the stage is abandoned: stop waiting, raise."""
+
+    name: str
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer: ...

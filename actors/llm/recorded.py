@@ -1,0 +1,57 @@
+"""Recorded model answers: every answer is stored under a hash of its request.
+
+When a stage is dispatched again after a crash, it makes the same requests in the same
+order (tool results come back from the sandbox journal unchanged); each is answered from
+the record, so recovery costs no tokens and reaches the same outcome. The hash covers the
+session, stage, visit, call site, messages, tools and schema, never the attempt number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from actors.llm.provider import ModelRequest, Provider
+from protocol import codec
+from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
+from protocol.results import ModelAnswer
+
+__all__ = ["RecordedModel", "request_hash"]
+
+
+def request_hash(session_id: str, visit: int, request: ModelRequest) -> str:
+    payload = codec.encode([session_id, request.stage, visit, request.call_site, request.messages,
+                            request.tools, request.json_schema])
+    return hashlib.sha256(payload).hexdigest()
+
+
+class RecordedModel:
+    """A provider behind the record; counts calls and replays for the stage's metrics."""
+
+    def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
+                 visit: int, cancel: threading.Event):
+        self.provider = provider
+        self.persistence = persistence
+        self.session_id = session_id
+        self.visit = visit
+        self.cancel = cancel
+        self.calls = 0
+        self.replayed = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    def complete(self, request: ModelRequest) -> ModelAnswer:
+        digest = request_hash(self.session_id, self.visit, request)
+        claim: ModelAnswerClaim = self.persistence(
+            ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage))
+        self.calls += 1
+        if claim.answer is not None:
+            self.replayed += 1
+            return claim.answer
+        answer = self.provider.complete(request, seq=claim.seq, cancel=self.cancel)
+        self.persistence(RecordModelAnswer(request_hash=digest, answer=answer))
+        self.tokens_in += answer.usage.prompt_tokens
+        self.tokens_out += answer.usage.completion_tokens
+        return answer

@@ -1,0 +1,1 @@
+"""The four stage actors (planner, executor, verifier, reviewer): stateless, one process each."""

@@ -1,0 +1,95 @@
+"""The stage actor process: one of planner, executor, verifier, reviewer (``spec.actor``).
+
+It serves the service named after its stage, one request at a time (capacity 1; run more
+instances for more concurrency), on a worker thread so the loop keeps heartbeating
+while a model thinks. Stage errors that are the model's or the plan's become a failed
+:class:`StageResult`; transport errors (persistence or sandbox unreachable past their
+deadline) answer an ``Error`` the coordinator treats as a lost attempt.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from actors._base import Actor
+from actors.stages import executor, planner, reviewer, verifier
+from actors.stages.context import StageContext
+from broker.client import Client
+from broker.worker import Request, Worker
+from protocol import codec
+from protocol.errors import AcodeError, ProtocolError, TransportError
+from protocol.messages import Message, StageDone
+from protocol.results import StageResult
+from protocol.spec import ActorSpec
+from protocol.stages import STAGES
+
+__all__ = ["StageActor"]
+
+RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
+    "planner": planner.run,
+    "executor": executor.run,
+    "verifier": verifier.run,
+    "reviewer": reviewer.run,
+}
+
+
+class StageActor(Actor):
+    def __init__(self, spec: ActorSpec, **kwargs: Any):
+        super().__init__(spec, **kwargs)
+        self.actor = spec.actor  # logs and heartbeats say "executor", not "stage"
+
+    def on_start(self) -> None:
+        if self.spec.actor not in STAGES:
+            raise ValueError(f"stage actor started as {self.spec.actor!r}; expected one of {', '.join(STAGES)}")
+        self._local = threading.local()
+        self._cancels: set[threading.Event] = set()
+        self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
+        self.worker.start()
+
+    def busy(self) -> list[str]:
+        return self.worker.busy()
+
+    def on_stop(self) -> None:
+        for cancel in list(self._cancels):
+            cancel.set()
+        self.worker.close()
+
+    def _client(self) -> Client:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            assert self.ctx is not None
+            client = Client(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance, epoch=self.spec.epoch)
+            self._local.client = client
+        return client
+
+    def handle(self, request: Request) -> Message:
+        body = codec.STAGE_REQUEST.decode(request.body)
+        if body.stage != self.spec.actor:
+            raise ProtocolError(f"{self.spec.instance} runs the {self.spec.actor} stage, not {body.stage}",
+                                code="ACODE-PROTO-005")
+        log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,
+                            visit=body.visit, attempt=body.attempt)
+        cancel = threading.Event()
+        self._cancels.add(cancel)
+        log.info("stage_started")
+        try:
+            ctx = StageContext(body, client=self._client(), cancel=cancel, log=log)
+            try:
+                result = RUNNERS[body.stage](ctx)
+            except TransportError:
+                raise
+            except AcodeError as exc:
+                result = ctx.result(ok=False, summary=str(exc), error=exc.info())
+        except TransportError as exc:
+            log.warning("stage_interrupted", error=str(exc))
+            raise
+        except AcodeError as exc:  # before a context exists: e.g. no model configured
+            result = StageResult(session_id=body.session_id, stage=body.stage, visit=body.visit,
+                                 attempt=body.attempt, ok=False, summary=str(exc), error=exc.info())
+        finally:
+            self._cancels.discard(cancel)
+        log.info("stage_finished", ok=result.ok, summary=result.summary,
+                 duration_ms=round(result.metrics.duration_ms, 1))
+        return StageDone(result=result)

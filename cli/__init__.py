@@ -1,0 +1,1 @@
+"""The acode command line: a thin client of the actors' protocol."""

@@ -1,0 +1,201 @@
+"""Configuration files, environment and flags, resolved in one function.
+
+Precedence (highest first): CLI flags > ``ACODE_<SECTION>__<KEY>`` environment >
+workspace ``.agent/config.yml`` > user ``$ACODE_HOME/config.yml`` > defaults.
+
+Files are YAML decoded into Structs that forbid unknown keys, so a typo fails loudly
+with the file, the key and what is valid. Every field is optional in a file; a layer
+only overrides what it sets. ``acode up`` uses the user config, environment and flags
+(supervision, storage, workers); ``acode run`` adds the workspace config (orchestration,
+executor, sandbox, model).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import msgspec.yaml
+
+from actors.coordinator.actor import CoordinatorOptions
+from actors.coordinator.supervisor import SupervisionOptions
+from protocol.errors import ConfigError
+from protocol.script import load_script
+from protocol.session import ScriptedProvider, SessionSettings
+from protocol.stages import STAGES
+
+__all__ = ["AcodeConfig", "load_file", "resolve", "session_settings", "up_options"]
+
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Orchestration(_Section):
+    planner_timeout: Seconds | None = None
+    executor_timeout: Seconds | None = None
+    verifier_timeout: Seconds | None = None
+    reviewer_timeout: Seconds | None = None
+    stage_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    verify_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+
+
+class Executor(_Section):
+    max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+
+
+class Sandbox(_Section):
+    command_timeout: Seconds | None = None
+    output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
+
+
+class Model(_Section):
+    provider: Literal["scripted"] | None = None
+    script: str | None = None
+
+
+class Supervision(_Section):
+    heartbeat_interval: Annotated[float, msgspec.Meta(ge=0.05, le=60)] | None = None
+    liveness: Annotated[int, msgspec.Meta(ge=2, le=100)] | None = None
+    restart_intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] | None = None
+    restart_period: Seconds | None = None
+    backoff_initial: Annotated[float, msgspec.Meta(ge=0, le=60)] | None = None
+    backoff_max: Annotated[float, msgspec.Meta(ge=0, le=600)] | None = None
+    ready_timeout: Seconds | None = None
+    stop_timeout: Seconds | None = None
+
+
+class Storage(_Section):
+    synchronous: Literal["full", "normal"] | None = None
+
+
+class Workers(_Section):
+    planner: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
+    executor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
+    verifier: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
+    reviewer: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
+
+
+class AcodeConfig(_Section):
+    orchestration: Orchestration = Orchestration()
+    executor: Executor = Executor()
+    sandbox: Sandbox = Sandbox()
+    model: Model = Model()
+    supervision: Supervision = Supervision()
+    storage: Storage = Storage()
+    workers: Workers = Workers()
+
+
+def _merge(base: AcodeConfig, over: AcodeConfig) -> AcodeConfig:
+    """``over``'s set fields win, section by section."""
+    sections = {}
+    for name in AcodeConfig.__struct_fields__:
+        low, high = getattr(base, name), getattr(over, name)
+        values = {f: getattr(high, f) if getattr(high, f) is not None else getattr(low, f)
+                  for f in type(low).__struct_fields__}
+        sections[name] = type(low)(**values)
+    return AcodeConfig(**sections)
+
+
+def load_file(path: Path) -> AcodeConfig:
+    """Decode one config file (a missing file is an empty layer); relative script paths
+    are taken from the file's directory."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return AcodeConfig()
+    try:
+        config = msgspec.yaml.decode(text, type=AcodeConfig) if text.strip() else AcodeConfig()
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"config file {path} is invalid: {exc}; valid sections: "
+                          f"{', '.join(AcodeConfig.__struct_fields__)} (see README 'Configuration')") from exc
+    script = config.model.script
+    if script and not os.path.isabs(script):
+        config = msgspec.structs.replace(config, model=msgspec.structs.replace(
+            config.model, script=str((path.parent / script).resolve())))
+    return config
+
+
+def _from_env(env: Mapping[str, str]) -> AcodeConfig:
+    raw: dict[str, dict[str, str]] = {}
+    for key, value in env.items():
+        if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_"):
+            continue
+        name = key[len("ACODE_"):].lower()
+        section, sep, field = name.partition("__")
+        if not sep or section not in AcodeConfig.__struct_fields__:
+            raise ConfigError(f"environment variable {key} is not an acode setting; use "
+                              "ACODE_<SECTION>__<KEY>, e.g. ACODE_ORCHESTRATION__CYCLE_LIMIT=5")
+        raw.setdefault(section, {})[field] = value
+    try:
+        return msgspec.convert(raw, AcodeConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"ACODE_* environment setting is invalid: {exc}") from exc
+
+
+def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str] | None = None,
+            flags: Mapping[str, Any] | None = None) -> AcodeConfig:
+    """Every layer merged: defaults < user < workspace < environment < flags."""
+    config = load_file(home / "config.yml")
+    if workspace is not None:
+        config = _merge(config, load_file(workspace / ".agent" / "config.yml"))
+    config = _merge(config, _from_env(os.environ if env is None else env))
+    if flags:
+        sections: dict[str, dict[str, Any]] = {}
+        for dotted, value in flags.items():
+            if value is not None:
+                section, _, field = dotted.partition(".")
+                sections.setdefault(section, {})[field] = value
+        try:
+            config = _merge(config, msgspec.convert(sections, AcodeConfig, strict=False))
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"invalid option: {exc}") from exc
+    return config
+
+
+def session_settings(config: AcodeConfig) -> SessionSettings:
+    """What a session is submitted with; the scripted model's file is read here."""
+    defaults = SessionSettings()
+    o = config.orchestration
+    timeouts = {s: getattr(o, f"{s}_timeout") or defaults.stage_timeouts[s] for s in STAGES}
+    cycle = o.cycle_limit
+    limits = {"verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
+              "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
+    provider = None
+    if config.model.provider == "scripted" or config.model.script:
+        if not config.model.script:
+            raise ConfigError("the scripted provider needs a script: pass --script FILE or set model.script")
+        path = Path(config.model.script)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the scripted model file {path}: {exc.strerror}; check the path") from exc
+        load_script(text, name=str(path))  # fail here, before anything starts
+        provider = ScriptedProvider(script_yaml=text, script_name=str(path))
+    return SessionSettings(
+        stage_timeouts=timeouts,
+        stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
+        cycle_limits={k: v if v is not None else defaults.cycle_limits[k] for k, v in limits.items()},
+        max_turns_per_step=config.executor.max_turns_per_step or defaults.max_turns_per_step,
+        command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
+        output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
+        provider=provider,
+    )
+
+
+def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:
+    """The coordinator's options, heartbeat interval and liveness for ``acode up``."""
+    s = config.supervision
+    supervision = SupervisionOptions(**{f: getattr(s, f) for f in SupervisionOptions.__struct_fields__
+                                        if getattr(s, f, None) is not None})
+    workers = {f: getattr(config.workers, f) for f in Workers.__struct_fields__ if getattr(config.workers, f)}
+    options = CoordinatorOptions(workers=workers, supervision=supervision,
+                                 synchronous=config.storage.synchronous or "full")
+    return options, s.heartbeat_interval or 1.0, s.liveness or 3

@@ -1,0 +1,117 @@
+"""Following a session live: the event stream for speed, the database for completeness.
+
+The SUB socket delivers events as persistence commits them, but a subscriber can miss
+some (it joined late, the broker restarted). Every event carries its session-local
+sequence number, so a gap is filled from persistence (``GetEvents``), and a periodic
+catch-up reads whatever the stream did not bring. Events are handed over exactly once,
+in order.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import typer
+import zmq
+
+from cli import render
+from cli.connection import Connection
+from protocol import codec
+from protocol.errors import AcodeError, ProtocolError
+from protocol.events import Event, is_final
+from protocol.messages import GetEvents, GetSession
+from protocol.session import SessionSnapshot
+
+__all__ = ["follow", "follow_and_print", "print_json"]
+
+CATCH_UP_EVERY = 1.0
+
+
+def follow(connection: Connection, session_id: str, on_event: Callable[[Event], None], *,
+           after_seq: int = 0, on_silence: Callable[[], None] | None = None) -> SessionSnapshot:
+    """Hand every event of the session to ``on_event`` until it finishes or pauses."""
+    sub = connection.subscribe(session_id)
+    next_seq = after_seq + 1
+    final = False
+
+    def deliver(events: list[Event]) -> None:
+        nonlocal next_seq, final
+        for event in sorted(events, key=lambda e: e.seq):
+            if event.seq == next_seq:
+                on_event(event)
+                next_seq += 1
+                final = final or is_final(event)
+
+    def catch_up() -> None:
+        reply = connection.persistence(GetEvents(session_id=session_id, after_seq=next_seq - 1), timeout=30.0)
+        deliver(reply.events)
+
+    try:
+        catch_up()
+        last_catch_up = time.monotonic()
+        while not final:
+            if sub.poll(200):
+                streamed: list[Event] = []
+                while True:
+                    try:
+                        _, body = sub.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    try:
+                        streamed.append(codec.EVENT.decode(body))
+                    except ProtocolError:
+                        continue
+                if streamed and min(e.seq for e in streamed) > next_seq:
+                    catch_up()  # a gap: read the missing events first
+                deliver(streamed)
+            if not final and time.monotonic() - last_catch_up >= CATCH_UP_EVERY:
+                try:
+                    catch_up()
+                except AcodeError:
+                    if on_silence is not None:
+                        on_silence()
+                    raise
+                last_catch_up = time.monotonic()
+        reply: Any = connection.persistence(GetSession(session_id=session_id))
+        return reply.session  # type: ignore[no-any-return]
+    finally:
+        sub.close(linger=0)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(codec.to_json(value).decode() + "\n")
+    sys.stdout.flush()
+
+
+def follow_and_print(connection: Connection, session_id: str, *, json_out: bool = False,
+                     after_seq: int = 0) -> SessionSnapshot:
+    """Follow a session printing one line per event (or JSON lines), then the files changed.
+
+    Ctrl-C detaches: the session goes on inside the actors (exit 130).
+    """
+    events: list[Event] = []
+
+    def on_event(event: Event) -> None:
+        events.append(event)
+        if json_out:
+            print_json(event)
+            return
+        line = render.event_line(event)
+        if line:
+            typer.echo(line)
+
+    try:
+        session = follow(connection, session_id, on_event, after_seq=after_seq)
+    except KeyboardInterrupt:
+        typer.echo(f"\ndetached: session {session_id} goes on; `acode show {session_id}` shows it, "
+                   f"`acode cancel {session_id}` stops it", err=True)
+        raise typer.Exit(130) from None
+    if json_out:
+        print_json({"session": session})
+    else:
+        changed = render.files_changed(events)
+        typer.echo(f"files changed: {', '.join(changed) if changed else 'none'}")
+    return session

@@ -1,0 +1,157 @@
+"""Text rendering of statuses, sessions and events for humans (``--json`` skips all this)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from protocol.events import (
+    CheckRan,
+    Event,
+    PlanRecorded,
+    SessionCreated,
+    SessionFinished,
+    SessionPaused,
+    SessionResumed,
+    StageFinished,
+    StageRetried,
+    StepFinished,
+    StepStarted,
+    ToolCalled,
+    Transitioned,
+)
+from protocol.messages import StatusReport
+from protocol.session import SessionSnapshot
+
+__all__ = ["event_line", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
+
+_WRITES = frozenset({"write_file", "modify_file", "create_directory"})
+
+
+def _tag(stage: str) -> str:
+    return f"[{stage.upper()}]".ljust(11)
+
+
+def _clock(at: float) -> str:
+    return dt.datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
+def status_table(report: StatusReport) -> str:
+    rows = [["ACTOR", "PID", "STATE", "EPOCH", "RESTARTS", "UPTIME", "HEARTBEAT", "BUSY"]]
+    for a in report.actors:
+        rows.append([a.instance, str(a.pid or "-"), a.state, str(a.epoch), str(a.restarts), _age(a.uptime_s or None),
+                     _age(a.heartbeat_age_s) + (" ago" if a.heartbeat_age_s is not None else ""), str(a.busy)])
+    head = f"acode {'DEGRADED' if report.degraded else 'up'}: home {report.home}, coordinator pid {report.pid}, " \
+           f"{report.sessions_active} active session(s)"
+    lines = [head, table(rows)]
+    for a in report.actors:
+        if a.state == "failed":
+            lines.append(f"{a.instance} failed: {a.reason}")
+    return "\n".join(lines)
+
+
+def sessions_table(sessions: list[SessionSnapshot]) -> str:
+    if not sessions:
+        return "no sessions yet; start one with `acode run \"<task>\" --workspace DIR ...`"
+    rows = [["SESSION", "STATUS", "STAGE", "EXIT", "CREATED", "TASK"]]
+    for s in sessions:
+        task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
+        rows.append([s.id, s.status, s.stage or "-", "-" if s.exit_code is None else str(s.exit_code),
+                     dt.datetime.fromtimestamp(s.created_at).strftime("%Y-%m-%d %H:%M:%S"), task])
+    return table(rows)
+
+
+def event_line(event: Event) -> str | None:
+    """One progress line for ``acode run``; None for events not worth a line."""
+    match event:
+        case SessionCreated(task=task, workspace=workspace):
+            return f"session {event.session_id}: {task!r} in {workspace}"
+        case Transitioned(source=source, target="completed"):
+            return None
+        case Transitioned(source=source, target=target, visit=visit, cycle_kind=kind, cycle=cycle, reason=reason):
+            if kind:
+                return f"{_tag(source)} -> {target} ({kind} cycle {cycle}): {reason}"
+            if source != "start" and "resumed" in reason:
+                return f"{_tag(target)} {reason}"
+            return f"{_tag(target)} started" + (f" (visit {visit})" if visit > 1 else "")
+        case StageRetried(stage=stage, attempt=attempt, reason=reason):
+            return f"{_tag(stage)} retrying, attempt {attempt}: {reason}"
+        case StageFinished(stage=stage, ok=ok, summary=summary, duration_ms=ms, error=error):
+            text = summary if ok else f"FAILED: {error.message if error else summary}"
+            return f"{_tag(stage)} {text} ({ms / 1000:.2f}s)"
+        case PlanRecorded():
+            return None  # the planner's stage_finished line says it
+        case StepStarted(task=task, step=step, title=title):
+            return f"{_tag('executor')} {task}/{step} {title}"
+        case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
+            mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
+            return f"{_tag('executor')}   {tool} {target} -> {mark}: {summary}".rstrip(": ")
+        case StepFinished(task=task, step=step, status=status, summary=summary):
+            return f"{_tag('executor')} {task}/{step} {status}: {summary}"
+        case CheckRan(label=label, command=command, passed=passed):
+            return f"{_tag('verifier')} {label} `{command}`: {'passed' if passed else 'FAILED'}"
+        case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
+            return f"paused ({kind}): {message} ({code}); exit {exit_code}"
+        case SessionResumed(reason=reason):
+            return f"resumed: {reason}"
+        case SessionFinished(status=status, exit_code=exit_code, error=error, summary=summary):
+            detail = f": {error.message} ({error.code})" if error and status != "completed" else ""
+            return f"{status}{detail} (exit {exit_code})"
+    return None
+
+
+def files_changed(events: Iterable[Event]) -> list[str]:
+    return list(dict.fromkeys(e.target for e in events
+                              if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
+
+
+def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
+    lines = [
+        f"session   {session.id}",
+        f"task      {session.task}",
+        f"workspace {session.workspace}",
+        f"status    {session.status}" + (f" (exit {session.exit_code})" if session.exit_code is not None else ""),
+    ]
+    if session.pause:
+        lines.append(f"paused    {session.pause.kind}: {session.pause.message} ({session.pause.code})")
+    if session.error:
+        lines.append(f"error     {session.error.message} ({session.error.code})")
+    cycles = ", ".join(f"{k} {v}" for k, v in session.cycles.items()) or "none"
+    lines.append(f"plan      v{session.plan_version}; cycles: {cycles}")
+    lines.append("")
+    lines.append("transitions:")
+    start = events[0].at if events else session.created_at
+    entered: dict[str, float] = {}
+    for event in events:
+        if isinstance(event, Transitioned):
+            note = f" ({event.cycle_kind} cycle {event.cycle})" if event.cycle_kind else ""
+            lines.append(f"  +{event.at - start:8.3f}s  {event.source:>8} -> {event.target:<9} {event.reason}{note}")
+            entered[event.target] = event.at
+        elif isinstance(event, StageFinished):
+            took = f"{event.duration_ms / 1000:.3f}s"
+            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: {event.summary}")
+        elif isinstance(event, StageRetried):
+            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: {event.reason}")
+        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished)):
+            lines.append(f"  +{event.at - start:8.3f}s  {event_line(event)}")
+    changed = files_changed(events)
+    lines.append("")
+    lines.append(f"files changed: {', '.join(changed) if changed else 'none'}")
+    lines.append(f"events: {len(events)} (see --json for all)")
+    return "\n".join(lines)

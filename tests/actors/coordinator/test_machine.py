@@ -1,0 +1,221 @@
+"""The session state machine, without processes: transitions, cycles, limits, exit codes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.coordinator import machine
+from protocol.errors import ErrorInfo, TransitionError
+from protocol.events import SessionFinished, SessionPaused, StageRetried, Transitioned
+from protocol.plan import PlanTask, Question, TaskPlan
+from protocol.results import CriterionVerdict, ReviewerAnswer, ReviewIssue, StageResult, VerifierAnswer
+from protocol.session import SessionSettings, SessionSnapshot
+
+NOW = 1_000.0
+PLAN = TaskPlan(goal="g", tasks=[PlanTask(label="T1", title="t")], version=1)
+
+
+def _result(snap: SessionSnapshot, **fields: object) -> StageResult:
+    assert snap.stage is not None
+    return StageResult(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt,
+                       ok=True, **fields)  # type: ignore[arg-type]
+
+
+def _ok(snap: SessionSnapshot) -> StageResult:
+    match snap.stage:
+        case "planner":
+            return _result(snap, plan=PLAN)
+        case "verifier":
+            return _result(snap, verification=VerifierAnswer(passed=True))
+        case "reviewer":
+            return _result(snap, review=ReviewerAnswer(decision="approve"))
+    return _result(snap)
+
+
+def _verify_fail(snap: SessionSnapshot) -> StageResult:
+    return _result(snap, verification=VerifierAnswer(
+        passed=False, summary="A1 failed", criteria=[CriterionVerdict(label="A1", passed=False, evidence="exit 1")]))
+
+
+def _replan(snap: SessionSnapshot) -> StageResult:
+    return _result(snap, review=ReviewerAnswer(decision="replan", summary="missing docs",
+                                               issues=[ReviewIssue(criterion="A2", problem="no docs")]))
+
+
+def _new(**settings_fields: object) -> SessionSnapshot:
+    return machine.create("s1", "task", "/w", SessionSettings(**settings_fields), NOW).snapshot  # type: ignore[arg-type]
+
+
+def _advance(snap: SessionSnapshot, until: str) -> SessionSnapshot:
+    while snap.stage != until:
+        snap = machine.on_result(snap, _ok(snap), NOW).snapshot
+    return snap
+
+
+def test_a_clean_run_visits_every_stage_and_completes_with_exit_0() -> None:
+    decision = machine.create("s1", "task", "/w", SessionSettings(), NOW)
+    snap = decision.snapshot
+    seen = [(e.source, e.target) for e in decision.events if isinstance(e, Transitioned)]
+    while snap.status == "running":
+        decision = machine.on_result(snap, _ok(snap), NOW)
+        snap = decision.snapshot
+        seen += [(e.source, e.target) for e in decision.events if isinstance(e, Transitioned)]
+    assert seen == [("start", "planner"), ("planner", "executor"), ("executor", "verifier"),
+                    ("verifier", "reviewer"), ("reviewer", "completed")]
+    assert snap.status == "completed" and snap.exit_code == 0 and snap.stage is None
+    assert isinstance(decision.events[-1], SessionFinished)
+
+
+def test_the_planner_result_carries_the_plan_to_persist() -> None:
+    decision = machine.on_result(_new(), _ok(_new()), NOW)
+    assert decision.plan == PLAN
+    assert decision.snapshot.plan_version == 1 and decision.snapshot.stage == "executor"
+
+
+def test_a_verify_failure_cycles_to_the_executor_with_the_failures_as_feedback() -> None:
+    snap = _advance(_new(), "verifier")
+    decision = machine.on_result(snap, _verify_fail(snap), NOW)
+    new = decision.snapshot
+    assert new.stage == "executor" and new.visits["executor"] == 2 and new.cycles == {"verify": 1}
+    assert new.feedback is not None and new.feedback.source == "verifier"
+    assert new.feedback.items[0].label == "A1" and new.feedback.items[0].detail == "exit 1"
+    transition = [e for e in decision.events if isinstance(e, Transitioned)][0]
+    assert (transition.cycle_kind, transition.cycle) == ("verify", 1)
+
+
+def test_a_replan_review_cycles_to_the_planner() -> None:
+    snap = _advance(_new(), "reviewer")
+    new = machine.on_result(snap, _replan(snap), NOW).snapshot
+    assert new.stage == "planner" and new.visits["planner"] == 2 and new.cycles == {"review": 1}
+    assert new.feedback is not None and new.feedback.items[0].label == "A2"
+
+
+def test_the_fourth_cycle_of_one_kind_pauses_with_exit_21() -> None:
+    snap = _advance(_new(), "verifier")
+    for _ in range(3):
+        snap = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
+        snap = _advance(snap, "verifier")
+    decision = machine.on_result(snap, _verify_fail(snap), NOW)
+    paused = decision.snapshot
+    assert paused.status == "paused" and paused.exit_code == 21
+    assert paused.pause is not None and paused.pause.code == "ACODE-ORCH-003"
+    assert "verify cycle limit reached (3 of 3)" in paused.pause.message
+    assert isinstance(decision.events[-1], SessionPaused)
+
+
+def test_resuming_after_the_cycle_limit_makes_the_transition_with_a_fresh_round() -> None:
+    snap = _advance(_new(cycle_limits={"verify": 1, "review": 1}), "verifier")
+    snap = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
+    snap = _advance(snap, "verifier")
+    paused = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
+    resumed = machine.resume(paused, NOW).snapshot
+    assert resumed.status == "running" and resumed.stage == "executor" and resumed.cycles["verify"] == 0
+
+
+def test_timeouts_retry_then_pause_with_exit_20() -> None:
+    snap = _new(stage_retry_limit=2)
+    for attempt in (2, 3):
+        decision = machine.on_timeout(snap, NOW)
+        snap = decision.snapshot
+        assert snap.attempt == attempt and snap.status == "running"
+        assert isinstance(decision.events[-1], StageRetried)
+    snap = machine.on_timeout(snap, NOW).snapshot
+    assert snap.status == "paused" and snap.exit_code == 20
+    assert snap.pause is not None and snap.pause.code == "ACODE-ORCH-002"
+
+
+def test_a_lost_attempt_is_dispatched_again_with_the_next_attempt_number() -> None:
+    decision = machine.on_lost(_new(), "planner exited", NOW)
+    assert decision.snapshot.attempt == 2 and decision.dispatch
+    assert decision.events[0].reason == "planner exited"  # type: ignore[union-attr]
+
+
+def test_endless_losses_escalate_to_a_human() -> None:
+    snap = _new()
+    for _ in range(machine.MAX_ATTEMPTS - 1):
+        snap = machine.on_lost(snap, "lost", NOW).snapshot
+    snap = machine.on_lost(snap, "lost", NOW).snapshot
+    assert snap.status == "paused" and snap.exit_code == 22
+
+
+def test_a_stage_failure_fails_the_session_with_its_error() -> None:
+    snap = _new()
+    error = ErrorInfo(code="ACODE-LLM-002", message="no response left for the planner")
+    decision = machine.on_result(snap, StageResult(session_id="s1", stage="planner", visit=1, attempt=1,
+                                                   ok=False, error=error), NOW)
+    assert decision.snapshot.status == "failed" and decision.snapshot.exit_code == 1
+    assert decision.snapshot.error == error
+
+
+def test_cancel_is_exit_23_and_only_once() -> None:
+    snap = machine.cancel(_new(), "user asked", NOW).snapshot
+    assert snap.status == "cancelled" and snap.exit_code == 23
+    with pytest.raises(TransitionError) as info:
+        machine.cancel(snap, "again", NOW)
+    assert info.value.code == "ACODE-CLI-004"
+
+
+def test_a_needs_clarification_plan_pauses_for_input_with_exit_22() -> None:
+    snap = _new()
+    plan = TaskPlan(goal="g", status="needs_clarification", version=1,
+                    questions=[Question(label="Q1", question="which file?")])
+    decision = machine.on_result(snap, _result(snap, plan=plan), NOW)
+    assert decision.snapshot.status == "paused" and decision.snapshot.exit_code == 22
+    assert "which file?" in decision.snapshot.pause.message  # type: ignore[union-attr]
+
+
+def test_completion_requires_every_stage_visited() -> None:
+    snap = _new()
+    forged = snap.__class__(**{**{f: getattr(snap, f) for f in snap.__struct_fields__},
+                               "stage": "reviewer", "visits": {"reviewer": 1}})
+    with pytest.raises(TransitionError) as info:
+        machine.on_result(forged, _ok(forged), NOW)
+    assert "never visited: planner, executor, verifier" in info.value.message
+
+
+INPUTS = st.sampled_from(["ok", "fail", "cycle", "lost", "timeout", "resume", "cancel"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=st.lists(INPUTS, max_size=80), verify=st.integers(0, 4), review=st.integers(0, 4))
+def test_any_sequence_of_inputs_keeps_the_machine_inside_its_whitelist(
+        inputs: list[str], verify: int, review: int) -> None:
+    snap = _new(cycle_limits={"verify": verify, "review": review})
+    for item in inputs:
+        if snap.status in ("completed", "failed", "cancelled"):
+            break
+        if snap.status == "paused":
+            decision = machine.resume(snap, NOW) if item == "resume" else machine.cancel(snap, "x", NOW)
+        elif item == "cancel":
+            decision = machine.cancel(snap, "x", NOW)
+        elif item == "lost":
+            decision = machine.on_lost(snap, "lost", NOW)
+        elif item == "timeout":
+            decision = machine.on_timeout(snap, NOW)
+        elif item == "fail":
+            decision = machine.on_result(snap, StageResult(
+                session_id="s1", stage=snap.stage, visit=snap.visit, attempt=snap.attempt, ok=False), NOW)
+        elif item == "cycle" and snap.stage == "verifier":
+            decision = machine.on_result(snap, _verify_fail(snap), NOW)
+        elif item == "cycle" and snap.stage == "reviewer":
+            decision = machine.on_result(snap, _replan(snap), NOW)
+        else:
+            decision = machine.on_result(snap, _ok(snap), NOW)
+        new = decision.snapshot
+        for event in decision.events:
+            if isinstance(event, Transitioned):
+                assert (event.source, event.target) in machine.ALLOWED
+        if new.status == "running":
+            assert new.stage is not None and new.attempt >= 1 and new.exit_code is None
+            for kind, count in new.cycles.items():
+                assert count <= new.settings.cycle_limits[kind]
+        if new.status == "completed":
+            assert all(new.visits.get(s) for s in ("planner", "executor", "verifier", "reviewer"))
+        if new.status in ("completed", "failed", "cancelled"):
+            assert new.exit_code == {"completed": 0, "failed": 1, "cancelled": 23}[new.status]
+        if new.status == "paused":
+            assert new.exit_code in (20, 21, 22) and new.pause is not None
+        assert all(new.visits.get(s, 0) >= snap.visits.get(s, 0) for s in snap.visits)
+        snap = new
