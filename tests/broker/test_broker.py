@@ -166,7 +166,7 @@ def test_events_are_forwarded_to_subscribers_of_their_topic(broker: Harness) -> 
 
 def _raw_dealer(h: Harness) -> zmq.Socket:  # type: ignore[type-arg]
     sock = h.ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.LINGER, 2000)  # what we send must reach the broker before close() returns
     sock.connect(h.endpoints.broker)
     return sock
 
@@ -210,10 +210,11 @@ def test_an_unsupported_protocol_version_is_refused_with_its_code(broker: Harnes
         sock.close()
 
 
+msgpack_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 frame_lists = st.lists(st.binary(max_size=64), min_size=0, max_size=7)
 wrong_shapes = st.one_of(
-    st.integers(), st.text(max_size=20), st.lists(st.integers(), max_size=5),
-    st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=5),
+    msgpack_ints, st.text(max_size=20), st.lists(msgpack_ints, max_size=5),
+    st.dictionaries(st.text(max_size=8), msgpack_ints | st.text(max_size=8), max_size=5),
 ).map(msgspec.msgpack.encode)
 
 
