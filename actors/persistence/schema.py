@@ -94,26 +94,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 LATEST = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection, path: str) -> int:
-    """Bring the database to :data:`LATEST`; return the version it had before.
+def migrate(conn: sqlite3.Connection, path: str, steps: tuple[tuple[str, ...], ...] = MIGRATIONS) -> int:
+    """Bring the database to version ``len(steps)``; return the version it had before.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``). sqlite3 errors
     propagate for the caller's boundary to translate; a newer database raises
-    :class:`StorageError` (ACODE-STORE-003).
+    :class:`StorageError` (ACODE-STORE-003). ``steps`` is for tests of the mechanism.
     """
+    latest = len(steps)
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
-        if found > LATEST:
+        if found > latest:
             raise StorageError(
-                f"database {path} has schema version {found}, newer than the version {LATEST} "
+                f"database {path} has schema version {found}, newer than the version {latest} "
                 "this acode knows; upgrade acode, or point the persistence actor at another "
                 "database", code="ACODE-STORE-003")
-        for version in range(found + 1, LATEST + 1):
-            for statement in MIGRATIONS[version - 1]:
+        for version in range(found + 1, latest + 1):
+            for statement in steps[version - 1]:
                 conn.execute(statement)
-        if found < LATEST:
-            conn.execute(f"PRAGMA user_version = {LATEST}")
+        if found < latest:
+            conn.execute(f"PRAGMA user_version = {latest}")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
