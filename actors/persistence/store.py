@@ -13,6 +13,13 @@ killed between its commit and its reply:
 - model answers: a request hash keeps the place in its ``(session, stage)`` sequence it
   claimed first, and the answer recorded first.
 
+Records naming another session than the request's, an event without an id and a plan
+without a version are refused (ProtocolError, ACODE-PROTO-002) and the transaction rolls
+back. Reading the events of an unknown session answers an empty list (a follower may ask
+before the session's first commit); every other read of a missing record is NotFoundError
+(ACODE-STORE-002) with what to do next. Nothing here assumes it is the only process
+writing: ``BEGIN IMMEDIATE`` serializes writers, so a second one would be slow, not wrong.
+
 The connection is opened in WAL mode with the configured ``synchronous`` level and a busy
 timeout. Lower-layer errors (``sqlite3.Error``, an unreadable stored blob) become
 :class:`StorageError` (ACODE-STORE-001) in one place, :meth:`Store._errors`. Blobs are
