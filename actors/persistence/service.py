@@ -1,0 +1,165 @@
+"""The persistence actor: serves ``persistence`` requests from the store, publishes events.
+
+It is the single writer of the database. Requests are handled inline on the loop thread
+(``Worker(threads=0)``): one connection, one writer, no locks of our own; a commit costs
+one fsync with ``synchronous = full`` (the default) and far less with ``normal``.
+``capacity`` only lets the broker queue requests here instead of in its own queue.
+
+:func:`dispatch` maps each request type to one store call with ``match``; adding a type
+to :data:`PersistenceRequest` without a case fails type checking (``assert_never``) and
+the dispatch test. After the store has committed, every event inserted *now* is published
+on the event stream as ``[session_id, msgpack event]``; an event a retried request had
+already stored is not published again.
+
+Options (``spec.options``, unknown keys refused):
+
+- ``database``: the SQLite file (default ``<home>/acode.db``; relative to the home);
+- ``synchronous``: ``"full"`` (default, every commit survives power loss) or ``"normal"``
+  (commits survive a crash of this process, not of the machine).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, assert_never
+
+import msgspec
+import structlog
+import zmq
+
+from actors._base import Actor
+from actors.paths import RunPaths
+from actors.persistence.schema import LATEST
+from actors.persistence.store import Store, Synchronous
+from broker.worker import Request, Worker
+from protocol import codec
+from protocol.errors import ConfigError
+from protocol.events import Event
+from protocol.messages import (
+    Ack,
+    BeginToolCall,
+    ClaimModelAnswer,
+    Commit,
+    Committed,
+    EventList,
+    FinishToolCall,
+    GetEvents,
+    GetPlan,
+    GetSession,
+    GetSteps,
+    ListSessions,
+    PersistenceReply,
+    PersistenceRequest,
+    PlanFound,
+    RecordModelAnswer,
+    SessionFound,
+    SessionList,
+    StepList,
+)
+from protocol.spec import ActorSpec
+
+__all__ = ["SERVICE", "PersistenceActor", "PersistenceOptions", "dispatch", "load_options"]
+
+SERVICE = "persistence"
+_CAPACITY = 32
+
+
+class PersistenceOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    database: str = ""  # empty: <home>/acode.db
+    synchronous: Synchronous = "full"
+
+
+def load_options(spec: ActorSpec) -> tuple[PersistenceOptions, Path]:
+    """The typed options of ``spec`` and the database path they name."""
+    try:
+        options = msgspec.convert(spec.options, PersistenceOptions)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"persistence options {spec.options!r} rejected: {exc}; allowed keys are "
+                          "database and synchronous (full|normal)", code="ACODE-CFG-001") from exc
+    home = Path(spec.home)
+    path = home / options.database if options.database else RunPaths(home).database
+    return options, path
+
+
+def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceReply, list[Event]]:
+    """Serve one request; return the reply and the events to publish (inserted now)."""
+    match request:
+        case Commit():
+            appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
+                                    plan=request.plan, step=request.step)
+            return Committed(seqs=appended.seqs), appended.inserted
+        case FinishToolCall():
+            appended = store.finish_tool_call(request.key, session_id=request.session_id,
+                                              result=request.result, event=request.event)
+            return Committed(seqs=appended.seqs), appended.inserted
+        case BeginToolCall():
+            return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
+                                         arguments=request.arguments, risk=request.risk,
+                                         pre_image=request.pre_image), []
+        case ClaimModelAnswer():
+            return store.claim_model_answer(request.request_hash, session_id=request.session_id,
+                                            stage=request.stage), []
+        case RecordModelAnswer():
+            store.record_model_answer(request.request_hash, request.answer)
+            return Ack(), []
+        case GetSession():
+            return SessionFound(session=store.session(request.session_id)), []
+        case ListSessions():
+            return SessionList(sessions=store.sessions(request.statuses, request.limit)), []
+        case GetEvents():
+            return EventList(events=store.events(request.session_id, request.after_seq, request.limit)), []
+        case GetPlan():
+            return PlanFound(plan=store.plan(request.session_id, request.version)), []
+        case GetSteps():
+            return StepList(steps=store.steps(request.session_id, request.visit)), []
+        case _:
+            assert_never(request)
+
+
+class PersistenceActor(Actor):
+    actor = "persistence"
+
+    def __init__(self, spec: ActorSpec, **kwargs: Any):
+        super().__init__(spec, **kwargs)
+        self.store: Store | None = None
+        self.worker: Worker | None = None
+        self._events: zmq.Socket[Any] | None = None
+
+    def on_start(self) -> None:
+        options, path = load_options(self.spec)
+        self.store = Store(path, synchronous=options.synchronous)
+        self.log.info("database_opened", path=str(path), schema_found=self.store.migrated_from,
+                      schema=LATEST, synchronous=options.synchronous)
+        self._events = self.socket(zmq.PUB)
+        self._events.connect(self.spec.endpoints.events_in)
+        self.worker = Worker(self, SERVICE, self.handle, capacity=_CAPACITY, threads=0)
+        self.worker.start()
+
+    def on_stop(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        if self.store is not None:
+            self.store.close()
+
+    def busy(self) -> list[str]:
+        return self.worker.busy() if self.worker is not None else []
+
+    def handle(self, request: Request) -> PersistenceReply:
+        assert self.store is not None, "handle() runs only after on_start()"
+        body = codec.PERSISTENCE_REQUEST.decode(request.body)
+        with structlog.contextvars.bound_contextvars(request_id=request.id,
+                                                     session_id=request.envelope.session_id,
+                                                     trace_id=request.envelope.trace_id):
+            reply, inserted = dispatch(self.store, body)
+            self._publish(inserted)
+        return reply
+
+    def _publish(self, events: list[Event]) -> None:
+        assert self._events is not None
+        for event in events:
+            # A PUB socket never blocks: past its high-water mark it drops, and followers
+            # catch up from GetEvents (the log, not the stream, is the record).
+            self._events.send_multipart([event.session_id.encode(), codec.encode(event)])
+        if events:
+            self.log.debug("events_published", session_id=events[0].session_id, count=len(events),
+                           last_seq=events[-1].seq)

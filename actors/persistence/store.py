@@ -1,0 +1,346 @@
+"""The SQLite store behind the persistence actor: one connection, one writer, no ZeroMQ.
+
+Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction and idempotent by the id
+the sender chose, because requests are delivered at least once and this process may be
+killed between its commit and its reply:
+
+- an event whose id is already stored is skipped and answered with its stored ``seq``;
+  a new one gets ``max(seq) + 1`` of its session, read inside the same transaction, so
+  a session's seqs are 1, 2, … with no gap and no duplicate;
+- plans (per version) and step records (per visit, task, step): the first write wins;
+- tool calls: the intent is written once; a result is written once (a second finish
+  keeps the first result);
+- model answers: a request hash keeps the place in its ``(session, stage)`` sequence it
+  claimed first, and the answer recorded first.
+
+Records naming another session than the request's, an event without an id and a plan
+without a version are refused (ProtocolError, ACODE-PROTO-002) and the transaction rolls
+back. Reading the events of an unknown session answers an empty list (a follower may ask
+before the session's first commit); every other read of a missing record is NotFoundError
+(ACODE-STORE-002) with what to do next. Nothing here assumes it is the only process
+writing: ``BEGIN IMMEDIATE`` serializes writers, so a second one would be slow, not wrong.
+
+The connection is opened in WAL mode with the configured ``synchronous`` level and a busy
+timeout. Lower-layer errors (``sqlite3.Error``, an unreadable stored blob) become
+:class:`StorageError` (ACODE-STORE-001) in one place, :meth:`Store._errors`. Blobs are
+msgpack written with :func:`protocol.codec.encode` and read with typed decoders built once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from actors.persistence.schema import migrate
+from protocol.codec import encode
+from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
+from protocol.events import Event
+from protocol.messages import ModelAnswerClaim, ToolCallState
+from protocol.plan import TaskPlan
+from protocol.results import ModelAnswer, StepRecord, ToolResult
+from protocol.session import SessionSnapshot, Stage
+from protocol.tools import Risk
+
+__all__ = ["Appended", "Store", "Synchronous"]
+
+Synchronous = Literal["full", "normal"]
+
+_SYNCHRONOUS: dict[str, str] = {"full": "FULL", "normal": "NORMAL"}
+_BUSY_TIMEOUT_MS = 5_000
+_EVENT = msgspec.msgpack.Decoder(Event)
+_SNAPSHOT = msgspec.msgpack.Decoder(SessionSnapshot)
+_PLAN = msgspec.msgpack.Decoder(TaskPlan)
+_STEP = msgspec.msgpack.Decoder(StepRecord)
+_RESULT = msgspec.msgpack.Decoder(ToolResult)
+_ANSWER = msgspec.msgpack.Decoder(ModelAnswer)
+_NO_ARGUMENTS = encode({})
+
+
+class Appended(msgspec.Struct, frozen=True, kw_only=True):
+    """What an append did: the seq of each event in request order, and the events it
+    inserted now (as stored: with ``seq`` and ``at``), which are the ones to publish."""
+
+    seqs: list[int]
+    inserted: list[Event]
+
+
+def _session_not_found(session_id: str) -> NotFoundError:
+    return NotFoundError(f"session {session_id} not found; list sessions with `acode sessions`",
+                         code="ACODE-STORE-002")
+
+
+def _check_owner(kind: str, ident: str, owner: str, session_id: str) -> None:
+    if owner != session_id:
+        raise ProtocolError(f"{kind} {ident} belongs to session {owner}, but the request is for "
+                            f"session {session_id}; send each session's records in its own request",
+                            code="ACODE-PROTO-002")
+
+
+class Store:
+    """The acode database. Not thread-safe: one store, one thread (the actor's loop).
+
+    Opening creates or migrates the file; ``migrated_from`` is the schema version it had
+    (0 for a new database).
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: Synchronous = "full",
+                 clock: Callable[[], float] = time.time):
+        if synchronous not in _SYNCHRONOUS:
+            raise ConfigError(f"synchronous {synchronous!r} is not one of {', '.join(_SYNCHRONOUS)}; "
+                              "fix the persistence options", code="ACODE-CFG-001")
+        self.path = str(path)
+        self._clock = clock
+        self._conn: sqlite3.Connection | None = None
+        with self._errors("opening the database"):
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                self.migrated_from = self._configure(conn, _SYNCHRONOUS[synchronous])
+            except BaseException:
+                conn.close()
+                raise
+        self._conn = conn
+
+    def _configure(self, conn: sqlite3.Connection, synchronous: str) -> int:
+        """Set the connection's pragmas and migrate; return the schema version found."""
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StorageError(f"database {self.path} cannot use WAL mode (it is in {mode!r} mode); "
+                               "keep the acode home on a local filesystem", code="ACODE-STORE-001")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return migrate(conn, self.path)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- the error boundary and transactions ----------------------------------------------
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StorageError(f"database error while {action} in {self.path}: {exc}; check the "
+                               "disk space and the file's permissions, then retry",
+                               code="ACODE-STORE-001",
+                               retryable=isinstance(exc, sqlite3.OperationalError)) from exc
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise StorageError(f"a stored record is unreadable while {action} in {self.path}: "
+                               f"{exc}; the database may be damaged", code="ACODE-STORE-001") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError(f"the store for {self.path} is closed; open a new one",
+                               code="ACODE-STORE-001")
+        return self._conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._errors(action):
+            yield self._connection()
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction: commit when the block ends, roll back if it raises."""
+        with self._errors(action):
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def commit(self, session_id: str, events: Iterable[Event] = (), *,
+               snapshot: SessionSnapshot | None = None, plan: TaskPlan | None = None,
+               step: StepRecord | None = None) -> Appended:
+        """Upsert the snapshot, append the events, keep the plan and step: one transaction.
+
+        Without a snapshot the session must exist (NotFoundError, ACODE-STORE-002).
+        """
+        with self._write(f"committing to session {session_id}") as conn:
+            if snapshot is not None:
+                _check_owner("snapshot", snapshot.id, snapshot.id, session_id)
+                conn.execute(
+                    "INSERT INTO sessions (id, status, created_at, updated_at, snapshot) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+                    "updated_at = excluded.updated_at, snapshot = excluded.snapshot",
+                    (session_id, snapshot.status, snapshot.created_at, snapshot.updated_at,
+                     encode(snapshot)))
+            else:
+                self._require_session(conn, session_id)
+            appended = self._append(conn, session_id, events)
+            if plan is not None:
+                if plan.version < 1:
+                    raise ProtocolError(f"plan {plan.id or '(no id)'} of session {session_id} has "
+                                        f"version {plan.version}; finalize the plan (versions start "
+                                        "at 1) before committing it", code="ACODE-PROTO-002")
+                conn.execute("INSERT INTO plans (session_id, version, plan) VALUES (?, ?, ?) "
+                             "ON CONFLICT DO NOTHING", (session_id, plan.version, encode(plan)))
+            if step is not None:
+                _check_owner("step record", f"{step.task}/{step.step}", step.session_id, session_id)
+                conn.execute("INSERT INTO steps (session_id, visit, task, step, record) "
+                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                             (session_id, step.visit, step.task, step.step, encode(step)))
+        return appended
+
+    def begin_tool_call(self, key: str, *, session_id: str, tool: str,
+                        arguments: dict[str, Any] | None = None, risk: Risk = "read",
+                        pre_image: str | None = None) -> ToolCallState:
+        """Journal a tool call's intent (``new``), or say what the call with ``key`` did."""
+        with self._write(f"journaling tool call {key}") as conn:
+            row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?",
+                               (key,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO tool_calls (key, session_id, tool, arguments, risk, "
+                             "pre_image, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (key, session_id, tool, encode(arguments or {}), risk, pre_image,
+                              self._clock()))
+                return ToolCallState(state="new", pre_image=pre_image)
+            first_pre_image, result = row
+            if result is None:
+                return ToolCallState(state="pending", pre_image=first_pre_image)
+            return ToolCallState(state="done", pre_image=first_pre_image, result=_RESULT.decode(result))
+
+    def finish_tool_call(self, key: str, *, session_id: str, result: ToolResult,
+                         event: Event) -> Appended:
+        """Journal the result (the first one stays) and append ``event``: one transaction."""
+        with self._write(f"journaling the result of tool call {key}") as conn:
+            self._require_session(conn, session_id)
+            now = self._clock()
+            conn.execute(
+                "INSERT INTO tool_calls (key, session_id, tool, arguments, risk, intent_at, result, "
+                "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                "result = excluded.result, finished_at = excluded.finished_at "
+                "WHERE tool_calls.result IS NULL",
+                (key, session_id, result.tool, _NO_ARGUMENTS, result.risk, now, encode(result), now))
+            return self._append(conn, session_id, [event])
+
+    def claim_model_answer(self, request_hash: str, *, session_id: str, stage: Stage) -> ModelAnswerClaim:
+        """The place (and answer, once recorded) of ``request_hash`` in its stage's sequence;
+        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``."""
+        with self._write(f"claiming model answer {request_hash}") as conn:
+            row = conn.execute("SELECT seq, answer FROM model_answers WHERE request_hash = ?",
+                               (request_hash,)).fetchone()
+            if row is not None:
+                seq, answer = row
+                return ModelAnswerClaim(seq=seq, answer=None if answer is None else _ANSWER.decode(answer))
+            (seq,) = conn.execute("SELECT COUNT(*) FROM model_answers WHERE session_id = ? AND stage = ?",
+                                  (session_id, stage)).fetchone()
+            conn.execute("INSERT INTO model_answers (request_hash, session_id, stage, seq) "
+                         "VALUES (?, ?, ?, ?)", (request_hash, session_id, stage, seq))
+            return ModelAnswerClaim(seq=seq)
+
+    def record_model_answer(self, request_hash: str, answer: ModelAnswer) -> None:
+        """Store the answer of a claimed hash (the first recorded answer stays)."""
+        with self._write(f"recording model answer {request_hash}") as conn:
+            row = conn.execute("SELECT answer IS NULL FROM model_answers WHERE request_hash = ?",
+                               (request_hash,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"model answer claim {request_hash} not found; claim the request "
+                                    "hash before recording its answer", code="ACODE-STORE-002")
+            if row[0]:
+                conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
+                             (encode(answer), request_hash))
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionSnapshot:
+        with self._read(f"reading session {session_id}") as conn:
+            row = conn.execute("SELECT snapshot FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise _session_not_found(session_id)
+            return _SNAPSHOT.decode(row[0])
+
+    def sessions(self, statuses: Iterable[str] = (), limit: int = 100) -> list[SessionSnapshot]:
+        """Sessions newest first (by ``created_at``), only those in ``statuses`` if any."""
+        wanted = list(statuses)
+        where = f"WHERE status IN ({', '.join('?' * len(wanted))}) " if wanted else ""
+        with self._read("listing sessions") as conn:
+            rows = conn.execute(f"SELECT snapshot FROM sessions {where}"
+                                "ORDER BY created_at DESC, id DESC LIMIT ?", (*wanted, limit))
+            return [_SNAPSHOT.decode(blob) for (blob,) in rows]
+
+    def events(self, session_id: str, after_seq: int = 0, limit: int = 10_000) -> list[Event]:
+        """A session's events with ``seq > after_seq``, in seq order (none for an unknown one)."""
+        with self._read(f"reading the events of session {session_id}") as conn:
+            rows = conn.execute("SELECT body FROM events WHERE session_id = ? AND seq > ? "
+                                "ORDER BY seq LIMIT ?", (session_id, after_seq, limit))
+            return [_EVENT.decode(blob) for (blob,) in rows]
+
+    def plan(self, session_id: str, version: int = 0) -> TaskPlan:
+        """Plan ``version`` of a session; version 0 is the latest."""
+        with self._read(f"reading a plan of session {session_id}") as conn:
+            if version == 0:
+                row = conn.execute("SELECT plan FROM plans WHERE session_id = ? "
+                                   "ORDER BY version DESC LIMIT 1", (session_id,)).fetchone()
+            else:
+                row = conn.execute("SELECT plan FROM plans WHERE session_id = ? AND version = ?",
+                                   (session_id, version)).fetchone()
+            if row is not None:
+                return _PLAN.decode(row[0])
+        if version == 0:
+            raise NotFoundError(f"session {session_id} has no plan yet; the planner records one "
+                                "when it finishes", code="ACODE-STORE-002")
+        raise NotFoundError(f"plan version {version} of session {session_id} not found; ask for "
+                            "version 0 to get the latest", code="ACODE-STORE-002")
+
+    def steps(self, session_id: str, visit: int) -> list[StepRecord]:
+        """The step records of one executor visit, in the order they were first written."""
+        with self._read(f"reading the steps of session {session_id}") as conn:
+            rows = conn.execute("SELECT record FROM steps WHERE session_id = ? AND visit = ? "
+                                "ORDER BY rowid", (session_id, visit))
+            return [_STEP.decode(blob) for (blob,) in rows]
+
+    # -- helpers inside a transaction -----------------------------------------------------
+
+    @staticmethod
+    def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise _session_not_found(session_id)
+
+    def _append(self, conn: sqlite3.Connection, session_id: str, events: Iterable[Event]) -> Appended:
+        seqs: list[int] = []
+        inserted: list[Event] = []
+        last: int | None = None
+        for event in events:
+            if not event.id:
+                raise ProtocolError(f"an event of session {session_id} has an empty id; give every "
+                                    "event a UUIDv7 so a retried commit stays idempotent",
+                                    code="ACODE-PROTO-002")
+            _check_owner("event", event.id, event.session_id, session_id)
+            row = conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()
+            if row is not None:
+                seqs.append(row[0])
+                continue
+            if last is None:
+                (last,) = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+                                       (session_id,)).fetchone()
+            last += 1
+            stored = msgspec.structs.replace(event, seq=last, at=event.at or self._clock())
+            conn.execute("INSERT INTO events (id, session_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?, ?)",
+                         (stored.id, session_id, last, stored.__struct_config__.tag, stored.at,
+                          encode(stored)))
+            seqs.append(last)
+            inserted.append(stored)
+        return Appended(seqs=seqs, inserted=inserted)

@@ -1,0 +1,51 @@
+"""Small valid records for persistence tests: sessions, events, plans, steps, tool results."""
+
+from __future__ import annotations
+
+from protocol.events import SessionCreated, ToolCalled, Transitioned
+from protocol.ids import new_id
+from protocol.plan import PlanStep, PlanTask, TaskPlan
+from protocol.results import ModelAnswer, StepRecord, ToolResult
+from protocol.session import SessionSnapshot, SessionStatus
+
+__all__ = ["answer", "created", "plan", "snapshot", "step", "tool_called", "tool_result", "transitioned"]
+
+
+def snapshot(session_id: str, *, status: SessionStatus = "running", created_at: float = 100.0,
+             updated_at: float = 100.0) -> SessionSnapshot:
+    return SessionSnapshot(id=session_id, task="add a greeting", workspace="/w", status=status,
+                           created_at=created_at, updated_at=updated_at)
+
+
+def created(session_id: str, event_id: str | None = None, *, at: float = 0.0) -> SessionCreated:
+    return SessionCreated(id=event_id or new_id(), session_id=session_id, at=at,
+                          task="add a greeting", workspace="/w")
+
+
+def transitioned(session_id: str, event_id: str | None = None) -> Transitioned:
+    return Transitioned(id=event_id or new_id(), session_id=session_id, source="start", target="planner")
+
+
+def plan(version: int, goal: str = "greet") -> TaskPlan:
+    step = PlanStep(label="S1", title="write hello.py", action="write_file")
+    return TaskPlan(goal=goal, version=version, id=new_id(),
+                    tasks=[PlanTask(label="T1", title="greeting", steps=[step])])
+
+
+def step(session_id: str, *, visit: int = 1, task: str = "T1", name: str = "S1",
+         summary: str = "done") -> StepRecord:
+    return StepRecord(session_id=session_id, visit=visit, task=task, step=name, status="completed",
+                      summary=summary)
+
+
+def tool_result(key: str, output: str = "ok") -> ToolResult:
+    return ToolResult(key=key, tool="write_file", ok=True, output=output, risk="write", path="hello.py")
+
+
+def tool_called(session_id: str, key: str, event_id: str | None = None) -> ToolCalled:
+    return ToolCalled(id=event_id or new_id(), session_id=session_id, key=key, tool="write_file",
+                      target="hello.py")
+
+
+def answer(content: str) -> ModelAnswer:
+    return ModelAnswer(content=content)

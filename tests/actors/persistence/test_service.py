@@ -1,0 +1,109 @@
+"""The actor's dispatch (in-process, on a real store) and its options."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from actors.persistence.service import PersistenceOptions, dispatch, load_options
+from actors.persistence.store import Store
+from protocol.errors import ConfigError
+from protocol.ids import new_id
+from protocol.messages import (
+    Ack,
+    BeginToolCall,
+    ClaimModelAnswer,
+    Commit,
+    Committed,
+    EventList,
+    FinishToolCall,
+    GetEvents,
+    GetPlan,
+    GetSession,
+    GetSteps,
+    ListSessions,
+    Message,
+    ModelAnswerClaim,
+    PersistenceRequest,
+    PlanFound,
+    RecordModelAnswer,
+    SessionFound,
+    SessionList,
+    StepList,
+    ToolCallState,
+)
+from protocol.spec import ActorSpec, Endpoints
+from tests.actors.persistence import records
+
+SESSION = new_id()
+
+# A minimal valid instance of every request, and the reply type it must get.
+MINIMAL: dict[type[Message], tuple[Callable[[], Message], type[Message]]] = {
+    Commit: (lambda: Commit(session_id=SESSION), Committed),
+    GetSession: (lambda: GetSession(session_id=SESSION), SessionFound),
+    ListSessions: (lambda: ListSessions(), SessionList),
+    GetEvents: (lambda: GetEvents(session_id=SESSION), EventList),
+    GetPlan: (lambda: GetPlan(session_id=SESSION), PlanFound),
+    GetSteps: (lambda: GetSteps(session_id=SESSION, visit=1), StepList),
+    BeginToolCall: (lambda: BeginToolCall(key="k1", session_id=SESSION, tool="read_file"), ToolCallState),
+    FinishToolCall: (lambda: FinishToolCall(key="k2", session_id=SESSION, result=records.tool_result("k2"),
+                                            event=records.tool_called(SESSION, "k2")), Committed),
+    ClaimModelAnswer: (lambda: ClaimModelAnswer(request_hash="h1", session_id=SESSION, stage="planner"),
+                       ModelAnswerClaim),
+    RecordModelAnswer: (lambda: RecordModelAnswer(request_hash="h0", answer=records.answer("hi")), Ack),
+}
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[Store]:
+    with Store(home / "acode.db") as store:
+        store.commit(SESSION, snapshot=records.snapshot(SESSION), plan=records.plan(1))
+        store.claim_model_answer("h0", session_id=SESSION, stage="planner")
+        yield store
+
+
+def test_the_minimal_requests_cover_every_persistence_request_type() -> None:
+    assert set(MINIMAL) == set(typing.get_args(PersistenceRequest))
+
+
+@pytest.mark.parametrize("kind", typing.get_args(PersistenceRequest), ids=lambda kind: kind.__name__)
+def test_dispatch_answers_every_request_type_with_its_reply(store: Store, kind: type[Message]) -> None:
+    build, reply_type = MINIMAL[kind]
+    reply, _ = dispatch(store, build())  # type: ignore[arg-type]
+    assert type(reply) is reply_type
+
+
+def test_dispatch_returns_for_publication_only_the_events_inserted_now(store: Store) -> None:
+    event = records.created(SESSION)
+    reply, published = dispatch(store, Commit(session_id=SESSION, events=[event]))
+    assert reply == Committed(seqs=[1])
+    assert [(e.id, e.seq) for e in published] == [(event.id, 1)]
+    assert dispatch(store, Commit(session_id=SESSION, events=[event])) == (Committed(seqs=[1]), [])
+
+
+def _spec(home: Path, **options: object) -> ActorSpec:
+    endpoints = Endpoints(broker="ipc://b", events_in="ipc://i", events_out="ipc://o", supervisor="ipc://s")
+    return ActorSpec(actor="persistence", instance="persistence", epoch=1, home=str(home),
+                     endpoints=endpoints, options=options)
+
+
+def test_options_default_to_full_sync_and_the_database_in_the_home(home: Path) -> None:
+    assert load_options(_spec(home)) == (PersistenceOptions(synchronous="full"), home / "acode.db")
+
+
+def test_a_relative_database_option_lives_in_the_home_and_an_absolute_one_stays(home: Path) -> None:
+    assert load_options(_spec(home, database="other.db"))[1] == home / "other.db"
+    assert load_options(_spec(home, database="/var/x.db", synchronous="normal")) == (
+        PersistenceOptions(database="/var/x.db", synchronous="normal"), Path("/var/x.db"))
+
+
+def test_an_unknown_option_is_a_config_error(home: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_options(_spec(home, databse="typo.db"))
+    assert info.value.code == "ACODE-CFG-001"
+    assert info.value.message == ("persistence options {'databse': 'typo.db'} rejected: Object contains "
+                                  "unknown field `databse`; allowed keys are database and synchronous "
+                                  "(full|normal)")
