@@ -83,6 +83,10 @@ def up(
         typer.echo(f"acode up: home {paths.home}; Ctrl-C or `acode down` stops it", err=True)
         raise typer.Exit(daemon.run_foreground(spec))
     report, started = daemon.start_detached(spec, timeout=timeout)
+    if report.degraded:
+        typer.echo(render.status_table(report))
+        raise CliError(f"acode is running DEGRADED: {report.reason}; fix the cause, then `acode down` and "
+                       "`acode up` (sessions that need the failed actor are paused)", code="ACODE-SUP-001")
     typer.echo(("acode is up" if started else "acode was already running") +
                f": coordinator pid {report.pid}, {len(report.actors)} actors ready, home {paths.home}")
 
