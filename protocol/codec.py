@@ -73,7 +73,9 @@ class TypedDecoder(Generic[T]):
     def decode(self, data: bytes) -> T:
         try:
             return self._decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        # msgspec raises RecursionError for data nested past its depth limit; an untyped
+        # field (tool arguments) lets a peer send that, so it is a rejected body too.
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
             raise ProtocolError(f"{self.name} body rejected: {exc} ({len(data)} bytes)",
                                 code="ACODE-PROTO-002") from exc
 

@@ -44,10 +44,13 @@ class Frames(NamedTuple):
 
 def parse(frames: list[bytes]) -> Frames:
     """Check a message's shape (magic, command, frame count) and split it."""
-    if len(frames) < 2 or frames[0] != MAGIC:
+    if not frames or frames[0] != MAGIC:
         head = frames[0][:16] if frames else b""
         raise ProtocolError(f"frame does not start with {MAGIC!r} (got {head!r}, {len(frames)} frames); "
                             "is the peer an acode process of the same version?",
+                            code="ACODE-PROTO-001")
+    if len(frames) < 2:
+        raise ProtocolError(f"message has only the {MAGIC!r} frame; a command frame must follow it",
                             code="ACODE-PROTO-001")
     command = frames[1]
     size = _SIZES.get(command)

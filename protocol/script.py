@@ -21,6 +21,7 @@ unknown keys are refused (a typo must fail loudly, not silently drop a tool call
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -61,23 +62,41 @@ class Script(_Strict, kw_only=True):
     responses: dict[Stage, list[ScriptedResponse]] = {}
 
 
+class _ScriptShape(_Strict, kw_only=True):
+    """A script's top level with its responses left undecoded, so an error can name the stage."""
+
+    version: Literal[1]
+    responses: dict[Stage, list[Any]] = {}
+
+
 def load_script(text: str | bytes, *, name: str = "<script>") -> Script:
-    """Decode and check a scripted model file; errors carry ACODE-LLM-004 and the file name."""
+    """Decode and check a scripted model file; errors carry ACODE-LLM-004, the file name and
+    the response they are about (``responses.executor[1]``)."""
     try:
-        script = msgspec.yaml.decode(text, type=Script)
+        shape = msgspec.yaml.decode(text, type=_ScriptShape)
     except msgspec.ValidationError as exc:
         raise ModelError(f"scripted model file {name} is invalid: {exc}; see README "
                          "'Scripted model format'", code="ACODE-LLM-004") from exc
     except msgspec.DecodeError as exc:
         raise ModelError(f"scripted model file {name} is not valid YAML: {exc}",
                          code="ACODE-LLM-004") from exc
-    for stage, items in script.responses.items():
-        for index, item in enumerate(items):
-            where = f"scripted model file {name}: responses.{stage}[{index}]"
-            if item.content is not None and item.json is not None:
-                raise ModelError(f"{where} has both content and json; keep one",
-                                 code="ACODE-LLM-004")
-            if item.content is None and item.json is None and not item.tool_calls:
-                raise ModelError(f"{where} is empty; give content, json or tool_calls",
-                                 code="ACODE-LLM-004")
-    return script
+    responses = {
+        stage: [_response(raw, f"scripted model file {name}: responses.{stage}[{index}]")
+                for index, raw in enumerate(items)]
+        for stage, items in shape.responses.items()
+    }
+    return Script(version=shape.version, responses=responses)
+
+
+def _response(raw: Any, where: str) -> ScriptedResponse:
+    try:
+        # The same conversion msgspec.yaml.decode applies after parsing.
+        item = msgspec.convert(raw, ScriptedResponse, builtin_types=(datetime.datetime, datetime.date))
+    except msgspec.ValidationError as exc:
+        raise ModelError(f"{where} is invalid: {exc}; see README 'Scripted model format'",
+                         code="ACODE-LLM-004") from exc
+    if item.content is not None and item.json is not None:
+        raise ModelError(f"{where} has both content and json; keep one", code="ACODE-LLM-004")
+    if item.content is None and item.json is None and not item.tool_calls:
+        raise ModelError(f"{where} is empty; give content, json or tool_calls", code="ACODE-LLM-004")
+    return item

@@ -153,7 +153,9 @@ def _inline(schema: Any, defs: dict[str, Any]) -> Any:
         ref = schema.get("$ref")
         if ref is not None:
             return _inline(defs[ref.rsplit("/", 1)[-1]], defs)
-        return {k: _inline(v, defs) for k, v in schema.items() if k not in ("$defs", "title")}
+        return {k: ({name: _inline(sub, defs) for name, sub in v.items()} if k == "properties"
+                    else _inline(v, defs))
+                for k, v in schema.items() if k not in ("$defs", "title")}
     if isinstance(schema, list):
         return [_inline(v, defs) for v in schema]
     return schema

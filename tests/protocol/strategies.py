@@ -1,0 +1,291 @@
+"""Hypothesis strategies for every wire type, each producing values that pass decode-time validation.
+
+Every Struct gets one strategy made by :func:`struct`, which names each field explicitly:
+required fields always get a value, optional ones are drawn or left at their default (so
+``omit_defaults`` encoding is exercised too). :data:`FIELDS` records which fields each
+strategy covers; ``test_codec`` checks it against the Struct so a new field cannot be
+forgotten here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import msgspec
+from hypothesis import strategies as st
+
+from protocol import events as ev
+from protocol import messages as m
+from protocol import plan as pl
+from protocol import results as rs
+from protocol import session as ss
+from protocol.errors import ErrorInfo
+
+__all__ = ["FIELDS", "STRATEGIES", "json_values", "strategy_for"]
+
+#: Struct type → its strategy, and the field names that strategy sets.
+STRATEGIES: dict[type, st.SearchStrategy[Any]] = {}
+FIELDS: dict[type, frozenset[str]] = {}
+
+INT64 = 2**63 - 1
+
+
+def struct(cls: type, required: dict[str, st.SearchStrategy[Any]] | None = None,
+           /, **optional: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Register and return a strategy building ``cls`` from explicit per-field strategies."""
+    required = required or {}
+    strategy = st.fixed_dictionaries(required, optional=optional).map(lambda kwargs: cls(**kwargs))
+    STRATEGIES[cls] = strategy
+    FIELDS[cls] = frozenset(required) | frozenset(optional)
+    return strategy
+
+
+def strategy_for(cls: type) -> st.SearchStrategy[Any]:
+    return STRATEGIES[cls]
+
+
+def _literal(alias: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from(get_args(alias))
+
+
+# --- scalars -----------------------------------------------------------------------------
+
+texts = st.text(max_size=30)
+short = st.text(max_size=12)
+ids = st.uuids().map(str) | st.text(min_size=1, max_size=128)
+label = st.text(min_size=1, max_size=64)
+naturals = st.integers(min_value=0, max_value=INT64)
+signed = st.integers(min_value=-INT64 - 1, max_value=INT64)
+floats = st.floats(allow_nan=False, allow_infinity=False)
+non_negative = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+seconds = st.floats(min_value=0, max_value=86_400, exclude_min=True, allow_nan=False)
+visits = st.integers(min_value=1, max_value=1_000)
+small_counts = st.integers(min_value=0, max_value=1_000)
+counts = st.integers(min_value=0, max_value=10**12)
+exit_codes = st.integers(min_value=0, max_value=255)
+stages = _literal(ss.Stage)
+cycle_kinds = _literal(ss.CycleKind)
+pause_kinds = _literal(ss.PauseKind)
+risks = st.sampled_from(["read", "write", "execute", "network", "destructive"])
+
+
+def _few(strategy: st.SearchStrategy[Any], max_size: int = 3) -> st.SearchStrategy[list[Any]]:
+    return st.lists(strategy, max_size=max_size)
+
+
+#: What an untyped (``Any``) field may hold after a msgpack round trip.
+json_values: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | floats | short,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(short, children, max_size=4),
+    max_leaves=12,
+)
+arguments = st.dictionaries(short, json_values, max_size=4)
+
+# --- errors and session ------------------------------------------------------------------
+
+error_infos = struct(ErrorInfo, {"code": st.from_regex(r"ACODE-[A-Z]{2,5}-\d{3}", fullmatch=True),
+                                 "message": texts}, retryable=st.booleans())
+providers = struct(ss.ScriptedProvider, {"script_yaml": texts}, script_name=short)
+settings = struct(
+    ss.SessionSettings,
+    stage_timeouts=st.dictionaries(stages, seconds),
+    stage_retry_limit=st.integers(0, 10),
+    cycle_limits=st.dictionaries(cycle_kinds, st.integers(0, 10)),
+    max_turns_per_step=st.integers(1, 100),
+    command_timeout=seconds,
+    output_limit_bytes=st.integers(1_024, 10_000_000),
+    provider=st.none() | providers,
+)
+feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
+feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
+pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts})
+snapshots = struct(
+    ss.SessionSnapshot,
+    {"id": ids, "task": texts, "workspace": texts},
+    status=_literal(ss.SessionStatus),
+    stage=st.none() | stages,
+    visits=st.dictionaries(stages, small_counts),
+    attempt=visits,
+    timeouts=small_counts,
+    cycles=st.dictionaries(cycle_kinds, small_counts),
+    plan_version=small_counts,
+    feedback=st.none() | feedbacks,
+    pause=st.none() | pauses,
+    error=st.none() | error_infos,
+    exit_code=st.none() | exit_codes,
+    created_at=floats,
+    updated_at=floats,
+    finished_at=st.none() | floats,
+    settings=settings,
+)
+
+# --- plan --------------------------------------------------------------------------------
+
+plan_texts = st.text(max_size=40)
+checks = struct(pl.Check, {"command": st.text(min_size=1, max_size=40)},
+                expect_exit=exit_codes, expect_output=st.none() | plan_texts)
+criteria = struct(pl.Criterion, {"label": label, "description": plan_texts}, check=st.none() | checks)
+resources = struct(pl.Resources, read=_few(short), write=_few(short), directories=_few(short),
+                   commands=_few(short))
+plan_steps = struct(
+    pl.PlanStep,
+    {"label": label, "title": plan_texts, "action": st.sampled_from(pl.ACTIONS)},
+    description=plan_texts, expected_output=plan_texts, verification=plan_texts,
+    depends_on=_few(label), id=short,
+)
+plan_tasks = struct(
+    pl.PlanTask,
+    {"label": label, "title": plan_texts},
+    description=plan_texts, complexity=_literal(pl.Complexity), depends_on=_few(label),
+    resources=resources, acceptance=_few(criteria, 2), steps=_few(plan_steps),
+    id=short, status=st.sampled_from(["pending", "completed"]),
+)
+questions = struct(pl.Question, {"label": label, "question": plan_texts},
+                   options=_few(short), free_text=st.booleans())
+task_plans = struct(
+    pl.TaskPlan,
+    {"goal": plan_texts},
+    status=st.sampled_from(["ready", "needs_clarification"]), tasks=_few(plan_tasks, 2),
+    questions=_few(questions, 2), id=short, version=st.integers(0, 10_000), change_summary=plan_texts,
+)
+
+# --- results -----------------------------------------------------------------------------
+
+verdicts = struct(rs.CriterionVerdict, {"label": short, "passed": st.booleans()}, evidence=texts)
+verifier_answers = struct(rs.VerifierAnswer, {"passed": st.booleans()}, summary=texts,
+                          criteria=_few(verdicts))
+review_issues = struct(rs.ReviewIssue, {"problem": texts}, criterion=short, suggestion=texts)
+reviewer_answers = struct(rs.ReviewerAnswer, {"decision": st.sampled_from(["approve", "replan"])},
+                          summary=texts, issues=_few(review_issues))
+tool_results = struct(
+    rs.ToolResult,
+    {"key": ids, "tool": short, "ok": st.booleans()},
+    output=texts, error=st.none() | error_infos, exit_code=st.none() | signed,
+    duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
+    risk=risks, path=short,
+)
+usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
+model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments)
+model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages)
+step_records = struct(
+    rs.StepRecord,
+    {"session_id": ids, "visit": visits, "task": short, "step": short,
+     "status": st.sampled_from(["completed", "failed"])},
+    summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats,
+)
+execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
+stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
+                       replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts)
+stage_results = struct(
+    rs.StageResult,
+    {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
+    summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
+    verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
+    error=st.none() | error_infos, metrics=stage_metrics,
+)
+
+# --- events ------------------------------------------------------------------------------
+
+_event_base = {"id": ids, "session_id": ids}
+_event_optional = {"seq": naturals, "at": floats}
+
+
+def _event(cls: type, required: dict[str, st.SearchStrategy[Any]] | None = None,
+           **optional: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return struct(cls, {**_event_base, **(required or {})}, **_event_optional, **optional)
+
+
+_event(ev.SessionCreated, {"task": texts, "workspace": texts})
+_event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
+                         "target": st.sampled_from([*ss.STAGES, "completed"])},
+       visit=visits, reason=texts, cycle_kind=st.none() | cycle_kinds, cycle=small_counts)
+_event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "reason": texts})
+_event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
+       duration_ms=floats, summary=texts, error=st.none() | error_infos)
+_event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
+       status=short)
+_event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
+_event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
+       outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats)
+_event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
+                         "status": st.sampled_from(["completed", "failed"])}, summary=texts)
+_event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
+       exit_code=st.none() | signed, evidence=texts)
+_event(ev.SessionPaused, {"kind": pause_kinds, "code": short, "message": texts, "exit_code": signed})
+_event(ev.SessionResumed, reason=texts)
+_event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
+                            "exit_code": signed}, error=st.none() | error_infos, summary=texts)
+
+events = st.one_of([STRATEGIES[cls] for cls in get_args(ev.Event)])
+
+# --- messages ----------------------------------------------------------------------------
+
+envelopes = struct(
+    m.Envelope,
+    {"id": ids},
+    v=st.integers(0, 255), correlation_id=st.none() | ids, session_id=st.none() | ids,
+    trace_id=short, span_id=short, sender=short, epoch=naturals, sent_at_ms=naturals,
+    deadline_ms=naturals, attempt=st.integers(1, 1_000_000),
+)
+struct(m.Error, {"error": error_infos})
+struct(m.Ack, detail=texts)
+
+struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40),
+                      "workspace": st.text(min_size=1, max_size=40), "settings": settings})
+struct(m.GetStatus)
+struct(m.CancelSession, {"session_id": ids}, reason=texts)
+struct(m.ResumeSession, {"session_id": ids})
+struct(m.Shutdown, reason=texts)
+actor_statuses = struct(
+    m.ActorStatus,
+    {"instance": short, "actor": short, "state": _literal(m.ActorState)},
+    pid=st.none() | signed, epoch=signed, restarts=signed, started_at=st.none() | floats,
+    uptime_s=floats, heartbeat_age_s=st.none() | floats, busy=signed, reason=texts,
+)
+struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
+       degraded=st.booleans(), reason=texts, actors=_few(actor_statuses), sessions_active=signed)
+struct(m.SessionAccepted, {"session": snapshots})
+
+struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
+       plan=st.none() | task_plans, step=st.none() | step_records)
+struct(m.GetSession, {"session_id": ids})
+struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
+struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
+struct(m.GetPlan, {"session_id": ids}, version=naturals)
+struct(m.GetSteps, {"session_id": ids, "visit": st.integers(1, INT64)})
+struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
+       arguments=arguments, risk=risks, pre_image=st.none() | texts)
+struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events})
+struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
+struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
+struct(m.Committed, seqs=_few(signed))
+struct(m.SessionFound, {"session": snapshots})
+struct(m.SessionList, sessions=_few(snapshots, 2))
+struct(m.EventList, events=_few(events))
+struct(m.PlanFound, {"plan": task_plans})
+struct(m.StepList, steps=_few(step_records))
+struct(m.ToolCallState, {"state": st.sampled_from(["new", "pending", "done"])},
+       pre_image=st.none() | texts, result=st.none() | tool_results)
+struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
+
+struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
+                    "task": texts, "workspace": texts, "settings": settings},
+       plan=st.none() | task_plans, feedback=st.none() | feedbacks)
+struct(m.StageDone, {"result": stage_results})
+
+struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
+       arguments=arguments,
+       timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
+       output_limit_bytes=st.integers(1_024, 10_000_000))
+struct(m.ToolDone, {"result": tool_results})
+
+struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
+                     "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids))
+struct(m.Stop, reason=texts)
+struct(m.WorkerInfo, {"instance": short}, pid=signed, epoch=naturals, capacity=st.integers(1, 10_000),
+       busy=_few(ids))
+
+
+def struct_types() -> list[type]:
+    """Every Struct a strategy is registered for (for the field coverage check)."""
+    return [cls for cls in STRATEGIES if issubclass(cls, msgspec.Struct)]

@@ -1,0 +1,300 @@
+"""The TaskPlan contract: decoding, structural validation, ids and versions, dependency order."""
+
+from __future__ import annotations
+
+import graphlib
+import uuid
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import PlanError
+from protocol.plan import (
+    Criterion,
+    PlanStep,
+    PlanTask,
+    Question,
+    Resources,
+    TaskPlan,
+    finalize,
+    ordered_steps,
+    validate,
+)
+
+#: The example TaskPlan of issue 2 ("Contracts"), verbatim.
+ISSUE_EXAMPLE = """
+{"goal": "…", "status": "ready",
+ "tasks": [{"label": "T1", "title": "…", "description": "…", "complexity": 3,
+            "depends_on": [],
+            "resources": {"read": [], "write": ["hello.py"], "directories": [], "commands": ["python hello.py"]},
+            "acceptance": [{"label": "A1", "description": "prints hello",
+                            "check": {"command": "python hello.py", "expect_exit": 0, "expect_output": "hello"}}],
+            "steps": [{"label": "S1", "title": "…", "description": "…", "action": "write_file",
+                       "expected_output": "…", "depends_on": []}]}]}
+"""
+
+
+def step(label: str, *deps: str) -> PlanStep:
+    return PlanStep(label=label, title=f"do {label}", action="read_file", depends_on=list(deps))
+
+
+def task(label: str, *deps: str, steps: list[PlanStep] | None = None, **extra: Any) -> PlanTask:
+    return PlanTask(label=label, title=f"task {label}", depends_on=list(deps),
+                    steps=[step("S1")] if steps is None else steps, **extra)
+
+
+def plan(*tasks: PlanTask, **extra: Any) -> TaskPlan:
+    return TaskPlan(goal="make it work", tasks=list(tasks), **extra)
+
+
+def _plan_error(draft: TaskPlan) -> PlanError:
+    with pytest.raises(PlanError) as info:
+        validate(draft)
+    return info.value
+
+
+def _is_uuid7(value: str) -> bool:
+    parsed = uuid.UUID(value)
+    return parsed.version == 7 and str(parsed) == value
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+
+def test_the_example_plan_of_the_issue_decodes_validates_and_finalizes() -> None:
+    draft = msgspec.json.decode(ISSUE_EXAMPLE, type=TaskPlan)
+    validate(draft)
+    final = finalize(draft, version=1)
+    (only,) = final.tasks
+    assert (only.label, only.complexity, only.resources.write) == ("T1", 3, ["hello.py"])
+    assert only.acceptance[0].check is not None
+    assert only.acceptance[0].check.expect_output == "hello"
+    assert [s.label for s in only.steps] == ["S1"]
+    assert final.version == 1
+
+
+@pytest.mark.parametrize("complexity", [1, 2, 3, 5, 8, 13, 21, 34])
+def test_a_fibonacci_complexity_decodes(complexity: int) -> None:
+    raw = {"goal": "g", "tasks": [{"label": "T1", "title": "t", "complexity": complexity}]}
+    assert msgspec.json.decode(msgspec.json.encode(raw), type=TaskPlan).tasks[0].complexity == complexity
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("complexity", 4, "$.tasks[0].complexity"),
+        ("complexity", 0, "$.tasks[0].complexity"),
+        ("complexity", 55, "$.tasks[0].complexity"),
+        ("label", "", "$.tasks[0].label"),
+        ("label", "T" * 65, "$.tasks[0].label"),
+        ("status", "done", "$.tasks[0].status"),
+    ],
+)
+def test_a_task_field_out_of_its_contract_fails_to_decode(field: str, value: Any, path: str) -> None:
+    raw = {"goal": "g", "tasks": [{"label": "T1", "title": "t", field: value}]}
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.json.decode(msgspec.json.encode(raw), type=TaskPlan)
+    assert str(info.value).endswith(f"- at `{path}`")
+
+
+def test_an_unknown_step_action_fails_to_decode() -> None:
+    raw = {"goal": "g", "tasks": [{"label": "T1", "title": "t",
+                                   "steps": [{"label": "S1", "title": "s", "action": "delete_file"}]}]}
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.json.decode(msgspec.json.encode(raw), type=TaskPlan)
+    assert str(info.value) == "Invalid enum value 'delete_file' - at `$.tasks[0].steps[0].action`"
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def test_a_plan_needing_clarification_may_have_questions_and_no_tasks() -> None:
+    validate(TaskPlan(goal="g", status="needs_clarification",
+                      questions=[Question(label="Q1", question="which file?", options=["a.py", "b.py"])]))
+
+
+@pytest.mark.parametrize(
+    ("draft", "problem"),
+    [
+        (plan(), "a ready plan needs at least one task"),
+        (plan(status="needs_clarification"), "status is needs_clarification but there are no questions"),
+        (plan(task("T1"), task("T2"), task("T1")), "task label 'T1' is used more than once"),
+        (plan(task("T1", steps=[step("S1"), step("S2"), step("S1")])),
+         "step label 'S1' is used more than once in task T1"),
+        (plan(task("T1"), task("T2", "T1", "T9")), "task T2 depends on unknown task 'T9'"),
+        (plan(task("T1", steps=[step("S1", "S0")])), "step T1/S1 depends on unknown step 'S0'"),
+        (plan(task("T1", steps=[step(f"S{i}") for i in range(26)]),
+              task("T2", steps=[step(f"S{i}") for i in range(25)])),
+         "the plan has 51 steps; at most 50 are allowed"),
+        (plan(task("T1", resources=Resources(read=[f"r{i}.py" for i in range(60)],
+                                             write=[f"w{i}.py" for i in range(41)]))),
+         "the plan names 101 files; at most 100 are allowed"),
+        (plan(task("T1", acceptance=[Criterion(label="A1", description="x")]),
+              task("T2", acceptance=[Criterion(label="A1", description="y")])),
+         "criterion label 'A1' is used more than once"),
+    ],
+    ids=["no-tasks", "no-questions", "dup-task", "dup-step", "unknown-task", "unknown-step", "51-steps",
+         "101-files", "dup-criterion"],
+)
+def test_a_structural_problem_is_plan_004_naming_the_offender(draft: TaskPlan, problem: str) -> None:
+    err = _plan_error(draft)
+    assert err.code == "ACODE-PLAN-004"
+    assert err.message == f"invalid plan: {problem}; fix the plan and answer again"
+
+
+def test_every_structural_problem_is_reported_at_once() -> None:
+    draft = plan(task("T1"), task("T1"), task("T2", "T9", steps=[step("S1"), step("S1"), step("S2", "S7")]))
+    assert _plan_error(draft).message == (
+        "invalid plan: task label 'T1' is used more than once; task T2 depends on unknown task 'T9'; "
+        "step label 'S1' is used more than once in task T2; step T2/S2 depends on unknown step 'S7'; "
+        "fix the plan and answer again")
+
+
+def test_fifty_steps_are_allowed() -> None:
+    validate(plan(task("T1", steps=[step(f"S{i}") for i in range(50)])))
+
+
+def test_a_step_may_not_depend_on_a_step_of_another_task() -> None:
+    draft = plan(task("T1", steps=[step("S1")]), task("T2", "T1", steps=[step("S2", "S1")]))
+    assert "step T2/S2 depends on unknown step 'S1'" in _plan_error(draft).message
+
+
+@pytest.mark.parametrize(
+    ("draft", "message"),
+    [
+        (plan(task("T1", "T2"), task("T2", "T1")), "tasks depend on each other in a cycle: T1 -> T2 -> T1"),
+        (plan(task("T1", "T3"), task("T2", "T1"), task("T3", "T2")),
+         "tasks depend on each other in a cycle: T1 -> T3 -> T2 -> T1"),
+        (plan(task("T0"), task("T1", "T0", "T2"), task("T2", "T0", "T3"), task("T3", "T1")),
+         "tasks depend on each other in a cycle: T1 -> T2 -> T3 -> T1"),
+        (plan(task("T1", "T1")), "tasks depend on each other in a cycle: T1 -> T1"),
+        (plan(task("T1", steps=[step("S1", "S2"), step("S2", "S1")])),
+         "steps depend on each other in a cycle: T1/S1 -> T1/S2 -> T1/S1"),
+        (plan(task("T1"), task("T2", steps=[step("S1"), step("S2", "S3"), step("S3", "S2")])),
+         "steps depend on each other in a cycle: T2/S2 -> T2/S3 -> T2/S2"),
+    ],
+    ids=["two-tasks", "three-tasks", "behind-a-dag", "self", "two-steps", "second-task"],
+)
+def test_a_dependency_cycle_is_plan_005_naming_its_members(draft: TaskPlan, message: str) -> None:
+    err = _plan_error(draft)
+    assert err.code == "ACODE-PLAN-005"
+    assert err.message == message
+
+
+@st.composite
+def _task_graphs(draw: st.DrawFn) -> dict[str, list[str]]:
+    """A random directed graph over T0..Tn-1 (cycles allowed)."""
+    labels = [f"T{i}" for i in range(draw(st.integers(1, 7)))]
+    return {label: draw(st.lists(st.sampled_from(labels), max_size=3, unique=True)) for label in labels}
+
+
+@settings(max_examples=200, deadline=None)
+@given(graph=_task_graphs())
+def test_validate_reports_a_cycle_exactly_when_the_task_graph_has_one(graph: dict[str, list[str]]) -> None:
+    draft = plan(*(task(label, *deps) for label, deps in graph.items()))
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError:
+        err = _plan_error(draft)
+        assert err.code == "ACODE-PLAN-005"
+        members = err.message.removeprefix("tasks depend on each other in a cycle: ").split(" -> ")
+        assert members[0] == members[-1]
+        assert len(set(members[:-1])) == len(members) - 1
+        assert all(later in graph[earlier] for earlier, later in zip(members, members[1:], strict=False))
+    else:
+        validate(draft)
+
+
+# --- finalize ----------------------------------------------------------------------------
+
+
+def test_finalize_gives_uuid7_ids_to_the_plan_tasks_and_steps_and_keeps_labels() -> None:
+    draft = plan(task("T1", steps=[step("S1"), step("S2", "S1")]), task("T2", "T1"))
+    final = finalize(draft, version=3)
+    ids = [final.id, *(t.id for t in final.tasks), *(s.id for t in final.tasks for s in t.steps)]
+    assert all(_is_uuid7(i) for i in ids)
+    assert len(set(ids)) == len(ids) == 6
+    assert [(t.label, [s.label for s in t.steps]) for t in final.tasks] == [("T1", ["S1", "S2"]), ("T2", ["S1"])]
+    assert final.version == 3
+    assert _without_ids(final) == draft  # nothing else changes
+
+
+def _without_ids(p: TaskPlan) -> TaskPlan:
+    replace = msgspec.structs.replace
+    tasks = [replace(t, id="", steps=[replace(s, id="") for s in t.steps]) for t in p.tasks]
+    return replace(p, id="", version=0, tasks=tasks)
+
+
+def test_finalize_refuses_an_invalid_draft() -> None:
+    with pytest.raises(PlanError) as info:
+        finalize(plan(task("T1", "T2"), task("T2", "T1")), version=1)
+    assert info.value.code == "ACODE-PLAN-005"
+
+
+def test_finalize_keeps_tasks_completed_in_the_previous_plan_with_their_ids() -> None:
+    first = finalize(plan(task("T1"), task("T2", "T1")), version=1)
+    done_t1 = msgspec.structs.replace(first.tasks[0], status="completed")
+    previous = msgspec.structs.replace(first, tasks=[done_t1, first.tasks[1]])
+    second = finalize(plan(task("T1"), task("T2", "T1"), task("T3", "T2")), version=2, previous=previous)
+    t1, t2, t3 = second.tasks
+    assert (t1.id, t1.status) == (done_t1.id, "completed")
+    assert t2.status == "pending"
+    assert t2.id != first.tasks[1].id  # only completed work is carried over
+    assert t3.status == "pending"
+    assert second.id != first.id
+    assert second.version == 2
+    assert [t.label for t, _ in ordered_steps(second)] == ["T2", "T3"]
+
+
+# --- dependency order --------------------------------------------------------------------
+
+
+@st.composite
+def _dag_plans(draw: st.DrawFn) -> TaskPlan:
+    """Tasks and steps that only depend on earlier ones (so acyclic), then shuffled."""
+    tasks = []
+    task_labels: list[str] = []
+    for t in range(draw(st.integers(1, 6))):
+        step_labels: list[str] = []
+        steps = []
+        for s in range(draw(st.integers(0, 5))):
+            deps = draw(st.lists(st.sampled_from(step_labels), unique=True)) if step_labels else []
+            steps.append(step(f"S{s}", *deps))
+            step_labels.append(f"S{s}")
+        deps = draw(st.lists(st.sampled_from(task_labels), unique=True)) if task_labels else []
+        status = draw(st.sampled_from(["pending", "pending", "completed"]))
+        tasks.append(task(f"T{t}", *deps, steps=draw(st.permutations(steps)), status=status))
+        task_labels.append(f"T{t}")
+    return plan(*draw(st.permutations(tasks)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(draft=_dag_plans())
+def test_ordered_steps_puts_every_pending_step_after_its_dependencies(draft: TaskPlan) -> None:
+    validate(draft)
+    order = [(t.label, s.label) for t, s in ordered_steps(draft)]
+    position = {key: index for index, key in enumerate(order)}
+    by_label = {t.label: t for t in draft.tasks}
+    pending = [t for t in draft.tasks if t.status == "pending"]
+    assert sorted(order) == sorted((t.label, s.label) for t in pending for s in t.steps)
+    for t in pending:
+        for s in t.steps:
+            here = position[(t.label, s.label)]
+            assert all(position[(t.label, dep)] < here for dep in s.depends_on)
+            for dep_task in t.depends_on:
+                assert all(position[(dep_task, d.label)] < here
+                           for d in by_label[dep_task].steps if by_label[dep_task].status == "pending")
+
+
+def test_ordered_steps_keeps_the_model_order_of_independent_work() -> None:
+    draft = plan(task("T3", steps=[step("S2"), step("S1")]), task("T1", steps=[step("S9"), step("S3")]))
+    assert [(t.label, s.label) for t, s in ordered_steps(draft)] == [
+        ("T3", "S2"), ("T3", "S1"), ("T1", "S9"), ("T1", "S3")]
+
+
+def test_ordered_steps_moves_a_task_after_the_task_it_depends_on() -> None:
+    draft = plan(task("T2", "T1", steps=[step("S1")]), task("T1", steps=[step("S2", "S1"), step("S1")]))
+    assert [(t.label, s.label) for t, s in ordered_steps(draft)] == [("T1", "S1"), ("T1", "S2"), ("T2", "S1")]

@@ -1,0 +1,193 @@
+"""Executor tools: the function-calling definitions, argument decoding and risk classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from protocol import tools
+from protocol.tools import (
+    CONTROL_TOOLS,
+    SANDBOX_TOOLS,
+    TOOL_ARGS,
+    Edit,
+    ListDirectory,
+    ModifyFile,
+    ReadFile,
+    RunTerminal,
+    WriteFile,
+    decode_args,
+    risk_of,
+    tool_definitions,
+)
+
+REQUIRED = {
+    "read_file": ["path"],
+    "write_file": ["path", "content"],
+    "modify_file": ["path", "edits"],
+    "create_directory": ["path"],
+    "list_directory": [],
+    "search_code": ["query"],
+    "run_terminal": ["command"],
+    "step_complete": ["summary"],
+    "step_failed": ["reason"],
+}
+DEFINITIONS = {d["function"]["name"]: d for d in tool_definitions()}
+
+
+def _keys(schema: Any) -> set[str]:
+    """Every key anywhere in a JSON schema."""
+    if isinstance(schema, dict):
+        return set(schema) | {k for v in schema.values() for k in _keys(v)}
+    if isinstance(schema, list):
+        return {k for v in schema for k in _keys(v)}
+    return set()
+
+
+def _parameters(name: str) -> dict[str, Any]:
+    return DEFINITIONS[name]["function"]["parameters"]
+
+
+def test_tool_definitions_has_one_function_per_tool_in_order() -> None:
+    definitions = tool_definitions()
+    assert [d["function"]["name"] for d in definitions] == list(TOOL_ARGS)
+    assert all(d["type"] == "function" for d in definitions)
+    assert SANDBOX_TOOLS | CONTROL_TOOLS == set(TOOL_ARGS)
+    assert not SANDBOX_TOOLS & CONTROL_TOOLS
+
+
+def test_tool_definitions_can_be_limited_to_some_tools() -> None:
+    names = [d["function"]["name"] for d in tool_definitions(frozenset({"write_file", "read_file", "nope"}))]
+    assert names == ["read_file", "write_file"]
+
+
+@pytest.mark.parametrize("name", list(TOOL_ARGS))
+def test_a_tool_schema_is_flat_with_no_ref_or_title(name: str) -> None:
+    params = _parameters(name)
+    assert params["type"] == "object"
+    assert params["additionalProperties"] is False
+    assert not {"$ref", "$defs", "title"} & _keys(params)
+    assert "description" not in params  # the description is the function's, not repeated here
+
+
+@pytest.mark.parametrize("name", list(TOOL_ARGS))
+def test_a_tool_schema_lists_every_argument_and_the_required_ones(name: str) -> None:
+    params = _parameters(name)
+    assert list(params["properties"]) == list(TOOL_ARGS[name].__struct_fields__)
+    assert params.get("required", []) == REQUIRED[name]
+
+
+@pytest.mark.parametrize("name", list(TOOL_ARGS))
+def test_a_tool_description_is_its_struct_docstring(name: str) -> None:
+    description = DEFINITIONS[name]["function"]["description"]
+    assert description
+    assert description == (TOOL_ARGS[name].__doc__ or "").strip()
+
+
+def test_modify_file_schema_inlines_its_edits() -> None:
+    edits = _parameters("modify_file")["properties"]["edits"]
+    assert edits["type"] == "array"
+    assert (edits["minItems"], edits["maxItems"]) == (1, 100)
+    assert edits["items"]["required"] == ["search", "replace"]
+    assert list(edits["items"]["properties"]) == ["search", "replace"]
+
+
+def test_the_schema_carries_the_struct_bounds() -> None:
+    offset = _parameters("read_file")["properties"]["offset"]
+    assert offset["anyOf"] == [{"type": "integer", "minimum": 0, "maximum": 10_000_000}, {"type": "null"}]
+    depth = _parameters("list_directory")["properties"]["depth"]
+    assert depth == {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}
+
+
+def test_a_parameter_named_title_stays_in_the_schema() -> None:
+    class CreateNote(tools._Args, kw_only=True):
+        """Write a note."""
+
+        title: str
+        body: str = ""
+
+    params = tools._parameters(CreateNote)
+    assert params["properties"] == {"title": {"type": "string"}, "body": {"type": "string", "default": ""}}
+    assert params["required"] == ["title"]
+
+
+# --- decoding arguments ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("read_file", {"path": "a.py"}, ReadFile(path="a.py")),
+        ("read_file", {"path": "a.py", "offset": 10, "limit": 5}, ReadFile(path="a.py", offset=10, limit=5)),
+        ("write_file", {"path": "a.py", "content": ""}, WriteFile(path="a.py", content="")),
+        ("modify_file", {"path": "a.py", "edits": [{"search": "x", "replace": "y"}]},
+         ModifyFile(path="a.py", edits=[Edit(search="x", replace="y")])),
+        ("list_directory", {}, ListDirectory(path=".", depth=1)),
+        ("run_terminal", {"command": "pytest -q", "timeout_s": 30}, RunTerminal(command="pytest -q", timeout_s=30.0)),
+    ],
+)
+def test_decode_args_builds_the_struct_of_the_tool(name: str, arguments: dict[str, Any], expected: Any) -> None:
+    assert decode_args(name, arguments) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("read_file", {"path": "a.py", "encoding": "utf-8"}, "Object contains unknown field `encoding`"),
+        ("step_complete", {"summary": "done", "extra": 1}, "Object contains unknown field `extra`"),
+        ("modify_file", {"path": "a", "edits": [{"search": "x", "replace": "y", "all": True}]},
+         "Object contains unknown field `all` - at `$.edits[0]`"),
+    ],
+)
+def test_decode_args_rejects_an_unknown_argument(name: str, arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as info:
+        decode_args(name, arguments)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("read_file", {"path": 5}, "Expected `str`, got `int` - at `$.path`"),
+        ("read_file", {"path": "a", "offset": 1.5}, "Expected `int | null`, got `float` - at `$.offset`"),
+        ("read_file", {"path": "a", "limit": True}, "Expected `int | null`, got `bool` - at `$.limit`"),
+        ("write_file", {"path": "a", "content": ["x"]}, "Expected `str`, got `array` - at `$.content`"),
+        ("modify_file", {"path": "a", "edits": {"search": "x"}}, "Expected `array`, got `object` - at `$.edits`"),
+        ("write_file", {"path": "a.py"}, "Object missing required field `content`"),
+        ("read_file", {"path": ""}, "Expected `str` of length >= 1 - at `$.path`"),
+        ("list_directory", {"depth": 11}, "Expected `int` <= 10 - at `$.depth`"),
+        ("modify_file", {"path": "a", "edits": []}, "Expected `array` of length >= 1 - at `$.edits`"),
+        ("run_terminal", {"command": "ls", "timeout_s": 0}, "Expected `float` > 0.0 - at `$.timeout_s`"),
+    ],
+)
+def test_decode_args_rejects_a_wrong_type_or_value(name: str, arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as info:
+        decode_args(name, arguments)
+    assert str(info.value) == message
+
+
+# --- risk --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "risk"),
+    [
+        ("read_file", "read"),
+        ("list_directory", "read"),
+        ("search_code", "read"),
+        ("write_file", "write"),
+        ("modify_file", "write"),
+        ("create_directory", "write"),
+        ("run_terminal", "execute"),
+        ("delete_everything", "destructive"),
+        ("", "destructive"),
+    ],
+)
+def test_risk_of_classes_each_tool(tool: str, risk: str) -> None:
+    assert risk_of(tool) == risk
+
+
+def test_every_sandbox_tool_has_a_risk_class_of_its_own() -> None:
+    assert {tool for tool in SANDBOX_TOOLS if risk_of(tool) == "destructive"} == set()
