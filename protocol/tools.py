@@ -138,13 +138,23 @@ _RISK: dict[str, Risk] = {
 
 
 def risk_of(tool: str) -> Risk:
-    """The risk class approval gates use; unknown tools count as destructive."""
+    """The risk class approval gates use: control tools touch nothing (read); unknown
+    tools count as destructive."""
+    if tool in CONTROL_TOOLS:
+        return "read"
     return _RISK.get(tool, "destructive")
 
 
 def decode_args(tool: str, arguments: dict[str, Any]) -> _Args:
-    """Validate a tool call's arguments against its Struct (raises msgspec.ValidationError)."""
-    return msgspec.convert(arguments, TOOL_ARGS[tool], strict=False)
+    """Validate a tool call's arguments against its Struct.
+
+    Raises msgspec.ValidationError, also for an unknown tool. Conversion is lax on
+    purpose (``"5"`` becomes 5, ``"true"`` True): small models quote numbers and booleans.
+    """
+    args_type = TOOL_ARGS.get(tool)
+    if args_type is None:
+        raise msgspec.ValidationError(f"unknown tool {tool!r}; available: {', '.join(TOOL_ARGS)}")
+    return msgspec.convert(arguments, args_type, strict=False)
 
 
 def _inline(schema: Any, defs: dict[str, Any]) -> Any:

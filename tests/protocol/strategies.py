@@ -110,6 +110,7 @@ snapshots = struct(
     cycles=st.dictionaries(cycle_kinds, small_counts),
     plan_version=small_counts,
     feedback=st.none() | feedbacks,
+    last_result=st.none() | st.deferred(lambda: stage_results),
     pause=st.none() | pauses,
     error=st.none() | error_infos,
     exit_code=st.none() | exit_codes,
@@ -270,7 +271,7 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
-       plan=st.none() | task_plans, feedback=st.none() | feedbacks)
+       plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results)
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},

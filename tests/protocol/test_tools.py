@@ -181,6 +181,8 @@ def test_decode_args_rejects_a_wrong_type_or_value(name: str, arguments: dict[st
         ("modify_file", "write"),
         ("create_directory", "write"),
         ("run_terminal", "execute"),
+        ("step_complete", "read"),
+        ("step_failed", "read"),
         ("delete_everything", "destructive"),
         ("", "destructive"),
     ],
@@ -191,3 +193,8 @@ def test_risk_of_classes_each_tool(tool: str, risk: str) -> None:
 
 def test_every_sandbox_tool_has_a_risk_class_of_its_own() -> None:
     assert {tool for tool in SANDBOX_TOOLS if risk_of(tool) == "destructive"} == set()
+
+
+def test_decode_args_refuses_an_unknown_tool_as_a_validation_error() -> None:
+    with pytest.raises(msgspec.ValidationError, match="unknown tool 'rm_rf'; available: read_file"):
+        decode_args("rm_rf", {})
