@@ -1,0 +1,126 @@
+"""System-test fixtures: a real ``acode`` (CLI processes, coordinator, actors) per home.
+
+:class:`Acode` runs the CLI as a subprocess exactly as a user would, with a private home
+and fast supervision settings. It records every actor pid it ever sees and, on close,
+runs ``acode down`` and then checks that none of them is alive, killing (by pid) and
+failing the test if one is: a test that leaves a process behind is a failing test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+
+from cli.connection import Connection
+from protocol.errors import AcodeError
+from protocol.messages import GetStatus
+from tests.harness import wait_until
+
+CLI = [sys.executable, "-m", "cli.app"]
+REPO = Path(__file__).resolve().parents[2]
+FAST = {
+    "ACODE_SUPERVISION__HEARTBEAT_INTERVAL": "0.25",
+    "ACODE_SUPERVISION__BACKOFF_INITIAL": "0.05",
+    "ACODE_SUPERVISION__BACKOFF_MAX": "0.5",
+}
+
+
+class Acode:
+    def __init__(self, home: Path, env: dict[str, str] | None = None):
+        self.home = home
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ACODE_")}
+        self.env.update({"PYTHONPATH": str(REPO), **FAST, **(env or {})})
+        self.pids: set[int] = set()
+        self.running: list[subprocess.Popen[str]] = []
+
+    def __call__(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, "--home", str(self.home), *args], env=self.env, cwd=REPO,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """Run a CLI command in the background (e.g. ``run``), to act while it goes on."""
+        proc = subprocess.Popen([*CLI, "--home", str(self.home), *args], env=self.env, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.running.append(proc)
+        return proc
+
+    def up(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self("up", "--detach", *args)
+        self.status_or_none()
+        return result
+
+    def status_or_none(self) -> dict[str, Any] | None:
+        """The coordinator's status report (asked in-process: polling through the CLI is slow)."""
+        try:
+            with Connection(self.home) as connection:
+                report = connection.coordinator(GetStatus(), timeout=5.0)
+        except AcodeError:
+            return None
+        data: dict[str, Any] = msgspec.to_builtins(report)
+        for actor in data["actors"]:
+            if actor.get("pid"):
+                self.pids.add(actor["pid"])
+        return data
+
+    def status(self) -> dict[str, Any]:
+        report = self.status_or_none()
+        assert report is not None, "acode status failed"
+        return report
+
+    def actor(self, instance: str) -> dict[str, Any]:
+        return next(a for a in self.status()["actors"] if a["instance"] == instance)
+
+    def wait_busy(self, instance: str, timeout: float = 30.0) -> dict[str, Any]:
+        return wait_until(lambda: (lambda a: a if a["busy"] and a["state"] == "ready" else None)(
+            self.actor(instance)), timeout, interval=0.02, what=f"{instance} busy")
+
+    def wait_restarted(self, instance: str, epoch: int, timeout: float = 30.0) -> dict[str, Any]:
+        return wait_until(lambda: (lambda a: a if a["state"] == "ready" and a["epoch"] > epoch else None)(
+            self.actor(instance)), timeout, what=f"{instance} restarted")
+
+    def kill(self, instance: str) -> dict[str, Any]:
+        """``kill -9`` an actor by the pid acode status reports; returns its status before."""
+        actor = self.actor(instance)
+        os.kill(actor["pid"], signal.SIGKILL)
+        return actor
+
+    def close(self) -> None:
+        for proc in self.running:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+        self.status_or_none()
+        self("down", timeout=120)
+        leftovers = []
+        for pid in self.pids:
+            try:
+                process = psutil.Process(pid)
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    leftovers.append((pid, " ".join(process.cmdline())[:120]))
+                    process.kill()
+            except psutil.NoSuchProcess:
+                continue
+        assert not leftovers, f"processes left behind after acode down: {leftovers}"
+
+
+@pytest.fixture
+def acode(home: Path) -> Iterator[Acode]:
+    instance = Acode(home)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+def wait_exit(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err

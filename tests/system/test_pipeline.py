@@ -1,0 +1,219 @@
+"""acode as a user runs it: up, run, show, sessions, cycles, limits, timeouts, cancel, down."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.system import workloads as w
+from tests.system.conftest import Acode, wait_exit
+
+pytestmark = pytest.mark.system
+
+HELLO_SCRIPT = """version: 1
+responses:
+  planner:
+    - json:
+        goal: hello.py prints hello
+        status: ready
+        tasks:
+          - label: T1
+            title: Write hello.py
+            complexity: 1
+            resources: {write: [hello.py], commands: ["python hello.py"]}
+            acceptance:
+              - label: A1
+                description: prints hello
+                check: {command: "python hello.py", expect_exit: 0, expect_output: hello}
+            steps:
+              - {label: S1, title: Write hello.py, action: write_file, expected_output: hello.py}
+  executor:
+    - tool_calls: [{name: write_file, arguments: {path: hello.py, content: "print('hello')\\n"}}]
+    - tool_calls: [{name: step_complete, arguments: {summary: wrote hello.py}}]
+  verifier:
+    - json: {passed: true, summary: ok, criteria: []}
+  reviewer:
+    - json: {decision: approve, summary: looks right, issues: []}
+"""
+
+
+def _run(acode: Acode, workspace: Path, script: Path, *extra: str) -> tuple[int, str, str]:
+    result = acode("run", "do the task", "--workspace", str(workspace), "--provider", "scripted",
+                   "--script", str(script), *extra)
+    return result.returncode, result.stdout, result.stderr
+
+
+def _show(acode: Acode, session_id: str) -> dict:  # type: ignore[type-arg]
+    result = acode("show", session_id, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def _session_id(stdout: str) -> str:
+    return stdout.split("session ", 1)[1].split(":", 1)[0]
+
+
+def test_up_run_show_down_completes_a_scripted_task_with_every_transition_recorded(
+        acode: Acode, tmp_path: Path) -> None:
+    assert acode.up().returncode == 0
+    status = acode.status()
+    assert {a["instance"] for a in status["actors"]} == {
+        "coordinator", "broker", "persistence", "sandbox", "planner", "executor", "verifier", "reviewer"}
+    assert all(a["state"] == "ready" and a["pid"] for a in status["actors"])
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    script = tmp_path / "s.yaml"
+    script.write_text(HELLO_SCRIPT)
+
+    result = acode("run", "Create hello.py that prints hello", "--workspace", str(workspace),
+                   "--provider", "scripted", "--script", str(script))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (workspace / "hello.py").read_text() == "print('hello')\n"
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("[PLANNER]") for line in lines)
+    assert any("[VERIFIER]  A1 `python hello.py`: passed" in line for line in lines)
+    assert lines[-2] == "completed (exit 0)" and lines[-1] == "files changed: hello.py"
+    session_id = _session_id(result.stdout)
+    shown = _show(acode, session_id)
+    events = shown["events"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert [(e["source"], e["target"]) for e in events if e["type"] == "transitioned"] == [
+        ("start", "planner"), ("planner", "executor"), ("executor", "verifier"), ("verifier", "reviewer"),
+        ("reviewer", "completed")]
+    assert shown["session"]["status"] == "completed" and shown["session"]["exit_code"] == 0
+    assert shown["plan"]["tasks"][0]["label"] == "T1" and len(shown["plan"]["id"]) == 36
+    text = acode("show", session_id[:13]).stdout  # a unique prefix is enough
+    assert "planner -> executor" in text and "reviewer -> completed" in text
+    assert "finished in" in text and "files changed: hello.py" in text
+    listed = json.loads(acode("sessions", "--json").stdout)
+    assert [s["id"] for s in listed] == [session_id]
+
+
+def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verification_passes(
+        acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload()
+    responses["executor"][4] = w.call("write_file", path="b.txt", content="wrong\n")  # visit 1 writes it wrong
+    responses["executor"] += [w.done("a.txt fine"), w.done("slow.py ran already"),
+                              w.call("write_file", path="b.txt", content="beta\n"), w.done("fixed b.txt")]
+    responses["verifier"] *= 2  # the model judges A2 in both verifications
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    assert code == 0, out + err
+    assert "-> executor (verify cycle 1)" in out and "b.txt is wrong" in out
+    shown = _show(acode, _session_id(out))
+    checks = [e["passed"] for e in shown["events"] if e["type"] == "check_ran"]
+    assert checks == [False, True]
+    assert shown["session"]["cycles"] == {"verify": 1}
+    assert (workspace / "log.txt").read_text() == "ran\n"  # the second visit did not run slow.py again
+
+
+def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload()
+    responses["reviewer"] = [
+        {"json": {"decision": "replan", "summary": "needs a third file",
+                  "issues": [{"criterion": "A2", "problem": "c.txt missing", "suggestion": "add it"}]}},
+        {"json": {"decision": "approve", "summary": "good now", "issues": []}},
+    ]
+    second = w.plan(steps=[{"label": "S4", "title": "write c.txt", "action": "write_file"}],
+                    checks=[{"label": "A3", "description": "c.txt exists",
+                             "check": {"command": "python -c pass", "expect_exit": 0}}])
+    responses["planner"].append(second)
+    responses["executor"] += [w.call("write_file", path="c.txt", content="gamma\n"), w.done("wrote c.txt")]
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    assert code == 0, out + err
+    assert "-> planner (review cycle 1): needs a third file" in out
+    session_id = _session_id(out)
+    from cli.connection import Connection
+    from protocol.messages import GetPlan
+    with Connection(acode.home) as connection:
+        v1 = connection.persistence(GetPlan(session_id=session_id, version=1)).plan
+        v2 = connection.persistence(GetPlan(session_id=session_id, version=2)).plan
+    assert (v1.version, v2.version) == (1, 2)
+    assert [s.label for s in v1.tasks[0].steps] == ["S1", "S2", "S3"]
+    assert [s.label for s in v2.tasks[0].steps] == ["S4"]
+    assert v2.change_summary == "added nothing; removed nothing; kept T1"
+    assert (workspace / "c.txt").read_text() == "gamma\n"
+
+
+def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    failing = {"label": "A1", "description": "never true", "check": {"command": "python -c 'raise SystemExit(3)'"}}
+    responses = {
+        "planner": [w.plan(checks=[failing], steps=[{"label": "S1", "title": "try", "action": "analyze_code"}])],
+        "executor": [w.done(f"attempt {i}") for i in range(4)],
+        "verifier": [], "reviewer": [],
+    }
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    assert code == 21, out + err
+    assert "paused (cycle_limit): verify cycle limit reached (3 of 3)" in out and "(ACODE-ORCH-003)" in out
+    shown = _show(acode, _session_id(out))
+    assert shown["session"]["status"] == "paused" and shown["session"]["exit_code"] == 21
+    assert len([e for e in shown["events"] if e["type"] == "check_ran"]) == 4
+
+
+def test_an_exhausted_script_fails_the_session_naming_the_stage(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload()
+    responses["reviewer"] = []
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    assert code == 1, out + err
+    assert "the scripted model has no response left for the reviewer (it has 0, this is request 1" in out
+    assert "(ACODE-LLM-002)" in out
+
+
+def test_a_stage_past_its_timeout_is_retried_then_pauses_with_exit_20(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload({"planner": 30.0})
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses), "--stage-timeout", "1")
+    assert code == 20, out + err
+    assert out.count("[PLANNER]   retrying, attempt") == 2
+    assert "paused (stage_timeout): planner timed out 3 times (1s each)" in out and "ACODE-ORCH-002" in out
+
+
+def test_cancel_stops_a_running_session_with_exit_23(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    script = w.script(tmp_path / "s.yaml", w.workload({"planner": 30.0}))
+    run = acode.start("run", "slow task", "--workspace", str(workspace), "--provider", "scripted",
+                      "--script", str(script))
+    acode.wait_busy("planner")
+    listed = json.loads(acode("sessions", "--json", "--status", "running").stdout)
+    assert acode("cancel", listed[0]["id"]).stdout.strip() == f"session {listed[0]['id']} cancelled"
+    code, out, err = wait_exit(run)
+    assert code == 23, out + err
+    assert "cancelled: cancelled by the user (ACODE-ORCH-007) (exit 23)" in out
+
+
+def test_run_without_acode_up_says_how_to_start_it(acode: Acode, tmp_path: Path) -> None:
+    script = w.script(tmp_path / "s.yaml", w.workload())
+    code, out, err = _run(acode, tmp_path, script)
+    assert code == 1
+    assert err.strip() == (f"acode: acode is not running for {acode.home}; start it with `acode up --detach` "
+                           "(ACODE-NET-003)")
+
+
+def test_a_bad_script_is_refused_before_anything_runs(acode: Acode, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nresponses:\n  executor:\n    - tool_call: []\n")
+    code, out, err = _run(acode, tmp_path, bad)
+    assert code == 1
+    assert err.startswith(f"acode: scripted model file {bad}: responses.executor[0]")
+    assert "(ACODE-LLM-004)" in err and "Traceback" not in err
+
+
+def test_a_typo_in_the_workspace_config_fails_loudly(acode: Acode, tmp_path: Path) -> None:
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text("orchestration:\n  cycle_limt: 5\n")
+    code, out, err = _run(acode, tmp_path, w.script(tmp_path / "s.yaml", w.workload()))
+    assert code == 1
+    assert f"config file {tmp_path}/.agent/config.yml is invalid" in err
+    assert "cycle_limt" in err and "(ACODE-CFG-001)" in err
