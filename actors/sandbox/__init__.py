@@ -1,0 +1,1 @@
+"""The tool sandbox: the only acode process that touches a workspace."""
