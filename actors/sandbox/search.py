@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 
 from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.output import Outcome
+from actors.sandbox.output import Outcome, truncate
 from protocol.errors import SandboxError
 from protocol.tools import ListDirectory, SearchCode
 
@@ -65,8 +65,9 @@ def _walk(fd: int, rel: str, depth: int | None) -> Iterator[tuple[str, str, int]
             yield "other", path, fd
 
 
-def list_directory(ws: Workspace, args: ListDirectory) -> Outcome:
-    """Workspace-relative paths, directories with a trailing ``/`` and symlinks with ``@``."""
+def list_directory(ws: Workspace, args: ListDirectory, limit: int) -> Outcome:
+    """Workspace-relative paths, directories with a trailing ``/`` and symlinks with ``@``;
+    at most :data:`MAX_ENTRIES` entries and ``limit`` bytes."""
     rel = ws.relative(args.path)
     fd = ws.open(args.path, os.O_RDONLY | os.O_DIRECTORY)
     lines: list[str] = []
@@ -82,7 +83,8 @@ def list_directory(ws: Workspace, args: ListDirectory) -> Outcome:
     if more:
         lines.append(f"[… truncated: more than {MAX_ENTRIES} entries; list a subdirectory or use a "
                      "smaller depth]")
-    return Outcome(output="\n".join(lines) if lines else f"[{rel} is empty]", path=rel)
+    output = "\n".join(lines) if lines else f"[{rel} is an empty directory]"
+    return Outcome(output=truncate(output, limit), path=rel)
 
 
 def _matcher(args: SearchCode) -> re.Pattern[str]:
@@ -133,8 +135,9 @@ def _shorten(line: str) -> str:
     return line if len(line) <= _MAX_LINE_CHARS else line[:_MAX_LINE_CHARS] + "…"
 
 
-def search_code(ws: Workspace, args: SearchCode) -> Outcome:
-    """``path:line: text`` for each matching line of the text files under ``path``."""
+def search_code(ws: Workspace, args: SearchCode, limit: int) -> Outcome:
+    """``path:line: text`` for each matching line of the text files under ``path``; at most
+    :data:`MAX_MATCHES` matches and ``limit`` bytes."""
     pattern = _matcher(args)
     rel = ws.relative(args.path)
     fd = ws.open(args.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -159,5 +162,5 @@ def search_code(ws: Workspace, args: SearchCode) -> Outcome:
         os.close(fd)
     if more:
         matches.append(f"[… truncated: more than {MAX_MATCHES} matches; narrow the query or the path]")
-    return Outcome(output="\n".join(matches) if matches else f"no matches for {quote(args.query)} in {rel}",
-                   path=rel)
+    output = "\n".join(matches) if matches else f"no matches for {quote(args.query)} in {rel}"
+    return Outcome(output=truncate(output, limit), path=rel)
