@@ -109,10 +109,12 @@ class Terminal:
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
 
-    def kill_all(self) -> None:
+    def kill_all(self) -> int:
+        """SIGKILL the process group of every running command; how many there were."""
         with self._lock:
             for pid in self._running:
                 _killpg(pid)
+            return len(self._running)
 
     def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, limit: int) -> Outcome:
         try:
