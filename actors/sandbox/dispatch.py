@@ -111,11 +111,11 @@ class ToolCall:
         return self.result(outcome, duration_ms=(time.monotonic() - start) * 1000)
 
     def _run(self, terminal: Terminal) -> Outcome:
-        ws, limit = self.workspace, self.request.output_limit_bytes
+        ws, max_bytes = self.workspace, self.request.output_limit_bytes
         assert ws is not None
         match self.args:
             case ReadFile() as args:
-                return files.read_file(ws, args, limit)
+                return files.read_file(ws, args, max_bytes)
             case WriteFile() as args:
                 return files.write_file(ws, args)
             case ModifyFile() as args:
@@ -123,13 +123,13 @@ class ToolCall:
             case CreateDirectory() as args:
                 return files.create_directory(ws, args)
             case ListDirectory() as args:
-                return search.list_directory(ws, args, limit)
+                return search.list_directory(ws, args, max_bytes)
             case SearchCode() as args:
-                return search.search_code(ws, args, limit)
+                return search.search_code(ws, args, max_bytes)
             case RunTerminal() as args:
                 # the model may ask for less time than the executor allows, never more
                 timeout = min(args.timeout_s or self.request.timeout_s, self.request.timeout_s)
-                return terminal.run(ws, args, timeout_s=timeout, limit=limit)
+                return terminal.run(ws, args, timeout_s=timeout, max_bytes=max_bytes)
             case StepComplete() | StepFailed() | None:
                 raise AssertionError(f"{self.request.tool} is not a sandbox tool; _decode refuses it")
             case _:

@@ -59,8 +59,8 @@ def _binary(path: str) -> SandboxError:
                         "handle text only", code="ACODE-SBX-004")
 
 
-def read_file(ws: Workspace, args: ReadFile, limit: int) -> Outcome:
-    """The raw text of lines ``[offset, offset + limit)`` (0-based), capped at ``limit`` bytes."""
+def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
+    """The raw text of lines ``[offset, offset + limit)`` (0-based), capped at ``max_bytes``."""
     fd = ws.open(args.path, _READ_FLAGS)
     try:
         size = _regular(fd, args.path).st_size  # before open(): a FIFO or directory is refused, not read
@@ -85,7 +85,7 @@ def read_file(ws: Workspace, args: ReadFile, limit: int) -> Outcome:
             chunk = f.readline(_CHUNK)
             if not chunk:
                 break
-            room = limit - len(kept)
+            room = max_bytes - len(kept)
             if room <= 0 and args.limit is None:
                 omitted += len(chunk) + max(0, size - f.tell())
                 break

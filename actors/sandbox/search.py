@@ -65,9 +65,9 @@ def _walk(fd: int, rel: str, depth: int | None) -> Iterator[tuple[str, str, int]
             yield "other", path, fd
 
 
-def list_directory(ws: Workspace, args: ListDirectory, limit: int) -> Outcome:
+def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcome:
     """Workspace-relative paths, directories with a trailing ``/`` and symlinks with ``@``;
-    at most :data:`MAX_ENTRIES` entries and ``limit`` bytes."""
+    at most :data:`MAX_ENTRIES` entries and ``max_bytes``."""
     rel = ws.relative(args.path)
     fd = ws.open(args.path, os.O_RDONLY | os.O_DIRECTORY)
     lines: list[str] = []
@@ -84,7 +84,7 @@ def list_directory(ws: Workspace, args: ListDirectory, limit: int) -> Outcome:
         lines.append(f"[… truncated: more than {MAX_ENTRIES} entries; list a subdirectory or use a "
                      "smaller depth]")
     output = "\n".join(lines) if lines else f"[{rel} is an empty directory]"
-    return Outcome(output=truncate(output, limit), path=rel)
+    return Outcome(output=truncate(output, max_bytes), path=rel)
 
 
 def _matcher(args: SearchCode) -> re.Pattern[str]:
@@ -135,9 +135,9 @@ def _shorten(line: str) -> str:
     return line if len(line) <= _MAX_LINE_CHARS else line[:_MAX_LINE_CHARS] + "…"
 
 
-def search_code(ws: Workspace, args: SearchCode, limit: int) -> Outcome:
+def search_code(ws: Workspace, args: SearchCode, max_bytes: int) -> Outcome:
     """``path:line: text`` for each matching line of the text files under ``path``; at most
-    :data:`MAX_MATCHES` matches and ``limit`` bytes."""
+    :data:`MAX_MATCHES` matches and ``max_bytes``."""
     pattern = _matcher(args)
     rel = ws.relative(args.path)
     fd = ws.open(args.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -163,4 +163,4 @@ def search_code(ws: Workspace, args: SearchCode, limit: int) -> Outcome:
     if more:
         matches.append(f"[… truncated: more than {MAX_MATCHES} matches; narrow the query or the path]")
     output = "\n".join(matches) if matches else f"no matches for {quote(args.query)} in {rel}"
-    return Outcome(output=truncate(output, limit), path=rel)
+    return Outcome(output=truncate(output, max_bytes), path=rel)

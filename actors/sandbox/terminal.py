@@ -9,7 +9,7 @@ How a command runs:
 - Environment: the sandbox's, minus every name containing KEY, TOKEN, SECRET or PASSWORD,
   with the directory of ``sys.executable`` first on PATH (``python`` is acode's).
 - stdout and stderr share one pipe, read without blocking as data comes. At most
-  ``limit`` bytes are kept (head and tail halves); the middle is counted and marked.
+  ``max_bytes`` are kept (head and tail halves); the middle is counted and marked.
 - The process exit is watched through a pidfd. When the command exits, or the deadline
   passes, the whole process group is SIGKILLed (leftover background children included)
   before the leader is reaped, so its pid, the group id, cannot be reused under us.
@@ -116,7 +116,7 @@ class Terminal:
                 _killpg(pid)
             return len(self._running)
 
-    def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, limit: int) -> Outcome:
+    def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, max_bytes: int) -> Outcome:
         try:
             argv = shlex.split(args.command)
         except ValueError as exc:
@@ -150,7 +150,7 @@ class Terminal:
                 err, _, reason = failure.decode(errors="replace").partition(":")
                 raise SandboxError(f"command {quote(argv[0])} could not start: {reason} (errno {err}); check "
                                    "that it exists and is executable", code="ACODE-SBX-005")
-            return self._watch(proc, argv, time.monotonic() + timeout_s, timeout_s, limit)
+            return self._watch(proc, argv, time.monotonic() + timeout_s, timeout_s, max_bytes)
         finally:
             with self._lock:
                 self._running.pop(proc.pid, None)
@@ -160,11 +160,11 @@ class Terminal:
             proc.wait()
 
     def _watch(self, proc: subprocess.Popen[bytes], argv: list[str], deadline: float, timeout_s: float,
-               limit: int) -> Outcome:
+               max_bytes: int) -> Outcome:
         assert proc.stdout is not None
         out = proc.stdout.fileno()
         os.set_blocking(out, False)
-        capture = _Capture(limit)
+        capture = _Capture(max_bytes)
         pidfd = os.pidfd_open(proc.pid)
         poller = select.poll()
         poller.register(out, select.POLLIN)

@@ -26,8 +26,8 @@ Run = Callable[..., Outcome]
 def run(tree: Tree) -> Iterator[Run]:
     terminal = Terminal()
     with Workspace(str(tree.root)) as ws:
-        def run(command: str, *, timeout_s: float = 20.0, limit: int = 64_000) -> Outcome:
-            return terminal.run(ws, RunTerminal(command=command), timeout_s=timeout_s, limit=limit)
+        def run(command: str, *, timeout_s: float = 20.0, max_bytes: int = 64_000) -> Outcome:
+            return terminal.run(ws, RunTerminal(command=command), timeout_s=timeout_s, max_bytes=max_bytes)
         yield run
 
 
@@ -51,12 +51,12 @@ def test_a_command_runs_in_the_workspace_in_its_own_session_with_stdin_empty(run
 
 
 def test_output_over_the_limit_keeps_head_and_tail_and_marks_the_cut(run: Run) -> None:
-    outcome = run(f"{PY} \"print('a' * 5000); print('b' * 5000)\"", limit=1024)
+    outcome = run(f"{PY} \"print('a' * 5000); print('b' * 5000)\"", max_bytes=1024)
     assert outcome.output == "a" * 512 + "\n[… truncated: 8978 bytes cut from the middle …]\n" + "b" * 511 + "\n"
 
 
 def test_endless_output_stays_bounded_and_invalid_utf8_is_replaced(run: Run) -> None:
-    outcome = run(f"{PY} \"import sys; sys.stdout.buffer.write(b'\\xff' + b'x' * 20_000_000)\"", limit=2048)
+    outcome = run(f"{PY} \"import sys; sys.stdout.buffer.write(b'\\xff' + b'x' * 20_000_000)\"", max_bytes=2048)
     assert outcome.output.startswith("\ufffd" + "x" * 1023)
     assert "[… truncated: 19997953 bytes cut from the middle …]" in outcome.output
     assert len(outcome.output) < 2200
@@ -86,7 +86,7 @@ def test_kill_all_ends_running_commands(tree: Tree) -> None:
     outcomes: list[Outcome] = []
     with Workspace(str(tree.root)) as ws:
         thread = threading.Thread(target=lambda: outcomes.append(
-            terminal.run(ws, RunTerminal(command="sleep 100"), timeout_s=60, limit=1024)))
+            terminal.run(ws, RunTerminal(command="sleep 100"), timeout_s=60, max_bytes=1024)))
         thread.start()
         wait_until(lambda: terminal._running, what="command running")
         terminal.kill_all()
