@@ -1,0 +1,20 @@
+"""The tool sandbox: the only acode process that touches a workspace.
+
+Modules, from the wire inwards::
+
+    actor.py     SandboxActor: serves "sandbox", a thread pool of 4, clients to persistence
+    journal.py   the idempotency protocol (begin → run or replay or "unknown" → finish)
+    dispatch.py  RunTool → validated ToolCall → ToolResult (refusals are results)
+    files.py     read_file, write_file, modify_file, create_directory, pre-images
+    search.py    list_directory, search_code
+    terminal.py  run_terminal (launcher.py: the exec helper a command starts through)
+    confine.py   every path resolved beneath the workspace root (openat2 or a safe walk)
+    output.py    Outcome and output caps
+    clients.py   one broker client per handler thread
+
+``python -m actors.sandbox --spec <json>`` runs it.
+"""
+
+from actors.sandbox.actor import SandboxActor
+
+__all__ = ["SandboxActor"]

@@ -1,0 +1,9 @@
+"""``python -m actors.sandbox --spec <json>``: the sandbox process (see actors.sandbox.actor)."""
+
+from __future__ import annotations
+
+from actors._base import main
+from actors.sandbox.actor import SandboxActor
+
+if __name__ == "__main__":
+    main(SandboxActor)

@@ -1,0 +1,81 @@
+"""Broker clients for handler threads: one per thread (a ZeroMQ socket is not thread-safe).
+
+A thread gets its client on first use. :meth:`ThreadClients.close` (from the actor's
+loop thread, at stop) closes the clients nobody is using at that moment; a client in
+use is closed by its own thread as soon as its call returns, and a call blocked on the
+socket is woken by the context's termination (ETERM), which this module translates into
+a :class:`~protocol.errors.TransportError`, like every other ZeroMQ error. So the
+context can terminate without waiting for idle threads that will never touch it again.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import zmq
+
+from broker.client import Client
+from protocol.codec import TypedDecoder
+from protocol.errors import TransportError
+from protocol.messages import Message
+
+__all__ = ["ThreadClients"]
+
+
+class _Slot:
+    __slots__ = ("client", "busy")
+
+    def __init__(self, client: Client):
+        self.client = client
+        self.busy = False
+
+
+class ThreadClients:
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, sender: str, epoch: int = 0, log: Any = None):
+        self._ctx = ctx
+        self._endpoint = endpoint
+        self._sender = sender
+        self._epoch = epoch
+        self._log = log
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._slots: list[_Slot] = []
+        self._closed = False
+
+    def call(self, service: str, body: Message, *, timeout: float, decoder: TypedDecoder[Any]) -> Any:
+        """Request and wait (the client resends until ``timeout``); raises the error it gets."""
+        slot = self._acquire(service)
+        try:
+            return slot.client.call(service, body, timeout=timeout, decoder=decoder)
+        except zmq.ZMQError as exc:
+            raise TransportError(f"request to {service} failed in ZeroMQ: {exc}; the sandbox is probably "
+                                 "stopping, retry the call") from exc
+        finally:
+            self._release(slot)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for slot in self._slots:
+                if not slot.busy:
+                    slot.client.close()
+
+    def _acquire(self, service: str) -> _Slot:
+        with self._lock:
+            if self._closed:
+                raise TransportError(f"cannot call {service}: the sandbox is stopping; retry the call")
+            slot: _Slot | None = getattr(self._local, "slot", None)
+            if slot is None:
+                slot = _Slot(Client(self._ctx, self._endpoint, sender=self._sender, epoch=self._epoch,
+                                    log=self._log))
+                self._local.slot = slot
+                self._slots.append(slot)
+            slot.busy = True
+            return slot
+
+    def _release(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.busy = False
+            if self._closed:
+                slot.client.close()

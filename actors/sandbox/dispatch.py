@@ -1,0 +1,142 @@
+"""One tool call, from a validated RunTool to its ToolResult.
+
+:class:`ToolCall` checks the request before anything runs: the tool must be a sandbox
+tool (ACODE-SBX-001, naming those that are), its arguments must decode into the tool's
+Struct (ACODE-SBX-007), and the workspace must be an existing directory (ACODE-SBX-004).
+A refusal is kept and becomes the call's result, because the model must see it; it is
+not an exception to the caller. The same applies to every :class:`SandboxError` a tool
+raises and to OS errors while a tool runs (ACODE-EXEC-002). Only infrastructure failures,
+which the journal meets while talking to persistence, propagate as exceptions.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import assert_never, cast
+
+import msgspec
+
+from actors.sandbox import files, search
+from actors.sandbox.confine import Workspace, quote
+from actors.sandbox.output import Outcome
+from actors.sandbox.terminal import Terminal
+from protocol.errors import ErrorInfo, SandboxError
+from protocol.messages import RunTool
+from protocol.results import ToolResult
+from protocol.tools import (
+    SANDBOX_TOOLS,
+    CreateDirectory,
+    ListDirectory,
+    ModifyFile,
+    ReadFile,
+    RunTerminal,
+    SearchCode,
+    StepComplete,
+    StepFailed,
+    ToolArgs,
+    WriteFile,
+    decode_args,
+    risk_of,
+)
+
+__all__ = ["ToolCall"]
+
+_TARGET_CHARS = 200
+
+
+def _decode(request: RunTool) -> ToolArgs:
+    if request.tool not in SANDBOX_TOOLS:
+        raise SandboxError(f"tool {quote(request.tool, 60)} is not available; available: "
+                           f"{', '.join(sorted(SANDBOX_TOOLS))}", code="ACODE-SBX-001")
+    try:
+        return cast(ToolArgs, decode_args(request.tool, request.arguments))
+    except msgspec.ValidationError as exc:
+        raise SandboxError(f"arguments of {request.tool} rejected: {exc}; call it again with arguments "
+                           "that match its schema", code="ACODE-SBX-007") from exc
+
+
+class ToolCall:
+    """A RunTool checked and ready: ``args`` and ``workspace`` are set unless ``refusal`` is."""
+
+    def __init__(self, request: RunTool):
+        self.request = request
+        self.args: ToolArgs | None = None
+        self.workspace: Workspace | None = None
+        self.refusal: SandboxError | None = None
+        try:
+            self.args = _decode(request)
+            self.workspace = Workspace(request.workspace)
+        except SandboxError as exc:
+            self.refusal = exc
+
+    def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
+
+    def __enter__(self) -> ToolCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def target(self) -> str:
+        """What the call acts on (a path or a command), short enough for an event."""
+        match self.args:
+            case RunTerminal(command=text) | ReadFile(path=text) | WriteFile(path=text) | ModifyFile(path=text) \
+                    | CreateDirectory(path=text) | ListDirectory(path=text) | SearchCode(query=text):
+                return text if len(text) <= _TARGET_CHARS else text[:_TARGET_CHARS] + "…"
+            case StepComplete() | StepFailed() | None:
+                return ""
+            case _:
+                assert_never(self.args)
+
+    def image(self) -> str | None:
+        """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""
+        if self.workspace is None or not isinstance(self.args, (WriteFile, ModifyFile)):
+            return None
+        return files.image(self.workspace, self.args.path)
+
+    def run(self, terminal: Terminal) -> ToolResult:
+        start = time.monotonic()
+        try:
+            if self.refusal is not None:
+                raise self.refusal
+            outcome = self._run(terminal)
+        except SandboxError as exc:
+            outcome = Outcome(error=exc.info())
+        except OSError as exc:
+            outcome = Outcome(error=ErrorInfo(code="ACODE-EXEC-002",
+                                              message=f"{self.request.tool} failed: {exc}; check the workspace"))
+        return self.result(outcome, duration_ms=(time.monotonic() - start) * 1000)
+
+    def _run(self, terminal: Terminal) -> Outcome:
+        ws, max_bytes = self.workspace, self.request.output_limit_bytes
+        assert ws is not None
+        match self.args:
+            case ReadFile() as args:
+                return files.read_file(ws, args, max_bytes)
+            case WriteFile() as args:
+                return files.write_file(ws, args)
+            case ModifyFile() as args:
+                return files.modify_file(ws, args)
+            case CreateDirectory() as args:
+                return files.create_directory(ws, args)
+            case ListDirectory() as args:
+                return search.list_directory(ws, args, max_bytes)
+            case SearchCode() as args:
+                return search.search_code(ws, args, max_bytes)
+            case RunTerminal() as args:
+                # the model may ask for less time than the executor allows, never more
+                timeout = min(args.timeout_s or self.request.timeout_s, self.request.timeout_s)
+                return terminal.run(ws, args, timeout_s=timeout, max_bytes=max_bytes)
+            case StepComplete() | StepFailed() | None:
+                raise AssertionError(f"{self.request.tool} is not a sandbox tool; _decode refuses it")
+            case _:
+                assert_never(self.args)
+
+    def result(self, outcome: Outcome, *, duration_ms: float = 0.0) -> ToolResult:
+        """The ToolResult for ``outcome`` (each tool has already capped its own output)."""
+        return ToolResult(key=self.request.key, tool=self.request.tool, ok=outcome.ok, output=outcome.output,
+                          error=outcome.error, exit_code=outcome.exit_code, duration_ms=duration_ms,
+                          risk=risk_of(self.request.tool), path=outcome.path)

@@ -1,0 +1,201 @@
+"""The idempotency journal: every tool call is recorded in persistence before and after it runs.
+
+For each call, under a per-key lock (two requests with one key in this process run one
+after the other, the second then finds the first's result)::
+
+    pre_image  write tools: sha256 of the target's bytes now, or "absent"
+    begin      BeginToolCall(key, …, risk, pre_image) → ToolCallState
+                 done     answer the journaled result, replayed=True; nothing runs
+                 new      run the tool
+                 pending  an earlier run was interrupted after its intent: see below
+    finish     FinishToolCall(key, result, ToolCalled event); only then the reply
+
+``pending`` (the sandbox died, or persistence failed, between begin and finish):
+
+=================================  ==================================================
+read_file, list_directory,         run again (no side effect, or an idempotent one)
+search_code, create_directory
+write_file                         file already holds the new content → done, no write;
+                                   file still matches the recorded pre-image → run;
+                                   otherwise → outcome unknown
+modify_file                        file matches the pre-image → run; else unknown
+run_terminal                       never rerun → outcome unknown
+=================================  ==================================================
+
+"Outcome unknown" is a result (ok=False, outcome="unknown", ACODE-SBX-008) that tells the
+model to look at the workspace before retrying. A failure to reach persistence is not a
+result: it raises, the worker answers an Error, and the caller retries with the same key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, assert_never
+
+import msgspec
+
+from actors.sandbox import files
+from actors.sandbox.dispatch import ToolCall
+from actors.sandbox.output import Outcome
+from actors.sandbox.terminal import Terminal
+from protocol.errors import ErrorInfo, ProtocolError
+from protocol.events import ToolCalled
+from protocol.ids import new_id
+from protocol.messages import (
+    Ack,
+    BeginToolCall,
+    Committed,
+    FinishToolCall,
+    Message,
+    RunTool,
+    ToolCallState,
+)
+from protocol.results import ToolResult
+from protocol.tools import (
+    CreateDirectory,
+    ListDirectory,
+    ModifyFile,
+    ReadFile,
+    RunTerminal,
+    SearchCode,
+    StepComplete,
+    StepFailed,
+    WriteFile,
+    risk_of,
+)
+
+__all__ = ["Journal", "Send"]
+
+Send = Callable[[Message], Any]  # one request to persistence → its reply (raises on failure)
+_SUMMARY_CHARS = 160
+
+
+class _KeyLocks:
+    """A lock per idempotency key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._lock:
+            lock, users = self._locks.get(key, (threading.Lock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._locks[key]
+                if users == 1:
+                    del self._locks[key]
+                else:
+                    self._locks[key] = (lock, users - 1)
+
+
+def _summary(result: ToolResult) -> str:
+    if result.error is not None:
+        text = result.error.message
+    else:
+        text = next((line for line in result.output.splitlines() if line.strip()), "")
+        if result.exit_code is not None:
+            text = f"exit {result.exit_code}" + (f": {text}" if text else "")
+    text = text.strip().splitlines()[0] if text.strip() else ("ok" if result.ok else "failed")
+    return text if len(text) <= _SUMMARY_CHARS else text[:_SUMMARY_CHARS] + "…"
+
+
+class Journal:
+    """Runs tool calls exactly as the journal in persistence allows (see the module docstring)."""
+
+    def __init__(self, send: Send, terminal: Terminal, *, log: Any = None):
+        self._send = send
+        self._terminal = terminal
+        self._log = log
+        self._keys = _KeyLocks()
+
+    def run(self, request: RunTool) -> ToolResult:
+        with self._keys.hold(request.key), ToolCall(request) as call:
+            state = self._begin(call)
+            match state.state:
+                case "done":
+                    if state.result is None:
+                        raise ProtocolError(f"persistence says tool call {request.key} is done but sent no "
+                                            "result; check the persistence actor", code="ACODE-PROTO-002")
+                    return msgspec.structs.replace(state.result, replayed=True)
+                case "new":
+                    result = call.run(self._terminal)
+                case "pending":
+                    result = self._resume(call, state.pre_image)
+                case _:
+                    assert_never(state.state)
+            self._finish(call, result)
+            return result
+
+    def _begin(self, call: ToolCall) -> ToolCallState:
+        request = call.request
+        reply = self._send(BeginToolCall(key=request.key, session_id=request.session_id, tool=request.tool,
+                                         arguments=request.arguments, risk=risk_of(request.tool),
+                                         pre_image=call.image()))
+        if not isinstance(reply, ToolCallState):
+            raise ProtocolError(f"persistence answered begin_tool_call with {type(reply).__name__}, expected "
+                                "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
+        return reply
+
+    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+        request = call.request
+        event = ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
+                           tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
+                           outcome=result.outcome, duration_ms=result.duration_ms)
+        reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
+                                          event=event))
+        if not isinstance(reply, (Committed, Ack)):
+            raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
+                                "committed; run the same acode version everywhere", code="ACODE-PROTO-005")
+
+    def _resume(self, call: ToolCall, recorded: str | None) -> ToolResult:
+        """Decide what to do with a call whose earlier run was interrupted."""
+        if self._log is not None:
+            self._log.warning("tool_call_resumed", key=call.request.key, tool=call.request.tool)
+        match call.args:
+            case ReadFile() | ListDirectory() | SearchCode() | CreateDirectory() | StepComplete() | StepFailed() \
+                    | None:
+                return call.run(self._terminal)
+            case WriteFile(content=content, path=path):
+                current = call.image()
+                if current is not None and current == files.content_digest(content):
+                    assert call.workspace is not None
+                    rel = call.workspace.relative(path)
+                    size = len(content.encode("utf-8", "surrogatepass"))
+                    return call.result(Outcome(output=f"wrote {size} bytes to {rel} (already written before "
+                                                      "an interruption; not written again)", path=rel))
+                if current == recorded:
+                    return call.run(self._terminal)
+                return self._unknown(call, recorded, current)
+            case ModifyFile():
+                current = call.image()
+                if current == recorded:
+                    return call.run(self._terminal)
+                return self._unknown(call, recorded, current)
+            case RunTerminal():
+                return self._unknown(call, None, None)
+            case _:
+                assert_never(call.args)
+
+    def _unknown(self, call: ToolCall, recorded: str | None, current: str | None) -> ToolResult:
+        request = call.request
+        if isinstance(call.args, RunTerminal):
+            before = "a command has no pre-image"
+        elif recorded == files.ABSENT:
+            before = f"the file did not exist before; now {current or 'unreadable'}"
+        else:
+            before = f"pre-image sha256 {recorded or 'unknown'}, now {current or 'unreadable'}"
+        message = (f"{request.tool} {call.target!r} was interrupted before its result was recorded; it may or "
+                   f"may not have taken effect ({before}); check the workspace before retrying")
+        if self._log is not None:
+            self._log.warning("tool_outcome_unknown", key=request.key, tool=request.tool)
+        result = call.result(Outcome(error=ErrorInfo(code="ACODE-SBX-008", message=message)))
+        return msgspec.structs.replace(result, outcome="unknown")

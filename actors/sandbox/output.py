@@ -1,0 +1,61 @@
+"""What one tool produces, and how its text is kept within the request's byte limit.
+
+Tool functions return an :class:`Outcome`; they raise :class:`~protocol.errors.SandboxError`
+for a refusal, and the dispatcher turns both into a :class:`~protocol.results.ToolResult`.
+A command that ran but timed out returns an Outcome carrying its partial output *and* an
+error, which is why ``error`` lives here rather than only in exceptions.
+
+Caps cut on UTF-8 character boundaries and always say how much was cut, so the model
+knows it did not see everything: ``[… truncated: N more bytes]``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from protocol.errors import ErrorInfo
+
+__all__ = ["Outcome", "truncate", "utf8_start", "utf8_stop"]
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    output: str = ""
+    path: str = ""  # workspace-relative path the tool acted on, when it has one
+    exit_code: int | None = None
+    error: ErrorInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code in (None, 0)
+
+
+def utf8_stop(data: bytes | bytearray, end: int) -> int:
+    """Largest cut ``<= end`` such that ``data[:cut]`` ends with a whole UTF-8 character."""
+    end = min(end, len(data))
+    start = end
+    while start > 0 and end - start < 3 and (data[start - 1] & 0xC0) == 0x80:
+        start -= 1  # back over continuation bytes to the last character's lead byte
+    if start == 0:
+        return end
+    lead = data[start - 1]
+    need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+    return end if end - (start - 1) >= need else start - 1
+
+
+def utf8_start(data: bytes | bytearray, start: int) -> int:
+    """Smallest cut ``>= start`` that does not split a UTF-8 character (bytes after it)."""
+    for ahead in range(4):
+        cut = start + ahead
+        if cut >= len(data) or (data[cut] & 0xC0) != 0x80:
+            return min(cut, len(data))
+    return start
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` within ``limit`` UTF-8 bytes, with a marker saying how many bytes were cut."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    cut = utf8_stop(data, limit)
+    kept = data[:cut].decode("utf-8", "replace")
+    return f"{kept}\n[… truncated: {len(data) - cut} more bytes]"

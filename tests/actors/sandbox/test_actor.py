@@ -1,0 +1,153 @@
+"""The sandbox as a process: broker, a journal actor and the sandbox over real sockets."""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+import zmq
+
+from broker.client import Client
+from protocol import codec, frames
+from protocol.ids import new_id
+from protocol.messages import Envelope, Error, RunTool, ToolDone
+from protocol.results import ToolResult
+from tests.harness import Harness, wait_until
+
+JOURNAL = "tests.actors.sandbox.journal_actor"
+
+
+@pytest.fixture
+def sandbox(harness: Harness) -> Harness:
+    harness.start("broker")
+    harness.start("persistence", module=JOURNAL)
+    harness.start("sandbox")
+    return harness
+
+
+@pytest.fixture
+def workspace(home: Path) -> Path:
+    path = home / "ws"
+    path.mkdir()
+    return path
+
+
+def _tool(workspace: Path, tool: str, key: str | None = None, **arguments: Any) -> RunTool:
+    return RunTool(key=key or new_id(), session_id="s1", workspace=str(workspace), tool=tool, arguments=arguments)
+
+
+def _call(client: Client, body: RunTool, timeout: float = 15.0) -> ToolResult:
+    reply = client.call("sandbox", body, timeout=timeout, decoder=codec.SANDBOX_REPLY)
+    assert isinstance(reply, ToolDone)
+    return reply.result
+
+
+def _pump(client: Client) -> None:
+    client.socket.poll(20)
+    client.on_readable()
+    client.tick()
+
+
+def test_a_run_tool_round_trip_writes_the_file(sandbox: Harness, workspace: Path) -> None:
+    result = _call(sandbox.client(), _tool(workspace, "write_file", path="pkg/hello.py", content="print('hi')\n"))
+    assert (result.ok, result.output, result.path, result.replayed) == (True, "wrote 12 bytes to pkg/hello.py",
+                                                                        "pkg/hello.py", False)
+    assert (workspace / "pkg" / "hello.py").read_text() == "print('hi')\n"
+
+
+def test_the_same_key_twice_runs_the_command_once(sandbox: Harness, workspace: Path) -> None:
+    client = sandbox.client()
+    request = _tool(workspace, "run_terminal", command="sh -c 'echo ran >> count.txt; echo done'")
+    first, second = _call(client, request), _call(client, request)
+    assert (first.ok, first.exit_code, first.output, first.replayed) == (True, 0, "done\n", False)
+    assert second.replayed
+    assert msgspec.structs.replace(second, replayed=False) == first
+    assert (workspace / "count.txt").read_text() == "ran\n"
+
+
+def test_calls_run_four_at_a_time(sandbox: Harness, workspace: Path) -> None:
+    # Each command marks that it started, then blocks on a shared lock the test holds.
+    blocked = ("python -c \"import fcntl, sys; open(sys.argv[1], 'w').close(); "
+               "fcntl.flock(open('gate'), fcntl.LOCK_SH)\" started-{}")
+    client = sandbox.client()
+    results: list[Any] = []
+    with open(workspace / "gate", "w") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        for i in range(4):
+            client.send("sandbox", _tool(workspace, "run_terminal", command=blocked.format(i)), timeout=20,
+                        decoder=codec.SANDBOX_REPLY, on_reply=lambda reply, error: results.append(reply or error))
+        wait_until(lambda: _pump(client) or len(list(workspace.glob("started-*"))) == 4, what="4 commands at once")
+    wait_until(lambda: _pump(client) or len(results) == 4, what="4 replies")
+    assert all(isinstance(r, ToolDone) and r.result.ok for r in results)
+
+
+def _children(pid: int, name: str) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if child.name() == name:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass  # a launcher that just exec'd or exited
+    return found
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_sandbox_killed_mid_command_leaves_no_process_and_reports_outcome_unknown(
+        sandbox: Harness, workspace: Path) -> None:
+    client = sandbox.client()
+    request = _tool(workspace, "run_terminal", command="sh -c 'echo ran >> count.txt; exec sleep 30'")
+    request_id = client.send("sandbox", request, timeout=30, decoder=codec.SANDBOX_REPLY, retry_on_lost=False)
+    sandbox_pid = sandbox.procs["sandbox"].pid
+
+    [command] = wait_until(lambda: _children(sandbox_pid, "sleep"), what="the command running under the sandbox")
+    sandbox.kill("sandbox")
+    client.cancel(request_id)
+    wait_until(lambda: _gone(command), what="the command killed with the sandbox")
+
+    sandbox.start("sandbox")
+    result = _call(client, request)
+    assert (result.ok, result.outcome) == (False, "unknown")
+    assert result.error is not None and result.error.code == "ACODE-SBX-008"
+    assert "check the workspace before retrying" in result.error.message
+    assert (workspace / "count.txt").read_text() == "ran\n"  # not run a second time
+
+
+def test_a_stopped_sandbox_kills_its_running_command_and_exits_cleanly(sandbox: Harness, workspace: Path) -> None:
+    client = sandbox.client()
+    client.send("sandbox", _tool(workspace, "run_terminal", command="sleep 30"), timeout=30,
+                decoder=codec.SANDBOX_REPLY)
+    sandbox_pid = sandbox.procs["sandbox"].pid
+    [command] = wait_until(lambda: _children(sandbox_pid, "sleep"), what="the command running")
+    assert sandbox.stop("sandbox") == 0
+    wait_until(lambda: _gone(command), what="the command killed at stop")
+
+
+def test_a_malformed_run_tool_gets_an_error_and_the_sandbox_still_serves(sandbox: Harness, workspace: Path) -> None:
+    sock = sandbox.ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(sandbox.endpoints.broker)
+        request_id = new_id()
+        body = msgspec.msgpack.encode({"type": "run_tool", "key": "k", "tool": 3})
+        sock.send_multipart([frames.MAGIC, frames.REQUEST, b"sandbox", codec.encode(Envelope(id=request_id)), body])
+        assert sock.poll(10_000)
+        split = frames.parse(sock.recv_multipart())
+        reply = codec.SANDBOX_REPLY.decode(split.body)
+        assert codec.decode_envelope(split.header).correlation_id == request_id
+        assert isinstance(reply, Error)
+        assert reply.error.code == "ACODE-PROTO-002"
+        assert reply.error.message.startswith("sandbox request body rejected:")
+    finally:
+        sock.close()
+    assert _call(sandbox.client(), _tool(workspace, "list_directory")).output == "[. is an empty directory]"

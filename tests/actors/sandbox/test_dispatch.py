@@ -1,0 +1,50 @@
+"""From RunTool to ToolResult: output limits applied once, the timeout ceiling, refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.sandbox.dispatch import ToolCall
+from actors.sandbox.terminal import Terminal
+from protocol.messages import RunTool
+from protocol.results import ToolResult
+from tests.actors.sandbox.conftest import Tree
+
+
+def _run(tree: Tree, tool: str, *, limit: int = 64_000, request_timeout_s: float = 120.0,
+         **arguments: Any) -> ToolResult:
+    request = RunTool(key="k", session_id="s", workspace=str(tree.root), tool=tool, arguments=arguments,
+                      output_limit_bytes=limit, timeout_s=request_timeout_s)
+    with ToolCall(request) as call:
+        return call.run(Terminal())
+
+
+def test_a_capped_read_carries_one_marker_with_the_true_count(tree: Tree) -> None:
+    (tree.root / "big.txt").write_text("z" * 5000)
+    result = _run(tree, "read_file", limit=1024, path="big.txt")
+    assert result.output == "z" * 1024 + "\n[… truncated: 3976 more bytes]"
+    assert (result.ok, result.path, result.risk) == (True, "big.txt", "read")
+
+
+def test_a_long_listing_is_capped_in_bytes_too(tree: Tree) -> None:
+    for i in range(300):
+        (tree.root / f"{'n' * 40}{i:03d}").touch()
+    result = _run(tree, "list_directory", limit=1024)
+    assert len(result.output.encode()) < 1024 + 40
+    assert result.output.endswith(" more bytes]")
+
+
+def test_the_model_cannot_raise_the_timeout_above_the_requests(tree: Tree) -> None:
+    result = _run(tree, "run_terminal", request_timeout_s=0.3, command="sleep 30", timeout_s=100)
+    assert result.error is not None and result.error.code == "ACODE-SBX-006"
+    assert "did not finish within 0.3s" in result.error.message
+    assert (result.ok, result.risk) == (False, "execute")
+
+
+def test_a_missing_workspace_is_a_result_naming_it(tree: Tree) -> None:
+    request = RunTool(key="k", session_id="s", workspace=str(tree.base / "gone"), tool="list_directory")
+    with ToolCall(request) as call:
+        result = call.run(Terminal())
+    assert result.error is not None
+    assert (result.error.code, result.error.message) == (
+        "ACODE-SBX-004", f"workspace {tree.base / 'gone'} does not exist; point the session at an existing directory")
