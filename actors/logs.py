@@ -25,9 +25,18 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
         json = not sys.stderr.isatty()
     renderer: Any = (structlog.processors.JSONRenderer() if json
                      else structlog.dev.ConsoleRenderer(colors=False))
+    identity = {"actor": actor, "instance": instance, "pid": os.getpid()}
+
+    def add_identity(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        # Static, not a contextvar: worker threads do not inherit the main thread's context.
+        for key, value in identity.items():
+            event.setdefault(key, value)
+        return event
+
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_identity,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -38,7 +47,6 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(actor=actor, instance=instance, pid=os.getpid())
 
 
 def get_logger(**bound: Any) -> Any:

@@ -12,7 +12,6 @@ process groups, and idle persistence clients are closed, so the context can term
 
 from __future__ import annotations
 
-import os
 from typing import Any, assert_never
 
 from actors._base import Actor
@@ -60,9 +59,7 @@ class SandboxActor(Actor):
         body = codec.SANDBOX_REQUEST.decode(request.body)
         match body:
             case RunTool():
-                # pool threads do not see the contextvars logs.configure bound on the main thread
-                log = self.log.bind(actor=self.actor, instance=self.spec.instance, pid=os.getpid(),
-                                    session_id=body.session_id, trace_id=request.envelope.trace_id,
+                log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,
                                     key=body.key, tool=body.tool)
                 log.debug("tool_call_received", request_id=request.id)
                 result = self.journal.run(body)
