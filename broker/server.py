@@ -50,6 +50,7 @@ class _Worker:
     expires: float
     credit: int
     in_flight: dict[str, bytes] = field(default_factory=dict)  # request id -> client route
+    carried: set[str] = field(default_factory=set)  # busy when it registered (e.g. across a broker restart)
 
 
 @dataclass
@@ -174,10 +175,16 @@ class Broker:
             self._send(client, [frames.MAGIC, frames.REPLY, b"", header, body])
             self._send(route, [frames.MAGIC, frames.DISCONNECT])
             return
-        target = worker.in_flight.pop(envelope.correlation_id or "", None)
+        request_id = envelope.correlation_id or ""
+        target = worker.in_flight.pop(request_id, None)
         if target is not None:
             worker.credit += 1
             client = target
+        elif request_id in worker.carried:
+            # A request it was already working on when it registered with us: the client
+            # route is stale (the client resends), but the worker's capacity is free again.
+            worker.carried.discard(request_id)
+            worker.credit += 1
         worker.expires = self.clock() + self.interval * self.liveness
         self._send(client, [frames.MAGIC, frames.REPLY, worker.service.encode(), header, body])
         self._pump(self.services[worker.service])
@@ -199,7 +206,8 @@ class Broker:
             existing = None
         expires = self.clock() + self.interval * self.liveness
         if existing is None:
-            worker = _Worker(route, name, info, expires, max(0, info.capacity - len(info.busy)))
+            worker = _Worker(route, name, info, expires, max(0, info.capacity - len(info.busy)),
+                             carried=set(info.busy))
             self.workers[route] = worker
             service = self.services.setdefault(name, _Service(name))
             service.workers.append(route)
@@ -208,7 +216,8 @@ class Broker:
         else:
             existing.info = info
             existing.expires = expires
-            existing.credit = max(0, info.capacity - len(info.busy) - len(existing.in_flight))
+            existing.carried = set(info.busy) - set(existing.in_flight)
+            existing.credit = max(0, info.capacity - len(existing.carried) - len(existing.in_flight))
             service = self.services[name]
         self._pump(service)
 

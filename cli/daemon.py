@@ -84,19 +84,29 @@ def stop(paths: RunPaths, *, timeout: float = 30.0) -> int | None:
             connection.coordinator(Shutdown(reason="acode down"), timeout=5.0)
         except AcodeError:
             pass  # it may be too broken to answer: the signals below still stop it
-    try:
-        process = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return pid
     for signum in (None, signal.SIGTERM, signal.SIGKILL):
         if signum is not None:
+            log = paths.log_file("coordinator")
+            print(f"acode: the coordinator (pid {pid}) is still running after {timeout:g}s; sending "
+                  f"{signal.Signals(signum).name} (see {log})", file=sys.stderr)
             try:
                 os.kill(pid, signum)
             except ProcessLookupError:
                 break
-        try:
-            process.wait(timeout)
+        if _wait_gone(pid, timeout):
             break
-        except psutil.TimeoutExpired:
-            continue
     return pid
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until ``pid`` has exited. A zombie counts as gone: a detached coordinator is
+    reaped by init, which may take its time, but it no longer runs anything."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.02)
+    return False

@@ -93,13 +93,14 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
     Ctrl-C detaches: the session goes on inside the actors (exit 130).
     """
     events: list[Event] = []
+    progress = render.Progress()
 
     def on_event(event: Event) -> None:
         events.append(event)
         if json_out:
             print_json(event)
             return
-        line = render.event_line(event)
+        line = progress.line(event)
         if line:
             typer.echo(line)
 

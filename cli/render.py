@@ -23,7 +23,7 @@ from protocol.events import (
 from protocol.messages import StatusReport
 from protocol.session import SessionSnapshot
 
-__all__ = ["event_line", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
+__all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
 
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 
@@ -77,43 +77,58 @@ def sessions_table(sessions: list[SessionSnapshot]) -> str:
     return table(rows)
 
 
-def event_line(event: Event) -> str | None:
-    """One progress line for ``acode run``; None for events not worth a line."""
-    match event:
-        case SessionCreated(task=task, workspace=workspace):
-            return f"session {event.session_id}: {task!r} in {workspace}"
-        case Transitioned(source=source, target="completed"):
-            return None
-        case Transitioned(source=source, target=target, visit=visit, cycle_kind=kind, cycle=cycle, reason=reason):
-            if kind:
-                return f"{_tag(source)} -> {target} ({kind} cycle {cycle}): {reason}"
-            if source != "start" and "resumed" in reason:
-                return f"{_tag(target)} {reason}"
-            return f"{_tag(target)} started" + (f" (visit {visit})" if visit > 1 else "")
-        case StageRetried(stage=stage, attempt=attempt, reason=reason):
-            return f"{_tag(stage)} retrying, attempt {attempt}: {reason}"
-        case StageFinished(stage=stage, ok=ok, summary=summary, duration_ms=ms, error=error):
-            text = summary if ok else f"FAILED: {error.message if error else summary}"
-            return f"{_tag(stage)} {text} ({ms / 1000:.2f}s)"
-        case PlanRecorded():
-            return None  # the planner's stage_finished line says it
-        case StepStarted(task=task, step=step, title=title):
-            return f"{_tag('executor')} {task}/{step} {title}"
-        case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
-            mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
-            return f"{_tag('executor')}   {tool} {target} -> {mark}: {summary}".rstrip(": ")
-        case StepFinished(task=task, step=step, status=status, summary=summary):
-            return f"{_tag('executor')} {task}/{step} {status}: {summary}"
-        case CheckRan(label=label, command=command, passed=passed):
-            return f"{_tag('verifier')} {label} `{command}`: {'passed' if passed else 'FAILED'}"
-        case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
-            return f"paused ({kind}): {message} ({code}); exit {exit_code}"
-        case SessionResumed(reason=reason):
-            return f"resumed: {reason}"
-        case SessionFinished(status=status, exit_code=exit_code, error=error, summary=summary):
-            detail = f": {error.message} ({error.code})" if error and status != "completed" else ""
-            return f"{status}{detail} (exit {exit_code})"
-    return None
+def _one_line(text: str, width: int = 160) -> str:
+    """Progress lines stay on one line; the full text is in `acode show --json`."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+class Progress:
+    """Turns a session's events into progress lines; remembers the stage a tool call belongs to."""
+
+    def __init__(self) -> None:
+        self.stage = "planner"
+
+    def line(self, event: Event) -> str | None:
+        """One line for ``acode run``; None for events not worth a line."""
+        match event:
+            case SessionCreated(task=task, workspace=workspace):
+                return f"session {event.session_id}: {_one_line(task, 80)!r} in {workspace}"
+            case Transitioned(target="completed"):
+                return None
+            case Transitioned(source=source, target=target, visit=visit, cycle_kind=kind, cycle=cycle, reason=reason):
+                self.stage = target
+                if kind:
+                    return f"{_tag(source)} -> {target} ({kind} cycle {cycle}): {_one_line(reason)}"
+                if source != "start" and "resumed" in reason:
+                    return f"{_tag(target)} {_one_line(reason)}"
+                return f"{_tag(target)} started" + (f" (visit {visit})" if visit > 1 else "")
+            case StageRetried(stage=stage, attempt=attempt, reason=reason):
+                return f"{_tag(stage)} retrying, attempt {attempt}: {_one_line(reason)}"
+            case StageFinished(stage=stage, ok=ok, summary=summary, duration_ms=ms, error=error):
+                text = summary if ok else f"FAILED: {error.message if error else summary}"
+                return f"{_tag(stage)} {_one_line(text)} ({ms / 1000:.2f}s)"
+            case PlanRecorded():
+                return None  # the planner's stage_finished line says it
+            case StepStarted(task=task, step=step, title=title):
+                return f"{_tag('executor')} {task}/{step} {_one_line(title, 100)}"
+            case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
+                if self.stage == "verifier":
+                    return None  # check_ran says it
+                mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
+                return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
+            case StepFinished(task=task, step=step, status=status, summary=summary):
+                return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
+            case CheckRan(label=label, command=command, passed=passed):
+                return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
+            case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
+                return f"paused ({kind}): {_one_line(message, 400)} ({code}); exit {exit_code}"
+            case SessionResumed(reason=reason):
+                return f"resumed: {reason}"
+            case SessionFinished(status=status, exit_code=exit_code, error=error):
+                detail = f": {_one_line(error.message, 400)} ({error.code})" if error and status != "completed" else ""
+                return f"{status}{detail} (exit {exit_code})"
+        return None
 
 
 def files_changed(events: Iterable[Event]) -> list[str]:
@@ -141,15 +156,18 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
     for event in events:
         if isinstance(event, Transitioned):
             note = f" ({event.cycle_kind} cycle {event.cycle})" if event.cycle_kind else ""
-            lines.append(f"  +{event.at - start:8.3f}s  {event.source:>8} -> {event.target:<9} {event.reason}{note}")
+            lines.append(f"  +{event.at - start:8.3f}s  {event.source:>8} -> {event.target:<9} "
+                         f"{_one_line(event.reason, 100)}{note}")
             entered[event.target] = event.at
         elif isinstance(event, StageFinished):
             took = f"{event.duration_ms / 1000:.3f}s"
-            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: {event.summary}")
+            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: "
+                         f"{_one_line(event.summary, 100)}")
         elif isinstance(event, StageRetried):
-            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: {event.reason}")
+            lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
+                         f"{_one_line(event.reason, 100)}")
         elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished)):
-            lines.append(f"  +{event.at - start:8.3f}s  {event_line(event)}")
+            lines.append(f"  +{event.at - start:8.3f}s  {Progress().line(event)}")
     changed = files_changed(events)
     lines.append("")
     lines.append(f"files changed: {', '.join(changed) if changed else 'none'}")

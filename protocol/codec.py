@@ -60,7 +60,22 @@ def encode(obj: Any) -> bytes:
 
 
 def to_json(obj: Any) -> bytes:
-    return _json_encoder.encode(obj)
+    """JSON for humans and scripts: every field, defaults included (the wire omits them)."""
+    return _json_encoder.encode(_complete(obj))
+
+
+def _complete(obj: Any) -> Any:
+    if isinstance(obj, msgspec.Struct):
+        config = obj.__struct_config__
+        out: dict[str, Any] = {config.tag_field: config.tag} if config.tag_field else {}
+        for name in obj.__struct_fields__:
+            out[name] = _complete(getattr(obj, name))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_complete(item) for item in obj]
+    if isinstance(obj, dict):
+        return {key: _complete(value) for key, value in obj.items()}
+    return obj
 
 
 class TypedDecoder(Generic[T]):

@@ -162,7 +162,7 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
                    "raise orchestration.cycle_limit or `acode resume` the session for another round")
         return pause(snap, "cycle_limit", "ACODE-ORCH-003", message, now, events, feedback=feedback,
                      last_result=last_result)
-    return _enter(snap, target, now, reason=f"{kind} cycle {done + 1}: {feedback.summary}", cycle_kind=kind,
+    return _enter(snap, target, now, reason=feedback.summary, cycle_kind=kind,
                   events=events, feedback=feedback, last_result=last_result)
 
 

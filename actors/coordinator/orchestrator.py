@@ -80,6 +80,7 @@ class _Session:
     plan: TaskPlan | None = None
     dispatch: _Dispatch | None = None
     committing: bool = False
+    decided_at: float = 0.0  # monotonic time the pending decision was made
     waiters: list[Request] = field(default_factory=list)
     queued: list[Callable[[], None]] = field(default_factory=list)
 
@@ -113,6 +114,7 @@ class Orchestrator:
     def _apply(self, session: _Session, decision: Decision, reply_to: Request | None = None) -> None:
         """Commit ``decision``; act on it (and answer ``reply_to``) only once it is durable."""
         session.committing = True
+        session.decided_at = time.monotonic()
         commit = Commit(session_id=session.id, events=decision.events, snapshot=decision.snapshot, plan=decision.plan)
         self._send_commit(session, commit, decision, reply_to, delay=0.25)
 
@@ -186,8 +188,10 @@ class Orchestrator:
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,
                          attempt=snap.attempt, retry_on_lost=False,
                          on_reply=functools.partial(self._on_stage_reply, snap.id, request_id))
+        # transition_ms: from the answer that led here, through the durable commit, to this dispatch
         self.log.info("stage_dispatched", session_id=snap.id, stage=snap.stage, visit=snap.visit,
-                      attempt=snap.attempt, request_id=request_id)
+                      attempt=snap.attempt, request_id=request_id,
+                      transition_ms=round((time.monotonic() - session.decided_at) * 1000, 3))
 
     def _on_stage_reply(self, session_id: str, request_id: str, reply: Any, error: AcodeError | None) -> None:
         session = self.sessions.get(session_id)

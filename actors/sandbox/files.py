@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import stat
 
 from actors.sandbox.confine import Workspace, quote
@@ -124,8 +123,16 @@ def _replace(ws: Workspace, dir_fd: int, name: str, data: bytes, path: str) -> N
             mode = stat.S_IMODE(info.st_mode)
     except FileNotFoundError:
         pass
-    tmp = f".acode-{secrets.token_hex(8)}.tmp"
+    # Named after the content, not at random: a write interrupted by a crash leaves this
+    # file behind, and the retried write (same content) takes it over instead of leaving
+    # litter in the user's workspace. A stale one is unlinked, never opened: it could be a
+    # hard link planted to make us truncate a file elsewhere.
+    tmp = f".{name[:48]}.{hashlib.sha256(data).hexdigest()[:16]}.acode.tmp"
     try:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                      dir_fd=dir_fd)
         try:

@@ -100,10 +100,12 @@ class _KeyLocks:
 def _summary(result: ToolResult) -> str:
     if result.error is not None:
         text = result.error.message
+    elif result.exit_code is not None:
+        # A command's last wordy line says most ("FAILED (failures=1)", "OK"), not a ruler.
+        wordy = [line for line in result.output.splitlines() if any(c.isalnum() for c in line)]
+        text = f"exit {result.exit_code}" + (f": {wordy[-1].strip()}" if wordy else "")
     else:
         text = next((line for line in result.output.splitlines() if line.strip()), "")
-        if result.exit_code is not None:
-            text = f"exit {result.exit_code}" + (f": {text}" if text else "")
     text = text.strip().splitlines()[0] if text.strip() else ("ok" if result.ok else "failed")
     return text if len(text) <= _SUMMARY_CHARS else text[:_SUMMARY_CHARS] + "…"
 

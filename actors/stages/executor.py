@@ -107,7 +107,9 @@ def run(ctx: StageContext) -> StageResult:
         records.append(record)
         if record.status == "failed":
             break
-    files = list(dict.fromkeys(f for r in records for f in r.files_changed))
+    earlier = [r for v in range(1, request.visit)
+               for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
+    files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))
     report = ExecutionReport(steps=records, files_changed=files)
     failed = [r for r in records if r.status == "failed"]
     if failed:
@@ -115,4 +117,5 @@ def run(ctx: StageContext) -> StageResult:
         return ctx.result(ok=False, summary=f"step {step.task}/{step.step} failed: {step.summary}", execution=report,
                           error=ErrorInfo(code="ACODE-EXEC-001",
                                           message=f"step {step.task}/{step.step} failed: {step.summary}"))
-    return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed", execution=report)
+    return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed so far",
+                      execution=report)

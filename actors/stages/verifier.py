@@ -87,7 +87,7 @@ def run(ctx: StageContext) -> StageResult:
     verdicts = checked + judged
     failed = [v for v in verdicts if not v.passed]
     if failed:
-        summary = "; ".join(f"{v.label} failed: {v.evidence}" for v in failed)
+        summary = "; ".join(f"{v.label} failed: {v.evidence.split('; output:')[0]}" for v in failed)
     else:
         summary = f"all {len(verdicts)} criteria passed" if verdicts else "no acceptance criteria to check"
     answer = VerifierAnswer(passed=not failed, summary=summary[:2000], criteria=verdicts)

@@ -249,3 +249,24 @@ def test_the_broker_still_routes_after_a_burst_of_garbage(broker: Harness) -> No
     assert _call(broker.client()) == Ack(detail="echo-1 1")
     assert broker.procs["broker"].poll() is None
     assert "frame_rejected" in broker.log("broker")
+
+
+def test_a_worker_busy_across_a_broker_restart_is_given_its_capacity_back_when_it_answers(broker: Harness) -> None:
+    broker.start("echo", "echo-1", module=ECHO, delay=1.0)
+    client = broker.client()
+    outcome: list[object] = []
+    client.send("echo", GetStatus(), timeout=20, decoder=REPLY,
+                on_reply=lambda reply, error: outcome.append(reply or error))
+    wait_until(lambda: (broker.drain_heartbeats() or True) and broker.beats["echo-1"].busy, what="echo-1 busy")
+    broker.kill("broker")
+    broker.start("broker")  # the worker registers again while still busy: no capacity left
+
+    def done() -> bool:
+        client.socket.poll(50)
+        client.on_readable()
+        client.tick()
+        return bool(outcome)
+
+    wait_until(done, timeout=15, what="the interrupted request answered")
+    assert outcome == [Ack(detail="echo-1 1")]
+    assert _call(client, timeout=10) == Ack(detail="echo-1 2")  # capacity came back with the answer

@@ -66,6 +66,8 @@ class Acode:
         except AcodeError:
             return None
         data: dict[str, Any] = msgspec.to_builtins(report)
+        data["actors"] = [msgspec.structs.asdict(a) for a in report.actors]  # with defaults (busy=0, ...)
+        data["degraded"] = report.degraded
         for actor in data["actors"]:
             if actor.get("pid"):
                 self.pids.add(actor["pid"])

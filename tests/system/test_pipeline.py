@@ -103,10 +103,11 @@ def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verificatio
     responses["verifier"] *= 2  # the model judges A2 in both verifications
     code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
-    assert "-> executor (verify cycle 1)" in out and "b.txt is wrong" in out
+    assert "[VERIFIER]  -> executor (verify cycle 1): A1 failed: `python check.py` exited 1 (expected 0)" in out
     shown = _show(acode, _session_id(out))
-    checks = [e["passed"] for e in shown["events"] if e["type"] == "check_ran"]
-    assert checks == [False, True]
+    checks = [(e["passed"], e["evidence"]) for e in shown["events"] if e["type"] == "check_ran"]
+    assert [passed for passed, _ in checks] == [False, True]
+    assert "b.txt is wrong" in checks[0][1]
     assert shown["session"]["cycles"] == {"verify": 1}
     assert (workspace / "log.txt").read_text() == "ran\n"  # the second visit did not run slow.py again
 

@@ -58,6 +58,18 @@ def _events(acode: Acode, stdout: str) -> list[dict[str, Any]]:
     return json.loads(shown.stdout)["events"]  # type: ignore[no-any-return]
 
 
+def _diagnosis(acode: Acode) -> str:
+    """What to read when a drill fails: the last session and the actor logs' warnings."""
+    sessions = acode("sessions", "--limit", "1").stdout.splitlines()
+    shown = acode("show", sessions[-1].split()[0]).stdout if len(sessions) > 1 else ""
+    logs = []
+    for path in sorted((acode.home / "run" / "logs").glob("*.log")):
+        lines = [line for line in path.read_text(errors="replace").splitlines()
+                 if '"warning"' in line or '"error"' in line]
+        logs += [f"{path.stem}: {line[:400]}" for line in lines[-15:]]
+    return shown + "\n" + "\n".join(logs)
+
+
 @pytest.fixture(scope="module")
 def baseline(drill: Acode, tmp_path_factory: pytest.TempPathFactory) -> Baseline:
     workspace, run = _run(drill, tmp_path_factory.mktemp("baseline"), {})
@@ -88,7 +100,7 @@ def test_kill_9_mid_run_is_survived_without_loss_or_repeated_side_effects(
 
     code, out, err = wait_exit(run)
 
-    assert code == 0, f"{target}: exit {code}\n{out}\n{err}"
+    assert code == 0, f"{target}: exit {code}\n{out}\n{err}\n{_diagnosis(drill)}"
     after = drill.wait_restarted(target, before["epoch"])
     assert after["pid"] != before["pid"] and after["restarts"] == before["restarts"] + 1
     assert w.manifest(workspace) == baseline.manifest  # same files, slow.py's log says it ran once

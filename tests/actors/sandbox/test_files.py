@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 
@@ -98,6 +99,24 @@ def test_write_file_replaces_atomically_keeps_the_mode_and_leaves_no_temp_file(w
 def test_write_file_does_not_touch_other_names_of_a_hardlinked_file(ws: Workspace, tree: Tree) -> None:
     os.link(tree.outside / "canary.txt", tree.root / "hard.txt")
     files.write_file(ws, WriteFile(path="hard.txt", content="replaced"))
+    assert tree.canaries_intact()
+
+
+def test_a_write_retried_after_a_crash_takes_over_the_temp_file_the_crash_left(ws: Workspace, tree: Tree) -> None:
+    content = "after the crash\n"
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    leftover = tree.root / f".c.txt.{digest}.acode.tmp"
+    leftover.write_text("half writ")  # what a kill -9 between create and rename leaves
+    files.write_file(ws, WriteFile(path="c.txt", content=content))
+    assert (tree.root / "c.txt").read_text() == content
+    assert not leftover.exists()
+
+
+def test_a_planted_hard_link_at_the_temp_name_is_unlinked_not_written_through(ws: Workspace, tree: Tree) -> None:
+    content = "x"
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    os.link(tree.outside / "canary.txt", tree.root / f".d.txt.{digest}.acode.tmp")
+    files.write_file(ws, WriteFile(path="d.txt", content=content))
     assert tree.canaries_intact()
 
 

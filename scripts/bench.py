@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""acode benchmarks: prints one JSON object with the figures the runtime issue asks for.
+
+- ``transition_ms``: stage transition latency, from a stage's answer reaching the
+  coordinator, through the durable commit and its acknowledgement, to the next dispatch
+  (p50/p99 over every transition of every session; read from the coordinator's log).
+- ``session_s``: wall time of the workload "plan, then 10 steps each doing one read_file of
+  a small file, then verify, then review" with a zero-delay scripted model (submit to the
+  final event, as `acode run` sees it), p50/min/max over ``--sessions`` runs.
+- ``rss_mb``: total resident memory of the actor set (coordinator and children) after the runs.
+- ``status_rtt_ms``: a CLI request to the coordinator through the broker and back.
+
+Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal]`` (run it with the
+project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private acode home and
+stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from actors.paths import RunPaths  # noqa: E402
+from cli import daemon  # noqa: E402
+from cli.config import resolve, session_settings, up_options  # noqa: E402
+from cli.connection import Connection  # noqa: E402
+from cli.follow import follow  # noqa: E402
+from protocol.ids import new_id  # noqa: E402
+from protocol.messages import GetStatus, SubmitTask  # noqa: E402
+
+STEPS = 10
+
+
+def _script() -> str:
+    steps = [{"label": f"S{i}", "title": f"read f{i}.txt", "action": "read_file"} for i in range(1, STEPS + 1)]
+    plan = {"goal": "read ten files", "status": "ready", "tasks": [{
+        "label": "T1", "title": "read", "complexity": 3, "steps": steps,
+        "acceptance": [{"label": "A1", "description": "nothing broke"}]}]}
+    executor = []
+    for i in range(1, STEPS + 1):
+        executor.append({"tool_calls": [{"name": "read_file", "arguments": {"path": f"f{i}.txt"}}]})
+        executor.append({"tool_calls": [{"name": "step_complete", "arguments": {"summary": f"read f{i}.txt"}}]})
+    responses = {
+        "planner": [{"json": plan}],
+        "executor": executor,
+        "verifier": [{"json": {"passed": True, "summary": "ok",
+                               "criteria": [{"label": "A1", "passed": True, "evidence": "fine"}]}}],
+        "reviewer": [{"json": {"decision": "approve", "summary": "ok", "issues": []}}],
+    }
+    return json.dumps({"version": 1, "responses": responses})
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
+        home = Path(tmp) / "home"
+        paths = RunPaths(home)
+        config = resolve(home=home, env={"ACODE_STORAGE__SYNCHRONOUS": args.synchronous})
+        options, interval, liveness = up_options(config)
+        spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness)
+        started = time.monotonic()
+        report, _ = daemon.start_detached(spec)
+        up_s = time.monotonic() - started
+        script = Path(tmp) / "bench.yaml"
+        script.write_text(_script())
+        session_s: list[float] = []
+        server_s: list[float] = []
+        rtt_ms: list[float] = []
+        try:
+            with Connection(home) as connection:
+                for _ in range(200):
+                    t0 = time.perf_counter()
+                    connection.coordinator(GetStatus())
+                    rtt_ms.append((time.perf_counter() - t0) * 1000)
+                for _ in range(args.sessions):
+                    workspace = Path(tempfile.mkdtemp(dir=tmp))
+                    for i in range(1, STEPS + 1):
+                        (workspace / f"f{i}.txt").write_text(f"file {i}\n" * 20)
+                    settings = session_settings(resolve(home=home, workspace=workspace, env={}, flags={
+                        "model.provider": "scripted", "model.script": str(script)}))
+                    session_id = new_id()
+                    t0 = time.perf_counter()
+                    connection.coordinator(SubmitTask(session_id=session_id, task="read ten files",
+                                                      workspace=str(workspace), settings=settings))
+                    final = follow(connection, session_id, lambda event: None)
+                    session_s.append(time.perf_counter() - t0)
+                    assert final.status == "completed", final
+                    server_s.append((final.finished_at or 0) - final.created_at)
+            processes = [psutil.Process(report.pid), *psutil.Process(report.pid).children(recursive=True)]
+            rss = sum(p.memory_info().rss for p in processes)
+        finally:
+            daemon.stop(paths)
+        transitions = []
+        for line in paths.log_file("coordinator").read_text().splitlines():
+            if '"stage_dispatched"' in line:
+                transitions.append(json.loads(line)["transition_ms"])
+    result = {
+        "machine": {"cpus": psutil.cpu_count(), "python": sys.version.split()[0]},
+        "synchronous": args.synchronous,
+        "sessions": args.sessions,
+        "up_s": round(up_s, 3),
+        "transition_ms": {"p50": _percentile(transitions, 0.5), "p99": _percentile(transitions, 0.99),
+                          "count": len(transitions), "target": 50.0},
+        "session_s": {"p50": round(statistics.median(session_s), 3), "min": round(min(session_s), 3),
+                      "max": round(max(session_s), 3), "server_p50": round(statistics.median(server_s), 3),
+                      "workload": f"plan, {STEPS} steps of one read_file each, verify, review"},
+        "rss_mb": {"total": round(rss / 2**20, 1), "processes": len(processes), "target_per_session": 200},
+        "status_rtt_ms": {"p50": _percentile(rtt_ms, 0.5), "p99": _percentile(rtt_ms, 0.99)},
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
