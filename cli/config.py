@@ -133,6 +133,10 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
         if not sep or section not in AcodeConfig.__struct_fields__:
             raise ConfigError(f"environment variable {key} is not an acode setting; use "
                               "ACODE_<SECTION>__<KEY>, e.g. ACODE_ORCHESTRATION__CYCLE_LIMIT=5")
+        known = getattr(AcodeConfig(), section).__struct_fields__
+        if field not in known:
+            raise ConfigError(f"environment variable {key} names no setting of {section}; its settings are "
+                              f"{', '.join(known)}")
         raw.setdefault(section, {})[field] = value
     try:
         return msgspec.convert(raw, AcodeConfig, strict=False)

@@ -7,7 +7,8 @@
 - ``session_s``: wall time of the workload "plan, then 10 steps each doing one read_file of
   a small file, then verify, then review" with a zero-delay scripted model (submit to the
   final event, as `acode run` sees it), p50/min/max over ``--sessions`` runs.
-- ``rss_mb``: total resident memory of the actor set (coordinator and children) after the runs.
+- ``rss_mb``: total resident memory of the actor set (coordinator and children) at start and
+  after the runs, and the growth per session.
 - ``status_rtt_ms``: a CLI request to the coordinator through the broker and back.
 
 Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal]`` (run it with the
@@ -84,6 +85,12 @@ def main() -> int:
         session_s: list[float] = []
         server_s: list[float] = []
         rtt_ms: list[float] = []
+        def actor_set_rss() -> tuple[int, int]:
+            root = psutil.Process(report.pid)
+            processes = [root, *root.children(recursive=True)]
+            return sum(p.memory_info().rss for p in processes), len(processes)
+
+        rss_before, _ = actor_set_rss()
         try:
             with Connection(home) as connection:
                 for _ in range(200):
@@ -104,8 +111,7 @@ def main() -> int:
                     session_s.append(time.perf_counter() - t0)
                     assert final.status == "completed", final
                     server_s.append((final.finished_at or 0) - final.created_at)
-            processes = [psutil.Process(report.pid), *psutil.Process(report.pid).children(recursive=True)]
-            rss = sum(p.memory_info().rss for p in processes)
+            rss, processes = actor_set_rss()
         finally:
             daemon.stop(paths)
         transitions = []
@@ -122,7 +128,9 @@ def main() -> int:
         "session_s": {"p50": round(statistics.median(session_s), 3), "min": round(min(session_s), 3),
                       "max": round(max(session_s), 3), "server_p50": round(statistics.median(server_s), 3),
                       "workload": f"plan, {STEPS} steps of one read_file each, verify, review"},
-        "rss_mb": {"total": round(rss / 2**20, 1), "processes": len(processes), "target_per_session": 200},
+        "rss_mb": {"total": round(rss / 2**20, 1), "at_start": round(rss_before / 2**20, 1), "processes": processes,
+                   "growth_per_session": round((rss - rss_before) / 2**20 / args.sessions, 2),
+                   "target_per_session": 200},
         "status_rtt_ms": {"p50": _percentile(rtt_ms, 0.5), "p99": _percentile(rtt_ms, 0.99)},
     }
     print(json.dumps(result, indent=2))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.system import workloads as w
+from tests.harness import wait_until
 from tests.system.conftest import Acode, wait_exit
 
 pytestmark = pytest.mark.system
@@ -218,3 +219,20 @@ def test_a_typo_in_the_workspace_config_fails_loudly(acode: Acode, tmp_path: Pat
     assert code == 1
     assert f"config file {tmp_path}/.agent/config.yml is invalid" in err
     assert "cycle_limt" in err and "(ACODE-CFG-001)" in err
+
+
+def test_two_executor_instances_serve_two_sessions_at_once(acode: Acode, tmp_path: Path) -> None:
+    assert acode.up("--workers", "executor=2").returncode == 0
+    assert {a["instance"] for a in acode.status()["actors"]} >= {"executor-1", "executor-2"}
+    runs = []
+    for name in ("one", "two"):
+        workspace = w.workspace(tmp_path / name)
+        script = w.script(tmp_path / f"{name}.yaml", w.workload({"executor": 1.5}))
+        runs.append((workspace, acode.start("run", w.TASK, "--workspace", str(workspace), "--provider",
+                                            "scripted", "--script", str(script))))
+    wait_until(lambda: all(acode.actor(f"executor-{i}")["busy"] for i in (1, 2)), timeout=30,
+               what="both executors busy at once")
+    for workspace, run in runs:
+        code, out, err = wait_exit(run)
+        assert code == 0, out + err
+        assert (workspace / "log.txt").read_text() == "ran\n"

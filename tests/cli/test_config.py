@@ -1,0 +1,94 @@
+"""Configuration layers: strict files, environment, flags, and their precedence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.config import resolve, session_settings, up_options
+from protocol.errors import ConfigError
+from protocol.session import ScriptedProvider
+
+SCRIPT = "version: 1\nresponses: {}\n"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_defaults_match_the_seeds_when_nothing_is_configured(tmp_path: Path) -> None:
+    settings = session_settings(resolve(home=tmp_path, workspace=tmp_path, env={}))
+    assert settings.stage_timeouts == dict.fromkeys(("planner", "executor", "verifier", "reviewer"), 300.0)
+    assert settings.cycle_limits == {"verify": 3, "review": 3}
+    assert (settings.stage_retry_limit, settings.max_turns_per_step, settings.provider) == (2, 10, None)
+
+
+def test_flags_beat_environment_beat_workspace_beat_user_config(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "w"
+    _write(home / "config.yml", "orchestration: {cycle_limit: 1, planner_timeout: 11, executor_timeout: 12, "
+                                "verifier_timeout: 13}\n")
+    _write(workspace / ".agent" / "config.yml", "orchestration: {cycle_limit: 2, planner_timeout: 21, "
+                                                "executor_timeout: 22}\n")
+    env = {"ACODE_ORCHESTRATION__CYCLE_LIMIT": "4", "ACODE_ORCHESTRATION__PLANNER_TIMEOUT": "31"}
+    config = resolve(home=home, workspace=workspace, env=env, flags={"orchestration.cycle_limit": 5})
+    settings = session_settings(config)
+    assert settings.cycle_limits == {"verify": 5, "review": 5}  # flag
+    assert settings.stage_timeouts["planner"] == 31  # environment
+    assert settings.stage_timeouts["executor"] == 22  # workspace
+    assert settings.stage_timeouts["verifier"] == 13  # user
+    assert settings.stage_timeouts["reviewer"] == 300  # default
+
+
+def test_a_per_kind_cycle_limit_overrides_the_shared_one(tmp_path: Path) -> None:
+    _write(tmp_path / ".agent" / "config.yml", "orchestration: {cycle_limit: 2, review_cycle_limit: 5}\n")
+    settings = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env={}))
+    assert settings.cycle_limits == {"verify": 2, "review": 5}
+
+
+def test_a_typo_in_a_config_file_names_the_file_and_the_key(tmp_path: Path) -> None:
+    path = _write(tmp_path / ".agent" / "config.yml", "executor:\n  max_turns: 3\n")
+    with pytest.raises(ConfigError) as info:
+        resolve(home=tmp_path / "h", workspace=tmp_path, env={})
+    assert info.value.code == "ACODE-CFG-001"
+    assert str(path) in info.value.message and "max_turns" in info.value.message
+
+
+def test_a_limit_out_of_bounds_is_refused(tmp_path: Path) -> None:
+    _write(tmp_path / ".agent" / "config.yml", "orchestration: {cycle_limit: 11}\n")
+    with pytest.raises(ConfigError, match="Expected `int` <= 10"):
+        resolve(home=tmp_path / "h", workspace=tmp_path, env={})
+
+
+def test_unknown_acode_environment_variables_are_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="ACODE_EXECUTOR__MAX_TURNS names no setting of executor"):
+        resolve(home=tmp_path, env={"ACODE_EXECUTOR__MAX_TURNS": "3"})
+    with pytest.raises(ConfigError, match="ACODE_TIMEOUT is not an acode setting"):
+        resolve(home=tmp_path, env={"ACODE_TIMEOUT": "3"})
+    resolve(home=tmp_path, env={"ACODE_HOME": "/x", "ACODE_FAULT_CRASH_ON_START": "planner"})  # not settings
+
+
+def test_a_script_path_in_a_config_file_is_relative_to_that_file(tmp_path: Path) -> None:
+    _write(tmp_path / ".agent" / "model.yaml", SCRIPT)
+    _write(tmp_path / ".agent" / "config.yml", "model: {provider: scripted, script: model.yaml}\n")
+    settings = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env={}))
+    assert isinstance(settings.provider, ScriptedProvider)
+    assert settings.provider.script_name == str(tmp_path / ".agent" / "model.yaml")
+    assert settings.provider.script_yaml == SCRIPT
+
+
+def test_the_scripted_provider_without_a_script_says_what_to_pass(tmp_path: Path) -> None:
+    config = resolve(home=tmp_path, workspace=tmp_path, env={}, flags={"model.provider": "scripted"})
+    with pytest.raises(ConfigError, match="the scripted provider needs a script: pass --script FILE"):
+        session_settings(config)
+
+
+def test_up_options_carry_supervision_storage_and_workers(tmp_path: Path) -> None:
+    _write(tmp_path / "config.yml", "supervision: {heartbeat_interval: 0.5, restart_intensity: 2}\n"
+                                    "storage: {synchronous: normal}\n")
+    options, interval, liveness = up_options(resolve(home=tmp_path, env={}, flags={"workers.executor": 3}))
+    assert (interval, liveness) == (0.5, 3)
+    assert options.supervision.restart_intensity == 2 and options.supervision.restart_period == 30.0
+    assert options.synchronous == "normal" and options.workers == {"executor": 3}
