@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from actors._base import Actor
-from actors.sandbox.clients import ThreadClients
 from actors.sandbox.journal import Journal
 from actors.sandbox.terminal import Terminal
+from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.messages import Message, RunTool, ToolDone

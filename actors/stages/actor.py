@@ -16,7 +16,7 @@ from typing import Any
 from actors._base import Actor
 from actors.stages import executor, planner, reviewer, verifier
 from actors.stages.context import StageContext
-from broker.client import Client
+from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ProtocolError, TransportError
@@ -43,7 +43,9 @@ class StageActor(Actor):
     def on_start(self) -> None:
         if self.spec.actor not in STAGES:
             raise ValueError(f"stage actor started as {self.spec.actor!r}; expected one of {', '.join(STAGES)}")
-        self._local = threading.local()
+        assert self.ctx is not None
+        self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
+                                     epoch=self.spec.epoch, log=self.log)
         self._cancels: set[threading.Event] = set()
         self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
         self.worker.start()
@@ -53,16 +55,9 @@ class StageActor(Actor):
 
     def on_stop(self) -> None:
         for cancel in list(self._cancels):
-            cancel.set()
+            cancel.set()  # a model waiting (scripted delay_s) gives up at once
         self.worker.close()
-
-    def _client(self) -> Client:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            assert self.ctx is not None
-            client = Client(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance, epoch=self.spec.epoch)
-            self._local.client = client
-        return client
+        self.clients.close()  # idle clients now, busy ones when their call returns
 
     def handle(self, request: Request) -> Message:
         body = codec.STAGE_REQUEST.decode(request.body)
@@ -75,7 +70,7 @@ class StageActor(Actor):
         self._cancels.add(cancel)
         log.info("stage_started")
         try:
-            ctx = StageContext(body, client=self._client(), cancel=cancel, log=log)
+            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log)
             try:
                 result = RUNNERS[body.stage](ctx)
             except TransportError:

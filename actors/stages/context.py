@@ -1,8 +1,8 @@
 """What a stage function works with: its request, the model, persistence and the sandbox.
 
 One :class:`StageContext` per ``RunStage`` request, on the stage actor's worker thread.
-Every call goes through the broker with the thread's own client; each resends until its
-deadline, so a restarted persistence or sandbox only delays a stage.
+Every call goes through the broker with the thread's own client (``ThreadClients``); each
+resends until its deadline, so a restarted persistence or sandbox only delays a stage.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from actors.llm.provider import Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
-from broker.client import Client
+from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.events import Event
@@ -48,9 +48,9 @@ def make_provider(spec: ProviderSpec | None) -> Provider:
 
 
 class StageContext:
-    def __init__(self, request: RunStage, *, client: Client, cancel: threading.Event, log: Any):
+    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any):
         self.request = request
-        self.client = client
+        self.clients = clients
         self.cancel = cancel
         self.log = log
         self.started = time.monotonic()
@@ -63,8 +63,8 @@ class StageContext:
         return self.request.session_id
 
     def persistence(self, body: Message) -> Any:
-        return self.client.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
-                                decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
+        return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
+                                 decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
     def commit(self, events: list[Event], step: StepRecord | None = None) -> None:
         self.persistence(Commit(session_id=self.session_id, events=events, step=step))
@@ -74,7 +74,7 @@ class StageContext:
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
         self.tool_calls += 1
-        reply = self.client.call(
+        reply = self.clients.call(
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
                     arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes),

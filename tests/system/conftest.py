@@ -112,6 +112,10 @@ class Acode:
             except psutil.NoSuchProcess:
                 continue
         assert not leftovers, f"processes left behind after acode down: {leftovers}"
+        log = self.home / "run" / "logs" / "coordinator.log"
+        escalated = [line[:300] for line in log.read_text().splitlines() if "actor_stop_escalated" in line] \
+            if log.exists() else []
+        assert not escalated, f"actors ignored the request to stop: {escalated}"
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.system import workloads as w
 from tests.harness import wait_until
+from tests.system import workloads as w
 from tests.system.conftest import Acode, wait_exit
 
 pytestmark = pytest.mark.system

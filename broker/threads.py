@@ -43,13 +43,14 @@ class ThreadClients:
         self._slots: list[_Slot] = []
         self._closed = False
 
-    def call(self, service: str, body: Message, *, timeout: float, decoder: TypedDecoder[Any]) -> Any:
+    def call(self, service: str, body: Message, *, timeout: float, decoder: TypedDecoder[Any],
+             **options: Any) -> Any:
         """Request and wait (the client resends until ``timeout``); raises the error it gets."""
         slot = self._acquire(service)
         try:
-            return slot.client.call(service, body, timeout=timeout, decoder=decoder)
+            return slot.client.call(service, body, timeout=timeout, decoder=decoder, **options)
         except zmq.ZMQError as exc:
-            raise TransportError(f"request to {service} failed in ZeroMQ: {exc}; the sandbox is probably "
+            raise TransportError(f"request to {service} failed in ZeroMQ: {exc}; this actor is probably "
                                  "stopping, retry the call") from exc
         finally:
             self._release(slot)
@@ -64,7 +65,7 @@ class ThreadClients:
     def _acquire(self, service: str) -> _Slot:
         with self._lock:
             if self._closed:
-                raise TransportError(f"cannot call {service}: the sandbox is stopping; retry the call")
+                raise TransportError(f"cannot call {service}: this actor is stopping; retry the call")
             slot: _Slot | None = getattr(self._local, "slot", None)
             if slot is None:
                 slot = _Slot(Client(self._ctx, self._endpoint, sender=self._sender, epoch=self._epoch,
