@@ -44,7 +44,8 @@ def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
         typer.echo(f"acode is up: {len(report.actors)} actors ready")
     try:
         workspace = Path(tempfile.mkdtemp(prefix="acode-demo-"))
-        shutil.copytree(EXAMPLE / "project", workspace, dirs_exist_ok=True)
+        shutil.copytree(EXAMPLE / "project", workspace, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
         before = _manifest(workspace)
         settings = session_settings(resolve(home=paths.home, workspace=workspace, flags={
             "model.provider": "scripted", "model.script": str(EXAMPLE / "script.yaml")}))
