@@ -7,8 +7,12 @@ import os
 import signal
 from pathlib import Path
 
+import msgspec
+import psutil
 import pytest
+import zmq
 
+from actors.paths import RunPaths
 from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode
@@ -71,3 +75,66 @@ def test_sessions_interrupted_by_acode_down_resume_at_the_next_acode_up(acode: A
     assert (workspace / "log.txt").read_text() == "ran\n"
     reasons = [e["reason"] for e in shown["events"] if e["type"] == "stage_retried"]
     assert reasons == ["recovered after a coordinator restart"]
+
+
+def test_children_die_with_a_killed_coordinator_and_the_next_up_carries_on(acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    status = acode.status()
+    pids = [a["pid"] for a in status["actors"]]
+    os.kill(status["pid"], signal.SIGKILL)  # no chance to stop anyone: PR_SET_PDEATHSIG must
+
+    def all_gone() -> bool:
+        alive = []
+        for pid in pids:
+            try:
+                alive.append(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+            except psutil.NoSuchProcess:
+                continue
+        return not any(alive)
+
+    wait_until(all_gone, timeout=10, what="every child of the killed coordinator gone")
+    assert acode.up().returncode == 0  # the lock died with it; the stale pid file is ignored
+    workspace = w.workspace(tmp_path / "w")
+    run = acode("run", w.TASK, "--workspace", str(workspace), "--provider", "scripted", "--script",
+                str(w.script(tmp_path / "s.yaml", w.workload())))
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_late_answer_from_a_timed_out_attempt_is_dropped_and_the_retry_replays_the_recorded_answer(
+        acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    script = w.script(tmp_path / "s.yaml", w.workload({"planner": 2.0}))
+    run = acode("run", w.TASK, "--workspace", str(workspace), "--provider", "scripted", "--script", str(script),
+                "--stage-timeout", "1.5")
+    # attempt 1 times out at 1.5 s; attempt 2 waits behind it; attempt 1 answers at 2 s (too late,
+    # dropped); attempt 2 is answered from the record at once (no second 2 s wait), well inside its deadline
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[PLANNER]   retrying, attempt 2: planner timed out after 1.5s" in run.stdout
+    session_id = run.stdout.split("session ", 1)[1].split(":", 1)[0]
+    events = json.loads(acode("show", session_id, "--json").stdout)["events"]
+    accepted = [e["attempt"] for e in events if e["type"] == "stage_finished" and e["stage"] == "planner"]
+    assert accepted == [2]  # attempt 1's late answer changed nothing
+    planner_log = (acode.home / "run" / "logs" / "planner.log").read_text().splitlines()
+    finished = [json.loads(line) for line in planner_log if '"stage_finished"' in line]
+    assert [(f["attempt"], f["duration_ms"] < 500) for f in finished] == [(1, False), (2, True)]
+
+
+def test_garbage_on_the_supervision_socket_does_not_disturb_the_coordinator(acode: Acode) -> None:
+    acode.up()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)
+    try:
+        sock.connect(f"ipc://{RunPaths(acode.home).sock_dir / 'supervisor.ipc'}")
+        for i in range(100):
+            sock.send_multipart([os.urandom(i % 40)])
+        sock.send(msgspec.msgpack.encode({"type": "heartbeat", "instance": "planner", "pid": 1, "epoch": 1}))
+    finally:
+        sock.close()
+        ctx.term()
+    wait_until(lambda: '"heartbeat_rejected"' in (acode.home / "run/logs/coordinator.log").read_text(),
+               what="garbage logged")
+    status = acode.status()
+    assert all(a["state"] == "ready" for a in status["actors"])
+    assert acode.actor("planner")["restarts"] == 0
