@@ -27,6 +27,18 @@ def broker(harness: Harness) -> Harness:
     return harness
 
 
+def _pump(client: Client, box: list[object], count: int, *, what: str, timeout: float = 10.0) -> None:
+    """Drive a client's replies and resends until ``box`` holds ``count`` answers."""
+
+    def answered() -> bool:
+        client.socket.poll(50)
+        client.on_readable()
+        client.tick()
+        return len(box) >= count
+
+    wait_until(answered, timeout, what=what)
+
+
 def _call(client: Client, service: str = "echo", body: object = None, timeout: float = 10.0) -> Ack:
     return client.call(service, body or GetStatus(), timeout=timeout, decoder=REPLY)
 
@@ -46,13 +58,7 @@ def test_requests_are_balanced_across_workers_of_one_service(broker: Harness) ->
         client.send("echo", GetStatus(), timeout=10, decoder=REPLY,
                     on_reply=lambda reply, error: replies.append(reply))
 
-    def done() -> bool:
-        client.socket.poll(50)
-        client.on_readable()
-        client.tick()
-        return len(replies) == 4
-
-    wait_until(done, what="4 replies")
+    _pump(client, replies, 4, what="4 replies")
     assert {r.detail.split()[0] for r in replies} == {"echo-1", "echo-2"}
 
 
@@ -70,13 +76,7 @@ def test_a_request_waits_in_the_queue_until_a_worker_registers(broker: Harness) 
                 on_reply=lambda reply, error: replies.append(reply or error))
     broker.start("echo", "echo-1", module=ECHO)
 
-    def done() -> bool:
-        client.socket.poll(50)
-        client.on_readable()
-        client.tick()
-        return bool(replies)
-
-    wait_until(done, what="queued request answered")
+    _pump(client, replies, 1, what="queued request answered")
     assert replies == [Ack(detail="echo-1 1")]
 
 
@@ -106,13 +106,7 @@ def test_a_worker_killed_mid_request_is_reported_lost_and_the_request_moves_on(b
                what="echo-1 busy")
     broker.kill("echo-1")
 
-    def done() -> bool:
-        client.socket.poll(50)
-        client.on_readable()
-        client.tick()
-        return bool(outcome)
-
-    wait_until(done, timeout=10, what="worker-lost answer")
+    _pump(client, outcome, 1, what="worker-lost answer", timeout=10)
     assert isinstance(outcome[0], TransportError)
     assert outcome[0].code == "ACODE-NET-002"
 
@@ -128,13 +122,7 @@ def test_a_restarted_instance_replaces_its_old_registration_at_once(broker: Harn
     broker.kill("echo-1")
     broker.start("echo", "echo-1", module=ECHO)  # newer epoch, same instance: old one dropped
 
-    def done() -> bool:
-        client.socket.poll(50)
-        client.on_readable()
-        client.tick()
-        return bool(outcome)
-
-    wait_until(done, timeout=10, what="request re-routed to the new epoch")
+    _pump(client, outcome, 1, what="request re-routed to the new epoch", timeout=10)
     assert outcome == [Ack(detail="echo-1 1")]
 
 
@@ -261,12 +249,6 @@ def test_a_worker_busy_across_a_broker_restart_is_given_its_capacity_back_when_i
     broker.kill("broker")
     broker.start("broker")  # the worker registers again while still busy: no capacity left
 
-    def done() -> bool:
-        client.socket.poll(50)
-        client.on_readable()
-        client.tick()
-        return bool(outcome)
-
-    wait_until(done, timeout=15, what="the interrupted request answered")
+    _pump(client, outcome, 1, what="the interrupted request answered", timeout=15)
     assert outcome == [Ack(detail="echo-1 1")]
     assert _call(client, timeout=10) == Ack(detail="echo-1 2")  # capacity came back with the answer
