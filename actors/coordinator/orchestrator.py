@@ -56,7 +56,7 @@ from protocol.plan import TaskPlan
 from protocol.results import StageResult
 from protocol.script import load_script
 from protocol.session import ScriptedProvider, SessionSnapshot
-from protocol.stages import STAGES
+from protocol.stages import STAGES, TERMINAL
 
 __all__ = ["Orchestrator"]
 
@@ -141,28 +141,43 @@ class Orchestrator:
         for request in session.waiters:  # resends of the SubmitTask that created the session
             self._reply(request, SessionAccepted(session=session.snapshot))
         session.waiters.clear()
-        if session.queued:
-            session.queued.pop(0)()
-            return
         if decision.dispatch:
             self._dispatch(session)
         elif session.snapshot.status != "running":
             self.log.info("session_settled", session_id=session.id, status=session.snapshot.status,
                           exit_code=session.snapshot.exit_code)
-            if session.snapshot.status != "paused":
-                self.sessions.pop(session.id, None)
+        while session.queued and not session.committing:  # inputs that arrived during the commit
+            session.queued.pop(0)()
+        if not session.committing and not session.queued and session.snapshot.status in TERMINAL:
+            self.sessions.pop(session.id, None)
 
-    def _decide(self, session: _Session, decide: Callable[[], Decision]) -> None:
-        """Run a machine decision and apply it; a refused transition fails the session."""
+    def _decide(self, session: _Session, decide: Callable[[SessionSnapshot], Decision | None],
+                reply_to: Request | None = None) -> None:
+        """Decide from the session's snapshot *as it is then* and apply the decision.
+
+        One thing at a time per session: while a commit is in flight the input waits. A
+        transition the machine refuses is answered as an error when a user asked for it
+        (``reply_to``); otherwise it is a bug, and the session fails rather than hangs.
+        """
         if session.committing:
-            session.queued.append(lambda: self._decide(session, decide))
+            session.queued.append(lambda: self._decide(session, decide, reply_to))
             return
         try:
-            decision = decide()
+            decision = decide(session.snapshot)
         except TransitionError as exc:
+            if reply_to is not None:
+                self._reply(reply_to, Error(error=exc.info()))
+                return
             self.log.error("transition_refused", session_id=session.id, error=str(exc))
             decision = machine.on_result(session.snapshot, self._failure(session.snapshot, exc.info()), time.time())
-        self._apply(session, decision)
+        if decision is not None:
+            self._apply(session, decision, reply_to)
+
+    def _abandon(self, session: _Session) -> None:
+        """Stop waiting for the current attempt (its answer, if any, will be dropped)."""
+        if session.dispatch is not None:
+            self.client.cancel(session.dispatch.request_id)
+            session.dispatch = None
 
     @staticmethod
     def _failure(snap: SessionSnapshot, error: ErrorInfo) -> StageResult:
@@ -199,23 +214,23 @@ class Orchestrator:
             self.log.info("stale_answer_dropped", session_id=session_id, request_id=request_id)
             return
         dispatch, session.dispatch = session.dispatch, None
-        snap = session.snapshot
         now = time.time()
         if error is None:
             result: StageResult = reply.result
             fence = (result.session_id, result.stage, result.visit, result.attempt)
-            if fence != (snap.id, dispatch.stage, dispatch.visit, dispatch.attempt):
+            if fence != (session.id, dispatch.stage, dispatch.visit, dispatch.attempt):
                 self.log.warning("fenced_answer_dropped", session_id=session_id, got=list(fence))
-                self._decide(session, lambda: machine.on_lost(snap, "answer for another attempt", now))
+                self._decide(session, lambda snap: machine.on_lost(snap, "answer for another attempt", now))
                 return
-            self._decide(session, lambda: machine.on_result(snap, result, now))
+            self._decide(session, lambda snap: machine.on_result(snap, result, now))
         elif isinstance(error, RequestTimeout):
-            self._decide(session, lambda: machine.on_timeout(snap, now))
+            self._decide(session, lambda snap: machine.on_timeout(snap, now))
         elif error.retryable:
-            self._decide(session, lambda: machine.on_lost(snap, f"{dispatch.stage} attempt {dispatch.attempt} "
-                                                                f"lost: {error.message}", now))
+            why = f"{dispatch.stage} attempt {dispatch.attempt} lost: {error.message}"
+            self._decide(session, lambda snap: machine.on_lost(snap, why, now))
         else:
-            self._decide(session, lambda: machine.on_result(snap, self._failure(snap, error.info()), now))
+            info = error.info()
+            self._decide(session, lambda snap: machine.on_result(snap, self._failure(snap, info), now))
 
     # -- supervision events ----------------------------------------------------------------
 
@@ -224,27 +239,28 @@ class Orchestrator:
         for session in list(self.sessions.values()):
             dispatch = session.dispatch
             if dispatch is not None and dispatch.request_id in busy:
-                self.client.cancel(dispatch.request_id)
-                session.dispatch = None
+                self._abandon(session)
                 why = f"{reason} during {dispatch.stage} attempt {dispatch.attempt}"
-                self._decide(session, lambda snap=session.snapshot, why=why: machine.on_lost(snap, why, time.time()))
+                self._decide(session, lambda snap, why=why: machine.on_lost(snap, why, time.time()))
 
     def on_actor_failed(self, actor: str, reason: str) -> None:
         """An actor is past its restart intensity: pause the sessions that need it."""
         for session in list(self.sessions.values()):
             stage = session.snapshot.stage
-            if session.snapshot.status == "running" and stage is not None and \
-                    (actor in _NEEDS[stage] or actor in ("broker", "persistence")):
+            if stage is not None and (actor in _NEEDS[stage] or actor in ("broker", "persistence")):
                 self._pause_for(session, actor, reason)
 
     def _pause_for(self, session: _Session, actor: str, reason: str) -> None:
-        if session.dispatch is not None:
-            self.client.cancel(session.dispatch.request_id)
-            session.dispatch = None
-        snap = session.snapshot
         message = (f"actor {actor} failed ({reason}); see `acode status` and its log, fix the cause, then "
                    f"`acode down` and `acode up` (the session resumes by itself)")
-        self._decide(session, lambda: machine.pause(snap, "actor_failed", "ACODE-SUP-001", message, time.time()))
+
+        def decide(snap: SessionSnapshot) -> Decision | None:
+            if snap.status != "running":
+                return None
+            self._abandon(session)
+            return machine.pause(snap, "actor_failed", "ACODE-SUP-001", message, time.time())
+
+        self._decide(session, decide)
 
     # -- recovery --------------------------------------------------------------------------
 
@@ -278,10 +294,10 @@ class Orchestrator:
             now = time.time()
             if snap.status == "paused":
                 self.log.info("session_resumed_after_failure", session_id=snap.id)
-                self._decide(session, lambda: machine.resume(snap, now))
+                self._decide(session, lambda current: machine.resume(current, now))
             else:
                 self.log.info("session_recovered", session_id=snap.id, stage=snap.stage, attempt=snap.attempt)
-                self._decide(session, lambda: machine.recover(snap, now))
+                self._decide(session, lambda current: machine.recover(current, now))
 
         if not snap.plan_version:
             resume(None)
@@ -366,35 +382,19 @@ class Orchestrator:
         self._persist(GetSession(session_id=session_id), found, session_id)
 
     def cancel(self, request: Request, body: CancelSession) -> None:
-        def act(session: _Session) -> None:
-            try:
-                decision = machine.cancel(session.snapshot, body.reason, time.time())
-            except TransitionError as exc:
-                self._reply(request, Error(error=exc.info()))
-                return
-            if session.dispatch is not None:
-                self.client.cancel(session.dispatch.request_id)
-                session.dispatch = None
-            if session.committing:
-                session.queued.append(lambda: self._apply(
-                    session, machine.cancel(session.snapshot, body.reason, time.time()), request))
-            else:
-                self._apply(session, decision, request)
+        def decide(snap: SessionSnapshot, session: _Session) -> Decision:
+            decision = machine.cancel(snap, body.reason, time.time())  # refused when already finished
+            self._abandon(session)
+            return decision
 
-        self._load(request, body.session_id, act)
+        self._load(request, body.session_id,
+                    lambda session: self._decide(session, lambda snap: decide(snap, session), reply_to=request))
 
     def resume(self, request: Request, body: ResumeSession) -> None:
         def act(session: _Session) -> None:
-            try:
-                decision = machine.resume(session.snapshot, time.time())
-            except TransitionError as exc:
-                self._reply(request, Error(error=exc.info()))
-                return
-            self.sessions[session.id] = session
-
             def go(plan: TaskPlan | None) -> None:
                 session.plan = plan
-                self._apply(session, decision, request)
+                self._decide(session, lambda snap: machine.resume(snap, time.time()), reply_to=request)
 
             if session.plan is None and session.snapshot.plan_version:
                 self._persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
