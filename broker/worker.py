@@ -52,7 +52,7 @@ class Worker:
     """Serve one service through the broker from an actor's loop."""
 
     def __init__(self, actor: Any, service: str, handle: Handler, *, capacity: int = 1,
-                 threads: int = 0, reply_cache: int = 1024):
+                 threads: int = 0, reply_cache: int = 256):
         self.actor = actor
         self.service = service
         self.handle = handle

@@ -20,7 +20,7 @@ import zmq
 from cli import render
 from cli.connection import Connection
 from protocol import codec
-from protocol.errors import AcodeError, ProtocolError
+from protocol.errors import AcodeError, NotRunning, ProtocolError
 from protocol.events import Event, is_final
 from protocol.messages import GetEvents, GetSession
 from protocol.session import SessionSnapshot
@@ -106,6 +106,9 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
 
     try:
         session = follow(connection, session_id, on_event, after_seq=after_seq)
+    except NotRunning:
+        raise NotRunning(f"acode stopped while session {session_id} was running; the session goes on after "
+                         f"`acode up --detach` (follow it with `acode show {session_id}`)") from None
     except KeyboardInterrupt:
         typer.echo(f"\ndetached: session {session_id} goes on; `acode show {session_id}` shows it, "
                    f"`acode cancel {session_id}` stops it", err=True)

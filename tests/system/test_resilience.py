@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode, wait_exit
 
@@ -84,7 +85,7 @@ DRILLS = {
     "executor": ({"executor": DELAY}, "executor"),
     "verifier": ({"verifier": DELAY}, "verifier"),
     "reviewer": ({"reviewer": DELAY}, "reviewer"),
-    "sandbox": ({}, "sandbox"),  # busy while slow.py runs
+    "sandbox": ({}, "sandbox"),  # killed while slow.py sleeps, after its side effect
     "persistence": ({"executor": DELAY}, "executor"),  # killed mid-run, while the executor works
     "broker": ({"executor": DELAY}, "executor"),
 }
@@ -96,6 +97,11 @@ def test_kill_9_mid_run_is_survived_without_loss_or_repeated_side_effects(
     delays, busy = DRILLS[target]
     workspace, run = _run(drill, tmp_path, delays)
     drill.wait_busy(busy)
+    if target == "sandbox":
+        # Kill it while slow.py runs with its side effect done: the drill is that acode does not
+        # run it again. (Killed before the side effect, the outcome is honestly unknown and a
+        # scripted model cannot react to that the way a real one would.)
+        wait_until(lambda: (workspace / "log.txt").exists(), what="slow.py's side effect")
     before = drill.kill(target)
 
     code, out, err = wait_exit(run)
