@@ -20,6 +20,7 @@ import msgspec
 
 from actors._base import Actor
 from actors.coordinator.orchestrator import Orchestrator
+from actors.coordinator.requests import SessionRequests
 from actors.coordinator.supervisor import Child, SupervisionOptions, Supervisor, next_epoch
 from actors.paths import RunPaths
 from broker.client import Client
@@ -78,6 +79,7 @@ class Coordinator(Actor):
         self.worker = Worker(self, "coordinator", self.handle, capacity=1000)
         self.worker.start()
         self.orchestrator = Orchestrator(self, self.client, is_failed=self.supervisor.is_failed)
+        self.requests = SessionRequests(self.orchestrator)
         self.supervisor.start_all()
 
     def on_stop(self) -> None:
@@ -107,15 +109,15 @@ class Coordinator(Actor):
         body = codec.COORDINATOR_REQUEST.decode(request.body)
         match body:
             case SubmitTask():
-                reply = self.orchestrator.submit(request, body)
+                reply = self.requests.submit(request, body)
                 return reply if reply is not None else DEFERRED
             case GetStatus():
                 return self.status()
             case CancelSession():
-                self.orchestrator.cancel(request, body)
+                self.requests.cancel(request, body)
                 return DEFERRED
             case ResumeSession():
-                self.orchestrator.resume(request, body)
+                self.requests.resume(request, body)
                 return DEFERRED
             case Shutdown(reason=reason):
                 self.loop.call_later(0.05, lambda: self.request_stop(reason))

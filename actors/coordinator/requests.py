@@ -1,0 +1,137 @@
+"""The coordinator service's session requests: submit, cancel, resume.
+
+Each is answered once the decision it caused is durable (the orchestrator commits, then
+replies). A submit is idempotent by the client's session id, also across a coordinator
+restart (the session is looked up in persistence first). Cancel and resume load a
+session that is not in memory; a state that does not allow the request (cancelling a
+finished session, resuming a running one) is answered with ACODE-CLI-004.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from actors.coordinator import machine
+from actors.coordinator.machine import Decision
+from actors.coordinator.orchestrator import Orchestrator, Session
+from broker.worker import Request
+from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
+from protocol.messages import (
+    CancelSession,
+    Error,
+    GetPlan,
+    GetSession,
+    Message,
+    ResumeSession,
+    SessionAccepted,
+    SubmitTask,
+)
+from protocol.plan import TaskPlan
+from protocol.script import load_script
+from protocol.session import ScriptedProvider, SessionSnapshot
+from protocol.stages import STAGES
+
+__all__ = ["MAX_TASK_CHARS", "SessionRequests"]
+
+MAX_TASK_CHARS = 10_000
+
+
+class SessionRequests:
+    def __init__(self, orchestrator: Orchestrator):
+        self.orchestrator = orchestrator
+
+    def submit(self, request: Request, body: SubmitTask) -> Message | None:
+        """Start a session (idempotent by the client's session id); reply once durable."""
+        existing = self.orchestrator.sessions.get(body.session_id)
+        if existing is not None:
+            if existing.committing:
+                existing.waiters.append(request)
+                return None
+            return SessionAccepted(session=existing.snapshot)
+        self._validate(body)
+
+        def looked_up(reply: Any, error: AcodeError | None) -> None:
+            if error is None:
+                self.orchestrator.reply(request, SessionAccepted(session=reply.session))  # a resend after we restarted
+            elif isinstance(error, NotFoundError):
+                self._create(request, body)
+            else:
+                self.orchestrator.reply(request, Error(error=error.info()))
+
+        self.orchestrator.persist(GetSession(session_id=body.session_id), looked_up, body.session_id)
+        return None
+
+    @staticmethod
+    def _validate(body: SubmitTask) -> None:
+        if len(body.task) > MAX_TASK_CHARS:
+            raise CliError(f"the task is {len(body.task)} characters; at most {MAX_TASK_CHARS} are accepted, "
+                           "put details in a file of the workspace and refer to it", code="ACODE-PLAN-001")
+        if not os.path.isabs(body.workspace) or not os.path.isdir(body.workspace):
+            raise CliError(f"workspace {body.workspace!r} is not an existing directory (absolute path); "
+                           "create it or pass --workspace DIR", code="ACODE-CLI-003")
+        provider = body.settings.provider
+        if provider is None:
+            raise ModelError("no model configured; pass --provider scripted --script FILE", code="ACODE-LLM-001")
+        if isinstance(provider, ScriptedProvider):
+            load_script(provider.script_yaml, name=provider.script_name or "<script>")
+        missing = [s for s in STAGES if s not in body.settings.stage_timeouts]
+        if missing:
+            raise CliError(f"settings lack a timeout for {', '.join(missing)}", code="ACODE-CFG-001")
+
+    def _create(self, request: Request, body: SubmitTask) -> None:
+        if body.session_id in self.orchestrator.sessions:  # two resends raced through the lookup
+            self.orchestrator.sessions[body.session_id].waiters.append(request)
+            return
+        decision = machine.create(body.session_id, body.task, body.workspace, body.settings, time.time())
+        session = Session(snapshot=decision.snapshot)
+        self.orchestrator.sessions[session.id] = session
+        self.orchestrator.log.info("session_submitted", session_id=session.id, workspace=body.workspace)
+        self.orchestrator.apply(session, decision, request)
+
+    def _load(self, request: Request, session_id: str, then: Callable[[Session], None]) -> None:
+        session = self.orchestrator.sessions.get(session_id)
+        if session is not None:
+            then(session)
+            return
+
+        def found(reply: Any, error: AcodeError | None) -> None:
+            if isinstance(error, NotFoundError):
+                error = CliError(f"session {session_id} not found; list them with `acode sessions`",
+                                 code="ACODE-CLI-002")
+            if error is not None:
+                self.orchestrator.reply(request, Error(error=error.info()))
+                return
+            loaded = Session(snapshot=reply.session)
+            if loaded.snapshot.status in ("running", "paused") and loaded.snapshot.id not in self.orchestrator.sessions:
+                self.orchestrator.sessions[loaded.id] = loaded
+            then(self.orchestrator.sessions.get(loaded.id, loaded))
+
+        self.orchestrator.persist(GetSession(session_id=session_id), found, session_id)
+
+    def cancel(self, request: Request, body: CancelSession) -> None:
+        def decide(snap: SessionSnapshot, session: Session) -> Decision:
+            decision = machine.cancel(snap, body.reason, time.time())  # refused when already finished
+            self.orchestrator.abandon(session)
+            return decision
+
+        def act(session: Session) -> None:
+            self.orchestrator.decide(session, lambda snap: decide(snap, session), reply_to=request)
+
+        self._load(request, body.session_id, act)
+
+    def resume(self, request: Request, body: ResumeSession) -> None:
+        def act(session: Session) -> None:
+            def go(plan: TaskPlan | None) -> None:
+                session.plan = plan
+                self.orchestrator.decide(session, lambda snap: machine.resume(snap, time.time()), reply_to=request)
+
+            if session.plan is None and session.snapshot.plan_version:
+                self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
+                              lambda reply, error: go(reply.plan if error is None else None), session.id)
+            else:
+                go(session.plan)
+
+        self._load(request, body.session_id, act)
