@@ -21,7 +21,12 @@ if [ -z "$python_bin" ]; then
 fi
 
 if [ ! -x .venv/bin/python ]; then
-  "$python_bin" -m venv .venv
+  if ! "$python_bin" -m venv .venv; then
+    rm -rf .venv
+    echo "could not create .venv with $python_bin -m venv; on Debian or Ubuntu install the" >&2
+    echo "python3-venv package (sudo apt install python3-venv), then run this again" >&2
+    exit 1
+  fi
 fi
 stamp=.venv/.acode-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
