@@ -7,6 +7,7 @@ naming the stage, the problem and the start of the answer.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, TypeVar
 
@@ -38,5 +39,7 @@ def parse_answer(text: str, type_: type[T], *, stage: str) -> T:
                          f"with {head!r}", code="ACODE-LLM-003") from exc
 
 
+@functools.cache
 def schema_of(type_: Any) -> dict[str, Any]:
+    """The JSON schema of a contract type (built once per type; do not mutate it)."""
     return msgspec.json.schema(type_)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from actors.llm.provider import Provider
+from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
+from actors.stages.answers import parse_answer, schema_of
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
@@ -24,6 +25,7 @@ from protocol.session import ProviderSpec, ScriptedProvider
 
 __all__ = ["StageContext", "make_provider"]
 
+T = TypeVar("T")
 PERSISTENCE_TIMEOUT = 120.0  # a restarting persistence delays a stage; it does not fail it
 _providers: dict[tuple[str, str], Provider] = {}
 _providers_lock = threading.Lock()
@@ -80,6 +82,13 @@ class StageContext:
                     arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
         return reply.result  # type: ignore[no-any-return]
+
+    def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
+        """Ask the model for a structured answer (a plan, a verdict) and validate it."""
+        answer = self.model.complete(ModelRequest(
+            stage=self.request.stage, call_site=call_site, json_schema=schema_of(type_),
+            messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]))
+        return parse_answer(answer.content, type_, stage=self.request.stage)
 
     def result(self, *, ok: bool, summary: str, **fields: Any) -> StageResult:
         request = self.request

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import msgspec
 
-from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import prompts
-from actors.stages.answers import parse_answer, schema_of
 from actors.stages.context import StageContext
 from protocol.plan import TaskPlan, finalize
 from protocol.results import StageResult
 
 __all__ = ["run"]
-
-_SCHEMA = schema_of(TaskPlan)
-
 
 def _change_summary(previous: TaskPlan | None, plan: TaskPlan) -> str:
     if previous is None:
@@ -41,11 +36,7 @@ def run(ctx: StageContext) -> StageResult:
     feedback = prompts.render_feedback(request.feedback)
     if feedback:
         user.append(feedback)
-    answer = ctx.model.complete(ModelRequest(
-        stage="planner", call_site="plan", json_schema=_SCHEMA,
-        messages=[ChatMessage(role="system", content=prompts.PLANNER),
-                  ChatMessage(role="user", content="\n\n".join(user))]))
-    draft = parse_answer(answer.content, TaskPlan, stage="planner")
+    draft = ctx.ask(TaskPlan, call_site="plan", system=prompts.PLANNER, user="\n\n".join(user))
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
     if not plan.change_summary and previous is not None:
         plan = msgspec.structs.replace(plan, change_summary=_change_summary(previous, plan))

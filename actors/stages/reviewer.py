@@ -6,15 +6,12 @@ executor changed (read through the sandbox, capped).
 
 from __future__ import annotations
 
-from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import prompts
-from actors.stages.answers import parse_answer, schema_of
 from actors.stages.context import StageContext
 from protocol.results import ReviewerAnswer, StageResult
 
 __all__ = ["run"]
 
-_SCHEMA = schema_of(ReviewerAnswer)
 _MAX_FILES = 10
 _MAX_CHARS = 4_000
 
@@ -31,10 +28,6 @@ def run(ctx: StageContext) -> StageResult:
         result = ctx.tool(f"{request.session_id}:r{request.visit}:read:{path}", "read_file", {"path": path})
         body = result.output if result.ok else prompts.render_tool_result(result)
         sections.append(f"File {path}:\n{body[:_MAX_CHARS]}")
-    answer = ctx.model.complete(ModelRequest(
-        stage="reviewer", call_site="review", json_schema=_SCHEMA,
-        messages=[ChatMessage(role="system", content=prompts.REVIEWER),
-                  ChatMessage(role="user", content="\n\n".join(sections))]))
-    review = parse_answer(answer.content, ReviewerAnswer, stage="reviewer")
+    review = ctx.ask(ReviewerAnswer, call_site="review", system=prompts.REVIEWER, user="\n\n".join(sections))
     summary = f"{review.decision}: {review.summary}" if review.summary else review.decision
     return ctx.result(ok=True, summary=summary[:300], review=review)

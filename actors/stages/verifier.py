@@ -13,9 +13,7 @@ checks are meant to be free of side effects.
 
 from __future__ import annotations
 
-from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import prompts
-from actors.stages.answers import parse_answer, schema_of
 from actors.stages.context import StageContext
 from protocol.events import CheckRan
 from protocol.ids import stable_id
@@ -24,7 +22,6 @@ from protocol.results import CriterionVerdict, StageResult, ToolResult, Verifier
 
 __all__ = ["judge", "run"]
 
-_SCHEMA = schema_of(VerifierAnswer)
 _TAIL = 600
 
 
@@ -67,11 +64,7 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
         lines.append("Check results:")
         lines += [f"- {v.label}: {'passed' if v.passed else 'FAILED'}: {v.evidence}" for v in checked]
     lines.append(f"Files changed: {', '.join(files) or 'none'}")
-    answer = ctx.model.complete(ModelRequest(
-        stage="verifier", call_site="judge", json_schema=_SCHEMA,
-        messages=[ChatMessage(role="system", content=prompts.VERIFIER),
-                  ChatMessage(role="user", content="\n".join(lines))]))
-    verdict = parse_answer(answer.content, VerifierAnswer, stage="verifier")
+    verdict = ctx.ask(VerifierAnswer, call_site="judge", system=prompts.VERIFIER, user="\n".join(lines))
     by_label = {v.label: v for v in verdict.criteria}
     return [by_label.get(c.label) or CriterionVerdict(label=c.label, passed=False,
                                                       evidence="the verifier's model gave no verdict")
