@@ -98,6 +98,8 @@ class ToolCalled(EventBase, tag="tool_called", kw_only=True):
     summary: str = ""
     outcome: Literal["done", "unknown"] = "done"
     duration_ms: float = 0.0
+    risk: str = "read"
+    isolation: str = ""
 
 
 class StepFinished(EventBase, tag="step_finished", kw_only=True):

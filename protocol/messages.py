@@ -27,6 +27,7 @@ from protocol.errors import ErrorInfo
 from protocol.events import Event
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
+from protocol.sandbox import SandboxPolicy
 from protocol.session import Feedback, SessionSettings, SessionSnapshot
 from protocol.stages import Stage
 from protocol.tools import Risk
@@ -297,6 +298,7 @@ class RunTool(Message, tag="run_tool", kw_only=True):
     arguments: dict[str, Any] = {}
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] = 120.0
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
+    policy: SandboxPolicy = SandboxPolicy()
 
 
 class ToolDone(Message, tag="tool_done", kw_only=True):

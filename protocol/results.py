@@ -80,6 +80,7 @@ class ToolResult(_Wire, kw_only=True):
     replayed: bool = False
     risk: Risk = "read"
     path: str = ""
+    isolation: str = ""  # run_terminal: the isolation the command ran under (see actors/sandbox/isolation.py)
 
 
 class Usage(_Wire, kw_only=True):

@@ -15,6 +15,7 @@ import msgspec
 
 from protocol.errors import ErrorInfo
 from protocol.results import StageResult
+from protocol.sandbox import SandboxPolicy
 from protocol.stages import (
     CYCLE_KINDS,
     STAGES,
@@ -71,6 +72,7 @@ class SessionSettings(_Wire, kw_only=True):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
     command_timeout: Seconds = 120.0
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
+    sandbox: SandboxPolicy = SandboxPolicy()
     provider: ProviderSpec | None = None
 
 

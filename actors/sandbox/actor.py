@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from actors._base import Actor
+from actors.paths import RunPaths
 from actors.sandbox.journal import Journal
 from actors.sandbox.terminal import Terminal
 from broker.threads import ThreadClients
@@ -34,7 +35,11 @@ class SandboxActor(Actor):
     def on_start(self) -> None:
         assert self.ctx is not None
         self.worker: Worker | None = None
-        self.terminal = Terminal()
+        self.terminal = Terminal(subreaper=True)
+        paths = RunPaths.for_home(self.spec.home)
+        self.terminal.hide(str(paths.home), str(paths.sock_dir))
+        self.log.info("sandbox_isolation", isolation=self.terminal.isolation.describe(),
+                      level=self.terminal.isolation.level)
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self.journal = Journal(self._persistence, self.terminal, log=self.log)
@@ -48,6 +53,7 @@ class SandboxActor(Actor):
             killed = self.terminal.kill_all()
             if killed:
                 self.log.warning("commands_killed_at_stop", count=killed, reason=self._stop_reason)
+            self.terminal.close()
             self.clients.close()
 
     def busy(self) -> list[str]:
@@ -63,6 +69,10 @@ class SandboxActor(Actor):
                                     key=body.key, tool=body.tool)
                 log.debug("tool_call_received", request_id=request.id)
                 result = self.journal.run(body)
+                if body.tool == "run_terminal":
+                    swept = self.terminal.sweep()
+                    if swept:
+                        log.warning("orphans_killed", count=swept)
                 log.info("tool_call_answered", ok=result.ok, outcome=result.outcome, replayed=result.replayed,
                          duration_ms=round(result.duration_ms, 3),
                          error=result.error.code if result.error else None)

@@ -16,10 +16,10 @@ from typing import assert_never, cast
 
 import msgspec
 
-from actors.sandbox import files, search
+from actors.sandbox import files, policy, search
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.terminal import Terminal, command_policy_of
 from protocol.errors import ErrorInfo, SandboxError
 from protocol.messages import RunTool
 from protocol.results import ToolResult
@@ -29,6 +29,7 @@ from protocol.tools import (
     ListDirectory,
     ModifyFile,
     ReadFile,
+    Risk,
     RunTerminal,
     SearchCode,
     StepComplete,
@@ -91,6 +92,17 @@ class ToolCall:
             case _:
                 assert_never(self.args)
 
+    @property
+    def risk(self) -> Risk:
+        """The call's risk class: a command's comes from what it runs (``rm`` is destructive,
+        ``pip install`` network), a refused command stays ``execute``."""
+        if isinstance(self.args, RunTerminal):
+            try:
+                return policy.check(self.args.command, command_policy_of(self.request.policy)).risk
+            except SandboxError:
+                return "execute"
+        return risk_of(self.request.tool)
+
     def image(self) -> str | None:
         """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""
         if self.workspace is None or not isinstance(self.args, (WriteFile, ModifyFile)):
@@ -129,7 +141,7 @@ class ToolCall:
             case RunTerminal() as args:
                 # the model may ask for less time than the executor allows, never more
                 timeout = min(args.timeout_s or self.request.timeout_s, self.request.timeout_s)
-                return terminal.run(ws, args, timeout_s=timeout, max_bytes=max_bytes)
+                return terminal.run(ws, args, timeout_s=timeout, max_bytes=max_bytes, policy=self.request.policy)
             case StepComplete() | StepFailed() | None:
                 raise AssertionError(f"{self.request.tool} is not a sandbox tool; _decode refuses it")
             case _:
@@ -139,4 +151,4 @@ class ToolCall:
         """The ToolResult for ``outcome`` (each tool has already capped its own output)."""
         return ToolResult(key=self.request.key, tool=self.request.tool, ok=outcome.ok, output=outcome.output,
                           error=outcome.error, exit_code=outcome.exit_code, duration_ms=duration_ms,
-                          risk=risk_of(self.request.tool), path=outcome.path)
+                          risk=self.risk, path=outcome.path, isolation=outcome.isolation)

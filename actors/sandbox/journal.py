@@ -64,7 +64,6 @@ from protocol.tools import (
     StepComplete,
     StepFailed,
     WriteFile,
-    risk_of,
 )
 
 __all__ = ["Journal", "Send"]
@@ -140,7 +139,7 @@ class Journal:
     def _begin(self, call: ToolCall) -> ToolCallState:
         request = call.request
         reply = self._send(BeginToolCall(key=request.key, session_id=request.session_id, tool=request.tool,
-                                         arguments=request.arguments, risk=risk_of(request.tool),
+                                         arguments=request.arguments, risk=call.risk,
                                          pre_image=call.image()))
         if not isinstance(reply, ToolCallState):
             raise ProtocolError(f"persistence answered begin_tool_call with {type(reply).__name__}, expected "
@@ -151,7 +150,8 @@ class Journal:
         request = call.request
         event = ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
                            tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
-                           outcome=result.outcome, duration_ms=result.duration_ms)
+                           outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
+                           isolation=result.isolation)
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
                                           event=event))
         if not isinstance(reply, (Committed, Ack)):

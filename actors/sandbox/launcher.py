@@ -1,42 +1,349 @@
-"""The tiny launcher run_terminal starts a command through (stdlib only, run as a script).
+"""The launcher every run_terminal command starts through (stdlib only, run as a script).
 
-``python -I -S launcher.py <status_fd> <sandbox_pid> <executable> <argv...>``
+``python -I -S -B launcher.py <spec json>``  or  ``launcher.py --probe``
 
-It exists because the sandbox is multi-threaded, where ``preexec_fn`` may deadlock. In
-the freshly started launcher process it asks the kernel to SIGKILL it when the sandbox
-dies (``PR_SET_PDEATHSIG``, kept across exec), exits if the sandbox is already gone,
-marks the status pipe close-on-exec and execs the command in its own place (same pid).
-A successful exec closes the status pipe with nothing written; a failed one writes
-``"<errno>:<reason>"`` there, so the sandbox can tell "could not start" from "ran and
-failed". Later isolation layers (Landlock, rlimits) belong here, before the exec.
+It exists because the sandbox is multi-threaded, where ``preexec_fn`` may deadlock, and
+because confining a command takes steps that must happen in the command's own process
+tree, in order:
+
+1. ``PR_SET_PDEATHSIG``: the launcher dies with the sandbox (checked against a race).
+2. Join the per-command pids cgroup, when the sandbox made one (a fork bomb stops there).
+3. rlimits: CPU seconds, address space, file size, open files, processes, no core files.
+4. Contain the tree, by ``mode``:
+
+   ``bwrap``      exec bubblewrap, which gives a PID namespace (``--unshare-pid``) whose
+                  init takes every process with it, ``--die-with-parent`` and the rest.
+   ``pidns``      ``unshare(CLONE_NEWPID)`` (root, or inside a new user namespace mapping
+                  only our own uid): the next fork is the namespace's init, which forks
+                  the command and reaps; when the command exits, init exits and the
+                  kernel SIGKILLs whatever is left in the namespace, children that called
+                  ``setsid`` or double-forked included. init dies with the launcher
+                  (PDEATHSIG SIGKILL, plus a lifeline pipe for the fork window).
+   ``subreaper``  the fallback where namespaces are refused: the launcher marks itself a
+                  child subreaper, so orphaned descendants are re-parented to it rather
+                  than to init, and after the command exits (or on SIGTERM, which is also
+                  its PDEATHSIG) it SIGKILLs and reaps every descendant until none is left.
+
+5. In the command's process, just before ``execve``: Landlock (when ``landlock_abi`` > 0):
+   read and execute everywhere, write only beneath the ``writable`` paths, no TCP bind or
+   connect (ABI 4+), no signals to and no abstract sockets of processes outside the
+   domain (ABI 6+).
+
+The status pipe (``status_fd``) tells the sandbox what happened, one JSON object a line:
+``{"started": true}`` once the command's ``execve`` succeeded, or
+``{"error": errno, "reason": "..."}`` when it could not start; and at the end, in the
+pidns and subreaper modes, ``{"exit": n}`` or ``{"signal": n}``. In bwrap mode the status
+after "started" is bubblewrap's exit code, which is the command's.
+
+``--probe`` prints what this machine allows, as JSON: whether a PID namespace can be made
+(``pidns``), and the Landlock ABI version (0: none).
 """
 
 import ctypes
+import errno
+import json
 import os
+import resource
 import signal
 import sys
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_SYS = {"x86_64": {"unshare": 272, "create": 444, "add": 445, "restrict": 446},
+        "aarch64": {"unshare": 97, "create": 444, "add": 445, "restrict": 446}}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
 
 
-def _fail(status_fd: int, err: int, reason: str) -> None:
-    os.write(status_fd, f"{err}:{reason}".encode(errors="replace"))
+def _syscall(name, *args):
+    number = _SYS.get(os.uname().machine, {}).get(name)
+    if number is None:
+        raise OSError(errno.ENOSYS, f"no {name} syscall number for {os.uname().machine}")
+    result = _libc.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _prctl(option, arg):
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
+
+
+# --- Landlock ------------------------------------------------------------------------------
+
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_WRITE_ALL_V1 = sum(1 << bit for bit in range(4, 13))  # remove_dir .. make_sym
+_FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+_RULE_PATH_BENEATH = 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
+    try:
+        return int(_syscall("create", None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+    except OSError:
+        return 0
+
+
+def _landlock(abi, writable):
+    """Confine this process (and what it execs): writes beneath ``writable`` only."""
+    read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+    write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
+    if abi >= 2:
+        write |= _FS_REFER
+    if abi >= 3:
+        write |= _FS_TRUNCATE
+    handled_fs = read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)
+    attr = _RulesetAttr(handled_fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = _syscall("create", ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    try:
+        rules = [("/", read)] + [(path, read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)) for path in writable]
+        rules.append(("/dev/null", _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)))
+        for path, access in rules:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                if not os.path.isdir(path):
+                    access &= _FS_READ_FILE | _FS_WRITE_FILE | _FS_EXECUTE | _FS_TRUNCATE | _FS_IOCTL_DEV
+                beneath = _PathBeneath(access, fd)
+                _syscall("add", ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath),
+                         ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        _syscall("restrict", ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+
+
+# --- the steps -----------------------------------------------------------------------------
+
+def _say(status_fd, **message):
+    try:
+        os.write(status_fd, (json.dumps(message) + "\n").encode())
+    except OSError:
+        pass  # the sandbox is gone; PDEATHSIG is on its way
+
+
+def _rlimits(limits):
+    for name, value in limits.items():
+        which = getattr(resource, f"RLIMIT_{name.upper()}")
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _exec(spec, exec_w):
+    """In the command's process: Landlock, then execve. Reports a failure on ``exec_w``."""
+    try:
+        os.set_blocking(exec_w, True)
+        if spec.get("landlock_abi", 0) > 0:
+            _landlock(spec["landlock_abi"], spec["writable"])
+        os.execve(spec["executable"], spec["argv"], spec["env"])
+    except OSError as exc:
+        os.write(exec_w, json.dumps({"error": exc.errno or 0, "reason": exc.strerror or str(exc)}).encode())
+    except BaseException as exc:  # noqa: BLE001 - whatever it is, the sandbox must hear it
+        os.write(exec_w, json.dumps({"error": 0, "reason": repr(exc)}).encode())
     os._exit(127)
 
 
-def main() -> None:
-    status_fd, sandbox_pid, executable = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    argv = sys.argv[4:]
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        _fail(status_fd, ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != sandbox_pid:
-        os._exit(125)  # the sandbox died before the kernel could be asked to kill us with it
+def _fork_command(spec, status_fd, *, deathsig, unblock=frozenset()):
+    """Fork the command; wait for its exec. Returns its pid, or None when it did not start."""
+    exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(exec_r)
+        os.close(status_fd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, unblock)  # the mask survives execve
+        _prctl(_PR_SET_PDEATHSIG, deathsig)
+        if os.getppid() != parent:
+            os._exit(125)  # the parent died before PDEATHSIG was armed
+        _exec(spec, exec_w)
+    os.close(exec_w)
+    with os.fdopen(exec_r, "rb") as pipe:
+        failure = pipe.read()  # EOF at execve
+    if failure:
+        _say(status_fd, **json.loads(failure))
+        os.waitpid(pid, 0)
+        return None
+    _say(status_fd, started=True)
+    return pid
+
+
+def _status(wait_status):
+    if os.WIFSIGNALED(wait_status):
+        return {"signal": os.WTERMSIG(wait_status)}
+    return {"exit": os.waitstatus_to_exitcode(wait_status)}
+
+
+def _children():
+    """Pids whose parent is this process (orphans re-parented to the subreaper included)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            found.append(int(name))
+    return found
+
+
+def _sweep():
+    """SIGKILL and reap every descendant: killed parents hand their children to us."""
+    for _ in range(10_000):
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _run_subreaper(spec, status_fd):
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    command = []
+
+    def stop(*_):  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
+        for pid in command:
+            os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = _fork_command(spec, status_fd, deathsig=signal.SIGKILL, unblock={signal.SIGTERM})
+    if pid is None:
+        return
+    command.append(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _, wait_status = os.waitpid(pid, 0)  # PEP 475: retried after the handler runs
+    _sweep()
+    _say(status_fd, **_status(wait_status))
+
+
+def _map_ids():
+    uid, gid = os.getuid(), os.getgid()
+    _syscall("unshare", ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID))
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+
+
+def _unshare_pid():
+    if os.geteuid() == 0:
+        _syscall("unshare", ctypes.c_int(_CLONE_NEWPID))
+    else:
+        _map_ids()
+
+
+def _run_pidns(spec, status_fd):
+    _unshare_pid()
+    life_r, life_w = os.pipe2(os.O_CLOEXEC)
+    init = os.fork()
+    if init == 0:  # PID 1 of the new namespace
+        os.close(life_w)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.read(life_r, 1) != b"g":  # the launcher died before PDEATHSIG was armed
+            os._exit(125)
+        command = _fork_command(spec, status_fd, deathsig=signal.SIGKILL)
+        if command is None:
+            os._exit(127)
+        while True:  # reap everything; the command's exit ends the namespace
+            pid, wait_status = os.wait()
+            if pid == command:
+                _say(status_fd, **_status(wait_status))
+                os._exit(0)
+    os.close(life_r)
+    os.write(life_w, b"g")
+    os.close(status_fd)  # init speaks for the command from here on
+    while True:
+        try:
+            os.waitpid(init, 0)
+            return
+        except InterruptedError:
+            continue
+
+
+def probe():
+    """What this machine allows: a PID namespace, and which Landlock ABI."""
+    pidns = False
+    child = os.fork()
+    if child == 0:
+        try:
+            _unshare_pid()
+            grandchild = os.fork()  # the namespace exists once its init runs
+            if grandchild == 0:
+                os._exit(0)
+            os.waitpid(grandchild, 0)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, wait_status = os.waitpid(child, 0)
+    pidns = os.waitstatus_to_exitcode(wait_status) == 0
+    return {"pidns": pidns, "landlock_abi": landlock_abi()}
+
+
+def main():
+    if sys.argv[1:] == ["--probe"]:
+        print(json.dumps(probe()))
+        return
+    spec = json.loads(sys.argv[1])
+    status_fd = spec["status_fd"]
     os.set_inheritable(status_fd, False)
+    mode = spec["mode"]
     try:
-        os.execv(executable, argv)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM if mode == "subreaper" else signal.SIGKILL)
+        if os.getppid() != spec["sandbox_pid"]:
+            os._exit(125)  # the sandbox died before the kernel could be asked to kill us with it
+        if spec.get("cgroup"):
+            with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+        _rlimits(spec.get("rlimits", {}))
+        if mode == "bwrap":
+            _say(status_fd, started=True)
+            os.execve(spec["bwrap"][0], spec["bwrap"] + spec["argv"], spec["env"])
+        elif mode == "pidns":
+            _run_pidns(spec, status_fd)
+        else:
+            _run_subreaper(spec, status_fd)
     except OSError as exc:
-        _fail(status_fd, exc.errno or 0, exc.strerror or str(exc))
+        _say(status_fd, error=exc.errno or 0, reason=exc.strerror or str(exc))
+        os._exit(127)
+    os._exit(0)
 
 
 if __name__ == "__main__":

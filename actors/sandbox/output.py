@@ -11,11 +11,13 @@ knows it did not see everything: ``[… truncated: N more bytes]``.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from protocol.errors import ErrorInfo
 
-__all__ = ["Outcome", "truncate", "utf8_start", "utf8_stop"]
+__all__ = ["Outcome", "strip_controls", "truncate", "utf8_start", "utf8_stop"]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +25,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     path: str = ""  # workspace-relative path the tool acted on, when it has one
     exit_code: int | None = None
     error: ErrorInfo | None = None
+    isolation: str = ""  # run_terminal: what the command ran under
 
     @property
     def ok(self) -> bool:
@@ -59,3 +62,18 @@ def truncate(text: str, limit: int) -> str:
     cut = utf8_stop(data, limit)
     kept = data[:cut].decode("utf-8", "replace")
     return f"{kept}\n[… truncated: {len(data) - cut} more bytes]"
+
+
+# ESC sequences: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST
+# or cut off), and the two-byte forms; then C1 controls and C0 controls except \t and \n.
+# Each alternative is a single pass with no nested repetition, so stripping is linear.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+                      r"|\x9b[0-?]*[ -/]*[@-~]?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without terminal escapes and control characters: a command's colours,
+    cursor moves and window titles must not reach the model or a user's terminal.
+    CRLF becomes LF; a lone CR (a progress bar redrawing its line) becomes LF too."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _ESCAPES.sub("", text)

@@ -1,22 +1,32 @@
-"""run_terminal: one command, no shell, in its own session, with a deadline and a capped output.
+"""run_terminal: one command, checked by the policy, confined, with a deadline and a capped output.
 
 How a command runs:
 
-- ``shlex.split`` parses it into argv (no shell ever sees it); the executable is looked
-  up on the command's PATH first, so a missing one is ACODE-SBX-005 naming it.
-- It starts through ``launcher.py`` (see there) in a new session and process group,
-  stdin from /dev/null, cwd the workspace, and dies with the sandbox (PR_SET_PDEATHSIG).
-- Environment: the sandbox's, minus every name containing KEY, TOKEN, SECRET or PASSWORD,
-  with the directory of ``sys.executable`` first on PATH (``python`` is acode's).
+- :func:`actors.sandbox.policy.check` parses it into argv (no shell ever sees it, unless
+  the user opted in for that exact command) and refuses shell syntax, executables off the
+  allowlist and the argument forms known to escape (ACODE-SBX-010/011/012). The session
+  may require a minimum isolation level; below it nothing runs (ACODE-SBX-015).
+- The executable is looked up on the command's PATH first: a missing one is ACODE-SBX-005.
+- It starts through ``launcher.py`` (see there) in a new session and process group, stdin
+  from /dev/null, cwd the workspace, an allowlisted environment with HOME and TMPDIR in a
+  per-call scratch dir (removed afterwards), rlimits, a pids cgroup when there is one, and
+  the isolation :mod:`actors.sandbox.isolation` found: bubblewrap, Landlock or process-level,
+  with the process tree contained by a PID namespace or a subreaper.
 - stdout and stderr share one pipe, read without blocking as data comes. At most
-  ``max_bytes`` are kept (head and tail halves); the middle is counted and marked.
-- The process exit is watched through a pidfd. When the command exits, or the deadline
-  passes, the whole process group is SIGKILLed (leftover background children included)
-  before the leader is reaped, so its pid, the group id, cannot be reused under us.
+  ``max_bytes`` are kept (head and tail halves); the middle is counted and marked. ANSI
+  and OSC escapes and other control characters are stripped, invalid UTF-8 replaced.
+- The launcher's exit is watched through a pidfd. At the deadline the tree is killed: the
+  launcher's process group gets SIGKILL, which takes a PID namespace with it; in subreaper
+  mode the launcher first gets SIGTERM so it can sweep re-parented orphans. Whatever is
+  left in the pids cgroup is killed when it is released. The sandbox is a child subreaper
+  too, so an orphan that escaped everything else comes back to it and is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import json
 import math
 import os
 import select
@@ -25,30 +35,35 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+import msgspec
+
+from actors.sandbox import policy as command_policy
 from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.output import Outcome, utf8_start, utf8_stop
+from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
+from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
 from protocol.errors import ErrorInfo, SandboxError
+from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
 
-__all__ = ["Terminal", "command_env"]
+__all__ = ["Terminal", "command_policy_of"]
 
-_LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _CHUNK = 65536
 _DRAIN_CHUNKS = 64  # per turn: an endless writer cannot keep us from checking the deadline
+_SWEEP_GRACE_S = 2.0  # how long a subreaper launcher gets to sweep after SIGTERM
+_PR_SET_CHILD_SUBREAPER = 36
 
 
-def command_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a command gets: no secrets by name, acode's interpreter first on PATH."""
-    source = dict(os.environ if base is None else base)
-    env = {k: v for k, v in source.items() if not any(word in k.upper() for word in _SECRET_WORDS)}
-    bindir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", os.defpath)])
-    return env
+def command_policy_of(policy: SandboxPolicy) -> command_policy.CommandPolicy:
+    """The command policy a session's sandbox settings describe."""
+    allow = (frozenset(policy.allowed_commands) if policy.allowed_commands is not None
+             else command_policy.DEFAULT_ALLOW) | frozenset(policy.extra_commands)
+    return command_policy.CommandPolicy(allow=allow, allow_inline_code=policy.allow_inline_code,
+                                        shell_commands=frozenset(c.strip() for c in policy.shell_commands))
 
 
 class _Capture:
@@ -75,11 +90,12 @@ class _Capture:
     def text(self) -> str:
         head, tail = self.head, self.tail[-self.tail_cap:]
         if self.total == len(head) + len(tail):
-            return (head + tail).decode("utf-8", "replace")
+            return strip_controls((head + tail).decode("utf-8", "replace"))
         stop, start = utf8_stop(head, len(head)), utf8_start(tail, 0)
         cut = self.total - stop - (len(tail) - start)
-        return (head[:stop].decode("utf-8", "replace") + f"\n[… truncated: {cut} bytes cut from the middle …]\n"
-                + tail[start:].decode("utf-8", "replace"))
+        return (strip_controls(head[:stop].decode("utf-8", "replace"))
+                + f"\n[… truncated: {cut} bytes cut from the middle …]\n"
+                + strip_controls(tail[start:].decode("utf-8", "replace")))
 
 
 def _drain(fd: int, capture: _Capture) -> bool:
@@ -95,106 +111,256 @@ def _drain(fd: int, capture: _Capture) -> bool:
     return True
 
 
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _user_processes() -> int:
+    uid = os.getuid()
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat(f"/proc/{name}").st_uid == uid
+    return count
 
 
 class Terminal:
-    """Runs commands and remembers the running ones, so :meth:`kill_all` can end them at stop."""
+    """Runs commands and remembers the running ones, so :meth:`kill_all` can end them at stop.
 
-    def __init__(self) -> None:
+    ``isolation`` is what :func:`~actors.sandbox.isolation.detect` found (detected on first
+    use when not given); ``subreaper`` makes this process a child subreaper, which only the
+    sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
+    """
+
+    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False):
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
+        self._isolation = isolation
+        self._cgroups: PidsCgroup | None = None
+        self._scratch_root = Path(tempfile.gettempdir())
+        self._hidden: list[str] = []
+        if subreaper:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+    @property
+    def isolation(self) -> Isolation:
+        with self._lock:
+            if self._isolation is None:
+                self._isolation = detect()
+            if self._isolation.pids == "cgroup" and self._cgroups is None:
+                self._cgroups = PidsCgroup.create()
+            return self._isolation
+
+    def hide(self, *paths: str) -> None:
+        """Paths a bubblewrapped command must not see (acode's home, its sockets)."""
+        self._hidden.extend(paths)
+
+    def close(self) -> None:
+        self.kill_all()
+        if self._cgroups is not None:
+            self._cgroups.close()
 
     def kill_all(self) -> int:
         """SIGKILL the process group of every running command; how many there were."""
         with self._lock:
             for pid in self._running:
-                _killpg(pid)
+                _signal_group(pid, signal.SIGKILL)
             return len(self._running)
 
-    def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, max_bytes: int) -> Outcome:
+    def sweep(self) -> int:
+        """Kill and reap orphans re-parented to this (subreaper) process that are not one of
+        our running launchers; how many there were."""
+        me, swept = os.getpid(), 0
+        with self._lock:
+            known = set(self._running)
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in known:
+                    continue
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as stat:
+                        fields = stat.read().rsplit(b")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == me and int(name) != me:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(name), signal.SIGKILL)
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(int(name), 0)
+                    swept += 1
+        return swept
+
+    def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, max_bytes: int,
+            policy: SandboxPolicy | None = None) -> Outcome:
+        policy = policy or SandboxPolicy()
+        command = command_policy.check(args.command, command_policy_of(policy))
+        isolation = self.isolation
+        require(isolation, policy.require_isolation)
+        scratch = Path(tempfile.mkdtemp(prefix="acode-cmd-", dir=self._scratch_root))
+        group: Path | None = None
         try:
-            argv = shlex.split(args.command)
-        except ValueError as exc:
-            raise SandboxError(f"command {quote(args.command)} could not be parsed: {exc}; quote it as a "
-                               "POSIX shell would (no shell runs it)", code="ACODE-SBX-007") from exc
-        if not argv:
-            raise SandboxError("command is empty; name a program to run", code="ACODE-SBX-007")
-        env = command_env()
-        executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
-        if executable is None:
-            raise SandboxError(f"command {quote(argv[0])} was not found on PATH; install it or run a command "
-                               "that exists", code="ACODE-SBX-005")
+            (scratch / "home").mkdir()
+            (scratch / "tmp").mkdir()
+            env = command_env(scratch, extra=frozenset(policy.pass_env))
+            argv = command.argv
+            executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
+            if executable is None:
+                raise SandboxError(f"command {quote(argv[0])} was not found on PATH; install it or run a command "
+                                   "that exists", code="ACODE-SBX-005")
+            if self._cgroups is not None:
+                group = self._cgroups.group(policy.max_processes)
+            spec = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group)
+            outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
+        finally:
+            if group is not None and self._cgroups is not None:
+                self._cgroups.release(group)
+            shutil.rmtree(scratch, ignore_errors=True)
+        return msgspec.structs.replace(outcome, isolation=isolation.describe())
+
+    def _spec(self, ws: Workspace, isolation: Isolation, policy: SandboxPolicy, scratch: Path, executable: str,
+              argv: list[str], env: dict[str, str], timeout_s: float, group: Path | None) -> dict[str, object]:
+        rlimits: dict[str, int] = {"core": 0, "nofile": 4096,
+                                   "cpu": math.ceil(timeout_s * (os.cpu_count() or 1)) + 10}
+        if policy.memory_limit_mb:
+            rlimits["as"] = policy.memory_limit_mb * 2**20
+        if policy.file_size_limit_mb:
+            rlimits["fsize"] = policy.file_size_limit_mb * 2**20
+        if isolation.pids == "rlimit":
+            rlimits["nproc"] = _user_processes() + policy.max_processes
+        spec: dict[str, object] = {
+            "sandbox_pid": os.getpid(), "mode": isolation.mode, "executable": executable,
+            "argv": [executable, *argv[1:]] if isolation.mode == "bwrap" else argv, "env": env,
+            "rlimits": rlimits, "cgroup": str(group) if group else None,
+            "landlock_abi": isolation.landlock_abi if isolation.level == "landlock" else 0,
+            "writable": [ws.root, str(scratch)],
+        }
+        if isolation.mode == "bwrap":
+            assert isolation.bwrap is not None
+            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, network=policy.network)
+        return spec
+
+    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, *, network: bool) -> list[str]:
+        argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        home = os.path.expanduser("~")
+        for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:
+            if not os.path.lexists(hidden) or _inside(root, hidden):
+                continue  # the workspace itself stays visible; it is bound below anyway
+            if os.path.isdir(hidden):
+                argv += ["--tmpfs", hidden]
+            else:
+                argv += ["--ro-bind", "/dev/null", hidden]
+        argv += ["--bind", str(scratch), str(scratch), "--bind", root, root, "--chdir", root,
+                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+        if not network:
+            argv.append("--unshare-net")
+        return [*argv, "--"]
+
+    def _launch(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
+                timeout_s: float, max_bytes: int, isolation: Isolation) -> Outcome:
         status_r, status_w = os.pipe()
+        spec["status_fd"] = status_w
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", _LAUNCHER, str(status_w), str(os.getpid()), executable,
-                 *argv],
-                cwd=ws.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(status_w,), close_fds=True)
+            with self._lock:  # registered before a sweep can see it
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-B", LAUNCHER, json.dumps(spec)],
+                    cwd=ws.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(status_w,), close_fds=True)
+                self._running[proc.pid] = proc
         except BaseException:
             os.close(status_r)
             raise
         finally:
             os.close(status_w)
-        with self._lock:
-            self._running[proc.pid] = proc
         try:
-            with open(status_r, "rb") as status:
-                failure = status.read()  # EOF at exec: empty when the command started
-            if failure:
-                err, _, reason = failure.decode(errors="replace").partition(":")
-                raise SandboxError(f"command {quote(argv[0])} could not start: {reason} (errno {err}); check "
-                                   "that it exists and is executable", code="ACODE-SBX-005")
-            return self._watch(proc, argv, time.monotonic() + timeout_s, timeout_s, max_bytes)
+            return self._watch(proc, status_r, argv, time.monotonic() + timeout_s, timeout_s, max_bytes,
+                               isolation)
         finally:
             with self._lock:
                 self._running.pop(proc.pid, None)
-            _killpg(proc.pid)  # leftovers of the group; the leader is not reaped yet
+            _signal_group(proc.pid, signal.SIGKILL)  # leftovers of the group; the leader is not reaped yet
             if proc.stdout is not None:
                 proc.stdout.close()
             proc.wait()
 
-    def _watch(self, proc: subprocess.Popen[bytes], argv: list[str], deadline: float, timeout_s: float,
-               max_bytes: int) -> Outcome:
+    def _watch(self, proc: subprocess.Popen[bytes], status_fd: int, argv: list[str], deadline: float,
+               timeout_s: float, max_bytes: int, isolation: Isolation) -> Outcome:
         assert proc.stdout is not None
         out = proc.stdout.fileno()
         os.set_blocking(out, False)
-        capture = _Capture(max_bytes)
+        os.set_blocking(status_fd, False)
+        capture, status = _Capture(max_bytes), bytearray()
         pidfd = os.pidfd_open(proc.pid)
         poller = select.poll()
-        poller.register(out, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
+        for fd in (out, pidfd, status_fd):
+            poller.register(fd, select.POLLIN)
         exited = eof = False
         try:
             while not (exited and eof):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    _killpg(proc.pid)
+                    self._kill_tree(proc, pidfd, isolation)
                     _drain(out, capture)
                     return Outcome(output=capture.text(), error=ErrorInfo(
                         code="ACODE-SBX-006",
                         message=f"command {quote(shlex.join(argv))} did not finish within {timeout_s:g}s and was "
-                                "killed with its process group; make it faster or give it a larger timeout_s"))
+                                "killed with every process it started; make it faster or give it a larger "
+                                "timeout_s"))
                 for fd, _ in poller.poll(math.ceil(remaining * 1000)):
                     if fd == out and not _drain(out, capture):
                         eof = True
                         poller.unregister(out)
+                    elif fd == status_fd and not _read_status(status_fd, status):
+                        poller.unregister(status_fd)
                     elif fd == pidfd:
                         exited = True
                         poller.unregister(pidfd)
                 if exited and not eof:
                     _drain(out, capture)  # what the command wrote; background children hold the pipe
                     break
+            _read_status(status_fd, status)
         finally:
             os.close(pidfd)
+            os.close(status_fd)
+        messages = [json.loads(line) for line in status.decode(errors="replace").splitlines() if line.strip()]
+        for message in messages:
+            if "error" in message:
+                raise SandboxError(f"command {quote(argv[0])} could not start: {message.get('reason')} (errno "
+                                   f"{message['error']}); check that it exists and is executable",
+                                   code="ACODE-SBX-005")
         info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # peek: reaping comes after the killpg
         assert info is not None
-        return Outcome(output=capture.text(), exit_code=_exit_code(info))
+        exit_code = _exit_code(info)
+        for message in messages:
+            if "exit" in message:
+                exit_code = int(message["exit"])
+            elif "signal" in message:
+                exit_code = -int(message["signal"])
+        return Outcome(output=capture.text(), exit_code=exit_code)
+
+    @staticmethod
+    def _kill_tree(proc: subprocess.Popen[bytes], pidfd: int, isolation: Isolation) -> None:
+        if isolation.mode == "subreaper":  # let the launcher sweep its re-parented orphans first
+            _signal_group(proc.pid, signal.SIGTERM)
+            select.select([pidfd], [], [], _SWEEP_GRACE_S)
+        _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _read_status(fd: int, into: bytearray) -> bool:
+    """Read what the status pipe holds; False at end of file."""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        into += chunk
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether ``root`` is ``path`` or lies beneath it."""
+    return os.path.commonpath([root, os.path.abspath(path)]) == os.path.abspath(path)
 
 
 def _exit_code(info: os.waitid_result) -> int:

@@ -79,7 +79,8 @@ class StageContext:
         reply = self.clients.call(
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
-                    arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes),
+                    arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
+                    policy=settings.sandbox),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
         return reply.result  # type: ignore[no-any-return]
 

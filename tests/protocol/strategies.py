@@ -18,6 +18,7 @@ from protocol import events as ev
 from protocol import messages as m
 from protocol import plan as pl
 from protocol import results as rs
+from protocol import sandbox as sb
 from protocol import session as ss
 from protocol.errors import ErrorInfo
 
@@ -86,6 +87,14 @@ arguments = st.dictionaries(short, json_values, max_size=4)
 error_infos = struct(ErrorInfo, {"code": st.from_regex(r"ACODE-[A-Z]{2,5}-\d{3}", fullmatch=True),
                                  "message": texts}, retryable=st.booleans())
 providers = struct(ss.ScriptedProvider, {"script_yaml": texts}, script_name=short)
+sandbox_policies = struct(
+    sb.SandboxPolicy,
+    allowed_commands=st.none() | _few(short.filter(bool)), extra_commands=_few(short.filter(bool)),
+    allow_inline_code=st.booleans(), shell_commands=_few(texts.filter(bool)),
+    require_isolation=st.sampled_from(["process", "landlock", "bubblewrap"]), network=st.booleans(),
+    memory_limit_mb=st.integers(0, 1_048_576), file_size_limit_mb=st.integers(0, 1_048_576),
+    max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
+)
 settings = struct(
     ss.SessionSettings,
     stage_timeouts=st.dictionaries(stages, seconds),
@@ -94,6 +103,7 @@ settings = struct(
     max_turns_per_step=st.integers(1, 100),
     command_timeout=seconds,
     output_limit_bytes=st.integers(1_024, 10_000_000),
+    sandbox=sandbox_policies,
     provider=st.none() | providers,
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
@@ -163,7 +173,7 @@ tool_results = struct(
     {"key": ids, "tool": short, "ok": st.booleans()},
     output=texts, error=st.none() | error_infos, exit_code=st.none() | signed,
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
-    risk=risks, path=short,
+    risk=risks, path=short, isolation=short,
 )
 usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments)
@@ -207,7 +217,7 @@ _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks
        status=short)
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
 _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
-       outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats)
+       outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
@@ -277,7 +287,7 @@ struct(m.StageDone, {"result": stage_results})
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
-       output_limit_bytes=st.integers(1_024, 10_000_000))
+       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies)
 struct(m.ToolDone, {"result": tool_results})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,

@@ -16,6 +16,7 @@ from protocol import codec, frames
 from protocol.ids import new_id
 from protocol.messages import Envelope, Error, RunTool, ToolDone
 from protocol.results import ToolResult
+from protocol.sandbox import SandboxPolicy
 from tests.harness import Harness, wait_until
 
 JOURNAL = "tests.actors.sandbox.journal_actor"
@@ -151,3 +152,23 @@ def test_a_malformed_run_tool_gets_an_error_and_the_sandbox_still_serves(sandbox
     finally:
         sock.close()
     assert _call(sandbox.client(), _tool(workspace, "list_directory")).output == "[. is an empty directory]"
+
+
+def test_a_sandbox_killed_mid_command_leaves_no_orphan_even_a_double_forked_daemon(
+        sandbox: Harness, workspace: Path) -> None:
+    marker = "1234.567"  # the grandchild's sleep: found by its command line (pids differ in a namespace)
+    code = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        os.execvp('sleep', ['sleep', '{marker}'])\n    os._exit(0)\ntime.sleep(60)")
+    request = RunTool(key=new_id(), session_id="s1", workspace=str(workspace), tool="run_terminal",
+                      arguments={"command": f"python -c \"{code}\""},
+                      policy=SandboxPolicy(allow_inline_code=True))
+    client = sandbox.client()
+    client.send("sandbox", request, timeout=30, decoder=codec.SANDBOX_REPLY, retry_on_lost=False)
+
+    def daemons() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker]
+                and p.status() != psutil.STATUS_ZOMBIE]
+
+    wait_until(daemons, what="the double-forked daemon running")
+    sandbox.kill("sandbox")
+    wait_until(lambda: not daemons(), what="the daemon killed with the sandbox")
