@@ -184,6 +184,10 @@ class Actor:
         """Ids of the requests in progress (reported in every heartbeat)."""
         return []
 
+    def info(self) -> dict[str, str]:
+        """Facts about this process for ``acode status`` (reported in every heartbeat)."""
+        return {}
+
     # -- helpers for subclasses ------------------------------------------------------------
 
     def socket(self, kind: int) -> zmq.Socket[Any]:
@@ -301,7 +305,7 @@ class Actor:
             return
         beat = Heartbeat(instance=self.spec.instance, actor=self.actor, pid=os.getpid(),
                          epoch=self.spec.epoch, state=self.state,  # type: ignore[arg-type]
-                         busy=self.busy())
+                         busy=self.busy(), info=self.info())
         try:
             self._supervisor.send(codec.encode(beat), zmq.NOBLOCK)
         except zmq.Again:

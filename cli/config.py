@@ -22,12 +22,14 @@ import msgspec.yaml
 
 from actors.coordinator.actor import CoordinatorOptions
 from actors.coordinator.supervisor import SupervisionOptions
+from actors.sandbox.isolation import is_secret_name
 from protocol.errors import ConfigError
+from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
 
-__all__ = ["AcodeConfig", "load_file", "resolve", "session_settings", "up_options"]
+__all__ = ["AcodeConfig", "load_file", "resolve", "sandbox_policy", "session_settings", "up_options"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -51,9 +53,24 @@ class Executor(_Section):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
 
 
+Names = list[Annotated[str, msgspec.Meta(min_length=1, max_length=256)]]
+
+
 class Sandbox(_Section):
+    """Tool limits and the command policy (see README "Sandbox"; defaults in protocol/sandbox.py)."""
+
     command_timeout: Seconds | None = None
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
+    allowed_commands: Names | None = None
+    extra_commands: Names | None = None
+    allow_inline_code: bool | None = None
+    shell_commands: list[Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]] | None = None
+    require_isolation: Literal["process", "landlock", "bubblewrap"] | None = None
+    network: bool | None = None
+    memory_limit_mb: Annotated[int, msgspec.Meta(ge=0, le=1_048_576)] | None = None
+    file_size_limit_mb: Annotated[int, msgspec.Meta(ge=0, le=1_048_576)] | None = None
+    max_processes: Annotated[int, msgspec.Meta(ge=8, le=100_000)] | None = None
+    pass_env: Names | None = None
 
 
 class Model(_Section):
@@ -123,6 +140,26 @@ def load_file(path: Path) -> AcodeConfig:
     return config
 
 
+def _env_value(section: str, field: str, value: str) -> Any:
+    """A list setting from the environment: a JSON array, or names separated by commas."""
+    if not _is_list(getattr(AcodeConfig(), section), field):
+        return value
+    if value.lstrip().startswith("["):
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"ACODE_{section.upper()}__{field.upper()} is not a JSON array: {exc}") from exc
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _is_list(section: _Section, field: str) -> bool:
+    info = msgspec.inspect.type_info(type(section))
+    assert isinstance(info, msgspec.inspect.StructType)
+    kind = next(f.type for f in info.fields if f.name == field)
+    options = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    return any(isinstance(option, msgspec.inspect.ListType) for option in options)
+
+
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
@@ -137,7 +174,7 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
         if field not in known:
             raise ConfigError(f"environment variable {key} names no setting of {section}; its settings are "
                               f"{', '.join(known)}")
-        raw.setdefault(section, {})[field] = value
+        raw.setdefault(section, {})[field] = _env_value(section, field, value)
     try:
         return msgspec.convert(raw, AcodeConfig, strict=False)
     except msgspec.ValidationError as exc:
@@ -190,8 +227,22 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         max_turns_per_step=config.executor.max_turns_per_step or defaults.max_turns_per_step,
         command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
         output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
+        sandbox=sandbox_policy(config),
         provider=provider,
     )
+
+
+def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:
+    """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name
+    is refused here, before a session starts."""
+    sandbox = config.sandbox
+    secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]
+    if secret:
+        raise ConfigError(f"sandbox.pass_env names {', '.join(secret)}, which look like secrets (KEY, TOKEN, "
+                          "SECRET, PASSWORD, CREDENTIAL, AUTH); commands never get those. Remove them, or pass a "
+                          "non-secret setting instead")
+    values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f) is not None}
+    return SandboxPolicy(**values)
 
 
 def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:

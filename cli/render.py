@@ -63,6 +63,8 @@ def status_table(report: StatusReport) -> str:
     for a in report.actors:
         if a.state == "failed":
             lines.append(f"{a.instance} failed: {a.reason}")
+        for key, value in sorted(a.info.items()):
+            lines.append(f"{a.instance} {key}: {value}")
     return "\n".join(lines)
 
 

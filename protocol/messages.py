@@ -117,6 +117,7 @@ class ActorStatus(Message, tag="actor_status", kw_only=True):
     heartbeat_age_s: float | None = None
     busy: int = 0
     reason: str = ""
+    info: dict[str, str] = {}  # what the actor reports of itself, e.g. the sandbox's isolation
 
 
 class StatusReport(Message, tag="status_report", kw_only=True):
@@ -318,6 +319,7 @@ class Heartbeat(Message, tag="heartbeat", kw_only=True):
     epoch: int
     state: Literal["starting", "ready", "stopping"]
     busy: list[str] = []  # ids of the requests this instance is working on
+    info: dict[str, str] = {}  # facts for `acode status` (Actor.info)
 
 
 class Stop(Message, tag="stop", kw_only=True):

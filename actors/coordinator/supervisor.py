@@ -86,6 +86,7 @@ class Child:
     started_wall: float | None = None
     last_beat: float | None = None
     busy: list[str] = field(default_factory=list)
+    info: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     timer: Any = None
 
@@ -97,7 +98,7 @@ class Child:
             started_at=self.started_wall if alive else None,
             uptime_s=round(now - self.started_mono, 3) if alive else 0.0,
             heartbeat_age_s=round(now - self.last_beat, 3) if alive and self.last_beat is not None else None,
-            busy=len(self.busy), reason=self.reason)
+            busy=len(self.busy), reason=self.reason, info=self.info if alive else {})
 
 
 class Supervisor:
@@ -182,6 +183,7 @@ class Supervisor:
             return  # a stale epoch (a process on its way out) or a stranger
         child.last_beat = self.loop.clock()
         child.busy = beat.busy
+        child.info = beat.info
         if beat.state == "ready" and child.state == "starting":
             child.state = "ready"
             child.reason = ""

@@ -56,6 +56,10 @@ class SandboxActor(Actor):
             self.terminal.close()
             self.clients.close()
 
+    def info(self) -> dict[str, str]:
+        terminal: Terminal | None = getattr(self, "terminal", None)
+        return {"isolation": terminal.isolation.describe()} if terminal is not None else {}
+
     def busy(self) -> list[str]:
         worker: Worker | None = getattr(self, "worker", None)
         return worker.busy() if worker is not None else []

@@ -92,3 +92,28 @@ def test_up_options_carry_supervision_storage_and_workers(tmp_path: Path) -> Non
     assert (interval, liveness) == (0.5, 3)
     assert options.supervision.restart_intensity == 2 and options.supervision.restart_period == 30.0
     assert options.synchronous == "normal" and options.workers == {"executor": 3}
+
+
+def test_the_workspace_sandbox_section_reaches_the_session(tmp_path: Path) -> None:
+    _write(tmp_path / ".agent" / "config.yml",
+           "sandbox:\n  extra_commands: [make]\n  shell_commands: ['npm test && npm run lint']\n"
+           "  require_isolation: bubblewrap\n  memory_limit_mb: 0\n")
+    policy = session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={})).sandbox
+    assert (policy.extra_commands, policy.shell_commands, policy.require_isolation, policy.memory_limit_mb) == (
+        ["make"], ["npm test && npm run lint"], "bubblewrap", 0)
+    assert (policy.allowed_commands, policy.allow_inline_code, policy.network) == (None, False, False)
+
+
+def test_list_settings_from_the_environment_are_comma_lists_or_json(tmp_path: Path) -> None:
+    env = {"ACODE_SANDBOX__EXTRA_COMMANDS": "make, cmake", "ACODE_SANDBOX__SHELL_COMMANDS": '["a, b && c"]'}
+    policy = session_settings(resolve(home=tmp_path, env=env)).sandbox
+    assert (policy.extra_commands, policy.shell_commands) == (["make", "cmake"], ["a, b && c"])
+    with pytest.raises(ConfigError, match="ACODE_SANDBOX__SHELL_COMMANDS is not a JSON array"):
+        resolve(home=tmp_path, env={"ACODE_SANDBOX__SHELL_COMMANDS": "[oops"})
+
+
+def test_passing_a_secret_looking_variable_to_commands_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sandbox.pass_env names GH_TOKEN, which look like secrets"):
+        session_settings(resolve(home=tmp_path, env={"ACODE_SANDBOX__PASS_ENV": "GH_TOKEN,FOO"}))
+    with pytest.raises(ConfigError, match="require_isolation"):
+        resolve(home=tmp_path, env={"ACODE_SANDBOX__REQUIRE_ISOLATION": "strong"})

@@ -252,6 +252,7 @@ actor_statuses = struct(
     {"instance": short, "actor": short, "state": _literal(m.ActorState)},
     pid=st.none() | signed, epoch=signed, restarts=signed, started_at=st.none() | floats,
     uptime_s=floats, heartbeat_age_s=st.none() | floats, busy=signed, reason=texts,
+    info=st.dictionaries(short, texts, max_size=2),
 )
 struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
        degraded=st.booleans(), reason=texts, actors=_few(actor_statuses), sessions_active=signed)
@@ -291,7 +292,8 @@ struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": sh
 struct(m.ToolDone, {"result": tool_results})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
-                     "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids))
+                     "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids),
+       info=st.dictionaries(short, texts, max_size=2))
 struct(m.Stop, reason=texts)
 struct(m.WorkerInfo, {"instance": short}, pid=signed, epoch=naturals, capacity=st.integers(1, 10_000),
        busy=_few(ids))
