@@ -10,8 +10,12 @@
 - ``rss_mb``: total resident memory of the actor set (coordinator and children) at start and
   after the runs, and the growth per session.
 - ``status_rtt_ms``: a CLI request to the coordinator through the broker and back.
+- ``tool_dispatch_ms``: a journaled ``read_file`` of 1 KB, sent to the sandbox as the
+  executor sends it (intent and result written through persistence), p50/p99.
+- ``run_terminal_ms``: ``true`` run through run_terminal under each isolation level this
+  machine offers, p50/p99, and what bubblewrap adds over process-level isolation.
 
-Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal]`` (run it with the
+Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N]`` (run it with the
 project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private acode home and
 stops everything it started.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,12 +37,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from actors.paths import RunPaths  # noqa: E402
+from actors.sandbox.confine import Workspace  # noqa: E402
+from actors.sandbox.isolation import Isolation, detect  # noqa: E402
+from actors.sandbox.terminal import Terminal  # noqa: E402
 from cli import daemon  # noqa: E402
 from cli.config import resolve, session_settings, up_options  # noqa: E402
 from cli.connection import Connection  # noqa: E402
 from cli.follow import follow  # noqa: E402
+from protocol import codec  # noqa: E402
 from protocol.ids import new_id  # noqa: E402
-from protocol.messages import GetStatus, SubmitTask  # noqa: E402
+from protocol.messages import GetStatus, RunTool, SubmitTask, ToolDone  # noqa: E402
+from protocol.tools import RunTerminal  # noqa: E402
 
 STEPS = 10
 
@@ -66,10 +76,62 @@ def _percentile(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
+def _tool_dispatch(connection: Connection, session_id: str, workspace: Path, calls: int = 300) -> list[float]:
+    """Round trips of a journaled 1 KB read_file, as the executor makes them."""
+    (workspace / "one-kb.txt").write_text("x" * 1023 + "\n")
+    times = []
+    for _ in range(calls):
+        request = RunTool(key=new_id(), session_id=session_id, workspace=str(workspace), tool="read_file",
+                          arguments={"path": "one-kb.txt"})
+        t0 = time.perf_counter()
+        reply = connection.client.call("sandbox", request, timeout=15, decoder=codec.SANDBOX_REPLY)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert isinstance(reply, ToolDone) and reply.result.ok, reply
+    return times
+
+
+def _run_terminal(calls: int) -> dict[str, object]:
+    """``true`` through run_terminal under each isolation this machine offers, and the
+    cost of each over process-level isolation (plain ``subprocess.run`` for reference)."""
+    full = detect()
+    variants = {"process_subreaper": Isolation(level="process", pidns=False, pids=full.pids)}
+    if full.pidns:
+        variants["process_pidns"] = Isolation(level="process", pidns=True, pids=full.pids)
+    landlock = detect(bubblewrap=False)
+    if landlock.level == "landlock":
+        variants["landlock"] = landlock
+    if full.level == "bubblewrap":
+        variants["bubblewrap"] = full
+    out: dict[str, object] = {"offered": full.describe()}
+    with tempfile.TemporaryDirectory(prefix="acode-bench-ws-") as root:
+        base = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            subprocess.run(["true"], check=True)
+            base.append((time.perf_counter() - t0) * 1000)
+        out["plain_subprocess_p50"] = _percentile(base, 0.5)
+        with Workspace(root) as ws:
+            for name, isolation in variants.items():
+                terminal = Terminal(isolation)
+                times = []
+                for _ in range(calls):
+                    t0 = time.perf_counter()
+                    outcome = terminal.run(ws, RunTerminal(command="true"), timeout_s=30, max_bytes=1024)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    assert outcome.exit_code == 0, outcome
+                terminal.close()
+                out[name] = {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)}
+    reference = out.get("process_pidns") or out["process_subreaper"]
+    if "bubblewrap" in out:
+        out["bubblewrap_added_p50"] = round(out["bubblewrap"]["p50"] - reference["p50"], 3)  # type: ignore[index]
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
+    parser.add_argument("--commands", type=int, default=50, help="run_terminal calls per isolation level")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -111,6 +173,7 @@ def main() -> int:
                     session_s.append(time.perf_counter() - t0)
                     assert final.status == "completed", final
                     server_s.append((final.finished_at or 0) - final.created_at)
+                tool_ms = _tool_dispatch(connection, session_id, workspace)
             rss, processes = actor_set_rss()
         finally:
             daemon.stop(paths)
@@ -132,6 +195,10 @@ def main() -> int:
                    "growth_per_session": round((rss - rss_before) / 2**20 / args.sessions, 2),
                    "target_per_session": 200},
         "status_rtt_ms": {"p50": _percentile(rtt_ms, 0.5), "p99": _percentile(rtt_ms, 0.99)},
+        "tool_dispatch_ms": {"p50": _percentile(tool_ms, 0.5), "p99": _percentile(tool_ms, 0.99),
+                             "count": len(tool_ms),
+                             "call": "executor -> sandbox -> executor, read_file of 1 KB, journaled"},
+        "run_terminal_ms": _run_terminal(args.commands),
     }
     print(json.dumps(result, indent=2))
     return 0
