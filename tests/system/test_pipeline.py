@@ -124,7 +124,7 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
     ]
     second = w.plan(steps=[{"label": "S4", "title": "write c.txt", "action": "write_file"}],
                     checks=[{"label": "A3", "description": "c.txt exists",
-                             "check": {"command": "python -c pass", "expect_exit": 0}}])
+                             "check": {"command": "true", "expect_exit": 0}}])
     responses["planner"].append(second)
     responses["executor"] += [w.call("write_file", path="c.txt", content="gamma\n"), w.done("wrote c.txt")]
     code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
@@ -146,7 +146,7 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
 def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = w.workspace(tmp_path / "w")
-    failing = {"label": "A1", "description": "never true", "check": {"command": "python -c 'raise SystemExit(3)'"}}
+    failing = {"label": "A1", "description": "never true", "check": {"command": "false"}}
     responses = {
         "planner": [w.plan(checks=[failing], steps=[{"label": "S1", "title": "try", "action": "analyze_code"}])],
         "executor": [w.done(f"attempt {i}") for i in range(4)],

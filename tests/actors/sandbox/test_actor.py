@@ -37,8 +37,13 @@ def workspace(home: Path) -> Path:
     return path
 
 
+# the tests drive commands through sh; the policy's own refusals are tested in test_policy.py
+WITH_SH = SandboxPolicy(extra_commands=["sh"], allow_inline_code=True)
+
+
 def _tool(workspace: Path, tool: str, key: str | None = None, **arguments: Any) -> RunTool:
-    return RunTool(key=key or new_id(), session_id="s1", workspace=str(workspace), tool=tool, arguments=arguments)
+    return RunTool(key=key or new_id(), session_id="s1", workspace=str(workspace), tool=tool, arguments=arguments,
+                   policy=WITH_SH)
 
 
 def _call(client: Client, body: RunTool, timeout: float = 15.0) -> ToolResult:
