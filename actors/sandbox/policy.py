@@ -8,8 +8,9 @@ each refusal names the rule that refused it, the offending value and how to allo
    ``;`` ``&&`` ``||`` ``|`` ``&`` (background), backticks, ``$(``, ``${``, ``$NAME``,
    ``<(`` ``>(``, redirections (``>`` ``>>`` ``<`` ``2>`` ``&>`` ``>&``), heredocs and
    here-strings (``<<`` ``<<<``), subshell parentheses, a leading ``!``, unquoted newlines
-   (a quoted one is text, as in a shell), NUL and other control characters, assignment prefixes (``FOO=bar cmd``), and bidi or invisible
-   Unicode (overrides, isolates, zero-width characters, BOM, soft hyphen, tag characters),
+   (a quoted one is text, as in a shell), NUL and other control characters, assignment
+   prefixes (``FOO=bar cmd``), and bidi or invisible Unicode (overrides, isolates,
+   zero-width characters, BOM, soft hyphen, tag characters),
    which can make a command read differently from what runs. Quoted operators are plain
    text (``grep "a|b" f`` is fine); ``$`` and backticks are refused inside double quotes
    too (a shell would expand them there), allowed inside single quotes. Globs and braces
