@@ -7,6 +7,7 @@ the executor handles them itself; every other tool runs in the sandbox.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -41,7 +42,8 @@ class _Args(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbi
 
 
 class ReadFile(_Args, kw_only=True):
-    """Read a text file of the workspace; lines are numbered from 1."""
+    """Read a text file of the workspace. Each line is shown after its number (from 1) and a
+    tab; the numbers are not part of the file. offset skips that many lines first."""
 
     path: Path
     offset: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
@@ -61,10 +63,15 @@ class Edit(_Args, kw_only=True):
 
 
 class ModifyFile(_Args, kw_only=True):
-    """Apply search/replace edits to a file; each search must match exactly once."""
+    """Change a text file, with exactly one of `edits` or `diff`; all of it applies or nothing does.
+    edits: search/replace pairs; each search is copied exactly from the file (without read_file's line
+    numbers) and must match exactly once. diff: a unified diff of this one file: '@@ -l,n +l,n @@' hunks
+    of ' ' context, '-' removed and '+' added lines; '---'/'+++' headers are optional and must name this
+    path; '--- /dev/null' creates the file."""
 
     path: Path
-    edits: Annotated[list[Edit], msgspec.Meta(min_length=1, max_length=100)]
+    edits: Annotated[list[Edit], msgspec.Meta(min_length=1, max_length=100)] | None = None
+    diff: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)] | None = None
 
 
 class CreateDirectory(_Args, kw_only=True):
@@ -188,7 +195,7 @@ def tool_definitions(names: frozenset[str] | None = None) -> list[dict[str, Any]
             "type": "function",
             "function": {
                 "name": name,
-                "description": (args_type.__doc__ or "").strip(),
+                "description": inspect.cleandoc(args_type.__doc__ or ""),
                 "parameters": _parameters(args_type),
             },
         })

@@ -6,7 +6,11 @@ Modules, from the wire inwards::
     journal.py   the idempotency protocol (begin → run or replay or "unknown" → finish)
     dispatch.py  RunTool → validated ToolCall → ToolResult (refusals are results)
     files.py     read_file, write_file, modify_file, create_directory, pre-images
-    search.py    list_directory, search_code
+    edits.py     modify_file's search/replace edits, newline style, closest-region hints
+    patch.py     modify_file's unified-diff form: header checks, hunks placed by context
+    protected.py writes into .git and .agent refused, on the kernel-resolved location
+    search.py    list_directory, search_code (regex with a time budget)
+    ignore.py    .gitignore rules for the tree tools (pathspec), read through fds
     terminal.py  run_terminal (launcher.py: the exec helper a command starts through)
     confine.py   every path resolved beneath the workspace root (openat2 or a safe walk)
     output.py    Outcome and output caps

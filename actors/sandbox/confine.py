@@ -22,6 +22,10 @@ they point inside (the kernel's rule, kept by the walk so both methods agree).
 Writers never open their target by path: :meth:`Workspace.open_parent` returns the
 resolved parent directory's fd and a plain final name (a final symlink is followed,
 confined, first), and the writer creates, renames and unlinks relative to that fd.
+A writer may pass a :data:`Guard`: it is called with each resolved directory fd and the
+name about to be created or replaced in it (before every ``mkdir`` of a missing parent,
+and for the final target), so a policy such as :mod:`actors.sandbox.protected` judges
+the location the kernel actually resolved, and refuses before anything is created.
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ from typing import Literal
 
 from protocol.errors import PathEscapeError, SandboxError
 
-__all__ = ["MAX_PATH_BYTES", "Method", "Workspace", "openat2_available", "quote"]
+__all__ = ["MAX_PATH_BYTES", "Guard", "Method", "Workspace", "openat2_available", "quote"]
 
 Method = Literal["openat2", "walk"]
+#: ``guard(dir_fd, name)``: raise to refuse creating or replacing ``name`` in the resolved
+#: directory ``dir_fd``.
+Guard = Callable[[int, str], None]
 MAX_PATH_BYTES = 4096
 _MAX_LINKS = 40  # the kernel's own limit on symlinks followed in one resolution
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -170,10 +177,12 @@ class Workspace:
         except OSError as exc:
             raise self.error(exc, path) from exc
 
-    def open_parent(self, path: str, *, create: bool = False) -> tuple[int, str, str]:
+    def open_parent(self, path: str, *, create: bool = False,
+                    guard: Guard | None = None) -> tuple[int, str, str]:
         """``(dir_fd, name, rel)`` for writing ``path``: the resolved parent directory, a
         plain name in it (not a symlink when this returns) and the workspace-relative
-        path. ``create`` makes missing parents, inside the workspace only."""
+        path. ``create`` makes missing parents, inside the workspace only; ``guard`` is
+        asked before each of them is made and about the final ``(dir_fd, name)``."""
         rel = self.relative(path)
         if rel == ".":
             raise SandboxError(f"path {quote(path)} is the workspace root itself; name a file inside it",
@@ -184,14 +193,22 @@ class Workspace:
                 head, name = posixpath.split(target)
                 if name in ("", ".", ".."):
                     raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), target)
-                dir_fd = self._dirs(head) if create else self._open(head or ".", _DIR_FLAGS)
                 try:
-                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                    if not stat.S_ISLNK(info.st_mode):
+                    dir_fd = self._dirs(head, guard) if create else self._open(head or ".", _DIR_FLAGS)
+                except FileNotFoundError:
+                    if guard is not None:
+                        self._guard_missing(head, guard)  # a refusal says more than "missing"
+                    raise
+                try:
+                    try:
+                        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        info = None
+                    if info is None or not stat.S_ISLNK(info.st_mode):
+                        if guard is not None:
+                            guard(dir_fd, name)
                         return dir_fd, name, rel
                     link = os.readlink(name, dir_fd=dir_fd)
-                except FileNotFoundError:
-                    return dir_fd, name, rel
                 except BaseException:
                     os.close(dir_fd)
                     raise
@@ -203,18 +220,41 @@ class Workspace:
         except OSError as exc:
             raise self.error(exc, path) from exc
 
-    def makedirs(self, path: str) -> tuple[bool, str]:
-        """Create ``path`` and its missing parents; ``(created, rel)``."""
+    def makedirs(self, path: str, *, guard: Guard | None = None) -> tuple[bool, str]:
+        """Create ``path`` and its missing parents; ``(created, rel)``. Resolved as
+        :meth:`open_parent` resolves a write (a final symlink inside is followed), so
+        ``guard`` is asked before each directory is made, and about the final one even
+        when it exists."""
         rel = self.relative(path)
+        if rel == ".":
+            return False, rel
+        dir_fd, name, _ = self.open_parent(path, create=True, guard=guard)
         try:
             try:
-                os.close(self._open(rel, _DIR_FLAGS))
-                return False, rel
-            except FileNotFoundError:
-                os.close(self._dirs(rel))
+                os.mkdir(name, 0o777, dir_fd=dir_fd)  # never follows: a link swapped in stays EEXIST
                 return True, rel
+            except FileExistsError:
+                os.close(os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd))  # a directory, or ENOTDIR
+                return False, rel
         except OSError as exc:
             raise self.error(exc, path) from exc
+        finally:
+            os.close(dir_fd)
+
+    def _guard_missing(self, head: str, guard: Guard) -> None:
+        """Show ``guard`` the deepest existing directory on the way to missing ``head``
+        and the first name missing in it."""
+        parts = head.split("/")
+        for cut in range(len(parts) - 1, -1, -1):
+            try:
+                fd = self._open("/".join(parts[:cut]) or ".", _DIR_FLAGS)
+            except OSError:
+                continue
+            try:
+                guard(fd, parts[cut])
+            finally:
+                os.close(fd)
+            return
 
     def _open(self, rel: str, flags: int) -> int:
         if self.method == "openat2":
@@ -222,8 +262,9 @@ class Workspace:
             return _OPENAT2(self.fd, rel, flags)
         return self._walk(rel, flags)
 
-    def _dirs(self, rel: str) -> int:
-        """Open directory ``rel``, creating each missing component in its resolved parent."""
+    def _dirs(self, rel: str, guard: Guard | None = None) -> int:
+        """Open directory ``rel``, creating each missing component in its resolved parent
+        (each one first shown to ``guard``)."""
         fd = os.dup(self.fd)
         prefix = ""
         try:
@@ -232,6 +273,8 @@ class Workspace:
                 try:
                     child = self._open(prefix, _DIR_FLAGS)
                 except FileNotFoundError:
+                    if guard is not None:
+                        guard(fd, part)
                     try:
                         os.mkdir(part, 0o777, dir_fd=fd)  # never follows: a dangling link stays EEXIST
                     except FileExistsError:

@@ -2,11 +2,33 @@
 
 Every path goes through :class:`~actors.sandbox.confine.Workspace`. Reads open the file
 beneath the root with ``O_NONBLOCK | O_NOCTTY`` and check ``fstat`` before reading, so a
-FIFO, socket or device is refused without blocking. Writes are atomic: the new bytes go to
-a temporary file created (``O_EXCL | O_NOFOLLOW``) in the resolved parent directory, are
-fsynced, then renamed over the target and the directory is fsynced; a crash leaves the
-old file or the new one, never half of one. ``rename`` replaces the directory entry, so
-a write never goes through a symlink or into a hardlinked inode's other names.
+FIFO (even one with no writer), socket or device is refused (ACODE-SBX-004) without
+blocking; the same check refuses them as modify_file or write_file targets.
+
+read_file shows lines as ``cat -n`` does: a right-aligned 1-based number, a tab, the line
+(a CRLF shown without its CR). ``offset`` is how many lines to skip, so the numbers are
+always the file's own. A file with a NUL byte in its first 8 KiB (or in what would be
+shown) is binary and refused; other invalid UTF-8 shows as U+FFFD. The output is capped
+at the request's byte limit, cut on a character boundary, with a marker that counts the
+bytes not shown and says which ``offset`` to continue from.
+
+Writes are atomic: the new bytes go to a temporary file created (``O_EXCL |
+O_NOFOLLOW``) in the resolved parent directory, are fsynced, then renamed over the target
+and the directory is fsynced; a crash leaves the old file or the new one, never half of
+one. ``rename`` replaces the directory entry, so a write never goes through a symlink.
+Writes are refused
+
+- into ``.git`` or ``.agent`` (ACODE-SBX-013, :mod:`actors.sandbox.protected`), checked on
+  the path as given and again on the location the kernel resolved, before any missing
+  parent is created;
+- over a regular file with more than one hard link (ACODE-SBX-014): its other names may be
+  outside the workspace, and a tool that silently split them would change what the
+  user's other name sees. The rename would not write through, but the change would not
+  be the one the model meant either.
+
+modify_file takes search/replace ``edits`` (:mod:`actors.sandbox.edits`) or a unified
+``diff`` (:mod:`actors.sandbox.patch`), exactly one of them (ACODE-SBX-007 otherwise).
+Either applies whole or not at all. The file must be UTF-8; a BOM is kept.
 
 ``image(ws, path)`` is the pre-image the journal records before a write: the sha256 of
 the file's bytes, ``"absent"``, or None when the path is not a readable regular file.
@@ -19,18 +41,21 @@ import hashlib
 import os
 import stat
 
+from actors.sandbox import edits, patch, protected
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, utf8_stop
 from protocol.errors import SandboxError
-from protocol.tools import CreateDirectory, Edit, ModifyFile, ReadFile, WriteFile
+from protocol.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile
 
-__all__ = ["ABSENT", "content_digest", "create_directory", "image", "modify_file", "read_file",
+__all__ = ["ABSENT", "MAX_DIFF_BYTES", "content_digest", "create_directory", "image", "modify_file", "read_file",
            "write_file"]
 
 ABSENT = "absent"
+MAX_DIFF_BYTES = 1 << 20
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _SNIFF = 8192  # like git: a NUL in the first 8 KiB means binary
 _CHUNK = 65536
+_BOM = "\ufeff"
 
 
 def _kind(mode: int) -> tuple[str, str]:
@@ -45,12 +70,24 @@ def _kind(mode: int) -> tuple[str, str]:
     return "not a regular file", "only regular files can be read or edited"
 
 
+def _not_regular(mode: int, path: str) -> SandboxError:
+    what, hint = _kind(mode)
+    return SandboxError(f"path {quote(path)} is {what}; {hint}", code="ACODE-SBX-004")
+
+
 def _regular(fd: int, path: str) -> os.stat_result:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
-        what, hint = _kind(info.st_mode)
-        raise SandboxError(f"path {quote(path)} is {what}; {hint}", code="ACODE-SBX-004")
+        raise _not_regular(info.st_mode, path)
     return info
+
+
+def _single_link(info: os.stat_result, path: str) -> None:
+    if info.st_nlink > 1:
+        raise SandboxError(f"path {quote(path)} is a hard link: {info.st_nlink} names share this file and another "
+                           "may be outside the workspace, so the file tools will not change it; break the link "
+                           "first (copy the file over itself under a new inode) or write to a new path",
+                           code="ACODE-SBX-014")
 
 
 def _binary(path: str) -> SandboxError:
@@ -58,50 +95,88 @@ def _binary(path: str) -> SandboxError:
                         "handle text only", code="ACODE-SBX-004")
 
 
+# -- read_file ----------------------------------------------------------------------------------
+
+
+def _marker(omitted: int, line: int, partly: bool, first: bool) -> str:
+    """The truncation marker; ``line`` is the 1-based number of the first line not shown whole."""
+    if not partly:
+        return f"[… truncated: {omitted} more bytes; continue with offset={line - 1}]"
+    if first:
+        return (f"[… truncated: {omitted} more bytes; line {line} alone is longer than the output limit; "
+                f"continue with offset={line}]")
+    return f"[… truncated: {omitted} more bytes, from line {line} on; continue with offset={line - 1}]"
+
+
 def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
-    """The raw text of lines ``[offset, offset + limit)`` (0-based), capped at ``max_bytes``."""
+    """Lines ``offset + 1`` to ``offset + limit``, numbered, within ``max_bytes`` of output."""
+    rel = ws.relative(args.path)
     fd = ws.open(args.path, _READ_FLAGS)
     try:
         size = _regular(fd, args.path).st_size  # before open(): a FIFO or directory is refused, not read
     except BaseException:
         os.close(fd)
         raise
+    skip = args.offset or 0
+    out = bytearray()
+    omitted = 0
+    cut: tuple[int, bool, bool] | None = None  # (line, partly shown, first shown)
     with open(fd, "rb", buffering=_CHUNK) as f:
         if b"\0" in f.read(_SNIFF):
             raise _binary(args.path)
         f.seek(0)
-        lines = 0
-        while lines < (args.offset or 0):
-            chunk = f.readline(_CHUNK)
-            if not chunk:
-                return Outcome(output=f"[offset {args.offset} is past the end: the file has {lines} lines]",
-                               path=ws.relative(args.path))
-            lines += chunk.endswith(b"\n")
-        kept = bytearray()
-        omitted = 0
-        taken = 0
-        while args.limit is None or taken < args.limit:
-            chunk = f.readline(_CHUNK)
-            if not chunk:
+        number, start = 0, True  # lines begun so far; at the start of a line
+        while number < skip:
+            piece = f.readline(_CHUNK)
+            if not piece:
+                lines = number if start else number + 1
+                return Outcome(output=f"[offset {skip} is past the end: the file has {lines} lines]", path=rel)
+            number += piece.endswith(b"\n")
+            start = piece.endswith(b"\n")
+        shown = 0
+        while True:
+            if start and args.limit is not None and shown == args.limit:
                 break
-            room = max_bytes - len(kept)
-            if room <= 0 and args.limit is None:
-                omitted += len(chunk) + max(0, size - f.tell())
+            piece = f.readline(_CHUNK)
+            if not piece:
                 break
-            kept += chunk[:max(room, 0)]
-            omitted += max(0, len(chunk) - max(room, 0))
-            taken += chunk.endswith(b"\n")
-    if b"\0" in kept:
+            if start:
+                number += 1
+                shown += 1
+            ends = piece.endswith(b"\n")
+            if cut is not None:
+                omitted += len(piece)
+                if args.limit is None:
+                    omitted += max(0, size - f.tell())
+                    break
+            else:
+                text = piece[:-2] if piece.endswith(b"\r\n") else piece[:-1] if ends else piece
+                prefix = f"{number:>6}\t".encode() if start else b""
+                room = max_bytes - len(out) - len(prefix)
+                if len(text) + ends <= room:
+                    out += prefix + text + (b"\n" if ends else b"")
+                else:
+                    keep = utf8_stop(text, max(room, 0)) if room > 0 else 0
+                    if keep or not start:
+                        out += prefix + text[:keep]
+                    omitted += len(piece) - keep
+                    cut = (number, bool(keep) or not start, shown == 1)
+                    if args.limit is None:
+                        omitted += max(0, size - f.tell())
+                        break
+            start = ends
+    if b"\0" in out:
         raise _binary(args.path)
-    if omitted:
-        cut = utf8_stop(kept, len(kept))
-        omitted += len(kept) - cut
-        del kept[cut:]
-    text = kept.decode("utf-8", "replace")
-    if omitted:
+    text = out.decode("utf-8", "replace")
+    if cut is not None:
         separator = "" if not text or text.endswith("\n") else "\n"
-        text += f"{separator}[… truncated: {omitted} more bytes]"
-    return Outcome(output=text, path=ws.relative(args.path))
+        text += separator + _marker(omitted, *cut)
+    elif not text:
+        text = f"[offset {skip} is past the end: the file has {number} lines]" if skip else f"[{rel} is empty]"
+    return Outcome(output=text, path=rel)
+
+
+# -- writes -------------------------------------------------------------------------------------
 
 
 def _encode(content: str, path: str) -> bytes:
@@ -113,14 +188,18 @@ def _encode(content: str, path: str) -> bytes:
 
 
 def _replace(ws: Workspace, dir_fd: int, name: str, data: bytes, path: str) -> None:
-    """Atomically make ``name`` in ``dir_fd`` hold ``data`` (keeping an existing file's mode)."""
+    """Atomically make ``name`` in ``dir_fd`` hold ``data`` (keeping an existing file's mode).
+    Refuses a directory, a FIFO, socket or device, and a hard-linked file."""
     mode = None
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISDIR(info.st_mode):
             raise SandboxError(f"path {quote(path)} is a directory; name a file", code="ACODE-SBX-004")
         if stat.S_ISREG(info.st_mode):
+            _single_link(info, path)
             mode = stat.S_IMODE(info.st_mode)
+        elif not stat.S_ISLNK(info.st_mode):  # a symlink here was swapped in since open_parent: rename replaces it
+            raise _not_regular(info.st_mode, path)
     except FileNotFoundError:
         pass
     # Named after the content, not at random: a write interrupted by a crash leaves this
@@ -154,9 +233,16 @@ def _replace(ws: Workspace, dir_fd: int, name: str, data: bytes, path: str) -> N
         raise ws.error(exc, path) from exc
 
 
+def _parent_for_write(ws: Workspace, path: str, *, create: bool) -> tuple[int, str, str]:
+    """``open_parent`` with the protected-path rule applied to the path as given and to
+    every location the kernel resolves on the way."""
+    protected.check(ws.relative(path), path)
+    return ws.open_parent(path, create=create, guard=protected.guard(ws, path))
+
+
 def write_file(ws: Workspace, args: WriteFile) -> Outcome:
     data = _encode(args.content, args.path)
-    dir_fd, name, rel = ws.open_parent(args.path, create=True)
+    dir_fd, name, rel = _parent_for_write(ws, args.path, create=True)
     try:
         _replace(ws, dir_fd, name, data, args.path)
     finally:
@@ -164,70 +250,82 @@ def write_file(ws: Workspace, args: WriteFile) -> Outcome:
     return Outcome(output=f"wrote {len(data)} bytes to {rel}", path=rel)
 
 
-def _newline(text: str) -> str:
-    crlf = text.count("\r\n")
-    return "\r\n" if crlf and crlf == text.count("\n") else "\n"
+# -- modify_file --------------------------------------------------------------------------------
 
 
-def _occurrences(text: str, search: str) -> int:
-    """How many times ``search`` occurs, overlaps included ('aa' is twice in 'aaa')."""
-    count, at = 0, text.find(search)
-    while at != -1 and count < 1000:
-        count += 1
-        at = text.find(search, at + 1)
-    return count
+def _current_text(ws: Workspace, dir_fd: int, name: str, path: str, *, missing_ok: bool) -> str | None:
+    """The UTF-8 text of regular file ``name`` in ``dir_fd``; None when absent and ``missing_ok``."""
+    try:
+        fd = os.open(name, _READ_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if missing_ok and exc.errno == errno.ENOENT:
+            return None
+        raise ws.error(exc, path) from exc
+    try:
+        _single_link(_regular(fd, path), path)
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as f:
+        data = f.read()
+    if b"\0" in data:
+        raise _binary(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SandboxError(f"path {quote(path)} is not valid UTF-8 (byte {exc.start}); modify_file edits UTF-8 "
+                           "text only", code="ACODE-SBX-004") from exc
 
 
-def _apply(text: str, edits: list[Edit], rel: str) -> str:
-    newline = _newline(text)
-    for number, edit in enumerate(edits, 1):
-        search, replace = edit.search, edit.replace
-        if newline == "\r\n":  # edits written with \n still match a CRLF file, and keep it CRLF
-            search = search.replace("\r\n", "\n").replace("\n", "\r\n")
-            replace = replace.replace("\r\n", "\n").replace("\n", "\r\n")
-        found = _occurrences(text, search)
-        if found != 1:
-            hint = ("read the file again and copy the exact text, whitespace included" if found == 0
-                    else "include more surrounding lines so it is unique")
-            raise SandboxError(f"edit {number} of {len(edits)}: the search text {quote(edit.search)} matches "
-                               f"{found} times in {rel}; it must match exactly once, so no edit was applied; "
-                               f"{hint}", code="ACODE-SBX-009")
-        text = text.replace(search, replace, 1)
-    return text
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
-    """Apply every edit (each search matching exactly once) or none; write atomically."""
-    dir_fd, name, rel = ws.open_parent(args.path)
+    """Apply every edit (each search matching exactly once), or every hunk of the diff, or
+    nothing; write atomically."""
+    if (args.edits is None) == (args.diff is None):
+        given = "both" if args.edits is not None else "neither"
+        raise SandboxError(f"modify_file of {quote(args.path)} got {given} of edits and diff; give exactly one: "
+                           "edits (search/replace pairs) or diff (a unified diff of this file)",
+                           code="ACODE-SBX-007")
+    protected.check(ws.relative(args.path), args.path)  # before the diff: the clearer refusal first
+    diff = None
+    if args.diff is not None:
+        size = len(args.diff.encode("utf-8", "surrogatepass"))
+        if size > MAX_DIFF_BYTES:
+            raise SandboxError(f"the diff for {quote(args.path)} is {size} bytes, over the {MAX_DIFF_BYTES}-byte "
+                               "limit; split the change into several calls", code="ACODE-SBX-007")
+        diff = patch.parse(args.diff, ws.relative(args.path), ws.relative)
+    creates = diff is not None and diff.creates
+    dir_fd, name, rel = _parent_for_write(ws, args.path, create=creates)
     try:
-        try:
-            fd = os.open(name, _READ_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-        except OSError as exc:
-            raise ws.error(exc, args.path) from exc
-        try:
-            _regular(fd, args.path)
-        except BaseException:
-            os.close(fd)
-            raise
-        with open(fd, "rb") as f:
-            data = f.read()
-        if b"\0" in data:
-            raise _binary(args.path)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SandboxError(f"path {quote(args.path)} is not valid UTF-8 (byte {exc.start}); modify_file "
-                               "edits UTF-8 text only", code="ACODE-SBX-004") from exc
-        new = _apply(text, args.edits, rel)
-        _replace(ws, dir_fd, name, _encode(new, args.path), args.path)
+        text = _current_text(ws, dir_fd, name, args.path, missing_ok=creates)
+        if creates and text is not None:
+            raise SandboxError(f"the diff creates {rel} ('--- /dev/null') but it already exists; make the diff "
+                               "against its current text", code="ACODE-SBX-009")
+        text = text or ""
+        bom = _BOM if text.startswith(_BOM) else ""
+        body = text[len(bom):]
+        if diff is not None:
+            new = patch.apply(body, diff, rel)
+        else:
+            assert args.edits is not None
+            new = edits.apply_edits(body, args.edits, rel)
+        _replace(ws, dir_fd, name, _encode(bom + new, args.path), args.path)
     finally:
         os.close(dir_fd)
-    count = len(args.edits)
-    return Outcome(output=f"applied {count} edit{'s' if count != 1 else ''} to {rel}", path=rel)
+    if diff is not None and creates:
+        added = sum(len(hunk.new) for hunk in diff.hunks)
+        return Outcome(output=f"created {rel} from a diff ({_plural(added, 'line')})", path=rel)
+    if diff is not None:
+        return Outcome(output=f"applied {_plural(len(diff.hunks), 'hunk')} to {rel}", path=rel)
+    return Outcome(output=f"applied {_plural(len(args.edits or []), 'edit')} to {rel}", path=rel)
 
 
 def create_directory(ws: Workspace, args: CreateDirectory) -> Outcome:
-    created, rel = ws.makedirs(args.path)
+    protected.check(ws.relative(args.path), args.path)
+    created, rel = ws.makedirs(args.path, guard=protected.guard(ws, args.path))
     return Outcome(output=f"created directory {rel}" if created else f"directory {rel} already exists",
                    path=rel)
 

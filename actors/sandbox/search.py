@@ -4,32 +4,53 @@ Both walk the workspace with directory fds: the start directory is opened throug
 :class:`~actors.sandbox.confine.Workspace`, and every child is opened relative to its
 parent's fd with ``O_NOFOLLOW``, so a walk never leaves the tree it started in, never
 descends into a symlinked directory and never reads through a symlinked file (a link
-swapped in mid-walk makes that one open fail; the walk skips it). ``.git`` is skipped.
-Output is sorted by name at every level and capped (1000 entries, 200 matches) with a
-marker saying so.
+swapped in mid-walk makes that one open fail; the walk skips it). FIFOs, sockets and
+devices are listed but never opened. ``.git`` is skipped, and so is whatever the
+project's ``.gitignore`` files ignore (:mod:`actors.sandbox.ignore`); a final line
+``[N entries ignored by .gitignore]`` says how much was left out, so the model does not
+take the listing for the whole tree. Output is sorted by name at every level and capped
+(1000 entries, 200 matches, the request's byte limit) with a marker saying so.
+
+search_code is literal by default (``str`` containment, no regex engine). With
+``regex=true`` the query is compiled by the ``regex`` module in its ``V0`` mode, which
+accepts Python ``re`` syntax, because ``regex`` takes a ``timeout``: the whole search
+has a time budget (:data:`SEARCH_BUDGET_S`, 5 s), each match call gets what is left of
+it, and a catastrophic pattern such as ``(a+)+$`` on a long line of ``a`` stops the
+search with the matches found so far, a marker, and ACODE-SBX-016. The budget also
+bounds the walk itself. Files over 5 MB and binary files (a NUL byte) are skipped.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+import regex
+
+from actors.sandbox import ignore
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, truncate
-from protocol.errors import SandboxError
+from protocol.errors import ErrorInfo, SandboxError
 from protocol.tools import ListDirectory, SearchCode
 
-__all__ = ["MAX_ENTRIES", "MAX_MATCHES", "list_directory", "search_code"]
+__all__ = ["MAX_ENTRIES", "MAX_MATCHES", "SEARCH_BUDGET_S", "list_directory", "search_code"]
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 200
+SEARCH_BUDGET_S = 5.0
 _MAX_FILE_BYTES = 5_000_000
 _MAX_LINE_CHARS = 300
 _SKIP = frozenset({".git"})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+@dataclass
+class _Tally:
+    ignored: int = 0
 
 
 def _join(base: str, name: str) -> str:
@@ -41,28 +62,51 @@ def _entries(fd: int) -> list[os.DirEntry[str]]:
         return sorted((e for e in it if e.name not in _SKIP), key=lambda e: e.name)
 
 
-def _walk(fd: int, rel: str, depth: int | None) -> Iterator[tuple[str, str, int]]:
-    """``(kind, rel, dir_fd)`` for each entry below ``fd`` (kind: dir, file, link, other),
-    depth first in name order; ``dir_fd`` is the entry's parent, open while it is yielded."""
+def _walk(fd: int, rel: str, depth: int | None, rules: ignore.Rules,
+          tally: _Tally) -> Iterator[tuple[str, str, int]]:
+    """``(kind, rel, dir_fd)`` for each entry below ``fd`` that ``rules`` do not ignore
+    (kind: dir, file, link, other), depth first in name order; ``dir_fd`` is the entry's
+    parent, open while it is yielded. Ignored entries are counted in ``tally``."""
+    rules = rules.below(fd, rel)
     for entry in _entries(fd):
         path = _join(rel, entry.name)
         if entry.is_symlink():
-            yield "link", path, fd
+            kind = "link"
         elif entry.is_dir(follow_symlinks=False):
-            yield "dir", path, fd
-            if depth is None or depth > 1:
-                try:
-                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue  # vanished or swapped for a link since scandir saw it
-                try:
-                    yield from _walk(child, path, None if depth is None else depth - 1)
-                finally:
-                    os.close(child)
+            kind = "dir"
         elif entry.is_file(follow_symlinks=False):
-            yield "file", path, fd
+            kind = "file"
         else:
-            yield "other", path, fd
+            kind = "other"
+        if rules.ignored(path, kind == "dir"):
+            tally.ignored += 1
+            continue
+        yield kind, path, fd
+        if kind == "dir" and (depth is None or depth > 1):
+            try:
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # vanished or swapped for a link since scandir saw it
+            try:
+                yield from _walk(child, path, None if depth is None else depth - 1, rules, tally)
+            finally:
+                os.close(child)
+
+
+def _notes(tally: _Tally, ignored_start: str | None, rel: str, partial: bool, done: str) -> list[str]:
+    notes = []
+    if ignored_start is not None:
+        notes.append(f"[{rel} is ignored by .gitignore ({ignored_start}); {done} in full because it was named]")
+    if tally.ignored:
+        entries = "entry" if tally.ignored == 1 else "entries"
+        notes.append(f"[{tally.ignored} {entries} ignored by .gitignore{' in the part walked' if partial else ''}]")
+    return notes
+
+
+def _with_notes(text: str, notes: list[str], max_bytes: int) -> str:
+    """``text`` capped so that it and the notes after it fit ``max_bytes`` (the notes are short)."""
+    tail = "".join("\n" + note for note in notes)
+    return truncate(text, max(max_bytes - len(tail.encode()), 0)) + tail
 
 
 def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcome:
@@ -72,8 +116,10 @@ def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcom
     fd = ws.open(args.path, os.O_RDONLY | os.O_DIRECTORY)
     lines: list[str] = []
     more = False
+    tally = _Tally()
     try:
-        for kind, path, _ in _walk(fd, rel, args.depth):
+        rules, ignored_start = ignore.for_start(ws, rel)
+        for kind, path, _ in _walk(fd, rel, args.depth, rules, tally):
             if len(lines) == MAX_ENTRIES:
                 more = True
                 break
@@ -83,18 +129,30 @@ def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcom
     if more:
         lines.append(f"[… truncated: more than {MAX_ENTRIES} entries; list a subdirectory or use a "
                      "smaller depth]")
-    output = "\n".join(lines) if lines else f"[{rel} is an empty directory]"
-    return Outcome(output=truncate(output, max_bytes), path=rel)
+    if lines:
+        output = "\n".join(lines)
+    else:
+        output = f"[{rel} is an empty directory]" if not tally.ignored else f"[{rel} has only ignored entries]"
+    notes = _notes(tally, ignored_start, rel, more, "listed")
+    return Outcome(output=_with_notes(output, notes, max_bytes), path=rel)
 
 
-def _matcher(args: SearchCode) -> re.Pattern[str]:
+# -- search_code --------------------------------------------------------------------------------
+
+
+Matcher = Callable[[str, float], bool]  # (line, seconds left) -> whether it matches; TimeoutError past them
+
+
+def _matcher(args: SearchCode) -> Matcher:
+    query = args.query
     if not args.regex:
-        return re.compile(re.escape(args.query))
+        return lambda line, _left: query in line
     try:
-        return re.compile(args.query)
-    except re.error as exc:
-        raise SandboxError(f"query {quote(args.query)} is not a valid regular expression ({exc}); fix it "
+        pattern = regex.compile(query, flags=regex.V0)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise SandboxError(f"query {quote(query)} is not a valid regular expression ({exc}); fix it "
                            "or search literally with regex=false", code="ACODE-SBX-007") from exc
+    return lambda line, left: pattern.search(line, timeout=left) is not None
 
 
 def _text_of(fd: int) -> str | None:
@@ -135,32 +193,65 @@ def _shorten(line: str) -> str:
     return line if len(line) <= _MAX_LINE_CHARS else line[:_MAX_LINE_CHARS] + "…"
 
 
-def search_code(ws: Workspace, args: SearchCode, max_bytes: int) -> Outcome:
+def search_code(ws: Workspace, args: SearchCode, max_bytes: int, *, budget_s: float = SEARCH_BUDGET_S,
+                clock: Callable[[], float] = time.monotonic) -> Outcome:
     """``path:line: text`` for each matching line of the text files under ``path``; at most
-    :data:`MAX_MATCHES` matches and ``max_bytes``."""
-    pattern = _matcher(args)
+    :data:`MAX_MATCHES` matches, ``max_bytes`` and ``budget_s`` seconds."""
+    matches_line = _matcher(args)
     rel = ws.relative(args.path)
     fd = ws.open(args.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    deadline = clock() + budget_s
     matches: list[str] = []
     more = False
+    stopped: str | None = None  # the file the budget ran out in
+    tally = _Tally()
+    ignored_start = None
     try:
         if stat.S_ISDIR(os.fstat(fd).st_mode):
-            files = ((path, dir_fd) for kind, path, dir_fd in _walk(fd, rel, None) if kind == "file")
+            rules, ignored_start = ignore.for_start(ws, rel)
+            files = ((path, dir_fd) for kind, path, dir_fd in _walk(fd, rel, None, rules, tally) if kind == "file")
         else:
             files = iter([(rel, -1)])
         for path, dir_fd in files:
+            if clock() >= deadline:
+                stopped = path
+                break
             text = _text_of(fd) if dir_fd == -1 else _read_text(dir_fd, path.rsplit("/", 1)[-1])
+            if not text or (not args.regex and args.query not in text):
+                continue
             for number, line in enumerate(_lines(text), 1):
-                if pattern.search(line):
-                    if len(matches) == MAX_MATCHES:
-                        more = True
-                        break
-                    matches.append(f"{path}:{number}: {_shorten(line)}")
-            if more:
+                left = deadline - clock() if args.regex else 1.0
+                try:
+                    if left <= 0:
+                        raise TimeoutError
+                    if not matches_line(line, left):
+                        continue
+                except TimeoutError:
+                    stopped = f"{path}:{number}"
+                    break
+                if len(matches) == MAX_MATCHES:
+                    more = True
+                    break
+                matches.append(f"{path}:{number}: {_shorten(line)}")
+            if more or stopped:
                 break
     finally:
         os.close(fd)
+    found = len(matches)
     if more:
         matches.append(f"[… truncated: more than {MAX_MATCHES} matches; narrow the query or the path]")
+    if stopped:
+        matches.append(f"[… search stopped at {stopped}: the {budget_s:g} s time budget ran out; the matches "
+                       "above are partial]")
     output = "\n".join(matches) if matches else f"no matches for {quote(args.query)} in {rel}"
-    return Outcome(output=truncate(output, max_bytes), path=rel)
+    notes = _notes(tally, ignored_start, rel, more or stopped is not None, "searched")
+    outcome = Outcome(output=_with_notes(output, notes, max_bytes), path=rel)
+    if stopped is None:
+        return outcome
+    hint = ("simplify the regex (nested quantifiers such as (a+)+ backtrack exponentially) or narrow the path"
+            if args.regex else "narrow the path")
+    error = ErrorInfo(code="ACODE-SBX-016",
+                      message=f"search_code for {quote(args.query)} in {rel} ran out of its {budget_s:g} s time "
+                              f"budget at {stopped}, with {found} match{'es' if found != 1 else ''} found so far "
+                              f"(in the output); {hint}")
+    return Outcome(output=outcome.output, path=rel, error=error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ from protocol.tools import (
 REQUIRED = {
     "read_file": ["path"],
     "write_file": ["path", "content"],
-    "modify_file": ["path", "edits"],
+    "modify_file": ["path"],
     "create_directory": ["path"],
     "list_directory": [],
     "search_code": ["query"],
@@ -83,15 +84,21 @@ def test_a_tool_schema_lists_every_argument_and_the_required_ones(name: str) -> 
 def test_a_tool_description_is_its_struct_docstring(name: str) -> None:
     description = DEFINITIONS[name]["function"]["description"]
     assert description
-    assert description == (TOOL_ARGS[name].__doc__ or "").strip()
+    assert description == inspect.cleandoc(TOOL_ARGS[name].__doc__ or "")
 
 
-def test_modify_file_schema_inlines_its_edits() -> None:
-    edits = _parameters("modify_file")["properties"]["edits"]
+def test_modify_file_schema_inlines_its_edits_and_offers_a_diff() -> None:
+    properties = _parameters("modify_file")["properties"]
+    edits, null = properties["edits"]["anyOf"]
+    assert null == {"type": "null"}
     assert edits["type"] == "array"
     assert (edits["minItems"], edits["maxItems"]) == (1, 100)
     assert edits["items"]["required"] == ["search", "replace"]
     assert list(edits["items"]["properties"]) == ["search", "replace"]
+    assert properties["diff"]["anyOf"] == [{"type": "string", "maxLength": 1_000_000, "minLength": 1},
+                                           {"type": "null"}]
+    description = DEFINITIONS["modify_file"]["function"]["description"]
+    assert "exactly one of `edits` or `diff`" in description and "\n " not in description
 
 
 def test_the_schema_carries_the_struct_bounds() -> None:
@@ -124,6 +131,8 @@ def test_a_parameter_named_title_stays_in_the_schema() -> None:
         ("write_file", {"path": "a.py", "content": ""}, WriteFile(path="a.py", content="")),
         ("modify_file", {"path": "a.py", "edits": [{"search": "x", "replace": "y"}]},
          ModifyFile(path="a.py", edits=[Edit(search="x", replace="y")])),
+        ("modify_file", {"path": "a.py", "diff": "@@ -1 +1 @@\n-x\n+y\n"},
+         ModifyFile(path="a.py", diff="@@ -1 +1 @@\n-x\n+y\n")),
         ("list_directory", {}, ListDirectory(path=".", depth=1)),
         ("run_terminal", {"command": "pytest -q", "timeout_s": 30}, RunTerminal(command="pytest -q", timeout_s=30.0)),
     ],
@@ -154,7 +163,9 @@ def test_decode_args_rejects_an_unknown_argument(name: str, arguments: dict[str,
         ("read_file", {"path": "a", "offset": 1.5}, "Expected `int | null`, got `float` - at `$.offset`"),
         ("read_file", {"path": "a", "limit": True}, "Expected `int | null`, got `bool` - at `$.limit`"),
         ("write_file", {"path": "a", "content": ["x"]}, "Expected `str`, got `array` - at `$.content`"),
-        ("modify_file", {"path": "a", "edits": {"search": "x"}}, "Expected `array`, got `object` - at `$.edits`"),
+        ("modify_file", {"path": "a", "edits": {"search": "x"}},
+         "Expected `array | null`, got `object` - at `$.edits`"),
+        ("modify_file", {"path": "a", "diff": ""}, "Expected `str` of length >= 1 - at `$.diff`"),
         ("write_file", {"path": "a.py"}, "Object missing required field `content`"),
         ("read_file", {"path": ""}, "Expected `str` of length >= 1 - at `$.path`"),
         ("list_directory", {"depth": 11}, "Expected `int` <= 10 - at `$.depth`"),

@@ -1,14 +1,18 @@
 """Real directory trees for the sandbox tests: a workspace with canaries just outside it.
 
 ``outside/`` and the sibling ``ws-evil/`` (a prefix of the workspace's own name) hold
-files whose content must never appear in any result; the ``ws`` fixture opens the
-workspace once per confinement method this kernel offers, so every test runs both.
+files whose content (:data:`CANARY`, random per test run) must never appear in any
+result; the ``ws`` fixture opens the workspace once per confinement method this kernel
+offers, so every test runs both. :func:`exchange` swaps two names atomically, for the
+race tests.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-from collections.abc import Iterator
+import secrets
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import pytest
 
 from actors.sandbox.confine import Workspace, openat2_available
 
-CANARY = "CANARY-5e1f-must-never-leak"
+CANARY = f"CANARY-{secrets.token_hex(8)}-must-never-leak"
 METHODS = ["openat2", "walk"] if openat2_available() else ["walk"]
 
 
@@ -30,7 +34,8 @@ class Tree:
     def canaries_intact(self) -> bool:
         files = sorted(p.name for p in self.outside.iterdir()) + sorted(p.name for p in self.evil.iterdir())
         return files == ["canary.txt", "f", "canary.txt"] and all(
-            (d / "canary.txt").read_text() == CANARY for d in (self.outside, self.evil))
+            (d / "canary.txt").read_text() == CANARY for d in (self.outside, self.evil)) and (
+            (self.outside / "f").read_text() == CANARY)
 
 
 @pytest.fixture
@@ -55,3 +60,17 @@ def ws(request: pytest.FixtureRequest, tree: Tree) -> Iterator[Workspace]:
 def link(path: Path, target: str | Path) -> Path:
     os.symlink(target, path)
     return path
+
+
+def exchange() -> Callable[[Path, Path], None]:
+    """``renameat2(RENAME_EXCHANGE)``: swap two names atomically (no moment without either)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        pytest.skip("this libc has no renameat2; the race needs an atomic exchange")
+    at_fdcwd, rename_exchange = -100, 2
+
+    def swap(a: Path, b: Path) -> None:
+        if libc.renameat2(at_fdcwd, bytes(a), at_fdcwd, bytes(b), rename_exchange) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    return swap

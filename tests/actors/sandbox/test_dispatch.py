@@ -22,7 +22,8 @@ def _run(tree: Tree, tool: str, *, limit: int = 64_000, request_timeout_s: float
 def test_a_capped_read_carries_one_marker_with_the_true_count(tree: Tree) -> None:
     (tree.root / "big.txt").write_text("z" * 5000)
     result = _run(tree, "read_file", limit=1024, path="big.txt")
-    assert result.output == "z" * 1024 + "\n[… truncated: 3976 more bytes]"
+    assert result.output == ("     1\t" + "z" * 1017 + "\n[… truncated: 3983 more bytes; line 1 alone is longer than "
+                             "the output limit; continue with offset=1]")
     assert (result.ok, result.path, result.risk) == (True, "big.txt", "read")
 
 

@@ -24,36 +24,66 @@ def _code(call: object) -> str:
 # -- read_file ------------------------------------------------------------------------------
 
 
-def test_read_file_returns_the_raw_lines_between_offset_and_limit(ws: Workspace, tree: Tree) -> None:
+def test_read_file_numbers_the_lines_between_offset_and_limit(ws: Workspace, tree: Tree) -> None:
     (tree.root / "n.txt").write_text("".join(f"line {i}\n" for i in range(10)))
-    assert files.read_file(ws, ReadFile(path="n.txt", offset=2, limit=3), 64_000).output == "line 2\nline 3\nline 4\n"
-    assert files.read_file(ws, ReadFile(path="n.txt", offset=8), 64_000).output == "line 8\nline 9\n"
-    out = files.read_file(ws, ReadFile(path="n.txt", offset=50), 64_000).output
-    assert out == "[offset 50 is past the end: the file has 10 lines]"
+    out = files.read_file(ws, ReadFile(path="n.txt", offset=2, limit=3), 64_000).output
+    assert out == "     3\tline 2\n     4\tline 3\n     5\tline 4\n"
+    assert files.read_file(ws, ReadFile(path="n.txt", offset=8), 64_000).output == "     9\tline 8\n    10\tline 9\n"
+    for offset in (10, 50):
+        out = files.read_file(ws, ReadFile(path="n.txt", offset=offset), 64_000).output
+        assert out == f"[offset {offset} is past the end: the file has 10 lines]"
+
+
+def test_read_file_counts_a_last_line_without_newline_and_hides_crs(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "w.txt").write_bytes(b"one\r\ntwo\r\nthree")
+    assert files.read_file(ws, ReadFile(path="w.txt"), 64_000).output == "     1\tone\n     2\ttwo\n     3\tthree"
+    out = files.read_file(ws, ReadFile(path="w.txt", offset=5), 64_000).output
+    assert out == "[offset 5 is past the end: the file has 3 lines]"
+
+
+def test_read_file_of_an_empty_file_says_it_is_empty(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "e.txt").touch()
+    assert files.read_file(ws, ReadFile(path="e.txt"), 64_000).output == "[e.txt is empty]"
 
 
 def test_read_file_over_the_limit_is_cut_with_a_marker_counting_the_rest(ws: Workspace, tree: Tree) -> None:
     (tree.root / "big.txt").write_text("x" * 3000 + "\n" + "y" * 3000 + "\n")
     out = files.read_file(ws, ReadFile(path="big.txt"), 1024).output
-    assert out == "x" * 1024 + "\n[… truncated: 4978 more bytes]"
+    assert out == ("     1\t" + "x" * 1017 + "\n[… truncated: 4985 more bytes; line 1 alone is longer than the output "
+                   "limit; continue with offset=1]")
     limited = files.read_file(ws, ReadFile(path="big.txt", limit=1), 1024).output
-    assert limited == "x" * 1024 + "\n[… truncated: 1977 more bytes]"
+    assert limited.endswith("\n[… truncated: 1984 more bytes; line 1 alone is longer than the output limit; continue "
+                            "with offset=1]")
+
+
+def test_read_file_cut_between_lines_says_which_offset_continues(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "n.txt").write_text("".join(f"line {i}\n" for i in range(100)))
+    out = files.read_file(ws, ReadFile(path="n.txt"), 60).output
+    assert out == ("     1\tline 0\n     2\tline 1\n     3\tline 2\n     4\tline 3\n"
+                   "[… truncated: 762 more bytes; continue with offset=4]")
+    cut = files.read_file(ws, ReadFile(path="n.txt"), 64).output
+    assert cut.endswith("     5\tl\n[… truncated: 761 more bytes, from line 5 on; continue with offset=4]")
+    following = files.read_file(ws, ReadFile(path="n.txt", offset=4, limit=1), 64).output
+    assert following == "     5\tline 4\n"
 
 
 def test_read_file_never_splits_a_utf8_character_at_the_cut(ws: Workspace, tree: Tree) -> None:
-    (tree.root / "u.txt").write_text("a" + "é" * 1000)  # 1 + 2000 bytes: byte 1024 is mid-character
+    (tree.root / "u.txt").write_text("a" + "é" * 1000)  # 1 + 2000 bytes: the cut falls mid-character
     out = files.read_file(ws, ReadFile(path="u.txt"), 1024).output
-    assert out == "a" + "é" * 511 + "\n[… truncated: 978 more bytes]"
+    assert out == ("     1\ta" + "é" * 508 + "\n[… truncated: 984 more bytes; line 1 alone is longer than the output "
+                   "limit; continue with offset=1]")
 
 
 def test_read_file_refuses_binary_and_replaces_other_invalid_utf8(ws: Workspace, tree: Tree) -> None:
     (tree.root / "bin.dat").write_bytes(b"\x7fELF\x00\x01\x02")
+    (tree.root / "late.dat").write_bytes(b"text\n" * 3000 + b"\x00")  # the NUL is past the first 8 KiB
     (tree.root / "latin1.txt").write_bytes(b"caf\xe9\n")
-    with pytest.raises(SandboxError) as info:
-        files.read_file(ws, ReadFile(path="bin.dat"), 64_000)
-    assert str(info.value) == ("path 'bin.dat' looks binary (it contains NUL bytes); the file tools handle "
-                               "text only (ACODE-SBX-004)")
-    assert files.read_file(ws, ReadFile(path="latin1.txt"), 64_000).output == "caf\ufffd\n"
+    for path in ("bin.dat", "late.dat"):
+        with pytest.raises(SandboxError) as info:
+            files.read_file(ws, ReadFile(path=path), 64_000)
+        assert str(info.value) == (f"path '{path}' looks binary (it contains NUL bytes); the file tools handle "
+                                   "text only (ACODE-SBX-004)")
+    assert files.read_file(ws, ReadFile(path="latin1.txt"), 64_000).output == "     1\tcaf\ufffd\n"
 
 
 def test_read_file_refuses_directories_fifos_and_sockets_without_blocking(ws: Workspace, tree: Tree) -> None:
@@ -96,10 +126,47 @@ def test_write_file_replaces_atomically_keeps_the_mode_and_leaves_no_temp_file(w
     assert sorted(p.name for p in tree.root.iterdir()) == ["run.sh", "src"]
 
 
-def test_write_file_does_not_touch_other_names_of_a_hardlinked_file(ws: Workspace, tree: Tree) -> None:
-    os.link(tree.outside / "canary.txt", tree.root / "hard.txt")
-    files.write_file(ws, WriteFile(path="hard.txt", content="replaced"))
-    assert tree.canaries_intact()
+def test_write_and_modify_refuse_a_hardlinked_file_saying_why(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "one.txt").write_text("shared\n")
+    os.link(tree.root / "one.txt", tree.root / "two.txt")  # both names inside: still refused, the rule is local
+    calls = [("two.txt", lambda: files.write_file(ws, WriteFile(path="two.txt", content="x"))),
+             ("two.txt", lambda: files.modify_file(ws, ModifyFile(path="two.txt",
+                                                                  edits=[Edit(search="shared", replace="x")]))),
+             ("one.txt", lambda: files.modify_file(ws, ModifyFile(path="one.txt", diff="@@ -1 +1 @@\n-shared\n+x\n")))]
+    for path, call in calls:
+        with pytest.raises(SandboxError) as info:
+            call()
+        assert str(info.value) == (
+            f"path '{path}' is a hard link: 2 names share this file and another may be outside the workspace, so "
+            "the file tools will not change it; break the link first (copy the file over itself under a new "
+            "inode) or write to a new path (ACODE-SBX-014)")
+    assert (tree.root / "one.txt").read_text() == "shared\n"
+    assert os.stat(tree.root / "one.txt").st_nlink == 2
+
+
+def test_write_and_modify_refuse_fifos_sockets_and_devices_as_targets(ws: Workspace, tree: Tree) -> None:
+    import socket
+
+    os.mkfifo(tree.root / "pipe")
+    targets = {"pipe": "a named pipe (FIFO)", "sock": "a socket"}
+    try:
+        os.mknod(tree.root / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+        targets["zero"] = "a device"
+    except PermissionError:
+        pass  # not root: no device node to test with
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tree.root / "sock"))
+        for path, what in targets.items():
+            edit = [Edit(search="a", replace="b")]
+            for args in (WriteFile(path=path, content="x"), ModifyFile(path=path, edits=edit)):
+                with pytest.raises(SandboxError) as info:
+                    if isinstance(args, WriteFile):
+                        files.write_file(ws, args)
+                    else:
+                        files.modify_file(ws, args)
+                assert info.value.code == "ACODE-SBX-004"
+                assert info.value.message.startswith(f"path '{path}' is {what}")
+            assert not stat.S_ISREG(os.lstat(tree.root / path).st_mode)  # still what it was: not replaced
 
 
 def test_a_write_retried_after_a_crash_takes_over_the_temp_file_the_crash_left(ws: Workspace, tree: Tree) -> None:
@@ -150,10 +217,104 @@ def test_modify_file_refuses_a_search_not_matching_exactly_once_and_applies_noth
     assert (tree.root / "m.py").read_text() == original
 
 
+def _refusal(ws: Workspace, path: str, *edits: Edit) -> str:
+    with pytest.raises(SandboxError) as info:
+        files.modify_file(ws, ModifyFile(path=path, edits=list(edits)))
+    assert info.value.code == "ACODE-SBX-009"
+    return info.value.message
+
+
+def test_a_search_matching_nowhere_quotes_the_closest_region_with_line_numbers(ws: Workspace, tree: Tree) -> None:
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
+    (tree.root / "m.py").write_text(body)
+    message = _refusal(ws, "m.py", Edit(search="def f17(x):\n  return x+17", replace="z"))
+    assert message == ("edit 1 of 1: the search text 'def f17(x):\\n  return x+17' matches 0 times in m.py; it "
+                       "must match exactly once, so no edit was applied; read the file again and copy the exact "
+                       "text, whitespace included; the closest region is lines 52-53:\n"
+                       "    52\tdef f17(x):\n    53\t    return x + 17")
+    assert (tree.root / "m.py").read_text() == body
+
+
+def test_the_closest_region_is_capped_and_absent_when_nothing_is_alike(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "m.py").write_text("".join(f"line {i} {'w' * 500}\n" for i in range(30)))
+    message = _refusal(ws, "m.py", Edit(search="".join(f"line {i} {'v' * 500}\n" for i in range(3, 20)),
+                                        replace="z"))
+    region = message.split("the closest region is lines 4-20:\n", 1)[1]
+    assert region.splitlines()[0] == "     4\tline 3 " + "w" * 193 + "…"
+    assert region.splitlines()[-1] == "[… 7 more lines]"
+    assert len(region.splitlines()) == 11
+    message = _refusal(ws, "m.py", Edit(search="qqq zzz", replace="z"))
+    assert message.endswith("; there is no closest region: no line of the file shares a word with it")
+
+
+def test_a_search_with_read_file_line_numbers_gets_told_to_drop_them(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "m.py").write_text("a = 1\nb = 2\n")
+    message = _refusal(ws, "m.py", Edit(search="     1\ta = 1\n     2\tb = 2", replace="z"))
+    assert "(leave out the line numbers read_file puts before each line)" in message
+    assert message.endswith("the closest region is lines 1-2:\n     1\ta = 1\n     2\tb = 2")
+
+
+def test_a_search_matching_many_times_names_the_first_lines(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "m.py").write_text("pass\n" * 8 + "x = 1\n")
+    message = _refusal(ws, "m.py", Edit(search="x = 1", replace="x = 2"), Edit(search="pass", replace="..."))
+    assert message == ("edit 2 of 2: the search text 'pass' matches 8 times in m.py; it must match exactly once, so "
+                       "no edit was applied; include more surrounding lines so it is unique; it matches at lines 1, "
+                       "2, 3, 4, 5 and 3 more (line numbers as edit 1 left the file)")
+
+
+def test_the_closest_region_stays_fast_on_a_10_mb_file(ws: Workspace, tree: Tree) -> None:
+    import time
+
+    lines = [f"    value_{i % 977} = compute(item_{i}, offset={i % 13})" for i in range(220_000)]
+    (tree.root / "big.py").write_text("\n".join(lines) + "\n")
+    assert (tree.root / "big.py").stat().st_size > 10_000_000
+    start = time.monotonic()
+    message = _refusal(ws, "big.py", Edit(search="value_524 = compute(item_150005, offset=11)\n"
+                                                 "value_525 = compute(item_150006, ofset=12)", replace="z"))
+    assert time.monotonic() - start < 3.0  # ~0.3 s here; generous for a loaded CI machine
+    assert message.endswith("the closest region is lines 150006-150007:\n"
+                            "150006\t    value_524 = compute(item_150005, offset=11)\n"
+                            "150007\t    value_525 = compute(item_150006, offset=12)")
+
+
 def test_modify_file_keeps_crlf_line_endings(ws: Workspace, tree: Tree) -> None:
     (tree.root / "w.txt").write_bytes(b"one\r\ntwo\r\n")
     files.modify_file(ws, ModifyFile(path="w.txt", edits=[Edit(search="one\ntwo", replace="1\n2\n3")]))
     assert (tree.root / "w.txt").read_bytes() == b"1\r\n2\r\n3\r\n"
+
+
+def test_modify_file_keeps_lf_files_lf_and_mixed_files_exact(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "lf.txt").write_bytes(b"one\ntwo\n")
+    files.modify_file(ws, ModifyFile(path="lf.txt", edits=[Edit(search="one\r\ntwo", replace="1\r\n2")]))
+    assert (tree.root / "lf.txt").read_bytes() == b"1\n2\n"
+    (tree.root / "mixed.txt").write_bytes(b"a\r\nb\nc\n")
+    assert _refusal(ws, "mixed.txt", Edit(search="a\nb", replace="x")).startswith(
+        "edit 1 of 1: the search text 'a\\nb' matches 0 times")
+    files.modify_file(ws, ModifyFile(path="mixed.txt", edits=[Edit(search="a\r\nb\n", replace="x\n")]))
+    assert (tree.root / "mixed.txt").read_bytes() == b"x\nc\n"
+
+
+def test_modify_file_keeps_a_utf8_bom(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "bom.txt").write_bytes("\ufeffnamé = 1\n".encode())
+    files.modify_file(ws, ModifyFile(path="bom.txt", edits=[Edit(search="namé = 1", replace="namé = 2")]))
+    assert (tree.root / "bom.txt").read_bytes() == "\ufeffnamé = 2\n".encode()
+
+
+def test_modify_file_takes_exactly_one_of_edits_and_diff(ws: Workspace, tree: Tree) -> None:
+    (tree.root / "m.py").write_text("a\n")
+    for args, given in ((ModifyFile(path="m.py"), "neither"),
+                        (ModifyFile(path="m.py", edits=[Edit(search="a", replace="b")], diff="@@ -1 +1 @@\n-a\n+b\n"),
+                         "both")):
+        with pytest.raises(SandboxError) as info:
+            files.modify_file(ws, args)
+        assert str(info.value) == (f"modify_file of 'm.py' got {given} of edits and diff; give exactly one: edits "
+                                   "(search/replace pairs) or diff (a unified diff of this file) (ACODE-SBX-007)")
+    huge = "@@ -1 +1 @@\n-a\n+" + "é" * 600_000 + "\n"  # under the schema's 1,000,000 characters, over 1 MiB
+    with pytest.raises(SandboxError) as info:
+        files.modify_file(ws, ModifyFile(path="m.py", diff=huge))
+    assert info.value.code == "ACODE-SBX-007"
+    assert "bytes, over the 1048576-byte limit" in info.value.message
+    assert (tree.root / "m.py").read_text() == "a\n"
 
 
 def test_modify_file_of_a_missing_file_is_not_found(ws: Workspace) -> None:

@@ -71,7 +71,7 @@ def test_a_pending_read_runs_again(journal: Journal, memory: MemoryJournal, tree
     request = _request(tree, "read_file", path="src/a.py")
     _interrupted(memory, request, None)
     result = journal.run(request)
-    assert (result.ok, result.output, result.outcome) == (True, "print('inside')\n", "done")
+    assert (result.ok, result.output, result.outcome) == (True, "     1\tprint('inside')\n", "done")
 
 
 def test_a_pending_write_already_applied_is_done_without_writing(
