@@ -247,7 +247,7 @@ _ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "sk- spaced": lambda n: _fill("sk- ", n),
     "eyJ run": lambda n: _fill("eyJ", n),
     "eyJ spaced": lambda n: _fill("eyJ ", n),
-    "jwt heads": lambda n: _fill("eyJaaaaa.eyJbbbbb.", n),
+    "jwt heads": lambda n: _fill("eyJ" + "aaaaa.eyJbbbbb.", n),
     "pem without end": lambda n: f"-----BEGIN {RSA}-----" + "A" * n,
     "pem headers": lambda n: _fill(f"-----BEGIN {RSA}----- ", n),
     "pem headers and lines": lambda n: _fill(f"-----BEGIN {RSA}-----\n" + "A" * 64 + "\n", n),
