@@ -8,7 +8,7 @@ Two sources of secrets, redacted in this order:
    them would blank out ordinary text.
 2. **Provider patterns**, one kind each::
 
-    aws-access-key     AKIA|ASIA|ABIA|ACCA|A3T? + 16 [A-Z0-9]            (20 chars)
+    aws-access-key     AKIA ASIA ABIA ACCA A3T[A-Z0-9] + 16 [A-Z0-9]  (20 chars)
     aws-secret-key     40+ base64 chars, only after a secret_access_key name and = or :
     github-token       ghp_ gho_ ghu_ ghs_ ghr_ + 36+ alnum; github_pat_ + 82+ [A-Za-z0-9_]
     gitlab-token       glpat- gldt- glrt- glcbt- glptt- glft- glimt- glagent- glsoat-
@@ -28,10 +28,12 @@ Two sources of secrets, redacted in this order:
     authorization      the credential after ``Authorization: Bearer|Basic|Token``
 
    Token characters are letters, digits, ``_`` and ``-`` (but not the ``-`` that starts
-   ``-----BEGIN``, so a PEM header glued to a token stays a PEM header). The token patterns are anchored: they
-   do not start right after a token character nor end right before one, so they never
-   match inside a longer token. The two context patterns (``aws-secret-key``,
-   ``authorization``) replace only the value and keep the name.
+   ``-----BEGIN``, so a PEM header glued to a token stays a PEM header). The token patterns
+   are anchored: they neither start right after a token character nor end right before
+   one, so they never match inside a longer token. Known values match anywhere, inside
+   tokens too. The two context patterns (``aws-secret-key``, ``authorization``) replace
+   only the value and keep the name. :meth:`Redactor.redact_value` redacts every string
+   inside a wire value; bytes are left alone.
 
 Decisions:
 
@@ -52,11 +54,13 @@ Decisions:
   is skipped when it is shorter than 8 chars, a boolean word, digits only under 12 chars,
   or letters only under 12 chars (``postgres``, ``changeme``: redacting such a word would
   blank out every use of it).
-- Linear time: every unbounded repetition is possessive and every pattern starts with a
-  literal marker, anchored where it is a token pattern, so a character is scanned a
-  bounded number of times whatever the input. The combined pattern is tried only where a
-  marker starts (found by one scan of plain literals, which ``re`` does fast); known values
-  are found with ``str.find``, one scan per value.
+- Linear time: every unbounded repetition is possessive, and every pattern starts with a
+  marker (a literal prefix; for the context patterns, their name in any case), anchored
+  where it is a token pattern, so a character is scanned a bounded number of times
+  whatever the input. The combined pattern is tried only where a marker starts (found by
+  one scan of plain literals, which ``re`` does fast); known values are found with
+  ``str.find``, one scan per value. On 1 MB, benign text takes some 35 ms; the worst
+  adversarial input measured (``"sk- " * n``) about 8 times that.
 """
 
 from __future__ import annotations
