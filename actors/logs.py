@@ -2,6 +2,9 @@
 
 Every line carries ``actor``, ``instance`` and ``pid``; handlers bind ``session_id`` and
 ``trace_id`` per message. Event names are snake_case facts (``actor_restarted``).
+
+Secrets never reach the renderer: :func:`redact_secrets` runs after ``format_exc_info`` (so
+tracebacks are covered) and redacts every value with :func:`protocol.redact.default_redactor`.
 """
 
 from __future__ import annotations
@@ -11,9 +14,12 @@ import os
 import sys
 from typing import Any
 
+import msgspec
 import structlog
 
-__all__ = ["configure", "get_logger"]
+from protocol.redact import Redactor, default_redactor
+
+__all__ = ["configure", "get_logger", "redact_secrets"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -40,6 +46,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            redact_secrets,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
@@ -47,6 +54,31 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
+
+
+def redact_secrets(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A structlog processor: ``event`` with the secrets in its values redacted.
+
+    Strings, containers and Structs are redacted string by string; another object, which
+    the renderer shows by its ``repr``, becomes its redacted ``repr`` if that differs.
+    """
+    redactor = default_redactor()
+    return {key: _clean(redactor, value) for key, value in event.items()}
+
+
+def _clean(redactor: Redactor, value: Any) -> Any:
+    if isinstance(value, (str, msgspec.Struct)):
+        return redactor.redact_value(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_clean(redactor, item) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {_clean(redactor, key): _clean(redactor, item) for key, item in value.items()}
+    text = repr(value)
+    redacted = redactor.redact(text)
+    return value if redacted is text else redacted
 
 
 def get_logger(**bound: Any) -> Any:

@@ -24,12 +24,16 @@ An error says what happened, the offending value and what to do; its code
     └── CliError(AcodeError)                              ACODE-CLI-…
 
 Errors cross process boundaries as :class:`ErrorInfo` (code, message, retryable) and
-are rebuilt into the matching class with :func:`from_info`.
+are rebuilt into the matching class with :func:`from_info`. An error's message is redacted
+when the error is made (:func:`protocol.redact.redact`): messages quote offending values,
+and those may hold secrets.
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from protocol.redact import redact
 
 __all__ = [
     "CODES",
@@ -135,6 +139,7 @@ class AcodeError(Exception):
     retryable = False
 
     def __init__(self, message: str, *, code: str | None = None, retryable: bool | None = None):
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.code = code or self.default_code

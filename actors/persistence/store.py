@@ -24,6 +24,12 @@ The connection is opened in WAL mode with the configured ``synchronous`` level a
 timeout. Lower-layer errors (``sqlite3.Error``, an unreadable stored blob) become
 :class:`StorageError` (ACODE-STORE-001) in one place, :meth:`Store._errors`. Blobs are
 msgpack written with :func:`protocol.codec.encode` and read with typed decoders built once.
+
+Nothing secret is stored: every record is redacted (:mod:`protocol.redact`) as it is encoded,
+in one place, :meth:`Store._blob`, and so are the free-text columns (tool names, tool-call
+keys, step labels). Ids acode makes are stored as they are: session and event ids (UUIDv7)
+and request hashes (sha256 hex), which the redactor leaves alone. An appended event is
+returned (and published) as stored, redacted.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageEr
 from protocol.events import Event
 from protocol.messages import ModelAnswerClaim, ToolCallState
 from protocol.plan import TaskPlan
+from protocol.redact import Redactor, default_redactor
 from protocol.results import ModelAnswer, StepRecord, ToolResult
 from protocol.session import SessionSnapshot, Stage
 from protocol.tools import Risk
@@ -59,7 +66,6 @@ _PLAN = msgspec.msgpack.Decoder(TaskPlan)
 _STEP = msgspec.msgpack.Decoder(StepRecord)
 _RESULT = msgspec.msgpack.Decoder(ToolResult)
 _ANSWER = msgspec.msgpack.Decoder(ModelAnswer)
-_NO_ARGUMENTS = encode({})
 
 
 class Appended(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,16 +92,17 @@ class Store:
     """The acode database. Not thread-safe: one store, one thread (the actor's loop).
 
     Opening creates or migrates the file; ``migrated_from`` is the schema version it had
-    (0 for a new database).
+    (0 for a new database). ``redactor`` defaults to the process's.
     """
 
     def __init__(self, path: str | Path, *, synchronous: Synchronous = "full",
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, redactor: Redactor | None = None):
         if synchronous not in _SYNCHRONOUS:
             raise ConfigError(f"synchronous {synchronous!r} is not one of {', '.join(_SYNCHRONOUS)}; "
                               "fix the persistence options", code="ACODE-CFG-001")
         self.path = str(path)
         self._clock = clock
+        self._redactor = redactor or default_redactor()
         self._conn: sqlite3.Connection | None = None
         with self._errors("opening the database"):
             conn = sqlite3.connect(self.path, isolation_level=None)
@@ -186,7 +193,7 @@ class Store:
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
                     "updated_at = excluded.updated_at, snapshot = excluded.snapshot",
                     (session_id, snapshot.status, snapshot.created_at, snapshot.updated_at,
-                     encode(snapshot)))
+                     self._blob(snapshot)))
             else:
                 self._require_session(conn, session_id)
             appended = self._append(conn, session_id, events)
@@ -196,26 +203,28 @@ class Store:
                                         f"version {plan.version}; finalize the plan (versions start "
                                         "at 1) before committing it", code="ACODE-PROTO-002")
                 conn.execute("INSERT INTO plans (session_id, version, plan) VALUES (?, ?, ?) "
-                             "ON CONFLICT DO NOTHING", (session_id, plan.version, encode(plan)))
+                             "ON CONFLICT DO NOTHING", (session_id, plan.version, self._blob(plan)))
             if step is not None:
                 _check_owner("step record", f"{step.task}/{step.step}", step.session_id, session_id)
                 conn.execute("INSERT INTO steps (session_id, visit, task, step, record) "
                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                             (session_id, step.visit, step.task, step.step, encode(step)))
+                             (session_id, step.visit, self._text(step.task), self._text(step.step),
+                              self._blob(step)))
         return appended
 
     def begin_tool_call(self, key: str, *, session_id: str, tool: str,
                         arguments: dict[str, Any] | None = None, risk: Risk = "read",
                         pre_image: str | None = None) -> ToolCallState:
         """Journal a tool call's intent (``new``), or say what the call with ``key`` did."""
+        key = self._text(key)
         with self._write(f"journaling tool call {key}") as conn:
             row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?",
                                (key,)).fetchone()
             if row is None:
                 conn.execute("INSERT INTO tool_calls (key, session_id, tool, arguments, risk, "
                              "pre_image, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (key, session_id, tool, encode(arguments or {}), risk, pre_image,
-                              self._clock()))
+                             (key, session_id, self._text(tool), self._blob(arguments or {}), risk,
+                              pre_image, self._clock()))
                 return ToolCallState(state="new", pre_image=pre_image)
             first_pre_image, result = row
             if result is None:
@@ -225,6 +234,7 @@ class Store:
     def finish_tool_call(self, key: str, *, session_id: str, result: ToolResult,
                          event: Event) -> Appended:
         """Journal the result (the first one stays) and append ``event``: one transaction."""
+        key = self._text(key)
         with self._write(f"journaling the result of tool call {key}") as conn:
             self._require_session(conn, session_id)
             now = self._clock()
@@ -233,7 +243,8 @@ class Store:
                 "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "result = excluded.result, finished_at = excluded.finished_at "
                 "WHERE tool_calls.result IS NULL",
-                (key, session_id, result.tool, _NO_ARGUMENTS, result.risk, now, encode(result), now))
+                (key, session_id, self._text(result.tool), self._blob({}), result.risk, now,
+                 self._blob(result), now))
             return self._append(conn, session_id, [event])
 
     def claim_model_answer(self, request_hash: str, *, session_id: str, stage: Stage) -> ModelAnswerClaim:
@@ -261,7 +272,7 @@ class Store:
                                     "hash before recording its answer", code="ACODE-STORE-002")
             if row[0]:
                 conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
-                             (encode(answer), request_hash))
+                             (self._blob(answer), request_hash))
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -312,6 +323,16 @@ class Store:
                                 "ORDER BY rowid", (session_id, visit))
             return [_STEP.decode(blob) for (blob,) in rows]
 
+    # -- what is stored -------------------------------------------------------------------
+
+    def _blob(self, record: Any) -> bytes:
+        """``record`` redacted and encoded: every blob this store writes is made here."""
+        return encode(self._redactor.redact_value(record))
+
+    def _text(self, text: str) -> str:
+        """A free-text column's value, redacted."""
+        return self._redactor.redact(text)
+
     # -- helpers inside a transaction -----------------------------------------------------
 
     @staticmethod
@@ -338,9 +359,9 @@ class Store:
                                        (session_id,)).fetchone()
             last += 1
             stored = msgspec.structs.replace(event, seq=last, at=event.at or self._clock())
+            body = self._blob(stored)
             conn.execute("INSERT INTO events (id, session_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?, ?)",
-                         (stored.id, session_id, last, stored.__struct_config__.tag, stored.at,
-                          encode(stored)))
+                         (stored.id, session_id, last, stored.__struct_config__.tag, stored.at, body))
             seqs.append(last)
-            inserted.append(stored)
+            inserted.append(_EVENT.decode(body))
         return Appended(seqs=seqs, inserted=inserted)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from protocol import errors
+from protocol import errors, redact
 from protocol.errors import (
     CODES,
     AcodeError,
@@ -115,3 +115,23 @@ def test_the_tree_in_the_module_docstring_names_every_class() -> None:
     assert errors.__doc__ is not None
     assert sorted(c.__name__ for c in CLASSES) == sorted(
         name for name in re.findall(r"([A-Z][A-Za-z]+)\(", errors.__doc__))
+
+
+GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"
+KNOWN = "Zq8-" + "wX4vY2" * 4  # the value of a secret in the environment
+
+
+def test_an_error_message_is_redacted_when_the_error_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redact, "_default", None)
+    monkeypatch.setenv("DEPLOY_API_TOKEN", KNOWN)
+    err = SandboxError(f"command 'curl -u x:{KNOWN} {GITHUB}' could not start", code="ACODE-SBX-005")
+    expected = "command 'curl -u x:[REDACTED:known-secret] [REDACTED:github-token]' could not start"
+    assert err.message == expected
+    assert str(err) == f"{expected} (ACODE-SBX-005)"
+    assert err.args == (expected,)
+    assert err.info() == ErrorInfo(code="ACODE-SBX-005", message=expected)
+
+
+def test_an_error_rebuilt_from_a_peers_info_is_redacted_too() -> None:
+    err = from_info(ErrorInfo(code="ACODE-LLM-001", message=f"provider refused key {GITHUB}"))
+    assert (type(err), err.message) == (ModelError, "provider refused key [REDACTED:github-token]")

@@ -1,0 +1,93 @@
+"""Nothing secret is stored: the raw database file holds no token and no known secret value."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from actors.persistence.store import Store
+from protocol import redact
+from protocol.errors import ErrorInfo
+from protocol.events import SessionFinished, StageFinished, ToolCalled
+from protocol.ids import new_id
+from protocol.results import ModelAnswer, ModelToolCall, ToolResult
+from tests.actors.persistence import records
+
+GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"
+KNOWN = "Zq8-" + "wX4vY2" * 4  # the value of a secret in the environment
+SECRETS = [GITHUB.encode(), KNOWN.encode()]
+LEAK = f"a {GITHUB} and {KNOWN}"
+REDACTED = "a [REDACTED:github-token] and [REDACTED:known-secret]"
+
+
+@pytest.fixture
+def store(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """A store with the process's own redactor, made with a secret in the environment."""
+    monkeypatch.setattr(redact, "_default", None)
+    monkeypatch.setattr(redact, "_extra", set())
+    monkeypatch.setenv("DEPLOY_API_TOKEN", KNOWN)
+    with Store(home / "acode.db") as store:
+        yield store
+
+
+def _raw(path: str) -> bytes:
+    """The database file and its write-ahead log, byte for byte."""
+    return b"".join(p.read_bytes() for p in (Path(path), Path(path + "-wal")) if p.exists())
+
+
+def test_no_record_leaves_a_secret_in_the_database_file(store: Store) -> None:
+    session_id = new_id()
+    snapshot = msgspec.structs.replace(records.snapshot(session_id), task=LEAK)
+    failure = ErrorInfo(code="ACODE-EXEC-002", message=LEAK)
+    appended = store.commit(
+        session_id,
+        [records.created(session_id),
+         StageFinished(id=new_id(), session_id=session_id, stage="executor", visit=1, attempt=1, ok=False,
+                       summary=LEAK, error=failure)],
+        snapshot=snapshot, plan=records.plan(1, goal=LEAK),
+        step=records.step(session_id, summary=LEAK))
+    key = f"{session_id}:e1:T1/S1:t0:c0"
+    store.begin_tool_call(key, session_id=session_id, tool="run_terminal", risk="exec",
+                          arguments={"command": f"curl -H 'X-Token: {KNOWN}' {GITHUB}"})
+    result = ToolResult(key=key, tool="run_terminal", ok=False, output=LEAK, error=failure,
+                        exit_code=1, risk="exec")
+    finished = store.finish_tool_call(key, session_id=session_id, result=result, event=ToolCalled(
+        id=new_id(), session_id=session_id, key=key, tool="run_terminal", ok=False, summary=LEAK))
+    request_hash = hashlib.sha256(b"a model request").hexdigest()
+    store.claim_model_answer(request_hash, session_id=session_id, stage="executor")
+    store.record_model_answer(request_hash, ModelAnswer(content=LEAK, tool_calls=[
+        ModelToolCall(id="call-1", name="write_file", arguments={"path": ".env", "content": f"TOKEN={KNOWN}"})]))
+    store.commit(session_id, [SessionFinished(id=new_id(), session_id=session_id, status="failed", exit_code=1,
+                                              error=failure)])
+
+    raw = _raw(store.path)
+    assert [secret for secret in SECRETS if secret in raw] == []
+    # The records are there, redacted, and the ids and hashes that are keys are untouched.
+    assert b"[REDACTED:github-token]" in raw and b"[REDACTED:known-secret]" in raw
+    assert request_hash.encode() in raw and session_id.encode() in raw and key.encode() in raw
+    assert store.events(session_id)[1].error == ErrorInfo(code="ACODE-EXEC-002", message=REDACTED)
+    assert store.session(session_id).task == REDACTED
+    # What is published is what was stored.
+    assert finished.inserted == store.events(session_id)[2:3]
+    assert appended.inserted == store.events(session_id)[:2]
+    assert finished.inserted[0].summary == REDACTED
+
+    store.close()  # the last connection checkpoints the log into the database file
+    assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
+
+
+def test_a_journaled_call_is_found_again_by_its_key(store: Store) -> None:
+    session_id = new_id()
+    store.commit(session_id, snapshot=records.snapshot(session_id))
+    key = f"{session_id}:e1:{GITHUB}/S1:t0:c0"  # a step label from the model may hold anything
+    store.begin_tool_call(key, session_id=session_id, tool="read_file")
+    store.finish_tool_call(key, session_id=session_id, result=records.tool_result(key, output="ok"),
+                           event=records.tool_called(session_id, key))
+    state = store.begin_tool_call(key, session_id=session_id, tool="read_file")
+    assert state.state == "done"
+    assert state.result is not None and state.result.output == "ok"
+    assert GITHUB.encode() not in _raw(store.path)

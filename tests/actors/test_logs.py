@@ -1,0 +1,71 @@
+"""Logging: the lines a process writes carry no secret, whatever the values and tracebacks hold."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from actors import logs
+from protocol import redact
+from protocol.errors import ErrorInfo
+
+GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"
+KNOWN = "Zq8-" + "wX4vY2" * 4  # the value of a secret in the environment
+
+
+@pytest.fixture
+def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], str]]:
+    """Logging configured as a process does (JSON), with a secret in the environment; the
+    lines go to a buffer instead of stderr."""
+    monkeypatch.setattr(redact, "_default", None)
+    monkeypatch.setattr(redact, "_extra", set())
+    monkeypatch.setenv("DEPLOY_API_TOKEN", KNOWN)
+    logs.configure(actor="tester", instance="tester-1", json=True)
+    buffer = io.StringIO()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=buffer))
+    try:
+        yield buffer.getvalue
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+
+
+def test_every_value_of_a_log_line_is_redacted(lines: Callable[[], str]) -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return f"Opaque({KNOWN})"
+
+    logs.get_logger().info("tool_ran", output=f"token={GITHUB}", nested={"args": [KNOWN, 3, (GITHUB,)]},
+                           error=ErrorInfo(code="ACODE-SBX-005", message=f"bad {KNOWN}"), opaque=Opaque(),
+                           path=Path("/w/hello.py"), count=2, ok=True)
+    text = lines()
+    assert GITHUB not in text and KNOWN not in text
+    line: dict[str, Any] = json.loads(text)
+    assert line["output"] == "token=[REDACTED:github-token]"
+    assert line["nested"] == {"args": ["[REDACTED:known-secret]", 3, ["[REDACTED:github-token]"]]}
+    assert line["error"] == "ErrorInfo(code='ACODE-SBX-005', message='bad [REDACTED:known-secret]', retryable=False)"
+    assert line["opaque"] == "Opaque([REDACTED:known-secret])"
+    assert (line["path"], line["count"], line["ok"], line["actor"]) == ("PosixPath('/w/hello.py')", 2, True, "tester")
+
+
+def test_a_logged_traceback_is_redacted(lines: Callable[[], str]) -> None:
+    try:
+        raise ValueError(f"could not parse {GITHUB} with {KNOWN}")
+    except ValueError:
+        logs.get_logger().exception("parse_failed")
+    text = lines()
+    assert GITHUB not in text and KNOWN not in text
+    exception = json.loads(text)["exception"]
+    assert "ValueError: could not parse [REDACTED:github-token] with [REDACTED:known-secret]" in exception
+
+
+def test_redaction_runs_after_tracebacks_are_formatted_and_before_rendering(lines: Callable[[], str]) -> None:
+    processors = structlog.get_config()["processors"]
+    assert processors[-2] is logs.redact_secrets
+    assert processors[-3] is structlog.processors.format_exc_info

@@ -1,0 +1,383 @@
+"""Secret redaction: every provider format, false-positive probes, known values, idempotency,
+linear time on adversarial input, and the environment rules.
+
+Fake secrets are assembled at run time (``"ghp_" + ...``) so that no literal in this file
+looks like a real secret to a scanner such as GitHub push protection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import redact
+from protocol.errors import ErrorInfo
+from protocol.ids import new_id
+from protocol.redact import KINDS, Redactor, known_secrets, placeholder
+from protocol.results import ModelAnswer, ModelToolCall, ToolResult
+
+
+def _fill(alphabet: str, length: int) -> str:
+    return (alphabet * (length // len(alphabet) + 1))[:length]
+
+
+def _b64url(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _pem(label: str, lines: int = 3, *, end: bool = True, newline: str = "\n") -> str:
+    body = newline.join(_fill("MIIEowIBAAKCAQEAq9Zx+/", 64) for _ in range(lines))
+    block = f"-----BEGIN {label}-----{newline}{body}"
+    return block + (f"{newline}-----END {label}-----" if end else "")
+
+
+ALNUM = "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY"
+GITHUB = "gh" + "p_" + _fill(ALNUM, 36)
+KNOWN = "Zq8-" + _fill("wX4vY2", 20)  # a value this process knows as a secret
+JWT = ".".join([_b64url('{"alg":"HS256","typ":"JWT"}'), _b64url('{"sub":"1234567890","name":"A"}'),
+                _fill("SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", 43)])
+RSA = "RSA PRIVATE" + " KEY"
+
+# (kind, secret, the text it sits in, what that text becomes)
+FORMATS: list[tuple[str, str]] = [
+    ("aws-access-key", "AK" + "IA" + _fill("Q3ZWB7KDN5XHM2PL", 16)),
+    ("aws-access-key", "AS" + "IA" + _fill("Q3ZWB7KDN5XHM2PL", 16)),
+    ("aws-access-key", "A3" + "TX" + _fill("Q3ZWB7KDN5XHM2PL", 16)),
+    ("github-token", GITHUB),
+    ("github-token", "gh" + "s_" + _fill(ALNUM, 36)),
+    ("github-token", "gh" + "o_" + _fill(ALNUM, 36)),
+    ("github-token", "github" + "_pat_" + _fill(ALNUM, 22) + "_" + _fill(ALNUM[::-1], 59)),
+    ("gitlab-token", "gl" + "pat-" + _fill("xY3_zW5-vU7t", 20)),
+    ("gitlab-token", "gl" + "rt-" + _fill("xY3_zW5-vU7t", 26)),
+    ("gitlab-token", "GR13" + "48941" + _fill("xY3_zW5-vU7t", 20)),
+    ("anthropic-key", "sk-" + "ant-api03-" + _fill("Ab3_Cd5-Ef7", 93) + "AA"),
+    ("anthropic-key", "sk-" + "ant-admin01-" + _fill("Ab3_Cd5-Ef7", 93) + "AA"),
+    ("openai-key", "sk-" + _fill(ALNUM, 20) + "T3Blbk" + "FJ" + _fill(ALNUM, 20)),
+    ("openai-key", "sk-" + "proj-" + _fill("Ab3_Cd5-Ef7gH", 156)),
+    ("openai-key", "sk-" + "svcacct-" + _fill("Ab3_Cd5-Ef7gH", 74)),
+    ("slack-token", "xo" + "xb-" + "2634971845-" + "4862015379245-" + _fill(ALNUM, 24)),
+    ("slack-token", "xo" + "xp-" + "2634971845-" + _fill(ALNUM, 24)),
+    ("slack-token", "xa" + "pp-1-" + "A04AB3CD5EF-" + _fill(ALNUM, 40)),
+    ("slack-webhook", "https://hooks.slack.com/" + "services/T0A1B2C3D/B4E5F6G7H/" + _fill(ALNUM, 24)),
+    ("jwt", JWT),
+    ("jwt", JWT.rsplit(".", 1)[0] + "."),  # unsigned: alg "none"
+    ("private-key", _pem(RSA)),
+    ("private-key", _pem("OPENSSH PRIVATE" + " KEY")),
+    ("private-key", _pem("EC PRIVATE" + " KEY")),
+    ("private-key", _pem("PRIVATE" + " KEY")),
+    ("private-key", _pem("ENCRYPTED PRIVATE" + " KEY")),
+    ("private-key", _pem("PGP PRIVATE" + " KEY BLOCK")),
+    ("private-key", _pem(RSA, newline="\\n")),  # as it looks inside a JSON string
+    ("private-key", _pem(RSA, end=False)),  # cut short: no END line
+    ("private-key", _pem(RSA) [:-7]),  # cut short inside the END line
+    ("private-key", f"-----BEGIN {RSA}-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17F5316E2BAC89\n\n"
+                    + _fill("MIIEowIBAAKCAQEAq9Zx+/", 64) + f"\n-----END {RSA}-----"),
+    ("gcp-api-key", "AI" + "za" + _fill("Sy3_Dq5-Fz7", 35)),
+    ("huggingface-token", "h" + "f_" + _fill("aBcDeFgHiJkLmNoPqRs", 34)),
+    ("stripe-key", "sk" + "_live_" + _fill(ALNUM, 24)),
+    ("stripe-key", "rk" + "_test_" + _fill(ALNUM, 99)),
+    ("stripe-key", "wh" + "sec_" + _fill(ALNUM, 32)),
+]
+
+
+@pytest.mark.parametrize(("kind", "secret"), FORMATS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(FORMATS)])
+@pytest.mark.parametrize("around", ["{}", "value: {} (copied)", "token='{}'", "x={}\n", "\"{}\","])
+def test_each_provider_format_is_replaced_by_its_kind(kind: str, secret: str, around: str) -> None:
+    redactor = Redactor()
+    text = around.format(secret)
+    assert redactor.redact(text) == around.format(placeholder(kind))
+    assert redactor.kinds(text) == {kind}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("aws_secret_access_key = " + _fill("wJalrXUtnFEMI/K7MDENG/bPxRfiCY", 40),
+     "aws_secret_access_key = [REDACTED:aws-secret-key]"),
+    ("AWS_SECRET_ACCESS_KEY=" + _fill("wJalrXUtnFEMI+K7MDENG+bPxRfiCY", 40) + "\n",
+     "AWS_SECRET_ACCESS_KEY=[REDACTED:aws-secret-key]\n"),
+    ('{"SecretAccessKey": "' + _fill("wJalrXUtnFEMI/K7MDENG/bPxRfiCY", 40) + '"}',
+     '{"SecretAccessKey": "[REDACTED:aws-secret-key]"}'),
+    ("Authorization: Bearer " + _fill("mF_9.B5f-4.1JqM", 30),
+     "Authorization: Bearer [REDACTED:authorization]"),
+    ("curl -H 'authorization: basic " + _b64url("user:pass-word-1") + "=' https://x",
+     "curl -H 'authorization: basic [REDACTED:authorization]' https://x"),
+    ('{"Authorization": "token ' + _fill("abcdef0123", 40) + '"}',
+     '{"Authorization": "token [REDACTED:authorization]"}'),
+    ("Proxy-Authorization: Bearer " + GITHUB, "Proxy-Authorization: Bearer [REDACTED:authorization]"),
+])
+def test_context_patterns_replace_the_value_and_keep_the_name(text: str, expected: str) -> None:
+    assert Redactor().redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "commit " + hashlib.sha1(b"x").hexdigest(),
+    "fixed in 3f2a9c1 and 3f2a9c1d4e5b",
+    "id " + str(uuid.uuid4()),
+    "id " + new_id(),
+    "image@sha256:" + hashlib.sha256(b"x").hexdigest(),
+    hashlib.sha256(b"y").hexdigest().upper(),
+    hashlib.sha512(b"z").hexdigest(),
+    base64.b64encode(b"The quick brown fox jumps over the lazy dog, again and again and again.").decode(),
+    base64.b64encode(b'{"alg":"none"}').decode(),
+    "see task-sk-list and disk-sk-" + _fill(ALNUM, 30),
+    "a skeleton key, skeletons, sk-learn, sk-" + _fill("abcdefgh-ijkl", 30),  # no digit: a name
+    "shelf_life = " + "shelf_" + _fill("abcdefghij", 40),
+    "AK" + "IA" + "Q3ZWB7KD",
+    "AK" + "IA" + _fill("Q3ZWB7KDN5XHM2PL", 17),
+    "gh" + "p_token_name = 1",
+    "gh" + "p_" + _fill(ALNUM, 35),
+    "x" + GITHUB,
+    GITHUB + "_suffix",
+    GITHUB + "-suffix",
+    "eyJ alone, eyJ" + "hbGciOiJIUzI1NiJ9 alone",
+    "-----BEGIN PUBLIC KEY-----\n" + _fill("MIIBIjANBgkqhkiG9w0B", 64) + "\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\n" + _fill("MIIDdzCCAl+gAwIBAgIE", 64) + "\n-----END CERTIFICATE-----",
+    "pk" + "_live_" + _fill(ALNUM, 24),  # publishable: ships in web pages
+    "headers = {'Authorization': f'Bearer {token}'}",
+    "Authorization: Bearer $TOKEN",
+    "password = os.environ['DB_PASSWORD']",
+    "postgres://user:password@localhost/db",
+    "AI" + "za" + _fill("Sy3_Dq5-Fz7", 34),
+    "from huggingface_hub import hf_hub_download",
+    "glpat-short",
+    "[REDACTED:jwt] [REDACTED:known-secret]",
+])
+def test_look_alikes_are_left_alone(text: str) -> None:
+    assert Redactor([KNOWN]).redact(text) == text
+
+
+def test_an_unknown_placeholder_kind_is_not_a_placeholder() -> None:
+    text = "[REDACTED:" + GITHUB + "]"
+    assert Redactor().redact(text) == "[REDACTED:[REDACTED:github-token]]"
+
+
+def test_a_pem_header_glued_to_a_token_still_ends_it() -> None:
+    text = GITHUB + _pem(RSA) + "\n" + GITHUB
+    assert Redactor().redact(text) == "[REDACTED:github-token][REDACTED:private-key]\n[REDACTED:github-token]"
+
+
+def test_a_truncated_pem_block_stops_at_the_prose_after_its_body() -> None:
+    text = _pem(RSA, end=False) + "\n(output truncated)\nHere is the rest."
+    assert Redactor().redact(text) == "[REDACTED:private-key]\n(output truncated)\nHere is the rest."
+
+
+# -- known values ---------------------------------------------------------------------------
+
+
+def test_a_known_value_is_replaced_wherever_it_appears() -> None:
+    redactor = Redactor([KNOWN])
+    assert redactor.redact(f"url=https://u:{KNOWN}@host/x{KNOWN}y") == (
+        "url=https://u:[REDACTED:known-secret]@host/x[REDACTED:known-secret]y")
+    assert redactor.kinds(f"a {KNOWN}") == {"known-secret"}
+
+
+def test_overlapping_known_values_become_one_placeholder() -> None:
+    redactor = Redactor(["abcdefgh12", "gh12345678"])
+    assert redactor.redact("xabcdefgh12345678y") == "x[REDACTED:known-secret]y"
+
+
+def test_known_values_shorter_than_the_minimum_are_ignored() -> None:
+    assert Redactor(["1234567", "", "abc"]).redact("1234567 abc") == "1234567 abc"
+
+
+def test_a_known_value_next_to_a_token_lets_the_token_be_found() -> None:
+    assert Redactor([KNOWN]).redact(GITHUB + KNOWN) == "[REDACTED:github-token][REDACTED:known-secret]"
+
+
+def test_a_known_value_is_not_found_inside_a_placeholder() -> None:
+    assert Redactor(["REDACTED"]).redact("[REDACTED:jwt] REDACTED") == "[REDACTED:jwt] [REDACTED:known-secret]"
+
+
+# -- idempotency and the fast scan (properties) -----------------------------------------------
+
+_FRAGMENTS = [
+    GITHUB, "gh" + "p_", _fill(ALNUM, 36), "sk-", "sk-" + "ant-api03-", "eyJ", _b64url('{"a":1}'), ".",
+    f"-----BEGIN {RSA}-----", f"-----END {RSA}-----", "-----BEGIN ", "------", "-----", "\n", "\\n",
+    _fill("MIIEowIBAAKCAQEAq9Zx", 20), "AB==", "AK" + "IA", "Q3ZWB7KDN5XHM2PL", " ", "_", "-", "/", "+", "=",
+    '"', ":", "[REDACTED:jwt]", "[REDACTED:", "]", "aws_secret_access_key=", "SECRET-ACCESS", "Key: ",
+    _fill("wJalrXUtnFEMI/K7MDENG", 40), "Authorization: Bearer ", "xo" + "xb-", "h" + "f_", _fill("abcd", 34),
+    "AI" + "za", _fill("Sy3_Dq5", 35), "https://hooks.slack.com/services/", "T0/B0/xyz12345", "sk" + "_live_",
+    _fill("a1", 24), "gl" + "pat-", "github" + "_pat_", _fill("Ab_", 82), KNOWN, KNOWN[:9], KNOWN[5:],
+]
+_TEXT = st.lists(st.sampled_from(_FRAGMENTS) | st.text(alphabet="aZ0_-.=:/+[]\n ", max_size=6),
+                 max_size=16).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=_TEXT)
+def test_redaction_is_idempotent_and_leaves_no_known_value(text: str) -> None:
+    redactor = Redactor([KNOWN])
+    once = redactor.redact(text)
+    assert redactor.redact(once) == once
+    assert KNOWN not in once
+
+
+def _scan_every_position(text: str) -> str:
+    """What the marker-driven scan must equal: try the combined pattern at every position."""
+    pieces: list[str] = []
+    pos = i = 0
+    while i < len(text):
+        scanner = redact._SCAN_AFTER_SECRET if i == pos and pieces else redact._SCAN
+        match = scanner.match(text, i)
+        if match is None:
+            i += 1
+            continue
+        pieces += [text[pos:i], redact._replacement(match, None)]
+        pos = i = match.end()
+    return "".join(pieces) + text[pos:] if pieces else text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=_TEXT)
+def test_scanning_only_where_markers_start_finds_what_scanning_everywhere_finds(text: str) -> None:
+    assert redact._replace_patterns(text, None) == _scan_every_position(text)
+
+
+# -- linear time ------------------------------------------------------------------------------
+
+MB = 1_000_000
+_ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "sk- run": lambda n: _fill("sk-", n),
+    "sk- spaced": lambda n: _fill("sk- ", n),
+    "eyJ run": lambda n: _fill("eyJ", n),
+    "eyJ spaced": lambda n: _fill("eyJ ", n),
+    "jwt heads": lambda n: _fill("eyJ" + "aaaaa.eyJbbbbb.", n),
+    "pem without end": lambda n: f"-----BEGIN {RSA}-----" + "A" * n,
+    "pem headers": lambda n: _fill(f"-----BEGIN {RSA}----- ", n),
+    "pem headers and lines": lambda n: _fill(f"-----BEGIN {RSA}-----\n" + "A" * 64 + "\n", n),
+    "one letter": lambda n: "a" * n,
+    "one dash": lambda n: "-" * n,
+    "ghp_ spaced": lambda n: _fill("gh" + "p_ ", n),
+    "AKIA run": lambda n: _fill("AK" + "IA", n),
+    "aws name then spaces": lambda n: "aws_secret_access_key=" + " " * n,
+    "aws names": lambda n: _fill("aws_secret_access_key= ", n),
+    "authorization headers": lambda n: _fill("Authorization: Bearer ", n),
+    "open placeholders": lambda n: _fill("[REDACTED:jwt", n),
+    "placeholders": lambda n: _fill("[REDACTED:jwt] ", n),
+    "known value prefix": lambda n: _fill(KNOWN[:-1] + "#", n),
+    "known values": lambda n: _fill(KNOWN + " ", n),
+}
+
+
+def _benign(n: int) -> str:
+    line = (f"    commit {hashlib.sha1(b'x').hexdigest()} id {uuid.uuid4()} digest sha256:"
+            f"{hashlib.sha256(b'x').hexdigest()}\n    return {{'skeleton': True, 'shelf_life': 30}}  # task-sk-list\n"
+            f"    {base64.b64encode(b'ordinary words in base64, nothing secret here').decode()}\n")
+    return _fill(line, n)
+
+
+def _seconds(redactor: Redactor, text: str, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        redactor.redact(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("name", list(_ADVERSARIAL))
+def test_work_grows_linearly_with_adversarial_input(name: str) -> None:
+    # 8x the input should cost about 8x the time; quadratic work would cost 64x.
+    redactor = Redactor([KNOWN])
+    make = _ADVERSARIAL[name]
+    small, large = _seconds(redactor, make(MB // 16)), _seconds(redactor, make(MB // 2))
+    assert large < 24 * max(small, 1e-4), f"{name}: {small * 1e3:.1f} ms → {large * 1e3:.1f} ms"
+
+
+def test_a_megabyte_of_adversarial_input_costs_at_most_20_times_benign_input() -> None:
+    redactor = Redactor([KNOWN])
+    benign = _seconds(redactor, _benign(MB))
+    costs = {name: _seconds(redactor, make(MB), repeat=2) for name, make in _ADVERSARIAL.items()}
+    slow = {name: f"{cost / benign:.1f}x" for name, cost in costs.items() if cost > 20 * benign}
+    assert not slow, f"benign 1 MB took {benign * 1e3:.1f} ms; slower inputs: {slow}"
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+def test_redact_value_rebuilds_structs_of_the_same_type_and_keeps_what_is_clean() -> None:
+    redactor = Redactor([KNOWN])
+    clean = ToolResult(key="k", tool="read_file", ok=True, output="nothing here")
+    assert redactor.redact_value(clean) is clean
+    dirty = ToolResult(key="k", tool="read_file", ok=False, output=f"token={GITHUB}",
+                       error=ErrorInfo(code="ACODE-SBX-005", message=f"bad {KNOWN}"), exit_code=1)
+    redacted = redactor.redact_value(dirty)
+    assert type(redacted) is ToolResult
+    assert redacted.output == "token=[REDACTED:github-token]"
+    assert redacted.error == ErrorInfo(code="ACODE-SBX-005", message="bad [REDACTED:known-secret]")
+    assert (redacted.key, redacted.exit_code, redacted.ok) == ("k", 1, False)
+
+
+def test_redact_value_walks_lists_tuples_and_dict_keys_and_values() -> None:
+    answer = ModelAnswer(content="ok", tool_calls=[ModelToolCall(
+        id="c1", name="write_file", arguments={"path": "a.env", KNOWN: [1, (f"x {GITHUB}", b"raw"), None]})])
+    redacted = Redactor([KNOWN]).redact_value(answer)
+    assert redacted.tool_calls[0].arguments == {
+        "path": "a.env", "[REDACTED:known-secret]": [1, ("x [REDACTED:github-token]", b"raw"), None]}
+    assert answer.tool_calls[0].arguments["path"] == "a.env"  # the original is untouched
+
+
+def test_every_kind_has_a_placeholder_that_is_kept_as_it_is() -> None:
+    text = " ".join(placeholder(kind) for kind in sorted(KINDS))
+    assert Redactor([KNOWN]).redact(text) == text
+    assert len(KINDS) == 15
+
+
+# -- the environment ----------------------------------------------------------------------------
+
+
+def test_known_secrets_picks_secret_names_and_real_looking_values() -> None:
+    env = {
+        "OPENAI_API_KEY": "  sk-local-0123456789  ",
+        "AWS_ACCESS_KEY_ID": "AK" + "IA" + "Q3ZWB7KDN5XHM2PL",
+        "DB_PASSWORD": "hunter2-hunter2",
+        "MY_OAUTH_CLIENT": "c1i3nt-s3cr3t",
+        "CI_JOB_JWT": "j.w.t-0123456789",
+        "AZURE_CLIENT_SECRET": "az-0123456789",
+        "MYSQL_PWD": "my-5ql-pa55",
+        # not secrets
+        "GOOGLE_APPLICATION_CREDENTIALS": "/home/u/creds.json",
+        "AWS_SHARED_CREDENTIALS_FILE": "/home/u/.aws/credentials",
+        "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.1234",
+        "PASSWORD_STORE_DIR": "/home/u/.password-store",
+        "GIT_AUTHOR_NAME": "Ada Lovelace-Byron",
+        "GNOME_KEYRING_CONTROL": "/run/user/1000/keyring",
+        "TOKENIZERS_PARALLELISM": "false",
+        "API_TOKEN_TIMEOUT": "30",
+        "SECRET_COUNT": "123456789",
+        "POSTGRES_PASSWORD": "postgres",
+        "SHORT_TOKEN": "abc123",
+        "PWD": "/home/u/project-secret-key",
+        "HOME": "/home/u",
+        "PATH": "/usr/bin",
+    }
+    assert known_secrets(env) == sorted(["sk-local-0123456789", "AK" + "IA" + "Q3ZWB7KDN5XHM2PL", "hunter2-hunter2",
+                                         "c1i3nt-s3cr3t", "j.w.t-0123456789", "az-0123456789", "my-5ql-pa55"])
+
+
+@pytest.fixture
+def fresh_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redact, "_default", None)
+    monkeypatch.setattr(redact, "_extra", set())
+
+
+@pytest.mark.usefixtures("fresh_default")
+def test_the_default_redactor_knows_the_environments_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEPLOY_API_TOKEN", KNOWN)
+    assert redact.redact(f"deploying with {KNOWN}") == "deploying with [REDACTED:known-secret]"
+    assert redact.default_redactor() is redact.default_redactor()
+
+
+@pytest.mark.usefixtures("fresh_default")
+def test_configure_adds_secrets_from_config_to_the_default() -> None:
+    value = "cfg-" + _fill("secret9", 16)
+    assert redact.redact(value) == value
+    redact.configure([value, "short"])
+    assert redact.redact(f"{value} short") == "[REDACTED:known-secret] short"
+    assert redact.redact_value([value]) == ["[REDACTED:known-secret]"]
