@@ -22,6 +22,7 @@ from actors.sandbox.output import Outcome
 from actors.sandbox.terminal import Terminal, command_policy_of
 from protocol.errors import ErrorInfo, SandboxError
 from protocol.messages import RunTool
+from protocol.redact import redact_value
 from protocol.results import ToolResult
 from protocol.tools import (
     SANDBOX_TOOLS,
@@ -149,6 +150,8 @@ class ToolCall:
 
     def result(self, outcome: Outcome, *, duration_ms: float = 0.0) -> ToolResult:
         """The ToolResult for ``outcome`` (each tool has already capped its own output)."""
-        return ToolResult(key=self.request.key, tool=self.request.tool, ok=outcome.ok, output=outcome.output,
+        # secrets a file or command printed never reach the model, the journal or an event
+        return redact_value(ToolResult(key=self.request.key, tool=self.request.tool, ok=outcome.ok,
+                                       output=outcome.output,
                           error=outcome.error, exit_code=outcome.exit_code, duration_ms=duration_ms,
-                          risk=self.risk, path=outcome.path, isolation=outcome.isolation)
+                          risk=self.risk, path=outcome.path, isolation=outcome.isolation))

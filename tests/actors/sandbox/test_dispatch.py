@@ -49,3 +49,15 @@ def test_a_missing_workspace_is_a_result_naming_it(tree: Tree) -> None:
     assert result.error is not None
     assert (result.error.code, result.error.message) == (
         "ACODE-SBX-004", f"workspace {tree.base / 'gone'} does not exist; point the session at an existing directory")
+
+
+def test_secrets_in_files_and_command_output_are_redacted_in_the_result(tree: Tree) -> None:
+    token = "ghp_" + "A1b2C3d4" * 5  # built here so no token-shaped literal sits in the repository
+    (tree.root / "settings.py").write_text(f"GITHUB = '{token}'\n")
+    read = _run(tree, "read_file", path="settings.py")
+    assert token not in read.output and "[REDACTED:github-token]" in read.output
+    found = _run(tree, "search_code", query="GITHUB")
+    assert token not in found.output and "[REDACTED:github-token]" in found.output
+    ran = _run(tree, "run_terminal", command="cat settings.py")
+    assert ran.ok and token not in ran.output and "[REDACTED:github-token]" in ran.output
+    assert (tree.root / "settings.py").read_text() == f"GITHUB = '{token}'\n"  # the file itself is untouched
