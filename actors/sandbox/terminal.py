@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import psutil
 
 from actors.sandbox import policy as command_policy
 from actors.sandbox.confine import Workspace, quote
@@ -118,12 +119,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _user_processes() -> int:
     uid = os.getuid()
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError):
-                count += os.stat(f"/proc/{name}").st_uid == uid
-    return count
+    return sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid)
 
 
 class Terminal:
@@ -172,23 +168,17 @@ class Terminal:
     def sweep(self) -> int:
         """Kill and reap orphans re-parented to this (subreaper) process that are not one of
         our running launchers; how many there were."""
-        me, swept = os.getpid(), 0
+        swept = 0
         with self._lock:
             known = set(self._running)
-            for name in os.listdir("/proc"):
-                if not name.isdigit() or int(name) in known:
+            for orphan in psutil.Process().children():
+                if orphan.pid in known:
                     continue
-                try:
-                    with open(f"/proc/{name}/stat", "rb") as stat:
-                        fields = stat.read().rsplit(b")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[1]) == me and int(name) != me:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(name), signal.SIGKILL)
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(int(name), 0)
-                    swept += 1
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    orphan.kill()
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(orphan.pid, 0)
+                swept += 1
         return swept
 
     def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, max_bytes: int,
