@@ -232,6 +232,10 @@ class Terminal:
 
     def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, *, network: bool) -> list[str]:
         argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        # The fresh /tmp must not hide the programs a command runs: acode's own interpreter
+        # (a venv in a clone under /tmp) and PATH directories there come back read-only.
+        for kept in _under_tmp([sys.prefix, sys.base_prefix, *os.environ.get("PATH", "").split(os.pathsep)]):
+            argv += ["--ro-bind", kept, kept]
         home = os.path.expanduser("~")
         for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:
             if not os.path.lexists(hidden) or _inside(root, hidden):
@@ -346,6 +350,16 @@ def _read_status(fd: int, into: bytearray) -> bool:
         if not chunk:
             return False
         into += chunk
+
+
+def _under_tmp(paths: list[str]) -> list[str]:
+    """The existing directories among ``paths`` that lie beneath /tmp, outermost first, once each."""
+    tmp = os.path.realpath("/tmp")
+    found: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if p}):
+        if _inside(path, tmp) and path != tmp and os.path.isdir(path) and not any(_inside(path, f) for f in found):
+            found.append(path)
+    return found
 
 
 def _inside(root: str, path: str) -> bool:
