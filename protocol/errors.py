@@ -111,6 +111,13 @@ CODES: dict[str, str] = {
     "ACODE-LLM-002": "scripted responses exhausted",
     "ACODE-LLM-003": "model answer invalid",
     "ACODE-LLM-004": "scripted model file invalid",
+    "ACODE-LLM-005": "model server unreachable",
+    "ACODE-LLM-006": "model not available on the server",
+    "ACODE-LLM-007": "model server answered with an error",
+    "ACODE-LLM-008": "model server timed out",
+    "ACODE-LLM-009": "remote model server refused by configuration",
+    "ACODE-LLM-010": "model server's answer could not be read",
+    "ACODE-LLM-011": "model answer cancelled",
     "ACODE-STORE-001": "database error",
     "ACODE-STORE-002": "record not found",
     "ACODE-STORE-003": "database schema is newer than this acode",
@@ -121,6 +128,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-002": "session not found",
     "ACODE-CLI-003": "invalid argument",
     "ACODE-CLI-004": "session cannot do that in its current state",
+    "ACODE-CLI-005": "answers do not match the session's questions",
 }
 
 

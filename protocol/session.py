@@ -35,6 +35,9 @@ __all__ = [
     "FeedbackItem",
     "PauseInfo",
     "PauseKind",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "ProviderSpec",
     "ScriptedProvider",
     "SessionSettings",
     "SessionSnapshot",
@@ -58,7 +61,53 @@ class ScriptedProvider(_Wire, tag="scripted", tag_field="kind", kw_only=True):
     script_name: str = ""
 
 
-ProviderSpec = ScriptedProvider
+class _HttpProvider(_Wire, kw_only=True):
+    """A model server reached over HTTP (fields shared by the Ollama and OpenAI-compatible kinds).
+
+    ``model`` answers every stage unless ``stage_models`` names another for a stage.
+    Timeouts: ``connect_timeout_s`` to open the connection, ``first_token_timeout_s`` for
+    the first byte of the answer (a local model may think for minutes), ``idle_timeout_s``
+    between two chunks of a stream once it has started. Transient failures (connection
+    refused or reset, 429, 5xx, timeouts) are retried ``max_retries`` times with
+    exponential backoff and jitter. A ``base_url`` that is not loopback or private is
+    refused unless ``allow_remote`` (the seeds forbid external API calls).
+    """
+
+    base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)]
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    stage_models: dict[Stage, Annotated[str, msgspec.Meta(min_length=1, max_length=256)]] = {}
+    num_ctx: Annotated[int, msgspec.Meta(ge=512, le=2_097_152)] = 8_192
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    connect_timeout_s: Seconds = 10.0
+    first_token_timeout_s: Seconds = 600.0
+    idle_timeout_s: Seconds = 120.0
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    backoff_initial_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    backoff_max_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = 30.0
+    allow_remote: bool = False
+
+    def model_for(self, stage: Stage) -> str:
+        return self.stage_models.get(stage, self.model)
+
+
+class OllamaProvider(_HttpProvider, tag="ollama", tag_field="kind", kw_only=True):
+    """Ollama's native API: ``POST {base_url}/api/chat``, NDJSON streaming."""
+
+    base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)] = "http://127.0.0.1:11434"
+
+
+class OpenAIProvider(_HttpProvider, tag="openai", tag_field="kind", kw_only=True):
+    """An OpenAI-compatible server (LM Studio, llama.cpp's server, vLLM):
+    ``POST {base_url}/chat/completions``, SSE streaming. ``base_url`` includes ``/v1``.
+    ``api_key_env`` names an environment variable of the stage actors holding a key; the
+    key itself never enters settings (settings are stored with the session)."""
+
+    base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)] = "http://127.0.0.1:1234/v1"
+    api_key_env: Annotated[str, msgspec.Meta(max_length=256)] = ""
+
+
+ProviderSpec = ScriptedProvider | OllamaProvider | OpenAIProvider
 
 
 class SessionSettings(_Wire, kw_only=True):
@@ -74,6 +123,16 @@ class SessionSettings(_Wire, kw_only=True):
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
     sandbox: SandboxPolicy = SandboxPolicy()
     provider: ProviderSpec | None = None
+    # The workspace's own checks (``verification.commands`` in .agent/config.yml), run by
+    # the verifier on every visit beside the plan's acceptance checks.
+    verify_commands: list[Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]] = []
+    # Token budgets (estimated at 4 characters a token): the planner's whole prompt, and
+    # one tool result shown to the executor's model (longer ones are cut with a note).
+    planner_context_tokens: Annotated[int, msgspec.Meta(ge=500, le=2_000_000)] = 6_000
+    tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] = 10_000
+    # How long a needs_input pause waits for ``acode answer`` before the planner goes on
+    # with each question's default (its first option); 0 waits for ever.
+    clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
 
 
 class FeedbackItem(_Wire, kw_only=True):

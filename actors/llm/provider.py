@@ -5,6 +5,10 @@ model may call, and optionally a JSON schema its answer must follow. Providers a
 :class:`~protocol.results.ModelAnswer` (text and/or tool calls). ``seq`` is the request's
 place in its stage's sequence for the session, assigned durably by persistence; only the
 scripted provider uses it (it serves response number ``seq``).
+
+``nonce`` is the random marker the stage wrapped untrusted text in (see
+``actors.stages.untrusted``); it changes on every dispatch, so the recorded-answer hash
+replaces it with a placeholder and a replayed stage still finds its answers.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] = []
     json_schema: dict[str, Any] | None = None
+    nonce: str = ""
 
 
 class Provider(Protocol):
