@@ -86,7 +86,18 @@ arguments = st.dictionaries(short, json_values, max_size=4)
 
 error_infos = struct(ErrorInfo, {"code": st.from_regex(r"ACODE-[A-Z]{2,5}-\d{3}", fullmatch=True),
                                  "message": texts}, retryable=st.booleans())
-providers = struct(ss.ScriptedProvider, {"script_yaml": texts}, script_name=short)
+scripted_providers = struct(ss.ScriptedProvider, {"script_yaml": texts}, script_name=short)
+_http_fields = dict(
+    stage_models=st.dictionaries(stages, short.filter(bool)), num_ctx=st.integers(512, 2_097_152),
+    temperature=st.floats(0, 2), seed=st.none() | st.integers(0, 2**31 - 1), connect_timeout_s=seconds,
+    first_token_timeout_s=seconds, idle_timeout_s=seconds, max_retries=st.integers(0, 10),
+    backoff_initial_s=st.floats(0, 60), backoff_max_s=st.floats(0, 600), allow_remote=st.booleans(),
+)
+ollama_providers = struct(ss.OllamaProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
+                          **_http_fields)
+openai_providers = struct(ss.OpenAIProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
+                          api_key_env=short, **_http_fields)
+providers = scripted_providers | ollama_providers | openai_providers
 sandbox_policies = struct(
     sb.SandboxPolicy,
     allowed_commands=st.none() | _few(short.filter(bool)), extra_commands=_few(short.filter(bool)),
@@ -105,6 +116,10 @@ settings = struct(
     output_limit_bytes=st.integers(1_024, 10_000_000),
     sandbox=sandbox_policies,
     provider=st.none() | providers,
+    verify_commands=_few(texts.filter(bool)),
+    planner_context_tokens=st.integers(500, 2_000_000),
+    tool_result_tokens=st.integers(100, 1_000_000),
+    clarification_timeout_s=st.floats(0, 30 * 86_400),
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
