@@ -28,7 +28,7 @@ from protocol.events import Event
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
-from protocol.session import Feedback, SessionSettings, SessionSnapshot
+from protocol.session import Clarification, Feedback, SessionSettings, SessionSnapshot
 from protocol.stages import Stage
 from protocol.tools import Risk
 
@@ -277,6 +277,7 @@ class RunStage(Message, tag="run_stage", kw_only=True):
     plan: TaskPlan | None = None
     feedback: Feedback | None = None
     previous: StageResult | None = None  # what the stage before this one answered
+    clarifications: list[Clarification] = []  # the user's answers to the planner's questions
 
 
 class StageDone(Message, tag="stage_done", kw_only=True):

@@ -89,9 +89,14 @@ class Usage(_Wire, kw_only=True):
 
 
 class ModelToolCall(_Wire, kw_only=True):
+    """One tool call of a model. ``invalid_arguments`` holds the raw text when the model's
+    arguments were not a JSON object (``arguments`` is then empty); the executor sends the
+    model a correction instead of running the call."""
+
     id: str
     name: str
     arguments: dict[str, Any] = {}
+    invalid_arguments: str = ""
 
 
 class ModelAnswer(_Wire, kw_only=True):

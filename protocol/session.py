@@ -29,6 +29,7 @@ from protocol.stages import (
 __all__ = [
     "CYCLE_KINDS",
     "STAGES",
+    "Clarification",
     "TERMINAL",
     "CycleKind",
     "Feedback",
@@ -149,6 +150,15 @@ class Feedback(_Wire, kw_only=True):
     items: list[FeedbackItem] = []
 
 
+class Clarification(_Wire, kw_only=True):
+    """A planner's question and the user's answer (or its default, when the wait ran out)."""
+
+    label: str
+    question: str
+    answer: str
+    defaulted: bool = False
+
+
 class PauseInfo(_Wire, kw_only=True):
     kind: PauseKind
     code: str
@@ -167,6 +177,7 @@ class SessionSnapshot(_Wire, kw_only=True):
     cycles: dict[CycleKind, SmallCount] = {}
     plan_version: SmallCount = 0
     feedback: Feedback | None = None
+    clarifications: list[Clarification] = []  # every answer given so far, oldest first
     last_result: StageResult | None = None  # the previous stage's answer, input of the next
     pause: PauseInfo | None = None
     error: ErrorInfo | None = None

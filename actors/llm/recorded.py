@@ -3,7 +3,8 @@
 When a stage is dispatched again after a crash, it makes the same requests in the same
 order (tool results come back from the sandbox journal unchanged); each is answered from
 the record, so recovery costs no tokens and reaches the same outcome. The hash covers the
-session, stage, visit, call site, messages, tools and schema, never the attempt number.
+session, stage, visit, call site, messages, tools and schema, never the attempt number
+or the nonce untrusted text is fenced with.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ __all__ = ["RecordedModel", "request_hash"]
 
 
 def request_hash(session_id: str, visit: int, request: ModelRequest) -> str:
+    """The record's key; the dispatch's nonce is replaced by a placeholder (see ``untrusted``)."""
     payload = codec.encode([session_id, request.stage, visit, request.call_site, request.messages,
                             request.tools, request.json_schema])
+    if request.nonce:
+        payload = payload.replace(request.nonce.encode(), b"\x00nonce\x00")
     return hashlib.sha256(payload).hexdigest()
 
 

@@ -15,6 +15,7 @@ from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
+from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
@@ -57,6 +58,7 @@ class StageContext:
         self.log = log
         self.started = time.monotonic()
         self.tool_calls = 0
+        self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel)
 
@@ -87,7 +89,7 @@ class StageContext:
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
         """Ask the model for a structured answer (a plan, a verdict) and validate it."""
         answer = self.model.complete(ModelRequest(
-            stage=self.request.stage, call_site=call_site, json_schema=schema_of(type_),
+            stage=self.request.stage, call_site=call_site, json_schema=schema_of(type_), nonce=self.fence.nonce,
             messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]))
         return parse_answer(answer.content, type_, stage=self.request.stage)
 

@@ -42,6 +42,7 @@ def _run_step(ctx: StageContext, task: PlanTask, step: PlanStep) -> StepRecord:
     limit = request.settings.max_turns_per_step
     for turn in range(1, limit + 1):
         answer = ctx.model.complete(ModelRequest(stage="executor", call_site=f"{task.label}/{step.label}/turn{turn}",
+                                                 nonce=ctx.fence.nonce,
                                                  messages=messages, tools=_TOOLS))
         messages.append(ChatMessage(role="assistant", content=answer.content, tool_calls=answer.tool_calls))
         if not answer.tool_calls:

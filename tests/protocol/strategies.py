@@ -123,6 +123,8 @@ settings = struct(
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
+clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
+                        defaulted=st.booleans())
 pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts})
 snapshots = struct(
     ss.SessionSnapshot,
@@ -135,6 +137,7 @@ snapshots = struct(
     cycles=st.dictionaries(cycle_kinds, small_counts),
     plan_version=small_counts,
     feedback=st.none() | feedbacks,
+    clarifications=_few(clarifications),
     last_result=st.none() | st.deferred(lambda: stage_results),
     pause=st.none() | pauses,
     error=st.none() | error_infos,
@@ -191,7 +194,8 @@ tool_results = struct(
     risk=risks, path=short, isolation=short,
 )
 usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
-model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments)
+model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
+                          invalid_arguments=texts)
 model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages)
 step_records = struct(
     rs.StepRecord,
@@ -297,7 +301,8 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
-       plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results)
+       plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
+       clarifications=_few(clarifications))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
