@@ -33,7 +33,7 @@ import zmq
 from actors import logs
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.messages import Heartbeat, Stop
+from protocol.messages import CancelWork, Heartbeat, Stop
 from protocol.spec import ActorSpec
 
 __all__ = ["Actor", "Loop", "Timer", "main"]
@@ -180,6 +180,9 @@ class Actor:
     def on_failure(self, exc: BaseException) -> None:
         """Called when an exception escapes the loop, before teardown."""
 
+    def on_cancel(self, request_ids: list[str], reason: str) -> None:
+        """The coordinator abandoned these requests; actors with long work override this."""
+
     def busy(self) -> list[str]:
         """Ids of the requests in progress (reported in every heartbeat)."""
         return []
@@ -299,6 +302,8 @@ class Actor:
             match command:
                 case Stop(reason=reason):
                     self.request_stop(reason or "asked by the coordinator")
+                case CancelWork(request_ids=ids, reason=reason):
+                    self.on_cancel(ids, reason)
 
     def _heartbeat(self) -> None:
         if self._supervisor is None:

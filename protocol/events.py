@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.errors import ErrorInfo
+from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage
 
 __all__ = [
@@ -128,6 +129,7 @@ class SessionPaused(EventBase, tag="session_paused", kw_only=True):
 
 class SessionResumed(EventBase, tag="session_resumed", kw_only=True):
     reason: str = ""
+    answers: list[Clarification] = []  # the user's answers to the planner's questions, if any
 
 
 class SessionFinished(EventBase, tag="session_finished", kw_only=True):

@@ -96,6 +96,7 @@ class CancelSession(Message, tag="cancel_session", kw_only=True):
 
 class ResumeSession(Message, tag="resume_session", kw_only=True):
     session_id: Id
+    answers: list[Clarification] = []  # for a session paused on the planner's questions
 
 
 class Shutdown(Message, tag="shutdown", kw_only=True):
@@ -327,8 +328,17 @@ class Stop(Message, tag="stop", kw_only=True):
     reason: str = ""
 
 
+class CancelWork(Message, tag="cancel_work", kw_only=True):
+    """The coordinator abandoned these requests (a timeout, a cancel, a lost answer): stop
+    working on them. The stage actor sets the attempt's cancel event, which closes an HTTP
+    request to a model server; any answer still produced is dropped by fencing."""
+
+    request_ids: list[Id]
+    reason: str = ""
+
+
 SupervisorUp = Heartbeat
-SupervisorDown = Stop
+SupervisorDown = Stop | CancelWork
 
 
 # --- broker control ----------------------------------------------------------------------

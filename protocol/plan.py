@@ -100,6 +100,7 @@ class Question(_PlanStruct, kw_only=True):
     question: Text
     options: list[str] = []
     free_text: bool = True
+    default: str = ""  # the answer used when nobody answers in time (else the first option)
 
 
 class TaskPlan(_PlanStruct, kw_only=True):

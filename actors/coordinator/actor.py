@@ -92,6 +92,9 @@ class Coordinator(Actor):
 
     # -- supervision callbacks -------------------------------------------------------------
 
+    def cancel_work(self, actor: str, request_id: str, reason: str) -> None:
+        self.supervisor.cancel_work(actor, request_id, reason)
+
     def _on_ready(self, child: Child) -> None:
         if child.actor == "persistence":
             self.orchestrator.recover()

@@ -38,7 +38,7 @@ from protocol.events import (
 from protocol.ids import new_id
 from protocol.plan import TaskPlan
 from protocol.results import StageResult
-from protocol.session import Feedback, FeedbackItem, PauseInfo, SessionSettings, SessionSnapshot
+from protocol.session import Clarification, Feedback, FeedbackItem, PauseInfo, SessionSettings, SessionSnapshot
 from protocol.stages import STAGES, CycleKind, PauseKind, Stage
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("start", "planner"),
+    ("planner", "planner"),  # the user answered the planner's questions: plan again with them
     ("planner", "executor"),
     ("executor", "verifier"),
     ("verifier", "executor"),
@@ -260,13 +261,29 @@ def recover(snap: SessionSnapshot, now: float) -> Decision:
     return _retry(snap, now, "recovered after a coordinator restart")
 
 
-def resume(snap: SessionSnapshot, now: float) -> Decision:
-    """A human resumes a paused session: a fresh round for what paused it."""
+def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | None = None) -> Decision:
+    """A human resumes a paused session: a fresh round for what paused it.
+
+    A session paused for the planner's questions resumes only with ``answers`` (given by
+    ``acode answer``, or each question's default when the wait ran out); the planner is
+    entered again with every answer so far.
+    """
     if snap.status != "paused":
         raise TransitionError(f"session {snap.id} is {snap.status}, not paused; only paused sessions "
                               "resume", code="ACODE-CLI-004")
     kind = snap.pause.kind if snap.pause else "escalation"
-    events: list[Event] = [_event(SessionResumed, snap, now, reason=f"resumed after {kind}")]
+    if kind == "needs_input":
+        if not answers:
+            raise TransitionError(f"session {snap.id} is waiting for answers to the planner's questions; "
+                                  f"give them with `acode answer {snap.id[:8]}`", code="ACODE-CLI-004")
+        events = [_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers)]
+        running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0,
+                        clarifications=[*snap.clarifications, *answers])
+        return _enter(running, "planner", now, events=events, reason="the planner's questions were answered")
+    if answers:
+        raise TransitionError(f"session {snap.id} is paused for {kind}, not for questions; resume it with "
+                              "`acode resume`", code="ACODE-CLI-004")
+    events = [_event(SessionResumed, snap, now, reason=f"resumed after {kind}")]
     running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0)
     if kind == "cycle_limit" and snap.feedback is not None:
         cycle_kind: CycleKind = "verify" if snap.feedback.source == "verifier" else "review"

@@ -46,10 +46,19 @@ from protocol.messages import (
 )
 from protocol.plan import TaskPlan
 from protocol.results import StageResult
-from protocol.session import SessionSnapshot
+from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import TERMINAL
 
-__all__ = ["Orchestrator", "Session"]
+__all__ = ["Orchestrator", "Session", "default_answers"]
+
+NO_ANSWER = ("no answer was given in time: choose the most reasonable option yourself and state it as an "
+             "assumption in the plan")
+
+
+def default_answers(plan: TaskPlan) -> list[Clarification]:
+    """Each question's default: the planner's, its first option, else an instruction to assume (FR-069)."""
+    return [Clarification(label=q.label, question=q.question, defaulted=True,
+                          answer=q.default or (q.options[0] if q.options else NO_ANSWER)) for q in plan.questions]
 
 COMMIT_TIMEOUT = 30.0
 _NEEDS = {"planner": {"planner"}, "executor": {"executor", "sandbox"}, "verifier": {"verifier", "sandbox"},
@@ -136,6 +145,7 @@ class Orchestrator:
         elif session.snapshot.status != "running":
             self.log.info("session_settled", session_id=session.id, status=session.snapshot.status,
                           exit_code=session.snapshot.exit_code)
+            self._schedule_defaults(session)
         while session.queued and not session.committing:  # inputs that arrived during the commit
             session.queued.pop(0)()
         if not session.committing and not session.queued and session.snapshot.status in TERMINAL:
@@ -163,17 +173,53 @@ class Orchestrator:
         if decision is not None:
             self.apply(session, decision, reply_to)
 
-    def abandon(self, session: Session) -> None:
-        """Stop waiting for the current attempt (its answer, if any, will be dropped)."""
+    def abandon(self, session: Session, reason: str = "abandoned by the coordinator") -> None:
+        """Stop waiting for the current attempt (its answer, if any, will be dropped) and
+        tell the stage actors to stop working on it."""
         if session.dispatch is not None:
             self.client.cancel(session.dispatch.request_id)
+            self._cancel_work(session.dispatch, reason)
             session.dispatch = None
+
+    def _cancel_work(self, dispatch: _Dispatch, reason: str) -> None:
+        cancel_work = getattr(self.owner, "cancel_work", None)
+        if cancel_work is not None:
+            cancel_work(dispatch.stage, dispatch.request_id, reason)
 
     @staticmethod
     def _failure(snap: SessionSnapshot, error: ErrorInfo) -> StageResult:
         assert snap.stage is not None
         return StageResult(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt, ok=False,
                            summary=error.message, error=error)
+
+    # -- clarifications --------------------------------------------------------------------
+
+    def _schedule_defaults(self, session: Session) -> None:
+        """A session waiting on the planner's questions goes on with their defaults once
+        ``clarification_timeout_s`` has passed since it paused (0: it waits for ever)."""
+        snap = session.snapshot
+        timeout = snap.settings.clarification_timeout_s
+        if snap.status != "paused" or snap.pause is None or snap.pause.kind != "needs_input" or timeout <= 0:
+            return
+        version = snap.plan_version
+        delay = max(0.0, snap.updated_at + timeout - time.time())
+        self.log.info("clarification_default_scheduled", session_id=session.id, in_s=round(delay, 1))
+        self.owner.loop.call_later(delay, lambda: self._answer_with_defaults(session.id, version))
+
+    def _answer_with_defaults(self, session_id: str, version: int) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or session.plan is None:
+            return
+        answers = default_answers(session.plan)
+
+        def decide(snap: SessionSnapshot) -> Decision | None:
+            if snap.status != "paused" or snap.pause is None or snap.pause.kind != "needs_input" \
+                    or snap.plan_version != version:
+                return None  # answered (or cancelled) in the meantime
+            self.log.info("clarification_defaulted", session_id=snap.id, questions=len(answers))
+            return machine.resume(snap, time.time(), answers)
+
+        self.decide(session, decide)
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -187,7 +233,7 @@ class Orchestrator:
         request_id = new_id()
         body = RunStage(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt, task=snap.task,
                         workspace=snap.workspace, settings=snap.settings, plan=session.plan, feedback=snap.feedback,
-                        previous=snap.last_result)
+                        previous=snap.last_result, clarifications=snap.clarifications)
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,
@@ -214,6 +260,7 @@ class Orchestrator:
                 return
             self.decide(session, lambda snap: machine.on_result(snap, result, now))
         elif isinstance(error, RequestTimeout):
+            self._cancel_work(dispatch, "the stage timed out")
             self.decide(session, lambda snap: machine.on_timeout(snap, now))
         elif error.retryable:
             why = f"{dispatch.stage} attempt {dispatch.attempt} lost: {error.message}"
@@ -268,7 +315,9 @@ class Orchestrator:
                 return
             for snap in reply.sessions:
                 resumable = snap.status == "running" or (snap.pause is not None and snap.pause.kind == "actor_failed")
-                if resumable and snap.id not in self.sessions:
+                waiting = (snap.pause is not None and snap.pause.kind == "needs_input"
+                           and snap.settings.clarification_timeout_s > 0)
+                if (resumable or waiting) and snap.id not in self.sessions:
                     self._recover_one(snap)
 
         self.client.send("persistence", ListSessions(statuses=["running", "paused"], limit=10_000), timeout=60,
@@ -282,7 +331,9 @@ class Orchestrator:
             session.plan = plan
             session.committing = False
             now = time.time()
-            if snap.status == "paused":
+            if snap.pause is not None and snap.pause.kind == "needs_input":
+                self._schedule_defaults(session)
+            elif snap.status == "paused":
                 self.log.info("session_resumed_after_failure", session_id=snap.id)
                 self.decide(session, lambda current: machine.resume(current, now))
             else:

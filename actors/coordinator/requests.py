@@ -126,7 +126,8 @@ class SessionRequests:
         def act(session: Session) -> None:
             def go(plan: TaskPlan | None) -> None:
                 session.plan = plan
-                self.orchestrator.decide(session, lambda snap: machine.resume(snap, time.time()), reply_to=request)
+                self.orchestrator.decide(session, lambda snap: machine.resume(snap, time.time(), body.answers),
+                                         reply_to=request)
 
             if session.plan is None and session.snapshot.plan_version:
                 self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),

@@ -33,7 +33,7 @@ import zmq
 from actors.paths import RunPaths
 from actors.spawn import MODULES, spawn
 from protocol import codec
-from protocol.messages import ActorStatus, Heartbeat, Stop
+from protocol.messages import ActorStatus, CancelWork, Heartbeat, Stop
 from protocol.spec import ActorSpec
 
 __all__ = ["Child", "SupervisionOptions", "Supervisor", "next_epoch"]
@@ -274,6 +274,17 @@ class Supervisor:
         for actors in groups:
             members = [c for c in self.children.values() if c.actor in actors]
             self._stop_group(members)
+
+    def cancel_work(self, actor: str, request_id: str, reason: str) -> None:
+        """Tell every live instance of ``actor`` that ``request_id`` is abandoned (the
+        instance working on it may not have reported it busy yet, so all are told)."""
+        message = codec.encode(CancelWork(request_ids=[request_id], reason=reason))
+        for child in self.children.values():
+            if child.actor == actor and child.proc is not None and child.proc.poll() is None:
+                try:
+                    self.socket.send_multipart([child.instance.encode(), message], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass  # it is gone or not reading; fencing drops its answer anyway
 
     def _stop_group(self, members: list[Child]) -> None:
         live = [c for c in members if c.proc is not None and c.proc.poll() is None]

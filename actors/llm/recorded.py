@@ -16,6 +16,7 @@ from typing import Any
 
 from actors.llm.provider import ModelRequest, Provider
 from protocol import codec
+from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer
 
@@ -47,6 +48,9 @@ class RecordedModel:
         self.tokens_out = 0
 
     def complete(self, request: ModelRequest) -> ModelAnswer:
+        if self.cancel.is_set():
+            raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
+                             code="ACODE-LLM-011")
         digest = request_hash(self.session_id, self.visit, request)
         claim: ModelAnswerClaim = self.persistence(
             ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage))

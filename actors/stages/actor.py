@@ -46,15 +46,22 @@ class StageActor(Actor):
         assert self.ctx is not None
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
-        self._cancels: set[threading.Event] = set()
+        self._cancels: dict[str, threading.Event] = {}  # request id -> its attempt's cancel event
         self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
         self.worker.start()
+
+    def on_cancel(self, request_ids: list[str], reason: str) -> None:
+        for request_id in request_ids:
+            cancel = self._cancels.get(request_id)
+            if cancel is not None and not cancel.is_set():
+                self.log.info("stage_cancelled", request_id=request_id, reason=reason)
+                cancel.set()
 
     def busy(self) -> list[str]:
         return self.worker.busy()
 
     def on_stop(self) -> None:
-        for cancel in list(self._cancels):
+        for cancel in list(self._cancels.values()):
             cancel.set()  # a model waiting (scripted delay_s) gives up at once
         self.worker.close()
         self.clients.close()  # idle clients now, busy ones when their call returns
@@ -67,7 +74,7 @@ class StageActor(Actor):
         log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,
                             visit=body.visit, attempt=body.attempt)
         cancel = threading.Event()
-        self._cancels.add(cancel)
+        self._cancels[request.id] = cancel
         log.info("stage_started")
         try:
             ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log)
@@ -84,7 +91,7 @@ class StageActor(Actor):
             result = StageResult(session_id=body.session_id, stage=body.stage, visit=body.visit,
                                  attempt=body.attempt, ok=False, summary=str(exc), error=exc.info())
         finally:
-            self._cancels.discard(cancel)
+            self._cancels.pop(request.id, None)
         log.info("stage_finished", ok=result.ok, summary=result.summary,
                  duration_ms=round(result.metrics.duration_ms, 1))
         return StageDone(result=result)

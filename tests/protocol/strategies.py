@@ -170,7 +170,7 @@ plan_tasks = struct(
     id=short, status=st.sampled_from(["pending", "completed"]),
 )
 questions = struct(pl.Question, {"label": label, "question": plan_texts},
-                   options=_few(short), free_text=st.booleans())
+                   options=_few(short), free_text=st.booleans(), default=short)
 task_plans = struct(
     pl.TaskPlan,
     {"goal": plan_texts},
@@ -242,7 +242,7 @@ _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
        exit_code=st.none() | signed, evidence=texts)
 _event(ev.SessionPaused, {"kind": pause_kinds, "code": short, "message": texts, "exit_code": signed})
-_event(ev.SessionResumed, reason=texts)
+_event(ev.SessionResumed, reason=texts, answers=_few(clarifications))
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts)
 
@@ -264,7 +264,7 @@ struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40
                       "workspace": st.text(min_size=1, max_size=40), "settings": settings})
 struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
-struct(m.ResumeSession, {"session_id": ids})
+struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications))
 struct(m.Shutdown, reason=texts)
 actor_statuses = struct(
     m.ActorStatus,
