@@ -14,6 +14,7 @@ import msgspec
 import typer
 
 from actors.paths import RunPaths
+from actors.stages.untrusted import check_task
 from cli import daemon, render
 from cli.config import resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
@@ -30,6 +31,8 @@ from protocol.messages import (
     ResumeSession,
     SubmitTask,
 )
+from protocol.plan import TaskPlan
+from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import STAGES
 
 __all__ = ["app", "main"]
@@ -37,6 +40,7 @@ __all__ = ["app", "main"]
 app = typer.Typer(name="acode", help="Local-first agentic coding: plan, execute, verify, review.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 _state: dict[str, Any] = {"home": None}
+PROVIDERS = ("ollama", "openai", "scripted")
 
 Home = Annotated[Path | None, typer.Option("--home", help="acode home (default $ACODE_HOME or ~/.acode)",
                                               show_default=False)]
@@ -130,7 +134,9 @@ def _session_id(connection: Connection, given: str) -> str:
 def run(
     task: Annotated[str, typer.Argument(help="what to change, in plain words")],
     workspace: Annotated[Path, typer.Option("--workspace", "-w", help="the project directory")] = Path("."),
-    provider: Annotated[str | None, typer.Option("--provider", help="model provider: scripted")] = None,
+    provider: Annotated[str | None, typer.Option("--provider", help="ollama, openai or scripted")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="model name, e.g. qwen2.5-coder:7b")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="model server URL")] = None,
     script: Annotated[Path | None, typer.Option("--script", help="scripted model file (YAML)")] = None,
     stage_timeout: Annotated[float | None, typer.Option("--stage-timeout", help="seconds, every stage")] = None,
     cycle_limit: Annotated[int | None, typer.Option("--cycle-limit", help="cycles per kind (0-10)")] = None,
@@ -142,18 +148,21 @@ def run(
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise CliError(f"workspace {str(workspace)!r} is not a directory; create it or pass --workspace DIR")
-    if provider is not None and provider != "scripted":
-        raise ModelError(f"provider {provider!r} is not available in this version; available: scripted",
+    if provider is not None and provider not in PROVIDERS:
+        raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
                          code="ACODE-LLM-001")
+    check_task(task)
     flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
+                             "model.model": model, "model.base_url": base_url,
                              "orchestration.cycle_limit": cycle_limit, "executor.max_turns_per_step": max_turns}
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags))
     if settings.provider is None:
-        raise ModelError("no model configured; pass --provider scripted --script FILE, or set model: in "
-                         ".agent/config.yml", code="ACODE-LLM-001")
+        raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
+                         "--script FILE), or set model: in .agent/config.yml (README 'Models')",
+                         code="ACODE-LLM-001")
     with Connection(paths.home) as connection:
         connection.require_running()
         session_id = new_id()
@@ -217,14 +226,141 @@ def resume(
     """Resume a paused session and follow it."""
     with Connection(_state["home"]) as connection:
         session_id = _session_id(connection, session)
-        before = connection.persistence(GetEvents(session_id=session_id)).events
-        connection.coordinator(ResumeSession(session_id=session_id))
-        if detach:
-            typer.echo(f"session {session_id} resumed")
-            return
-        snapshot = follow_and_print(connection, session_id, json_out=json_out,
-                                    after_seq=before[-1].seq if before else 0)
+        _follow_resumed(connection, session_id, ResumeSession(session_id=session_id), detach=detach,
+                        json_out=json_out)
+
+
+def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession, *, detach: bool,
+                    json_out: bool) -> None:
+    before = connection.persistence(GetEvents(session_id=session_id)).events
+    connection.coordinator(body)
+    if detach:
+        typer.echo(f"session {session_id} resumed")
+        return
+    snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0)
     raise typer.Exit(snapshot.exit_code or 0)
+
+
+def _chosen(question: Any, given: str) -> str:
+    """An answer as typed: an option's number picks that option; other text is free text."""
+    text = given.strip()
+    if text.isdigit() and question.options:
+        number = int(text)
+        if not 1 <= number <= len(question.options):
+            raise CliError(f"{question.label} has options 1 to {len(question.options)}, not {number}",
+                           code="ACODE-CLI-005")
+        return str(question.options[number - 1])
+    if not text:
+        raise CliError(f"the answer to {question.label} is empty; give an option number or some text",
+                       code="ACODE-CLI-005")
+    if question.options and not question.free_text and text not in question.options:
+        numbered = "; ".join(f"{n}) {o}" for n, o in enumerate(question.options, 1))
+        raise CliError(f"{question.label} takes one of its options ({numbered}), not {text!r}",
+                       code="ACODE-CLI-005")
+    return text
+
+
+def collect_answers(plan: TaskPlan, given: list[str], *, defaults: bool, ask: Any = None) -> list[Clarification]:
+    """Answers for every question of ``plan``: ``LABEL=answer`` pairs first, then each
+    remaining one from ``ask(question)`` (a prompt) or, with ``defaults``, its default."""
+    by_label = {q.label: q for q in plan.questions}
+    answers: dict[str, Clarification] = {}
+    for item in given:
+        label, sep, text = item.partition("=")
+        label = label.strip()
+        if not sep:
+            raise CliError(f"--answer {item!r} is not LABEL=ANSWER (e.g. Q1=2 or Q1='use pytest')",
+                           code="ACODE-CLI-005")
+        question = by_label.get(label)
+        if question is None:
+            raise CliError(f"the plan has no question {label!r}; its questions are {', '.join(by_label)}",
+                           code="ACODE-CLI-005")
+        answers[label] = Clarification(label=label, question=question.question, answer=_chosen(question, text))
+    for question in plan.questions:
+        if question.label in answers:
+            continue
+        if defaults:
+            from actors.coordinator.orchestrator import default_answers
+
+            answers[question.label] = next(a for a in default_answers(plan) if a.label == question.label)
+        elif ask is not None:
+            answers[question.label] = Clarification(label=question.label, question=question.question,
+                                                    answer=_chosen(question, ask(question)))
+        else:
+            raise CliError(f"no answer for {question.label} ({question.question}); pass --answer "
+                           f"{question.label}=… or --defaults", code="ACODE-CLI-005")
+    return [answers[q.label] for q in plan.questions]
+
+
+@app.command()
+def answer(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    answers: Annotated[list[str] | None, typer.Option("--answer", "-a", help="LABEL=ANSWER; an option's "
+                                                      "number picks it (repeat for each question)")] = None,
+    defaults: Annotated[bool, typer.Option("--defaults", help="use each unanswered question's default")] = False,
+    detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    json_out: Json = False,
+) -> None:
+    """Answer the planner's questions of a paused session, and follow it on."""
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
+        if snapshot.pause is None or snapshot.pause.kind != "needs_input":
+            state = f"paused for {snapshot.pause.kind}" if snapshot.pause else snapshot.status
+            raise CliError(f"session {session_id} is {state}, not waiting for answers; see `acode show "
+                           f"{session_id[:8]}`", code="ACODE-CLI-004")
+        plan: TaskPlan = connection.persistence(GetPlan(session_id=session_id, version=snapshot.plan_version)).plan
+        interactive = not answers and not defaults
+        if interactive:
+            typer.echo("\n".join(render.question_lines(plan)))
+
+        def ask(question: Any) -> str:
+            default = question.default or (question.options[0] if question.options else None)
+            try:
+                return str(typer.prompt(f"{question.label}", default=default))
+            except typer.Abort:
+                raise CliError(f"no answer for {question.label}; pass --answer {question.label}=… or --defaults",
+                               code="ACODE-CLI-005") from None
+
+        chosen = collect_answers(plan, answers or [], defaults=defaults, ask=ask if interactive else None)
+        _follow_resumed(connection, session_id, ResumeSession(session_id=session_id, answers=chosen),
+                        detach=detach, json_out=json_out)
+
+
+plan_app = typer.Typer(help="The plans of a session (every version is kept).", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("show")
+def plan_show(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    version: Annotated[int, typer.Option("--version", "-v", help="plan version (default: the latest)", min=0)] = 0,
+    json_out: Json = False,
+) -> None:
+    """Show a session's plan: tasks, steps, acceptance criteria, questions, changes."""
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        plan = connection.persistence(GetPlan(session_id=session_id, version=version)).plan
+    if json_out:
+        print_json(plan)
+    else:
+        typer.echo(render.plan_detail(plan, session_id))
+
+
+@app.command()
+def doctor(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="the project directory")] = Path("."),
+    json_out: Json = False,
+) -> None:
+    """Check the model server, the model, the sandbox and the actors; one line each."""
+    from cli.doctor import diagnose, render_checks
+
+    checks = diagnose(_paths(), workspace.expanduser().resolve())
+    if json_out:
+        print_json(checks)
+    else:
+        typer.echo(render_checks(checks))
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
 @app.command()

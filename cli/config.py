@@ -7,7 +7,7 @@ Files are YAML decoded into Structs that forbid unknown keys, so a typo fails lo
 with the file, the key and what is valid. Every field is optional in a file; a layer
 only overrides what it sets. ``acode up`` uses the user config, environment and flags
 (supervision, storage, workers); ``acode run`` adds the workspace config (orchestration,
-executor, sandbox, model).
+planner, executor, verification, sandbox, model).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from actors.sandbox.isolation import is_secret_name
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
-from protocol.session import ScriptedProvider, SessionSettings
+from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
 
-__all__ = ["AcodeConfig", "load_file", "resolve", "sandbox_policy", "session_settings", "up_options"]
+__all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -49,8 +49,20 @@ class Orchestration(_Section):
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
 
 
+class Planner(_Section):
+    context_tokens: Annotated[int, msgspec.Meta(ge=500, le=2_000_000)] | None = None
+    clarification_timeout: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] | None = None
+
+
 class Executor(_Section):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] | None = None
+
+
+class Verification(_Section):
+    """The workspace's own checks (e.g. its test suite), run by the verifier every time."""
+
+    commands: list[Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]] | None = None
 
 
 Names = list[Annotated[str, msgspec.Meta(min_length=1, max_length=256)]]
@@ -73,9 +85,26 @@ class Sandbox(_Section):
     pass_env: Names | None = None
 
 
+ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
 class Model(_Section):
-    provider: Literal["scripted"] | None = None
+    """Which model answers the stages (see README "Models"); defaults in protocol/session.py."""
+
+    provider: Literal["scripted", "ollama", "openai"] | None = None
     script: str | None = None
+    model: ModelName | None = None
+    base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)] | None = None
+    stage_models: dict[Literal["planner", "executor", "verifier", "reviewer"], ModelName] | None = None
+    num_ctx: Annotated[int, msgspec.Meta(ge=512, le=2_097_152)] | None = None
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    connect_timeout: Seconds | None = None
+    first_token_timeout: Seconds | None = None
+    idle_timeout: Seconds | None = None
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    allow_remote: bool | None = None
+    api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
 
 
 class Supervision(_Section):
@@ -102,7 +131,9 @@ class Workers(_Section):
 
 class AcodeConfig(_Section):
     orchestration: Orchestration = Orchestration()
+    planner: Planner = Planner()
     executor: Executor = Executor()
+    verification: Verification = Verification()
     sandbox: Sandbox = Sandbox()
     model: Model = Model()
     supervision: Supervision = Supervision()
@@ -141,8 +172,18 @@ def load_file(path: Path) -> AcodeConfig:
 
 
 def _env_value(section: str, field: str, value: str) -> Any:
-    """A list setting from the environment: a JSON array, or names separated by commas."""
-    if not _is_list(getattr(AcodeConfig(), section), field):
+    """A list setting from the environment: a JSON array, or names separated by commas; a
+    mapping (``model.stage_models``): a JSON object, or ``stage=model`` pairs separated by commas."""
+    kind = _container(getattr(AcodeConfig(), section), field)
+    if kind == "dict":
+        if value.lstrip().startswith("{"):
+            try:
+                return msgspec.json.decode(value)
+            except msgspec.DecodeError as exc:
+                raise ConfigError(f"ACODE_{section.upper()}__{field.upper()} is not a JSON object: {exc}") from exc
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        return {key.strip(): val.strip() for key, _, val in pairs}
+    if kind != "list":
         return value
     if value.lstrip().startswith("["):
         try:
@@ -152,12 +193,17 @@ def _env_value(section: str, field: str, value: str) -> Any:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _is_list(section: _Section, field: str) -> bool:
+def _container(section: _Section, field: str) -> str:
+    """"list", "dict" or "" for a scalar setting."""
     info = msgspec.inspect.type_info(type(section))
     assert isinstance(info, msgspec.inspect.StructType)
     kind = next(f.type for f in info.fields if f.name == field)
     options = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
-    return any(isinstance(option, msgspec.inspect.ListType) for option in options)
+    if any(isinstance(option, msgspec.inspect.ListType) for option in options):
+        return "list"
+    if any(isinstance(option, msgspec.inspect.DictType) for option in options):
+        return "dict"
+    return ""
 
 
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
@@ -209,17 +255,6 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
     cycle = o.cycle_limit
     limits = {"verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
               "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
-    provider = None
-    if config.model.provider == "scripted" or config.model.script:
-        if not config.model.script:
-            raise ConfigError("the scripted provider needs a script: pass --script FILE or set model.script")
-        path = Path(config.model.script)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read the scripted model file {path}: {exc.strerror}; check the path") from exc
-        load_script(text, name=str(path))  # fail here, before anything starts
-        provider = ScriptedProvider(script_yaml=text, script_name=str(path))
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
@@ -228,8 +263,57 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
         output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
         sandbox=sandbox_policy(config),
-        provider=provider,
+        provider=provider_spec(config),
+        verify_commands=config.verification.commands or [],
+        planner_context_tokens=config.planner.context_tokens or defaults.planner_context_tokens,
+        tool_result_tokens=config.executor.tool_result_tokens or defaults.tool_result_tokens,
+        clarification_timeout_s=(config.planner.clarification_timeout
+                                 if config.planner.clarification_timeout is not None
+                                 else defaults.clarification_timeout_s),
     )
+
+
+_HTTP_FIELDS = {  # config key -> provider spec field
+    "model": "model", "base_url": "base_url", "stage_models": "stage_models", "num_ctx": "num_ctx",
+    "temperature": "temperature", "seed": "seed", "connect_timeout": "connect_timeout_s",
+    "first_token_timeout": "first_token_timeout_s", "idle_timeout": "idle_timeout_s", "max_retries": "max_retries",
+    "allow_remote": "allow_remote",
+}
+
+
+def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
+    """The model section as a provider spec (None when no model is configured). The
+    scripted model's file is read and checked here, before anything starts."""
+    model = config.model
+    kind = model.provider or ("scripted" if model.script else None)
+    if kind is None:
+        if model.model or model.base_url:
+            raise ConfigError("model.model or model.base_url is set but model.provider is not; set "
+                              "model.provider to ollama or openai (or pass --provider)")
+        return None
+    if kind == "scripted":
+        if not model.script:
+            raise ConfigError("the scripted provider needs a script: pass --script FILE or set model.script")
+        path = Path(model.script)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the scripted model file {path}: {exc.strerror}; check the path") from exc
+        load_script(text, name=str(path))
+        return ScriptedProvider(script_yaml=text, script_name=str(path))
+    if not model.model:
+        example = "qwen2.5-coder:7b" if kind == "ollama" else "qwen2.5-coder-7b-instruct"
+        raise ConfigError(f"the {kind} provider needs a model name: pass --model NAME or set model.model "
+                          f"(e.g. {example})")
+    values = {spec_field: getattr(model, key) for key, spec_field in _HTTP_FIELDS.items()
+              if getattr(model, key) is not None}
+    if kind == "ollama":
+        if model.api_key_env:
+            raise ConfigError("model.api_key_env is for the openai provider; Ollama takes no key. Remove it")
+        return OllamaProvider(**values)
+    if model.api_key_env:
+        values["api_key_env"] = model.api_key_env
+    return OpenAIProvider(**values)
 
 
 def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:

@@ -21,6 +21,7 @@ from protocol.events import (
     Transitioned,
 )
 from protocol.messages import StatusReport
+from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
 
 __all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
@@ -175,3 +176,48 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
     lines.append(f"files changed: {', '.join(changed) if changed else 'none'}")
     lines.append(f"events: {len(events)} (see --json for all)")
     return "\n".join(lines)
+
+
+def plan_detail(plan: TaskPlan, session_id: str = "") -> str:
+    """A plan version for `acode plan show`: tasks, steps, criteria with their checks, questions."""
+    head = f"plan v{plan.version}" + (f" of session {session_id}" if session_id else "") + f" ({plan.status})"
+    lines = [head, f"goal: {plan.goal}"]
+    if plan.change_summary:
+        lines.append(f"changes from v{plan.version - 1}: {plan.change_summary}")
+    for task in plan.tasks:
+        deps = f" after {', '.join(task.depends_on)}" if task.depends_on else ""
+        lines.append("")
+        lines.append(f"{task.label} [{task.status}] {task.title} (complexity {task.complexity}){deps}")
+        if task.description:
+            lines.append(f"   {_one_line(task.description, 300)}")
+        resources = task.resources
+        for name, values in (("reads", resources.read), ("writes", resources.write),
+                             ("directories", resources.directories), ("commands", resources.commands)):
+            if values:
+                lines.append(f"   {name}: {', '.join(values)}")
+        for step in task.steps:
+            after = f" after {', '.join(step.depends_on)}" if step.depends_on else ""
+            lines.append(f"   {step.label} {step.action:<16} {_one_line(step.title, 100)}{after}")
+        for criterion in task.acceptance:
+            check = f"  [check: `{criterion.check.command}` exits {criterion.check.expect_exit}]" \
+                if criterion.check else "  [judged by the verifier's model]"
+            lines.append(f"   {criterion.label} {_one_line(criterion.description, 120)}{check}")
+    if plan.questions:
+        lines.append("")
+        lines.append("questions:")
+        lines += question_lines(plan)
+    return "\n".join(lines)
+
+
+def question_lines(plan: TaskPlan) -> list[str]:
+    """The planner's questions, numbered options, and each question's default."""
+    lines = []
+    for question in plan.questions:
+        lines.append(f"{question.label}. {question.question}")
+        for number, option in enumerate(question.options, 1):
+            lines.append(f"    {number}) {option}")
+        if question.options and question.free_text:
+            lines.append("    (or write your own answer)")
+        if question.default:
+            lines.append(f"    default: {question.default}")
+    return lines

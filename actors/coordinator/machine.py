@@ -191,7 +191,8 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
             if plan.status == "needs_clarification":
                 questions = "; ".join(q.question for q in plan.questions)
                 decision = pause(snap, "needs_input", "ACODE-ORCH-004",
-                                 f"the planner needs answers before it can plan: {questions}", now, events,
+                                 f"the planner needs answers before it can plan: {questions}; answer with "
+                                 f"`acode answer {snap.id[:8]}`", now, events,
                                  plan_version=plan.version, last_result=result)
                 return Decision(decision.snapshot, decision.events, plan)
             decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,

@@ -17,6 +17,7 @@ from typing import Any
 from actors.coordinator import machine
 from actors.coordinator.machine import Decision
 from actors.coordinator.orchestrator import Orchestrator, Session
+from actors.stages.untrusted import TASK_MAX_CHARS
 from broker.worker import Request
 from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
 from protocol.messages import (
@@ -36,7 +37,7 @@ from protocol.stages import STAGES
 
 __all__ = ["MAX_TASK_CHARS", "SessionRequests"]
 
-MAX_TASK_CHARS = 10_000
+MAX_TASK_CHARS = TASK_MAX_CHARS  # one limit, shared with the planner (actors.stages.untrusted)
 
 
 class SessionRequests:
@@ -74,7 +75,8 @@ class SessionRequests:
                            "create it or pass --workspace DIR", code="ACODE-CLI-003")
         provider = body.settings.provider
         if provider is None:
-            raise ModelError("no model configured; pass --provider scripted --script FILE", code="ACODE-LLM-001")
+            raise ModelError("no model configured; pass --provider ollama --model NAME, or set model: in the config",
+                             code="ACODE-LLM-001")
         if isinstance(provider, ScriptedProvider):
             load_script(provider.script_yaml, name=provider.script_name or "<script>")
         missing = [s for s in STAGES if s not in body.settings.stage_timeouts]

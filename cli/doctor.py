@@ -1,0 +1,107 @@
+"""``acode doctor``: is everything a session needs in place? One line per check.
+
+Checks, in the order a user would fix them: the configuration resolves; the model server
+answers, has the configured model(s), their context length, and the model produces a
+valid native tool call and a valid JSON-schema answer on a tiny probe (delegated to
+:mod:`actors.llm.doctor`); the sandbox's isolation level (from the running sandbox when
+acode is up, else probed here); and the actors' health. A failed check carries a
+one-line ``fix``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from actors.paths import RunPaths
+from cli.config import provider_spec, resolve
+from cli.connection import Connection, coordinator_pid
+from protocol.errors import AcodeError
+from protocol.messages import GetStatus, StatusReport
+from protocol.session import ScriptedProvider
+
+__all__ = ["Check", "diagnose", "render_checks"]
+
+
+class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False  # ok, but worth a look (e.g. process-level isolation)
+
+
+def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
+    try:
+        spec = provider_spec(resolve(home=paths.home, workspace=workspace))
+    except AcodeError as exc:
+        return [Check(name="config", ok=False, detail=str(exc), fix="correct the setting named above")]
+    checks = [Check(name="config", ok=True, detail=f"resolved for workspace {workspace}")]
+    if spec is None:
+        return [*checks, Check(name="model", ok=False, detail="no model configured",
+                               fix="set model.provider and model.model in .agent/config.yml or "
+                                   "~/.acode/config.yml (README 'Models')")]
+    if isinstance(spec, ScriptedProvider):
+        return [*checks, Check(name="model", ok=True, detail=f"scripted model {spec.script_name} (no server)")]
+    from actors.llm.doctor import probe
+
+    for result in probe(spec):
+        checks.append(Check(name=result.name, ok=result.ok, detail=result.detail, fix=result.fix or "",
+                            warning=bool(getattr(result, "warning", False))))
+    return checks
+
+
+def _status(paths: RunPaths) -> StatusReport | None:
+    if coordinator_pid(paths) is None:
+        return None
+    try:
+        with Connection(paths.home) as connection:
+            report: StatusReport = connection.coordinator(GetStatus(), timeout=5.0)
+            return report
+    except AcodeError:
+        return None
+
+
+def _sandbox_check(report: StatusReport | None) -> Check:
+    described = ""
+    if report is not None:
+        for actor in report.actors:
+            if actor.actor == "sandbox" and actor.info.get("isolation"):
+                described = actor.info["isolation"]
+    if not described:
+        from actors.sandbox.isolation import detect
+
+        described = detect().describe()
+    level = described.split(";")[0]
+    if level == "process":
+        return Check(name="sandbox", ok=True, warning=True, detail=f"isolation {described}",
+                     fix="install bubblewrap (e.g. apt install bubblewrap) for a read-only root and no network")
+    return Check(name="sandbox", ok=True, detail=f"isolation {described}")
+
+
+def _actor_checks(paths: RunPaths, report: StatusReport | None) -> list[Check]:
+    if report is None:
+        return [Check(name="actors", ok=False, detail=f"acode is not running for {paths.home}",
+                      fix="start it with `acode up --detach`")]
+    bad = [a for a in report.actors if a.state != "ready"]
+    if bad:
+        names = ", ".join(f"{a.instance} {a.state}" + (f" ({a.reason})" if a.reason else "") for a in bad)
+        return [Check(name="actors", ok=False, detail=names,
+                      fix="see `acode status` and `acode logs <actor>`; `acode down` then `acode up` restarts all")]
+    return [Check(name="actors", ok=True, detail=f"{len(report.actors)} ready, coordinator pid {report.pid}")]
+
+
+def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
+    report = _status(paths)
+    return [*_model_checks(paths, workspace), _sandbox_check(report), *_actor_checks(paths, report)]
+
+
+def render_checks(checks: list[Check]) -> str:
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok and not check.warning else ("warn" if check.ok else "FAIL")
+        lines.append(f"{mark}  {check.name:<12} {check.detail}")
+        if check.fix and (not check.ok or check.warning):
+            lines.append(f"      {'':<12} fix: {check.fix}")
+    return "\n".join(lines)
