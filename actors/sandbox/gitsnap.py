@@ -156,18 +156,22 @@ class Repo:
 
 
 def discover(root: str) -> Repo | None:
-    """The repository whose work tree is exactly ``root``, or None (not a work tree, a
-    subdirectory of one, a bare repository, git missing or refusing the repository)."""
-    if _git_binary() is None:
+    """The repository whose work tree is ``root``, or None (no ``.git`` in ``root``: not a
+    work tree, or a subdirectory of one; git missing or refusing the repository).
+
+    Discovery stops at ``root`` (``GIT_CEILING_DIRECTORIES``), and ``GIT_WORK_TREE`` is
+    ``root``, so ``core.worktree`` or ``core.bare`` in the repository's config cannot point
+    acode elsewhere."""
+    if _git_binary() is None or not os.path.lexists(os.path.join(root, ".git")):
         return None
     parent = os.path.dirname(os.path.realpath(root))
-    done = _run(["rev-parse", "--show-toplevel", "--absolute-git-dir", "--show-object-format", "--git-path",
-                 "objects"], cwd=root, env=_env(GIT_CEILING_DIRECTORIES=parent), check=False)
+    done = _run(["rev-parse", "--absolute-git-dir", "--show-object-format", "--git-path", "objects"], cwd=root,
+                env=_env(GIT_CEILING_DIRECTORIES=parent, GIT_WORK_TREE=root), check=False)
     lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
-    if done.returncode != 0 or len(lines) != 5 or lines[4] != "":
+    if done.returncode != 0 or len(lines) != 4 or lines[3] != "":
         return None
-    top, git_dir, object_format, objects = lines[:4]
-    if os.path.realpath(top) != os.path.realpath(root) or object_format not in ("sha1", "sha256"):
+    git_dir, object_format, objects = lines[:3]
+    if object_format not in ("sha1", "sha256"):
         return None
     return Repo(root=root, git_dir=git_dir, objects=os.path.normpath(os.path.join(root, objects)),
                 object_format=object_format)
