@@ -171,8 +171,8 @@ def discover(root: str) -> Repo | None:
     if done.returncode != 0 or len(lines) != 4 or lines[3] != "":
         return None
     git_dir, object_format, objects = lines[:3]
-    if object_format not in ("sha1", "sha256"):
-        return None
+    if object_format not in ("sha1", "sha256") or not (git_dir + objects).isprintable():
+        return None  # a git directory whose name is not text: the manifest does without it
     return Repo(root=root, git_dir=git_dir, objects=os.path.normpath(os.path.join(root, objects)),
                 object_format=object_format)
 

@@ -5,7 +5,8 @@ The workspace is walked as the tree tools walk it (:func:`actors.sandbox.snapsho
 followed). Each file's bytes are copied, content-addressed, into the session's store
 under acode's home, never inside the workspace::
 
-    <store>/manifest.json        {path: [mode, size, sha256, stored]}
+    <store>/manifest.msgpack     {path bytes: [mode, size, sha256, stored]} (msgpack: a file
+                                 name need not be UTF-8, and JSON could not hold it)
     <store>/objects/<sha256>     the bytes of a stored file or a symlink's target (0600)
 
 Caps keep a big workspace from filling the disk: a file over :data:`MAX_STORED_FILE_BYTES`
@@ -18,7 +19,7 @@ context, ``\\ No newline at end of file``): new and deleted files, mode changes
 (``old mode``/``new mode``), symlinks (mode 120000, the target as content), a change of
 type as a deletion plus an addition, "Binary files … differ" for a NUL byte in the
 first 8000 bytes (git's rule), and exact renames (same content and mode) as
-``rename from``/``rename to``. Files over 1 MB on either side get no text diff.
+``rename from``/``rename to`` (empty files aside). Files over 1 MB on either side get no text diff.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
 
 
 Manifest = dict[str, Item]
-_DECODER = msgspec.json.Decoder(Manifest)
+_DECODER = msgspec.msgpack.Decoder(dict[bytes, Item])
+_FILE = "manifest.msgpack"
 
 
 @dataclass
@@ -106,17 +108,17 @@ def record(ws: Workspace, store_dir: str) -> tuple[Manifest, int]:
         else:
             unstored += 1
         manifest[entry.path] = Item(entry.mode, size, digest, stored)
-    tmp = os.path.join(store_dir, f"manifest.json.{os.getpid()}.tmp")
+    tmp = os.path.join(store_dir, f"{_FILE}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        f.write(msgspec.json.encode(manifest))
-    os.replace(tmp, os.path.join(store_dir, "manifest.json"))
+        f.write(msgspec.msgpack.encode({os.fsencode(path): item for path, item in manifest.items()}))
+    os.replace(tmp, os.path.join(store_dir, _FILE))
     return manifest, unstored
 
 
 def load(store_dir: str) -> Manifest | None:
     try:
-        with open(os.path.join(store_dir, "manifest.json"), "rb") as f:
-            return _DECODER.decode(f.read())
+        with open(os.path.join(store_dir, _FILE), "rb") as f:
+            return {os.fsdecode(path): item for path, item in _DECODER.decode(f.read()).items()}
     except (OSError, msgspec.DecodeError):
         return None
 
@@ -136,7 +138,8 @@ def _changes(base: Manifest, now: Manifest) -> list[Change]:
     deleted = [p for p in base if p not in now]
     by_content: dict[tuple[str, str], list[str]] = {}
     for path in deleted:
-        by_content.setdefault((base[path].mode, base[path].sha256), []).append(path)
+        if base[path].size:  # as git: empty files are never taken for renames of each other
+            by_content.setdefault((base[path].mode, base[path].sha256), []).append(path)
     renamed: set[str] = set()
     for path in added:
         olds = by_content.get((now[path].mode, now[path].sha256))

@@ -400,7 +400,7 @@ def test_the_manifest_diff_shows_every_kind_of_change_exactly(ws: Path, tools: T
     out = tools.baseline()
     store = baselines.root / "s1"
     assert out == f"baseline recorded: content manifest in {store}, 9 files"
-    assert sorted(p.name for p in store.iterdir()) == ["baseline.json", "manifest.json", "objects"]
+    assert sorted(p.name for p in store.iterdir()) == ["baseline.json", "manifest.msgpack", "objects"]
 
     _write(ws, {"a.py": "one\nTWO\nthree\n", "logo.bin": b"\x00\x01\x02\x04", "pkg/sub/mod.py": "x = 1",
                 "debug.log": "still ignored\n"})
@@ -584,3 +584,61 @@ def test_the_sandbox_actor_serves_both_tools_over_zeromq(harness: Harness, home:
     again = call("diff_workspace", "d1")
     assert again.replayed and again.output == diff.output
     assert call("baseline_workspace", "b2").output.startswith("baseline already recorded at ")
+
+
+@pytest.mark.parametrize("kind", ["git", "manifest"])
+def test_file_names_that_are_not_utf8_are_recorded_and_shown_replaced(ws: Path, tools: Tools, kind: str) -> None:
+    if kind == "git":
+        git(ws, "init", "-q")
+    name = os.fsdecode(b"caf\xe9.txt")
+    (ws / name).write_text("before\n")
+    tools.baseline()
+    (ws / name).write_text("after\n")
+    assert "M  caf\ufffd.txt\n" in tools.patch()
+    assert "-before\n+after\n" in tools.patch()
+
+
+def test_a_sha256_repository_gets_a_sha256_baseline(tmp_path: Path, baselines: Baselines, terminal: Terminal) -> None:
+    repo = tmp_path / "r256"
+    repo.mkdir()
+    git(repo, "init", "-q", "--object-format=sha256")
+    _commit(repo, {"a.py": "one\n"})
+    tools = Tools(repo, baselines, terminal)
+    tools.baseline()
+    assert len(git(repo, "rev-parse", "refs/acode/sessions/s1/base").strip()) == 64
+    _write(repo, {"a.py": "two\n"})
+    assert "-one\n+two\n" in tools.patch()
+
+
+def test_a_submodule_is_kept_as_its_commit_and_its_files_stay_out(repo: Path, tools: Tools) -> None:
+    _commit(repo, {"a.py": "x\n"})
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "sub").mkdir()
+    (repo / "sub" / "inner.txt").write_text("not ours\n")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},sub")
+    assert tools.baseline().endswith(", 1 file")
+    assert git(repo, "ls-tree", "refs/acode/sessions/s1/base", "sub") == f"160000 commit {commit}\tsub\n"
+    (repo / "sub" / "inner.txt").write_text("changed\n")
+    assert tools.patch() == "no changes since the baseline\n"
+
+
+def test_a_diff_of_another_workspace_is_refused(ws: Path, tools: Tools, baselines: Baselines, terminal: Terminal,
+                                                tmp_path: Path) -> None:
+    tools.baseline()
+    other = tmp_path / "other"
+    other.mkdir()
+    result = Tools(other, baselines, terminal).call("diff_workspace")
+    assert result.error is not None
+    assert (result.error.code, result.error.message) == (
+        "ACODE-SBX-017", f"session s1's baseline is of the workspace {ws}, not {other}; diff the workspace the "
+                         "session runs in")
+
+
+def test_empty_files_are_not_taken_for_renames(ws: Path, tools: Tools) -> None:
+    _write(ws, {"a/__init__.py": ""})
+    tools.baseline()
+    (ws / "a" / "__init__.py").unlink()
+    _write(ws, {"b/__init__.py": ""})
+    assert tools.patch() == ("2 files changed: 1 added, 1 deleted\nD  a/__init__.py\nA  b/__init__.py\n\n"
+                             "diff --git a/a/__init__.py b/a/__init__.py\ndeleted file mode 100644\n"
+                             "diff --git a/b/__init__.py b/b/__init__.py\nnew file mode 100644\n")
