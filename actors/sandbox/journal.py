@@ -13,9 +13,9 @@ after the other, the second then finds the first's result)::
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
 =================================  ==================================================
-read_file, list_directory,         run again (no side effect, or an idempotent one)
-search_code, create_directory,
-baseline_workspace, diff_workspace (the first baseline of a session stands)
+read_file, list_directory,         run again (no side effect, or an idempotent one;
+search_code, create_directory,     a session's first baseline stands, so a second
+baseline_workspace, diff_workspace baseline_workspace moves nothing)
 write_file                         file already holds the new content → done, no write;
                                    file still matches the recorded pre-image → run;
                                    otherwise → outcome unknown
