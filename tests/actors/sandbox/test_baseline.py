@@ -642,3 +642,19 @@ def test_empty_files_are_not_taken_for_renames(ws: Path, tools: Tools) -> None:
     assert tools.patch() == ("2 files changed: 1 added, 1 deleted\nD  a/__init__.py\nA  b/__init__.py\n\n"
                              "diff --git a/a/__init__.py b/a/__init__.py\ndeleted file mode 100644\n"
                              "diff --git a/b/__init__.py b/b/__init__.py\nnew file mode 100644\n")
+
+
+def test_a_ref_left_by_an_interrupted_baseline_is_adopted(repo: Path, tools: Tools) -> None:
+    _commit(repo, {"a.py": "committed\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-ref", "refs/acode/sessions/s1/base", head)  # made, then the sandbox died before its record
+    _write(repo, {"a.py": "on disk\n"})
+    assert tools.baseline().startswith(f"baseline recorded: git commit {head[:12]} on refs/acode/sessions/s1/base")
+    assert "-committed\n+on disk\n" in tools.patch()
+
+
+def test_a_session_id_that_cannot_name_a_ref_is_refused(ws: Path, tools: Tools) -> None:
+    result = tools.call("baseline_workspace", "../../heads/main")
+    assert result.error is not None
+    assert (result.error.code, result.error.message) == (
+        "ACODE-SBX-007", "session id '../../heads/main' cannot name a baseline (letters, digits, '-' and '_' only)")
