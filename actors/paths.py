@@ -10,6 +10,7 @@
     $ACODE_HOME/run/epoch           last epoch issued to an actor
     $ACODE_HOME/run/logs/*.log      one log per actor instance
     $ACODE_HOME/run/sock/           ipc sockets, mode 0700
+    $ACODE_HOME/run/baselines/<session>/  a session's workspace baseline (the sandbox's; 0700)
 
 A Unix socket path is limited to ~107 bytes; when the home is deep, the sockets live in
 ``/tmp/acode-<uid>-<hash of the home>`` instead (also 0700, checked to be ours).
@@ -71,6 +72,10 @@ class RunPaths:
     @property
     def user_config(self) -> Path:
         return self.home / "config.yml"
+
+    @property
+    def baselines(self) -> Path:
+        return self.run_dir / "baselines"
 
     @property
     def pid_file(self) -> Path:

@@ -107,6 +107,8 @@ CODES: dict[str, str] = {
     "ACODE-SBX-014": "hardlinked file",
     "ACODE-SBX-015": "isolation level not met",
     "ACODE-SBX-016": "search time budget exceeded",
+    "ACODE-SBX-017": "no baseline recorded for the session",
+    "ACODE-SBX-018": "the session's baseline cannot be recorded or read",
     "ACODE-LLM-001": "model provider not available",
     "ACODE-LLM-002": "scripted responses exhausted",
     "ACODE-LLM-003": "model answer invalid",

@@ -3,6 +3,13 @@
 The JSON schemas the model sees are generated from these Structs, so the schema and
 the decoder can never disagree. ``step_complete`` and ``step_failed`` are control tools:
 the executor handles them itself; every other tool runs in the sandbox.
+
+``baseline_workspace`` and ``diff_workspace`` are *internal* sandbox tools: acode's own
+stages call them (the planner records the workspace when a session begins, the verifier
+and reviewer read the diff since), the model never does. They are not in
+:data:`TOOL_ARGS`, so they are not offered to the model (:func:`tool_definitions`) and the
+executor refuses them by name like any unknown tool; :func:`decode_args` accepts them only
+with ``internal=True``, which is what the sandbox's dispatcher passes.
 """
 
 from __future__ import annotations
@@ -14,9 +21,13 @@ import msgspec
 
 __all__ = [
     "CONTROL_TOOLS",
+    "INTERNAL_TOOLS",
+    "INTERNAL_TOOL_ARGS",
     "SANDBOX_TOOLS",
     "TOOL_ARGS",
+    "BaselineWorkspace",
     "CreateDirectory",
+    "DiffWorkspace",
     "Edit",
     "ListDirectory",
     "ModifyFile",
@@ -114,9 +125,20 @@ class StepFailed(_Args, kw_only=True):
     reason: Annotated[str, msgspec.Meta(max_length=4_000)]
 
 
+class BaselineWorkspace(_Args, kw_only=True):
+    """Internal: record the workspace as it is now, as the session's baseline (the first call wins)."""
+
+
+class DiffWorkspace(_Args, kw_only=True):
+    """Internal: the unified diff between the session's baseline and the workspace now.
+    max_bytes caps the output (default: the request's output limit)."""
+
+    max_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
+
+
 ToolArgs = (
     ReadFile | WriteFile | ModifyFile | CreateDirectory | ListDirectory | SearchCode | RunTerminal
-    | StepComplete | StepFailed
+    | StepComplete | StepFailed | BaselineWorkspace | DiffWorkspace
 )
 
 TOOL_ARGS: dict[str, type[_Args]] = {
@@ -131,7 +153,14 @@ TOOL_ARGS: dict[str, type[_Args]] = {
     "step_failed": StepFailed,
 }
 CONTROL_TOOLS = frozenset({"step_complete", "step_failed"})
+#: The sandbox tools the model may call.
 SANDBOX_TOOLS = frozenset(TOOL_ARGS) - CONTROL_TOOLS
+#: Sandbox tools only acode's stages call; never offered to the model.
+INTERNAL_TOOL_ARGS: dict[str, type[_Args]] = {
+    "baseline_workspace": BaselineWorkspace,
+    "diff_workspace": DiffWorkspace,
+}
+INTERNAL_TOOLS = frozenset(INTERNAL_TOOL_ARGS)
 
 _RISK: dict[str, Risk] = {
     "read_file": "read",
@@ -141,6 +170,9 @@ _RISK: dict[str, Risk] = {
     "modify_file": "write",
     "create_directory": "write",
     "run_terminal": "execute",
+    # the baseline writes only git objects, a private ref and acode's own store: nothing the user sees
+    "baseline_workspace": "read",
+    "diff_workspace": "read",
 }
 
 
@@ -152,13 +184,14 @@ def risk_of(tool: str) -> Risk:
     return _RISK.get(tool, "destructive")
 
 
-def decode_args(tool: str, arguments: dict[str, Any]) -> _Args:
-    """Validate a tool call's arguments against its Struct.
+def decode_args(tool: str, arguments: dict[str, Any], *, internal: bool = False) -> _Args:
+    """Validate a tool call's arguments against its Struct; ``internal`` also accepts the
+    internal tools (only the sandbox's dispatcher passes it).
 
     Raises msgspec.ValidationError, also for an unknown tool. Conversion is lax on
     purpose (``"5"`` becomes 5, ``"true"`` True): small models quote numbers and booleans.
     """
-    args_type = TOOL_ARGS.get(tool)
+    args_type = TOOL_ARGS.get(tool) or (INTERNAL_TOOL_ARGS.get(tool) if internal else None)
     if args_type is None:
         raise msgspec.ValidationError(f"unknown tool {tool!r}; available: {', '.join(TOOL_ARGS)}")
     return msgspec.convert(arguments, args_type, strict=False)

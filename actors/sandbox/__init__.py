@@ -10,6 +10,10 @@ Modules, from the wire inwards::
     patch.py     modify_file's unified-diff form: header checks, hunks placed by context
     protected.py writes into .git and .agent refused, on the kernel-resolved location
     search.py    list_directory, search_code (regex with a time budget)
+    baseline.py  internal tools baseline_workspace, diff_workspace: the session's starting point and its diff
+    gitsnap.py   git snapshots on a private ref, with plumbing a hostile repository config cannot hijack
+    manifest.py  content manifest and difflib diff, for a workspace that is not a git work tree
+    snapshot.py  the files and symlinks a snapshot sees, read without following a link
     ignore.py    .gitignore rules for the tree tools (pathspec), read through fds
     terminal.py  run_terminal (launcher.py: the exec helper a command starts through)
     confine.py   every path resolved beneath the workspace root (openat2 or a safe walk)

@@ -16,6 +16,7 @@ from typing import Any, assert_never
 
 from actors._base import Actor
 from actors.paths import RunPaths
+from actors.sandbox.baseline import Baselines
 from actors.sandbox.journal import Journal
 from actors.sandbox.terminal import Terminal
 from broker.threads import ThreadClients
@@ -42,7 +43,8 @@ class SandboxActor(Actor):
                       level=self.terminal.isolation.level)
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
-        self.journal = Journal(self._persistence, self.terminal, log=self.log)
+        self.journal = Journal(self._persistence, self.terminal, log=self.log,
+                               baselines=Baselines(paths.baselines))
         self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY)
         self.worker.start()
 

@@ -3,6 +3,8 @@
 :class:`ToolCall` checks the request before anything runs: the tool must be a sandbox
 tool (ACODE-SBX-001, naming those that are), its arguments must decode into the tool's
 Struct (ACODE-SBX-007), and the workspace must be an existing directory (ACODE-SBX-004).
+The internal tools (``baseline_workspace``, ``diff_workspace``: :mod:`actors.sandbox.baseline`)
+are accepted too, but never named in a refusal: the model is not to learn of them.
 A refusal is kept and becomes the call's result, because the model must see it; it is
 not an exception to the caller. The same applies to every :class:`SandboxError` a tool
 raises and to OS errors while a tool runs (ACODE-EXEC-002). Only infrastructure failures,
@@ -17,6 +19,7 @@ from typing import assert_never, cast
 import msgspec
 
 from actors.sandbox import files, policy, search
+from actors.sandbox.baseline import Baselines
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome
 from actors.sandbox.terminal import Terminal, command_policy_of
@@ -25,8 +28,11 @@ from protocol.messages import RunTool
 from protocol.redact import redact_value
 from protocol.results import ToolResult
 from protocol.tools import (
+    INTERNAL_TOOLS,
     SANDBOX_TOOLS,
+    BaselineWorkspace,
     CreateDirectory,
+    DiffWorkspace,
     ListDirectory,
     ModifyFile,
     ReadFile,
@@ -47,11 +53,11 @@ _TARGET_CHARS = 200
 
 
 def _decode(request: RunTool) -> ToolArgs:
-    if request.tool not in SANDBOX_TOOLS:
+    if request.tool not in SANDBOX_TOOLS | INTERNAL_TOOLS:
         raise SandboxError(f"tool {quote(request.tool, 60)} is not available; available: "
                            f"{', '.join(sorted(SANDBOX_TOOLS))}", code="ACODE-SBX-001")
     try:
-        return cast(ToolArgs, decode_args(request.tool, request.arguments))
+        return cast(ToolArgs, decode_args(request.tool, request.arguments, internal=True))
     except msgspec.ValidationError as exc:
         raise SandboxError(f"arguments of {request.tool} rejected: {exc}; call it again with arguments "
                            "that match its schema", code="ACODE-SBX-007") from exc
@@ -88,7 +94,7 @@ class ToolCall:
             case RunTerminal(command=text) | ReadFile(path=text) | WriteFile(path=text) | ModifyFile(path=text) \
                     | CreateDirectory(path=text) | ListDirectory(path=text) | SearchCode(query=text):
                 return text if len(text) <= _TARGET_CHARS else text[:_TARGET_CHARS] + "…"
-            case StepComplete() | StepFailed() | None:
+            case StepComplete() | StepFailed() | BaselineWorkspace() | DiffWorkspace() | None:
                 return ""
             case _:
                 assert_never(self.args)
@@ -110,12 +116,12 @@ class ToolCall:
             return None
         return files.image(self.workspace, self.args.path)
 
-    def run(self, terminal: Terminal) -> ToolResult:
+    def run(self, terminal: Terminal, baselines: Baselines | None = None) -> ToolResult:
         start = time.monotonic()
         try:
             if self.refusal is not None:
                 raise self.refusal
-            outcome = self._run(terminal)
+            outcome = self._run(terminal, baselines)
         except SandboxError as exc:
             outcome = Outcome(error=exc.info())
         except OSError as exc:
@@ -123,7 +129,7 @@ class ToolCall:
                                               message=f"{self.request.tool} failed: {exc}; check the workspace"))
         return self.result(outcome, duration_ms=(time.monotonic() - start) * 1000)
 
-    def _run(self, terminal: Terminal) -> Outcome:
+    def _run(self, terminal: Terminal, baselines: Baselines | None) -> Outcome:
         ws, max_bytes = self.workspace, self.request.output_limit_bytes
         assert ws is not None
         match self.args:
@@ -143,10 +149,20 @@ class ToolCall:
                 # the model may ask for less time than the executor allows, never more
                 timeout = min(args.timeout_s or self.request.timeout_s, self.request.timeout_s)
                 return terminal.run(ws, args, timeout_s=timeout, max_bytes=max_bytes, policy=self.request.policy)
+            case BaselineWorkspace():
+                return self._baselines(baselines).record(ws, self.request.session_id)
+            case DiffWorkspace() as args:
+                return self._baselines(baselines).diff(ws, self.request.session_id, args.max_bytes or max_bytes)
             case StepComplete() | StepFailed() | None:
                 raise AssertionError(f"{self.request.tool} is not a sandbox tool; _decode refuses it")
             case _:
                 assert_never(self.args)
+
+    def _baselines(self, baselines: Baselines | None) -> Baselines:
+        if baselines is None:
+            raise SandboxError(f"{self.request.tool} needs the sandbox actor's baseline store, and this sandbox has "
+                               "none", code="ACODE-SBX-001")
+        return baselines
 
     def result(self, outcome: Outcome, *, duration_ms: float = 0.0) -> ToolResult:
         """The ToolResult for ``outcome`` (each tool has already capped its own output)."""

@@ -13,8 +13,9 @@ after the other, the second then finds the first's result)::
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
 =================================  ==================================================
-read_file, list_directory,         run again (no side effect, or an idempotent one)
-search_code, create_directory
+read_file, list_directory,         run again (no side effect, or an idempotent one;
+search_code, create_directory,     a session's first baseline stands, so a second
+baseline_workspace, diff_workspace baseline_workspace moves nothing)
 write_file                         file already holds the new content → done, no write;
                                    file still matches the recorded pre-image → run;
                                    otherwise → outcome unknown
@@ -38,6 +39,7 @@ from typing import Any, assert_never
 import msgspec
 
 from actors.sandbox import files
+from actors.sandbox.baseline import Baselines
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.output import Outcome
 from actors.sandbox.terminal import Terminal
@@ -55,7 +57,9 @@ from protocol.messages import (
 )
 from protocol.results import ToolResult
 from protocol.tools import (
+    BaselineWorkspace,
     CreateDirectory,
+    DiffWorkspace,
     ListDirectory,
     ModifyFile,
     ReadFile,
@@ -112,9 +116,10 @@ def _summary(result: ToolResult) -> str:
 class Journal:
     """Runs tool calls exactly as the journal in persistence allows (see the module docstring)."""
 
-    def __init__(self, send: Send, terminal: Terminal, *, log: Any = None):
+    def __init__(self, send: Send, terminal: Terminal, *, log: Any = None, baselines: Baselines | None = None):
         self._send = send
         self._terminal = terminal
+        self._baselines = baselines
         self._log = log
         self._keys = _KeyLocks()
 
@@ -128,7 +133,7 @@ class Journal:
                                             "result; check the persistence actor", code="ACODE-PROTO-002")
                     return msgspec.structs.replace(state.result, replayed=True)
                 case "new":
-                    result = call.run(self._terminal)
+                    result = call.run(self._terminal, self._baselines)
                 case "pending":
                     result = self._resume(call, state.pre_image)
                 case _:
@@ -164,8 +169,8 @@ class Journal:
             self._log.warning("tool_call_resumed", key=call.request.key, tool=call.request.tool)
         match call.args:
             case ReadFile() | ListDirectory() | SearchCode() | CreateDirectory() | StepComplete() | StepFailed() \
-                    | None:
-                return call.run(self._terminal)
+                    | BaselineWorkspace() | DiffWorkspace() | None:
+                return call.run(self._terminal, self._baselines)
             case WriteFile(content=content, path=path):
                 current = call.image()
                 if current is not None and current == files.content_digest(content):
@@ -175,12 +180,12 @@ class Journal:
                     return call.result(Outcome(output=f"wrote {size} bytes to {rel} (already written before "
                                                       "an interruption; not written again)", path=rel))
                 if current == recorded:
-                    return call.run(self._terminal)
+                    return call.run(self._terminal, self._baselines)
                 return self._unknown(call, recorded, current)
             case ModifyFile():
                 current = call.image()
                 if current == recorded:
-                    return call.run(self._terminal)
+                    return call.run(self._terminal, self._baselines)
                 return self._unknown(call, recorded, current)
             case RunTerminal():
                 return self._unknown(call, None, None)

@@ -11,8 +11,11 @@ import pytest
 from protocol import tools
 from protocol.tools import (
     CONTROL_TOOLS,
+    INTERNAL_TOOLS,
     SANDBOX_TOOLS,
     TOOL_ARGS,
+    BaselineWorkspace,
+    DiffWorkspace,
     Edit,
     ListDirectory,
     ModifyFile,
@@ -209,3 +212,29 @@ def test_every_sandbox_tool_has_a_risk_class_of_its_own() -> None:
 def test_decode_args_refuses_an_unknown_tool_as_a_validation_error() -> None:
     with pytest.raises(msgspec.ValidationError, match="unknown tool 'rm_rf'; available: read_file"):
         decode_args("rm_rf", {})
+
+
+# --- internal tools ----------------------------------------------------------------------
+
+
+def test_internal_tools_are_never_offered_to_the_model() -> None:
+    assert INTERNAL_TOOLS == {"baseline_workspace", "diff_workspace"}
+    assert INTERNAL_TOOLS.isdisjoint(TOOL_ARGS)  # the executor refuses what TOOL_ARGS does not name
+    assert INTERNAL_TOOLS.isdisjoint(SANDBOX_TOOLS)
+    assert INTERNAL_TOOLS.isdisjoint(d["function"]["name"] for d in tool_definitions())
+    assert tool_definitions(INTERNAL_TOOLS) == []
+
+
+def test_internal_tools_decode_only_when_asked_for() -> None:
+    with pytest.raises(msgspec.ValidationError, match="unknown tool 'diff_workspace'"):
+        decode_args("diff_workspace", {})
+    assert decode_args("baseline_workspace", {}, internal=True) == BaselineWorkspace()
+    assert decode_args("diff_workspace", {"max_bytes": "5000"}, internal=True) == DiffWorkspace(max_bytes=5000)
+    with pytest.raises(msgspec.ValidationError, match=r"Expected `int` >= 1024"):
+        decode_args("diff_workspace", {"max_bytes": 10}, internal=True)
+    with pytest.raises(msgspec.ValidationError, match="unknown field `path`"):
+        decode_args("baseline_workspace", {"path": "."}, internal=True)
+
+
+def test_internal_tools_are_read_risk() -> None:
+    assert {risk_of(tool) for tool in INTERNAL_TOOLS} == {"read"}
