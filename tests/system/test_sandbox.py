@@ -182,7 +182,8 @@ def cli_outputs(acode: Acode, session_id: str, run: str) -> dict[str, str]:
 def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: Acode, site: Site) -> None:
     acode.env["ACODE_SANDBOX_ISOLATION"] = "bubblewrap"
     assert acode.up().returncode == 0
-    assert acode.actor("sandbox")["info"]["isolation"].startswith("bubblewrap;")
+    isolation = acode.actor("sandbox")["info"]["isolation"]
+    assert isolation.startswith("bubblewrap;") and isolation.endswith("(forced by ACODE_SANDBOX_ISOLATION=bubblewrap)")
     attacks_made = attacks(site)
     calls = [*attacks_made, *CONTROLS]
     script_path = w.script(site.base / "s.yaml", script(site, calls))
