@@ -165,6 +165,7 @@ class Actor:
         self.log: Any = None
         self.state = "starting"
         self._stop_reason: str | None = None
+        self._failure = ""  # what escaped the loop, for the last log line the supervisor reports
         self._signals: list[int] = []
         self._sockets: list[zmq.Socket[Any]] = []
         self._supervisor: zmq.Socket[Any] | None = None
@@ -236,6 +237,7 @@ class Actor:
                 self.loop.run_once()
         except Exception as exc:  # noqa: BLE001 - the boundary: log, hook, exit non-zero
             self.log.exception("actor_failed", error=str(exc))
+            self._failure = str(exc)
             self.on_failure(exc)
             code = 1
         finally:
@@ -254,7 +256,7 @@ class Actor:
             self.loop.close()
             if self.ctx is not None:
                 self.ctx.term()
-            self.log.info("actor_stopped", reason=self._stop_reason or "failure")
+            self.log.info("actor_stopped", reason=self._stop_reason or f"failure: {self._failure}")
 
     def _install_signals(self) -> None:
         rsock, wsock = socket.socketpair()

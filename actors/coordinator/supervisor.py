@@ -240,7 +240,7 @@ class Supervisor:
                 lines = [line for line in handle.read().decode(errors="replace").splitlines() if line.strip()]
         except OSError:
             return "(no log)"
-        return lines[-1][-300:] if lines else "(empty log)"
+        return lines[-1][-600:] if lines else "(empty log)"  # room for a whole error message
 
     def _check_liveness(self) -> None:
         now = self.loop.clock()

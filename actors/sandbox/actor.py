@@ -6,28 +6,75 @@ happened, failures the model must see included (see :mod:`actors.sandbox.dispatc
 Calls run on the worker's thread pool and go through the journal
 (:mod:`actors.sandbox.journal`), which talks to ``persistence`` with a client per thread.
 
+At start the isolation is chosen (:func:`actors.sandbox.isolation.choose`): the strongest
+this machine offers, unless forced. Forcing is a hook for operators and tests, e.g. to run
+every command under Landlock with the subreaper on a machine that has bubblewrap:
+
+- options (``spec.options``, unknown keys refused): ``isolation`` (``auto``, ``process``,
+  ``landlock``, ``bubblewrap``) and ``tree`` (``auto``, ``pidns``, ``subreaper``);
+- or, where an option is not given, the environment: ``ACODE_SANDBOX_ISOLATION`` and
+  ``ACODE_SANDBOX_TREE`` (the coordinator's children inherit it from ``acode up``).
+
+A forced level the machine cannot give fails the start with ACODE-SBX-015, so a drill
+never passes by running under something weaker than it asked for.
+
 At stop: the worker stops taking requests, running commands are killed with their
 process groups, and idle persistence clients are closed, so the context can terminate.
 """
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, assert_never
+
+import msgspec
 
 from actors._base import Actor
 from actors.paths import RunPaths
 from actors.sandbox.baseline import Baselines
+from actors.sandbox.isolation import FORCE_ENV, Isolation, choose
 from actors.sandbox.journal import Journal
 from actors.sandbox.terminal import Terminal
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
+from protocol.errors import ConfigError
 from protocol.messages import Message, RunTool, ToolDone
+from protocol.spec import ActorSpec
 
-__all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor"]
+__all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "isolation_of"]
 
 PERSISTENCE_TIMEOUT_S = 30.0
 CAPACITY = 4
+
+
+class SandboxOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The sandbox's own options; ``None``: not given, the environment decides (else ``auto``)."""
+
+    isolation: Literal["auto", "process", "landlock", "bubblewrap"] | None = None
+    tree: Literal["auto", "pidns", "subreaper"] | None = None
+
+
+def isolation_of(spec: ActorSpec, environ: Mapping[str, str] = os.environ) -> tuple[Isolation, str]:
+    """The isolation ``spec``'s options (then ``environ``) force, or the strongest; and who
+    forced it ("" when nothing was)."""
+    raw = dict(spec.options)
+    sources: dict[str, str] = {}
+    for name, variable in FORCE_ENV.items():
+        if raw.get(name) is not None:
+            sources[name] = f"sandbox option {name}={raw[name]}"
+        elif environ.get(variable, "").strip():
+            raw[name] = environ[variable].strip()
+            sources[name] = f"{variable}={raw[name]}"
+    try:
+        options = msgspec.convert(raw, SandboxOptions)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"sandbox isolation settings {raw!r} rejected: {exc}; isolation is auto, process, "
+                          f"landlock or bubblewrap ({FORCE_ENV['isolation']}), tree is auto, pidns or subreaper "
+                          f"({FORCE_ENV['tree']})", code="ACODE-CFG-001") from exc
+    origin = ", ".join(how for name, how in sources.items() if getattr(options, name) != "auto")
+    return choose(options.isolation or "auto", options.tree or "auto", origin=f"by {origin}"), origin
 
 
 class SandboxActor(Actor):
@@ -36,11 +83,13 @@ class SandboxActor(Actor):
     def on_start(self) -> None:
         assert self.ctx is not None
         self.worker: Worker | None = None
-        self.terminal = Terminal(subreaper=True)
+        isolation, self.forced = isolation_of(self.spec)
+        self.terminal = Terminal(isolation, subreaper=True)
         paths = RunPaths.for_home(self.spec.home)
         self.terminal.hide(str(paths.home), str(paths.sock_dir))
         self.log.info("sandbox_isolation", isolation=self.terminal.isolation.describe(),
-                      level=self.terminal.isolation.level)
+                      level=self.terminal.isolation.level, mode=self.terminal.isolation.mode,
+                      forced=self.forced or None)
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
@@ -60,7 +109,10 @@ class SandboxActor(Actor):
 
     def info(self) -> dict[str, str]:
         terminal: Terminal | None = getattr(self, "terminal", None)
-        return {"isolation": terminal.isolation.describe()} if terminal is not None else {}
+        if terminal is None:
+            return {}
+        forced = f" (forced by {self.forced})" if self.forced else ""
+        return {"isolation": terminal.isolation.describe() + forced}
 
     def busy(self) -> list[str]:
         worker: Worker | None = getattr(self, "worker", None)

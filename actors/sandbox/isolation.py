@@ -20,6 +20,10 @@ Levels, weakest first (``LEVELS``):
 
 :func:`detect` finds the strongest level once, at sandbox start, by probing rather than
 guessing (``bwrap`` present but refused by the kernel is not bubblewrap).
+:func:`choose` is what the sandbox calls: the strongest level, or exactly the level and
+process-tree containment an operator or a test forced (the sandbox's ``isolation`` and
+``tree`` options, or ``ACODE_SANDBOX_ISOLATION`` and ``ACODE_SANDBOX_TREE``); what the
+machine cannot give fails the start (ACODE-SBX-015) instead of silently running weaker.
 :func:`require` fails closed when a session asks for more than the machine has.
 """
 
@@ -39,13 +43,16 @@ from typing import Literal
 
 import msgspec
 
-from protocol.errors import SandboxError
+from protocol.errors import ConfigError, SandboxError
 
-__all__ = ["CREDENTIALS", "ENV_ALLOW", "LAUNCHER", "LEVELS", "Isolation", "Level", "PidsCgroup", "command_env",
-           "detect", "is_secret_name", "require"]
+__all__ = ["CREDENTIALS", "ENV_ALLOW", "FORCE_ENV", "LAUNCHER", "LEVELS", "Isolation", "Level", "PidsCgroup", "Tree",
+           "choose", "command_env", "detect", "is_secret_name", "require"]
 
 Level = Literal["process", "landlock", "bubblewrap"]
 LEVELS: tuple[Level, ...] = ("process", "landlock", "bubblewrap")
+Tree = Literal["pidns", "subreaper"]  # how the launcher contains a command's tree below bubblewrap
+# The environment variables that force the sandbox's isolation (test and operator hook).
+FORCE_ENV = {"isolation": "ACODE_SANDBOX_ISOLATION", "tree": "ACODE_SANDBOX_TREE"}
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 
 _HOW_TO = {
@@ -135,11 +142,12 @@ def _probe() -> dict[str, object]:
         return {}
 
 
-def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = True) -> Isolation:
-    """The strongest isolation this machine offers (the flags turn layers off, for tests)."""
+def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = True, pidns: bool = True) -> Isolation:
+    """The strongest isolation this machine offers (the flags turn layers off: ``pidns=False``
+    leaves the subreaper to contain a command's tree)."""
     probe = _probe()
     abi = int(probe.get("landlock_abi", 0) or 0) if landlock else 0
-    pidns = bool(probe.get("pidns", False))
+    pidns = pidns and bool(probe.get("pidns", False))
     pids: Literal["cgroup", "rlimit", "none"] = "none"
     if cgroup and PidsCgroup.base() is not None:
         pids = "cgroup"
@@ -149,6 +157,39 @@ def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = Tru
     if bwrap is not None and _bwrap_works(bwrap):
         return Isolation(level="bubblewrap", bwrap=bwrap, landlock_abi=abi, pidns=pidns, pids=pids)
     return Isolation(level="landlock" if abi > 0 else "process", landlock_abi=abi, pidns=pidns, pids=pids)
+
+
+def choose(level: Level | Literal["auto"] = "auto", tree: Tree | Literal["auto"] = "auto", *,
+           origin: str = "by the sandbox options") -> Isolation:
+    """The isolation the sandbox runs with: the strongest this machine offers (``auto``), or
+    exactly ``level`` and ``tree``. A forced level or tree the machine cannot give raises
+    ACODE-SBX-015 (never a silent fallback); ``origin`` says who forced it, for the message."""
+    if level == "bubblewrap" and tree == "subreaper":
+        raise ConfigError(f"isolation 'bubblewrap' always contains a command's processes in its own PID namespace, "
+                          f"so tree 'subreaper' cannot go with it (forced {origin}); use tree auto or pidns with "
+                          "bubblewrap, or isolation landlock or process with the subreaper", code="ACODE-CFG-001")
+    found = detect(bubblewrap=level in ("auto", "bubblewrap") and tree != "subreaper",
+                   landlock=level != "process", pidns=tree != "subreaper")
+    if level != "auto" and found.level != level:
+        raise SandboxError(
+            f"isolation {level!r} is forced ({origin}) but this machine cannot provide it: {_missing(level)}; "
+            f"to get it, {_HOW_TO[level]}; or lower or unset the forced isolation", code="ACODE-SBX-015")
+    if tree == "pidns" and found.level != "bubblewrap" and not found.pidns:
+        raise SandboxError(
+            f"tree 'pidns' is forced ({origin}) but this machine refuses a PID namespace (not root, and "
+            "unprivileged user namespaces are off); to get it, run acode as root or allow unprivileged user "
+            "namespaces (sysctl user.max_user_namespaces and, on Debian/Ubuntu, "
+            "kernel.unprivileged_userns_clone=1); or use tree subreaper or auto", code="ACODE-SBX-015")
+    return found
+
+
+def _missing(level: Level) -> str:
+    """Why ``level`` is not available here, in the words an operator can act on."""
+    if level == "bubblewrap":
+        bwrap = shutil.which("bwrap")
+        return ("no bwrap on the PATH" if bwrap is None
+                else f"{bwrap} cannot create its namespaces (user namespaces refused?)")
+    return "the kernel reports no Landlock (ABI 0)"
 
 
 def require(isolation: Isolation, minimum: Level) -> None:

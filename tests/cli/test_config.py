@@ -67,7 +67,10 @@ def test_unknown_acode_environment_variables_are_refused_by_name(tmp_path: Path)
         resolve(home=tmp_path, env={"ACODE_EXECUTOR__MAX_TURNS": "3"})
     with pytest.raises(ConfigError, match="ACODE_TIMEOUT is not an acode setting"):
         resolve(home=tmp_path, env={"ACODE_TIMEOUT": "3"})
-    resolve(home=tmp_path, env={"ACODE_HOME": "/x", "ACODE_FAULT_CRASH_ON_START": "planner"})  # not settings
+    resolve(home=tmp_path, env={"ACODE_HOME": "/x", "ACODE_FAULT_CRASH_ON_START": "planner",  # not settings
+                                "ACODE_SANDBOX_ISOLATION": "landlock", "ACODE_SANDBOX_TREE": "subreaper"})
+    with pytest.raises(ConfigError, match="ACODE_SANDBOX_ISOLATON is not an acode setting"):
+        resolve(home=tmp_path, env={"ACODE_SANDBOX_ISOLATON": "landlock"})
 
 
 def test_a_script_path_in_a_config_file_is_relative_to_that_file(tmp_path: Path) -> None:
