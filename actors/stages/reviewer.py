@@ -1,33 +1,70 @@
 """The reviewer stage: the model judges the whole change and approves or asks for a re-plan.
 
-It sees the task, the plan, the verifier's verdicts and the content of the files the
-executor changed (read through the sandbox, capped).
+It sees the task, the plan, the verifier's verdicts and the exact diff of the workspace
+since the session began (``diff_workspace``: the sandbox compares against the baseline the
+planner recorded, through a private git ref or a content manifest). A ``replan`` must
+cite the plan's acceptance criteria: an answer that cites none, or cites labels the plan
+does not have, goes back to the model once with the problem; its issues become the
+planner's input.
 """
 
 from __future__ import annotations
 
 from actors.stages import prompts
 from actors.stages.context import StageContext
+from protocol.errors import ModelError
 from protocol.results import ReviewerAnswer, StageResult
 
-__all__ = ["run"]
+__all__ = ["citation_problem", "run"]
 
-_MAX_FILES = 10
-_MAX_CHARS = 4_000
+_RETRIES = 1
+
+
+def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
+    """Why a ``replan`` answer does not cite the plan's criteria properly ("" when it does)."""
+    if review.decision != "replan":
+        return ""
+    if not review.issues:
+        return "a replan must list issues, each citing the acceptance criterion it concerns"
+    unknown = sorted({i.criterion for i in review.issues if i.criterion not in labels})
+    if unknown:
+        known = ", ".join(sorted(labels)) or "none"
+        return (f"issues cite {', '.join(repr(u) for u in unknown)}, which are not criteria of the plan; "
+                f"cite one of: {known}")
+    return ""
+
+
+def diff_text(ctx: StageContext, purpose: str) -> str:
+    """The workspace's diff since the session began, or why it is not available."""
+    request = ctx.request
+    key = f"{request.session_id}:{purpose}{request.visit}:diff"
+    result = ctx.tool(key, "diff_workspace", {})
+    if result.ok:
+        return result.output
+    return prompts.render_tool_result(result)
 
 
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
-    previous = request.previous
-    files = previous.execution.files_changed if previous and previous.execution else []
-    sections = [f"Task: {request.task}"]
+    fence = ctx.fence
+    sections = [f"Task:\n{fence.wrap('task', request.task)}"]
     if request.plan is not None:
-        sections.append(prompts.render_plan(request.plan))
-    sections.append(prompts.render_verification(previous))
-    for path in files[:_MAX_FILES]:
-        result = ctx.tool(f"{request.session_id}:r{request.visit}:read:{path}", "read_file", {"path": path})
-        body = result.output if result.ok else prompts.render_tool_result(result)
-        sections.append(f"File {path}:\n{body[:_MAX_CHARS]}")
-    review = ctx.ask(ReviewerAnswer, call_site="review", system=prompts.REVIEWER, user="\n\n".join(sections))
+        sections.append(fence.wrap("plan", prompts.render_plan(request.plan)))
+    sections.append(prompts.render_verification(request.previous))
+    sections.append(f"Changes since the session began:\n{fence.wrap('diff', diff_text(ctx, 'r'))}")
+    labels = {c.label for c in request.plan.criteria()} if request.plan else set()
+    system = f"{prompts.REVIEWER}\n{fence.preamble()}"
+    user = "\n\n".join(sections)
+    review = ctx.ask(ReviewerAnswer, call_site="review", system=system, user=user)
+    for retry in range(1, _RETRIES + 2):
+        problem = citation_problem(review, labels)
+        if not problem:
+            break
+        if retry > _RETRIES:
+            raise ModelError(f"the reviewer asked for a re-plan without citing the plan's criteria: {problem}",
+                             code="ACODE-LLM-003")
+        ctx.log.info("review_corrected", problem=problem)
+        review = ctx.ask(ReviewerAnswer, call_site=f"review/retry{retry}", system=system,
+                         user=f"{user}\n\nYour previous answer was refused: {problem}. Answer again.")
     summary = f"{review.decision}: {review.summary}" if review.summary else review.decision
     return ctx.result(ok=True, summary=summary[:300], review=review)
