@@ -7,9 +7,10 @@ Within a token budget (4 characters a token), :func:`prepare` gathers, in priori
 3. the workspace tree (``list_directory``, so ``.gitignore`` applies), cut to the deepest
    level that fits its share of the budget, deeper directories summarised by their entry count;
 4. key project files (README, manifests, build and test configuration), each capped;
-5. files whose names or contents match the task's terms (file names, quoted strings,
-   identifiers, then plain words; ``search_code`` per term, best first), each capped,
-   or summarised by its matching lines when the whole file does not fit.
+5. files whose names or contents match the task's terms (quoted strings, file names,
+   identifiers, then plain words; one ``search_code`` per term, at most :data:`MAX_TERMS`,
+   none after a search ran out of the sandbox's time budget), best first: the first few
+   whole (capped), the others, or a file that does not fit whole, by their matching lines.
 
 Each section takes what is left of the budget in that order; a section that does not fit
 is shortened (the tree, a file) or left out. Everything left out is listed in
@@ -57,7 +58,7 @@ KEY_FILE_LINES = 80
 KEY_FILE_CHARS = 3_000
 MATCH_FILE_LINES = 200
 MATCH_FILE_CHARS = 4_000
-MAX_TERMS = 8  # search_code calls
+MAX_TERMS = 6  # search_code calls, at most (each walks the workspace)
 MAX_MATCH_FILES = 10  # matching files shown, at most
 MAX_WHOLE_FILES = 4  # the best ones whole (read_file), the others by their matching lines
 MAX_HIT_LINES = 8  # kept per file, to summarise it by its matching lines
@@ -89,7 +90,8 @@ class Section:
 
 @dataclass(frozen=True)
 class Omission:
-    """Something left out (``reason``: ``budget``, ``limit``, ``shortened`` or an error code)."""
+    """Something left out (``reason``: ``budget``, ``limit``, ``shortened``, ``skipped`` or an
+    error code); ``kind`` is a section's kind, or ``search`` for a term not searched."""
 
     kind: str
     name: str
@@ -124,6 +126,7 @@ methods class classes test tests work works working sure like also should must a
 one two three first second last every into onto per via etc just let lets get gets set sets keep keeps run runs
 refactor rename remove removes delete move support supports handle handles improve ensure allow allows return
 returns call calls print prints maintain break breaks show shows check checks instead without within whole part
+time times
 """.split())
 _QUOTED = re.compile(r"\"([^\"\n]{2,80})\"|`([^`\n]{2,80})`|(?<!\w)'([^'\n]{2,80})'(?!\w)|“([^”\n]{2,80})”")
 _PATH = re.compile(r"(?<![\w./-])(?:[\w.-]+/)*[\w-]*[A-Za-z0-9_]\.[A-Za-z][A-Za-z0-9]{0,9}(?![\w/])")
@@ -381,6 +384,7 @@ class _Gatherer:
         scores: dict[str, int] = {}
         hits: dict[str, list[str]] = {}
         named_missing: list[str] = []
+        searching = True
         for term, weight in terms:
             names = [term.lower()]
             if weight == 4:  # a path named in the task
@@ -394,7 +398,15 @@ class _Gatherer:
             for path in files:
                 if any(name in path.rsplit("/", 1)[-1].lower() for name in names):
                     scores[path] = scores.get(path, 0) + 3 * weight
+            if not searching:
+                self.budget.leave_out("search", term, "skipped")
+                continue
             result = self.call(f"search:{_digest(term)}", "search_code", {"query": term})
+            if result.error is not None and result.error.code == "ACODE-SBX-016":
+                # The workspace is too big to search within the sandbox's time budget: the
+                # next terms would take as long. (Decided by the journaled result: replayable.)
+                self.budget.leave_out("search", term, "ACODE-SBX-016")
+                searching = False
             if not result.output:
                 continue
             per_file: dict[str, int] = {}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 import structlog
 from structlog.testing import capture_logs
@@ -14,6 +16,8 @@ from actors.sandbox.terminal import Terminal
 from actors.stages import gather
 from actors.stages.gather import Prepared, prepare, task_terms
 from actors.stages.untrusted import Fence
+from protocol.errors import ErrorInfo
+from protocol.results import ToolResult
 from protocol.session import Clarification, Feedback, FeedbackItem
 from tests.actors.stages.conftest import LocalTools, write
 
@@ -252,3 +256,26 @@ def test_a_file_the_task_names_but_the_workspace_lacks_is_pointed_out(shop: Path
     missing = next(s for s in prepared.sections if s.name == "missing")
     assert missing.text.split("\n")[2] == "src/farewell.py"
     assert "src/greet.py" not in missing.text
+
+
+def test_no_term_is_searched_after_a_search_ran_out_of_the_sandboxs_time_budget(
+        shop: Path, terminal: Terminal) -> None:
+    class SlowSearch(LocalTools):
+        """The sandbox's answer when search_code's 5 s budget runs out (partial matches kept)."""
+
+        def __call__(self, key: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+            result = super().__call__(key, tool, arguments)
+            if tool != "search_code":
+                return result
+            error = ErrorInfo(code="ACODE-SBX-016", message="search_code ran out of its 5 s time budget")
+            return msgspec.structs.replace(result, ok=False, error=error)
+
+    tools = SlowSearch(shop, terminal)
+    with capture_logs() as logs:
+        prepared = _prepare(tools, log=structlog.get_logger())
+    assert [arguments["query"] for _, tool, arguments in tools.calls if tool == "search_code"] == ["src/greet.py"]
+    assert [(o.kind, o.name, o.reason) for o in prepared.omitted if o.kind == "search"] == [
+        ("search", "src/greet.py", "ACODE-SBX-016"), ("search", "farewell", "skipped"), ("search", "name", "skipped"),
+        ("search", "unit", "skipped")]
+    assert ("match", "src/greet.py") in [(s.kind, s.name) for s in prepared.sections]  # found by its name
+    assert "search:farewell (skipped)" in next(e for e in logs if e["event"] == "context_trimmed")["omitted"]
