@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.stages.terms import task_terms
 from actors.stages.untrusted import Fence
 from protocol.plan import TaskPlan
 from protocol.results import ToolResult
@@ -46,7 +47,6 @@ __all__ = [
     "ToolFn",
     "estimate_tokens",
     "prepare",
-    "task_terms",
 ]
 
 ToolFn = Callable[[str, str, dict[str, Any]], ToolResult]  # (key, tool, arguments) -> result
@@ -64,6 +64,7 @@ MAX_WHOLE_FILES = 4  # the best ones whole (read_file), the others by their matc
 MAX_HIT_LINES = 8  # kept per file, to summarise it by its matching lines
 MIN_SECTION_CHARS = 160  # less room than this: leave the section out rather than show a stub
 _OMITTED_RESERVE = 400  # kept back for the line naming what was left out
+_LOGGED_OMISSIONS = 40  # a common word can match hundreds of files: the log names the first ones
 
 #: Key project files, most telling first; a README is any top-level ``README*``.
 KEY_FILES = ("README", "pyproject.toml", "setup.cfg", "setup.py", "package.json", "go.mod", "Cargo.toml",
@@ -110,70 +111,6 @@ class Prepared:
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
-
-
-# -- the task's terms ------------------------------------------------------------------------
-
-_STOPWORDS = frozenset("""
-a about above after again all also an and any are as at be because been before being below between both but by
-can could did do does doing done each few for from further had has have having here how i if in into is it its
-itself just me more most my no nor not now of off on once only or other our out over own same she should so some
-such than that the their them then there these they this those through to too under until up very was we were
-what when where which while who whom why will with would you your yours please thanks thank need needs want wants
-make makes made add adds added create creates created update updates updated change changes changed fix fixes
-fixed write writes written use uses used using implement implements new file files code function functions method
-methods class classes test tests work works working sure like also should must able way thing things instead
-one two three first second last every into onto per via etc just let lets get gets set sets keep keeps run runs
-refactor rename remove removes delete move support supports handle handles improve ensure allow allows return
-returns call calls print prints maintain break breaks show shows check checks instead without within whole part
-time times
-""".split())
-_QUOTED = re.compile(r"\"([^\"\n]{2,80})\"|`([^`\n]{2,80})`|(?<!\w)'([^'\n]{2,80})'(?!\w)|“([^”\n]{2,80})”")
-_PATH = re.compile(r"(?<![\w./-])(?:[\w.-]+/)*[\w-]*[A-Za-z0-9_]\.[A-Za-z][A-Za-z0-9]{0,9}(?![\w/])")
-# A bare name counts as a file name with one of these extensions (``Node.js`` is not a file);
-# with a directory part (``src/app.x``) any extension does.
-_EXTENSIONS = frozenset("""
-py pyi js mjs cjs ts tsx jsx json md rst txt toml yaml yml cfg ini conf go mod sum rs c h cc cpp hpp cxx java kt
-kts rb php cs fs sh bash zsh html htm css scss sass less sql xml lock vue svelte swift m mm scala lua pl pm r ex exs
-erl hs ml dart proto gradle csv ipynb tf env properties dockerfile mk cmake
-""".split())
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
-
-
-def task_terms(task: str) -> list[tuple[str, int]]:
-    """What to look for in the workspace, best first, each with its weight: quoted strings
-    (5), file names and paths (4), identifiers (3: snake_case, CamelCase, dotted names, a
-    word before ``(``), other words of four letters or more (or acronyms of three) that are
-    not stopwords (1)."""
-    found: dict[str, int] = {}
-
-    def add(term: str, weight: int) -> None:
-        term = term.strip()
-        if len(term) >= 2 and found.get(term, 0) < weight:
-            found[term] = weight
-
-    rest = task  # what quotes and file names leave for single words
-    for match in _QUOTED.finditer(task):
-        add(next(g for g in match.groups() if g is not None), 5)
-        rest = rest.replace(match.group(), " ")
-    for match in _PATH.finditer(task):
-        path = match.group()
-        if "/" in path or path.rsplit(".", 1)[1].lower() in _EXTENSIONS:
-            add(path, 4)
-            rest = rest.replace(path, " ")
-    for match in _WORD.finditer(rest):
-        word = match.group()
-        if word in found or ("." in word and min(len(part) for part in word.split(".")) < 2):
-            continue  # e.g, i.e
-        if "_" in word.strip("_") or _CAMEL.search(word) or "." in word or any(c.isdigit() for c in word):
-            add(word, 3)
-        elif rest[match.end():match.end() + 1] == "(":
-            add(word, 3)  # farewell(name): a function
-        elif (len(word) >= 4 or (len(word) == 3 and word.isupper())) and word.lower() not in _STOPWORDS:
-            add(word.lower() if word[:1].isupper() and word[1:].islower() else word, 1)
-    order = {term: index for index, term in enumerate(found)}
-    return sorted(found.items(), key=lambda item: (-item[1], order[item[0]]))
 
 
 # -- reading tool output ---------------------------------------------------------------------
@@ -523,9 +460,10 @@ def prepare(tool: ToolFn, *, task: str, fence: Fence, key_prefix: str, budget_to
                         tool_calls=gatherer.calls)
     if log is not None:
         if omitted:
+            listed = [f"{o.kind}:{o.name} ({o.reason}{f', ~{o.tokens} tokens' if o.tokens else ''})"
+                      for o in omitted[:_LOGGED_OMISSIONS]]
             log.info("context_trimmed", budget_tokens=budget_tokens, used_tokens=prepared.tokens,
-                     omitted=[f"{o.kind}:{o.name} ({o.reason}{f', ~{o.tokens} tokens' if o.tokens else ''})"
-                              for o in omitted])
+                     omitted=listed, omitted_count=len(omitted))
         if task_section.tokens > budget_tokens:
             log.warning("context_over_budget", budget_tokens=budget_tokens, task_tokens=task_section.tokens)
     return prepared

@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from actors.sandbox.terminal import Terminal
 from actors.stages import gather
-from actors.stages.gather import Prepared, prepare, task_terms
+from actors.stages.gather import Prepared, prepare
+from actors.stages.terms import task_terms
 from actors.stages.untrusted import Fence
 from protocol.errors import ErrorInfo
 from protocol.results import ToolResult
