@@ -3,7 +3,11 @@
 The model answers with labels (``T1``, ``S1``, ``A1``); :func:`finalize` validates the
 draft, assigns UUIDv7 ids and a version, and keeps the labels. Step labels are unique
 within their task and a step's ``depends_on`` names steps of the same task; a task's
-``depends_on`` names other tasks. Both graphs must be acyclic.
+``depends_on`` names other tasks. Both graphs must be acyclic. Resource paths must name
+something inside the workspace, lexically (:func:`path_problem`; the sandbox checks the
+real path again). :func:`problems` lists everything wrong at once, so a model can fix a
+plan in one answer; commands are checked against the sandbox policy by the planner
+(:mod:`actors.stages.plancheck`), since the policy lives with the sandbox.
 """
 
 from __future__ import annotations
