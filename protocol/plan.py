@@ -3,12 +3,18 @@
 The model answers with labels (``T1``, ``S1``, ``A1``); :func:`finalize` validates the
 draft, assigns UUIDv7 ids and a version, and keeps the labels. Step labels are unique
 within their task and a step's ``depends_on`` names steps of the same task; a task's
-``depends_on`` names other tasks. Both graphs must be acyclic.
+``depends_on`` names other tasks. Both graphs must be acyclic. Resource paths must name
+something inside the workspace, lexically (:func:`path_problem`; the sandbox checks the
+real path again). :func:`problems` lists everything wrong at once, so a model can fix a
+plan in one answer; commands are checked against the sandbox policy by the planner
+(:mod:`actors.stages.plancheck`), since the policy lives with the sandbox.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import posixpath
+import re
+from typing import Annotated, Literal, NamedTuple
 
 import msgspec
 
@@ -19,13 +25,17 @@ __all__ = [
     "ACTIONS",
     "Check",
     "Criterion",
+    "PlanProblem",
     "PlanStep",
     "PlanTask",
     "Question",
     "Resources",
     "TaskPlan",
+    "carry_completed",
     "finalize",
     "ordered_steps",
+    "path_problem",
+    "problems",
     "validate",
 ]
 
@@ -162,72 +172,126 @@ def _topological(labels: list[str], edges: dict[str, list[str]]) -> list[str]:
     return order
 
 
-def validate(plan: TaskPlan) -> None:
-    """Raise :class:`PlanError` naming every structural problem of ``plan``."""
-    problems: list[str] = []
+class PlanProblem(NamedTuple):
+    """One thing wrong with a plan: its code (ACODE-PLAN-004, or -005 for a cycle) and what to fix."""
+
+    code: str
+    message: str
+
+
+_WINDOWS_ABSOLUTE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` may not appear in a plan, or None: it must name something inside the
+    workspace, lexically (the sandbox checks the real path again when a tool uses it)."""
+    if not path.strip():
+        return "is empty"
+    if "\0" in path:
+        return "contains a NUL byte"
+    if path.startswith(("/", "\\")) or _WINDOWS_ABSOLUTE.match(path):
+        return "is absolute; name it relative to the workspace root"
+    if path.startswith("~"):
+        return "starts with '~', which nothing expands; name it relative to the workspace root"
+    normal = posixpath.normpath(path.replace("\\", "/"))
+    if normal == ".." or normal.startswith("../"):
+        return "leads outside the workspace; name a path inside it"
+    return None
+
+
+def _duplicates(labels: list[str]) -> list[str]:
+    return sorted({x for x in labels if labels.count(x) > 1})
+
+
+def problems(plan: TaskPlan) -> list[PlanProblem]:
+    """Every structural problem of ``plan`` (empty when it is valid), in a stable order:
+    shape, limits, labels, dependencies and paths task by task, then dependency cycles."""
+    found: list[str] = []
     if plan.status == "needs_clarification":
         if not plan.questions:
-            problems.append("status is needs_clarification but there are no questions")
+            found.append("status is needs_clarification but there are no questions")
     elif not plan.tasks:
-        problems.append("a ready plan needs at least one task")
+        found.append("a ready plan needs at least one task")
     task_labels = [t.label for t in plan.tasks]
-    for dup in sorted({x for x in task_labels if task_labels.count(x) > 1}):
-        problems.append(f"task label {dup!r} is used more than once")
+    found += [f"task label {dup!r} is used more than once" for dup in _duplicates(task_labels)]
     if plan.step_count() > MAX_STEPS:
-        problems.append(f"the plan has {plan.step_count()} steps; at most {MAX_STEPS} are allowed")
+        found.append(f"the plan has {plan.step_count()} steps; at most {MAX_STEPS} are allowed")
     files = {p for t in plan.tasks for p in (*t.resources.read, *t.resources.write)}
     if len(files) > MAX_CONTEXT_FILES:
-        problems.append(f"the plan names {len(files)} files; at most {MAX_CONTEXT_FILES} are allowed")
-    criterion_labels = [c.label for c in plan.criteria()]
-    for dup in sorted({x for x in criterion_labels if criterion_labels.count(x) > 1}):
-        problems.append(f"criterion label {dup!r} is used more than once")
+        found.append(f"the plan names {len(files)} files; at most {MAX_CONTEXT_FILES} are allowed")
+    found += [f"criterion label {dup!r} is used more than once"
+              for dup in _duplicates([c.label for c in plan.criteria()])]
     known = set(task_labels)
     for task in plan.tasks:
-        for dep in task.depends_on:
-            if dep not in known:
-                problems.append(f"task {task.label} depends on unknown task {dep!r}")
+        found += [f"task {task.label} depends on unknown task {dep!r}" for dep in task.depends_on if dep not in known]
         step_labels = [s.label for s in task.steps]
-        for dup in sorted({x for x in step_labels if step_labels.count(x) > 1}):
-            problems.append(f"step label {dup!r} is used more than once in task {task.label}")
+        found += [f"step label {dup!r} is used more than once in task {task.label}"
+                  for dup in _duplicates(step_labels)]
         for step in task.steps:
-            for dep in step.depends_on:
-                if dep not in step_labels:
-                    problems.append(f"step {task.label}/{step.label} depends on unknown step {dep!r}")
-    if problems:
-        raise PlanError("invalid plan: " + "; ".join(problems) + "; fix the plan and answer again",
-                        code="ACODE-PLAN-004")
+            found += [f"step {task.label}/{step.label} depends on unknown step {dep!r}"
+                      for dep in step.depends_on if dep not in step_labels]
+        for field in ("read", "write", "directories"):
+            for path in getattr(task.resources, field):
+                why = path_problem(path)
+                if why:
+                    found.append(f"task {task.label} resources.{field} path {path!r} {why}")
+    result = [PlanProblem("ACODE-PLAN-004", text) for text in found]
     cycle = _find_cycle(task_labels, {t.label: t.depends_on for t in plan.tasks})
     if cycle:
-        raise PlanError(f"tasks depend on each other in a cycle: {' -> '.join([*cycle, cycle[0]])}",
-                        code="ACODE-PLAN-005")
+        result.append(PlanProblem("ACODE-PLAN-005",
+                                  f"tasks depend on each other in a cycle: {' -> '.join([*cycle, cycle[0]])}"))
     for task in plan.tasks:
-        steps = [s.label for s in task.steps]
-        cycle = _find_cycle(steps, {s.label: s.depends_on for s in task.steps})
+        cycle = _find_cycle([s.label for s in task.steps], {s.label: s.depends_on for s in task.steps})
         if cycle:
             names = " -> ".join(f"{task.label}/{s}" for s in [*cycle, cycle[0]])
-            raise PlanError(f"steps depend on each other in a cycle: {names}", code="ACODE-PLAN-005")
+            result.append(PlanProblem("ACODE-PLAN-005", f"steps depend on each other in a cycle: {names}"))
+    return result
+
+
+def validate(plan: TaskPlan) -> None:
+    """Raise :class:`PlanError` naming every problem of ``plan``: ACODE-PLAN-005 when the
+    only problems are dependency cycles (each named by its members), else ACODE-PLAN-004."""
+    found = problems(plan)
+    if not found:
+        return
+    if all(p.code == "ACODE-PLAN-005" for p in found):
+        raise PlanError("; ".join(p.message for p in found), code="ACODE-PLAN-005")
+    raise PlanError("invalid plan: " + "; ".join(p.message for p in found) + "; fix the plan and answer again",
+                    code="ACODE-PLAN-004")
+
+
+def carry_completed(draft: TaskPlan, previous: TaskPlan | None) -> TaskPlan:
+    """``draft`` with every task completed in ``previous`` kept as it was (same label, id,
+    content, status ``completed``): a re-plan may not undo or rewrite finished work. A
+    completed task the draft left out goes back in, before the draft's tasks."""
+    done = [t for t in previous.tasks if t.status == "completed"] if previous else []
+    if not done:
+        return draft
+    by_label = {t.label: t for t in done}
+    tasks = [by_label.get(t.label, t) for t in draft.tasks]
+    present = {t.label for t in draft.tasks}
+    missing = [t for t in done if t.label not in present]
+    return msgspec.structs.replace(draft, tasks=[*missing, *tasks])
 
 
 def finalize(draft: TaskPlan, *, version: int, previous: TaskPlan | None = None) -> TaskPlan:
     """Validate ``draft`` and give it ids and a version.
 
-    Tasks that were completed in ``previous`` (same label) keep their id and stay
-    completed, so a re-plan never repeats finished work.
+    Tasks that were completed in ``previous`` (same label) are kept as they were, with
+    their ids, and stay completed (:func:`carry_completed`), so a re-plan never repeats
+    finished work. Every other task and step gets a new id and starts ``pending``.
     """
+    draft = carry_completed(draft, previous)
     validate(draft)
     done = {t.label: t for t in previous.tasks if t.status == "completed"} if previous else {}
     tasks = []
     for task in draft.tasks:
-        kept = done.get(task.label)
-        steps = [msgspec.structs.replace(s, id=s.id or new_id()) for s in task.steps]
-        tasks.append(
-            msgspec.structs.replace(
-                task,
-                id=kept.id if kept else (task.id or new_id()),
-                status="completed" if kept else task.status,
-                steps=steps,
-            )
-        )
+        if done.get(task.label) is task:  # carried over as it was
+            tasks.append(task)
+            continue
+        # Ids and status are acode's to give: a model's "completed" or id is not taken.
+        steps = [msgspec.structs.replace(s, id=new_id()) for s in task.steps]
+        tasks.append(msgspec.structs.replace(task, id=new_id(), status="pending", steps=steps))
     return msgspec.structs.replace(draft, id=new_id(), version=version, tasks=tasks)
 
 

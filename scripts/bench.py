@@ -14,10 +14,15 @@
   executor sends it (intent and result written through persistence), p50/p99.
 - ``run_terminal_ms``: ``true`` run through run_terminal under each isolation level this
   machine offers, p50/p99, and what bubblewrap adds over process-level isolation.
+- ``context_prep_ms``: the planner's context preparation (:func:`actors.stages.gather.prepare`:
+  tree, key files, search per task term, matching files, trimming to the default budget)
+  for a generated workspace of 2,000 files (Python, TypeScript, Go, docs; ``node_modules``
+  and ``build`` listed in ``.gitignore``), through the sandbox's own tool dispatch in
+  process (no journal), p50/p99; and the prompt's size, tool calls and items left out.
 
-Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N]`` (run it with the
-project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private acode home and
-stops everything it started.
+Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N] [--context-runs N]``
+(run it with the project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private
+acode home and stops everything it started.
 """
 
 from __future__ import annotations
@@ -38,8 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 from actors.paths import RunPaths  # noqa: E402
 from actors.sandbox.confine import Workspace  # noqa: E402
+from actors.sandbox.dispatch import ToolCall  # noqa: E402
 from actors.sandbox.isolation import Isolation, detect  # noqa: E402
 from actors.sandbox.terminal import Terminal  # noqa: E402
+from actors.stages import gather, prompts  # noqa: E402
+from actors.stages.untrusted import Fence  # noqa: E402
 from cli import daemon  # noqa: E402
 from cli.config import resolve, session_settings, up_options  # noqa: E402
 from cli.connection import Connection  # noqa: E402
@@ -47,6 +55,8 @@ from cli.follow import follow  # noqa: E402
 from protocol import codec  # noqa: E402
 from protocol.ids import new_id  # noqa: E402
 from protocol.messages import GetStatus, RunTool, SubmitTask, ToolDone  # noqa: E402
+from protocol.results import ToolResult  # noqa: E402
+from protocol.session import SessionSettings  # noqa: E402
 from protocol.tools import RunTerminal  # noqa: E402
 
 STEPS = 10
@@ -127,11 +137,85 @@ def _run_terminal(calls: int) -> dict[str, object]:
     return out
 
 
+CONTEXT_FILES = 2_000
+CONTEXT_TASK = ("Make fetch_orders in src/orders/client.py retry a 503 answer up to 3 times, like "
+                "OrderCache.refresh does, and add a test for it")
+
+
+def _context_workspace(root: Path) -> int:
+    """A project of :data:`CONTEXT_FILES` files, 400 of them in ignored directories."""
+    (root / ".gitignore").write_text("node_modules/\nbuild/\n*.log\n")
+    (root / "README.md").write_text("# shop\n\nOrders, payments and a web front end.\n" + "More text.\n" * 40)
+    (root / "pyproject.toml").write_text('[project]\nname = "shop"\nversion = "1.0"\n')
+    (root / "package.json").write_text('{"name": "shop-web", "scripts": {"test": "vitest"}}\n')
+    (root / "Makefile").write_text("test:\n\tpython -m pytest -q\n")
+    count = 4
+    packages = ["orders", "payments", "users", "catalog", "shipping", "reports", "auth", "search"]
+    while count < 1_200:
+        pkg = packages[count % len(packages)]
+        path = root / "src" / pkg / f"module_{count}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"def {pkg}_helper_{count}_{i}(value):\n    return value + {i}\n\n" for i in range(12))
+        if count % 97 == 0:
+            body += "def call_fetch_orders():\n    return fetch_orders(retries=1)\n"
+        path.write_text(f'"""{pkg} module {count}."""\n\n{body}')
+        count += 1
+    client = root / "src" / "orders" / "client.py"
+    client.write_text("import time\n\n\ndef fetch_orders(session, retries=0):\n    answer = session.get('/orders')\n"
+                      "    return answer.json()\n\n\nclass OrderCache:\n    def refresh(self):\n        pass\n")
+    while count < 1_600:
+        kind = count % 3
+        folder = ["web/src/components", "services/api", "docs"][kind]
+        name = [f"Widget{count}.tsx", f"handler_{count}.go", f"page-{count}.md"][kind]
+        path = root / folder / f"group{count % 10}" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"// generated file {count}\n" * 30)
+        count += 1
+    while count < CONTEXT_FILES:
+        folder = "node_modules" if count % 4 else "build"
+        path = root / folder / f"pkg{count % 25}" / f"index{count}.js"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("module.exports = function fetch_orders() {};\n")
+        count += 1
+    return count
+
+
+def _context_prep(runs: int) -> dict[str, object]:
+    """The planner's context preparation over a generated 2,000-file workspace."""
+    with tempfile.TemporaryDirectory(prefix="acode-bench-ctx-") as root:
+        files = _context_workspace(Path(root))
+        terminal = Terminal()
+
+        def tool(key: str, name: str, arguments: dict[str, object]) -> ToolResult:
+            with ToolCall(RunTool(key=key, session_id="bench", workspace=root, tool=name,
+                                  arguments=arguments)) as call:
+                return call.run(terminal)
+
+        # as the planner reckons it: the session's budget less its system prompt
+        system = f"{prompts.PLANNER}\n\n{Fence().preamble()}"
+        budget = SessionSettings().planner_context_tokens - gather.estimate_tokens(system)
+        times, prepared = [], None
+        try:
+            for run in range(runs + 1):
+                t0 = time.perf_counter()
+                prepared = gather.prepare(tool, task=CONTEXT_TASK, fence=Fence(), key_prefix=f"bench:p{run}",
+                                          budget_tokens=budget)
+                if run:  # the first run warms the page cache
+                    times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            terminal.close()
+    assert prepared is not None
+    return {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99), "runs": runs, "files": files,
+            "budget_tokens": budget, "prompt_tokens": prepared.tokens, "tool_calls": prepared.tool_calls,
+            "sections": len(prepared.sections), "omitted": len(prepared.omitted), "target": 5_000.0}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
     parser.add_argument("--commands", type=int, default=50, help="run_terminal calls per isolation level")
+    parser.add_argument("--context-runs", type=int, default=20, help="context preparations to time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -199,6 +283,7 @@ def main() -> int:
                              "count": len(tool_ms),
                              "call": "executor -> sandbox -> executor, read_file of 1 KB, journaled"},
         "run_terminal_ms": _run_terminal(args.commands),
+        "context_prep_ms": _context_prep(args.context_runs),
     }
     print(json.dumps(result, indent=2))
     return 0

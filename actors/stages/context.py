@@ -21,7 +21,7 @@ from protocol import codec
 from protocol.errors import ModelError
 from protocol.events import Event
 from protocol.messages import Commit, Message, RunStage, RunTool
-from protocol.results import StageMetrics, StageResult, StepRecord, ToolResult
+from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
 from protocol.session import ProviderSpec, ScriptedProvider
 
 __all__ = ["StageContext", "make_provider"]
@@ -88,10 +88,16 @@ class StageContext:
 
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
         """Ask the model for a structured answer (a plan, a verdict) and validate it."""
-        answer = self.model.complete(ModelRequest(
-            stage=self.request.stage, call_site=call_site, json_schema=schema_of(type_), nonce=self.fence.nonce,
-            messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]))
+        answer = self.chat(type_, call_site=call_site, messages=[
+            ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)])
         return parse_answer(answer.content, type_, stage=self.request.stage)
+
+    def chat(self, type_: type[Any], *, call_site: str, messages: list[ChatMessage]) -> ModelAnswer:
+        """One model call with a whole conversation (e.g. a correction after an invalid
+        answer), asking for ``type_``'s JSON schema; the caller parses the raw answer."""
+        return self.model.complete(ModelRequest(
+            stage=self.request.stage, call_site=call_site, json_schema=schema_of(type_), nonce=self.fence.nonce,
+            messages=messages))
 
     def result(self, *, ok: bool, summary: str, **fields: Any) -> StageResult:
         request = self.request

@@ -1,47 +1,130 @@
-"""The planner stage: the model turns the task into a TaskPlan (seed 003).
+"""The planner stage: the task and what the workspace shows of it become a checked TaskPlan (seed 003).
 
-First visit: version 1. After a reviewer's ``replan``, the request carries the latest plan
-and the reviewer's feedback; the new plan gets version + 1, tasks completed before stay
-completed, and the change is summarised (tasks added, removed, kept).
+1. The task must be at most 10,000 characters and not empty (ACODE-PLAN-001).
+2. :func:`actors.stages.gather.prepare` gathers the context within the session's
+   ``planner_context_tokens`` (less the system prompt): earlier answers, the reviewer's
+   feedback and the plan being revised, the workspace tree, key files, matching files.
+3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
+   and checks it: schema, labels, dependencies and cycles, limits, paths, and every
+   command against the session's sandbox policy. An answer with problems goes back to
+   the model with all of them listed, in the same conversation, at most
+   :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
+   recorded, so a re-dispatched planner replays the whole exchange); after that the
+   stage fails with ACODE-PLAN-004 naming the problems, and the coordinator takes over.
+4. :func:`protocol.plan.finalize` gives ids and the version. On a re-plan (the request
+   carries the current plan and the reviewer's feedback) the version is the previous
+   one + 1, tasks completed before stay completed as they were, and the change summary
+   says which tasks were added, removed, changed and kept.
 """
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 
-from actors.stages import prompts
+from actors.llm.provider import ChatMessage
+from actors.stages import gather, plancheck, prompts
 from actors.stages.context import StageContext
-from protocol.plan import TaskPlan, finalize
+from actors.stages.untrusted import check_task
+from protocol.errors import PlanError
+from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
 from protocol.results import StageResult
 
-__all__ = ["run"]
+__all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 
-def _change_summary(previous: TaskPlan | None, plan: TaskPlan) -> str:
-    if previous is None:
-        return ""
-    before = {t.label for t in previous.tasks}
-    after = {t.label for t in plan.tasks}
-    parts = [f"added {', '.join(sorted(after - before)) or 'nothing'}",
-             f"removed {', '.join(sorted(before - after)) or 'nothing'}",
-             f"kept {', '.join(sorted(before & after)) or 'nothing'}"]
-    return "; ".join(parts)
+MAX_CORRECTIONS = 2
+_ANSWER_CHARS = 20_000  # of an invalid answer, repeated to the model with its problems
+_ERRORS_CHARS = 3_000  # of the problems, in the stage's error
+
+
+def _content(task: PlanTask) -> PlanTask:
+    """What a task asks for, without what acode adds (ids, status)."""
+    replace = msgspec.structs.replace
+    return replace(task, id="", status="pending", steps=[replace(s, id="") for s in task.steps])
+
+
+def change_summary(previous: TaskPlan, plan: TaskPlan, stated: str = "") -> str:
+    """Which tasks a re-plan added, removed, changed (same label, other content) and kept;
+    then the model's own explanation, if it gave one."""
+    before = {t.label: _content(t) for t in previous.tasks}
+    after = {t.label: _content(t) for t in plan.tasks}
+
+    def names(labels: list[str]) -> str:
+        return ", ".join(labels) or "none"
+
+    parts = [f"tasks added: {names([label for label in after if label not in before])}",
+             f"removed: {names([label for label in before if label not in after])}",
+             f"changed: {names([label for label in after if label in before and after[label] != before[label]])}",
+             f"unchanged: {names([label for label in after if label in before and after[label] == before[label]])}"]
+    text = "; ".join(parts)
+    stated = " ".join(stated.split())[:2_000]
+    return f"{text}; why: {stated}" if stated else text
+
+
+def _correction(problems: list[str]) -> str:
+    lines = ["That plan cannot be used. Its problems:"]
+    lines += [f"- {problem}" for problem in problems]
+    lines.append("Answer again with the whole corrected plan: one JSON object in the same shape, nothing else.")
+    return "\n".join(lines)
+
+
+def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
+    """A plan without problems and the number of corrections it took, or PlanError."""
+    request = ctx.request
+    messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
+    problems: list[str] = []
+    for attempt in range(MAX_CORRECTIONS + 1):
+        call_site = "plan" if attempt == 0 else f"plan/retry{attempt}"
+        answer = ctx.chat(TaskPlan, call_site=call_site, messages=messages)
+        draft, problems = plancheck.read_plan(answer.content)
+        if draft is not None:
+            draft = carry_completed(draft, request.plan)
+            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox)]
+            if not problems:
+                return draft, attempt
+        ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
+                        retrying=attempt < MAX_CORRECTIONS)
+        messages = [*messages, ChatMessage(role="assistant", content=answer.content[:_ANSWER_CHARS]),
+                    ChatMessage(role="user", content=_correction(problems))]
+    listed = "; ".join(problems)
+    if len(listed) > _ERRORS_CHARS:
+        listed = listed[:_ERRORS_CHARS] + "…"
+    raise PlanError(f"the model gave no usable plan in {MAX_CORRECTIONS + 1} answers; the last one still had "
+                    f"{len(problems)} problem(s): {listed}; try a clearer or smaller task, or a stronger model",
+                    code="ACODE-PLAN-004")
 
 
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
+    started = time.monotonic()
+    task = check_task(request.task)
     previous = request.plan
-    user = [f"Task: {request.task}"]
-    if previous is not None:
-        user.append("Current plan:\n" + prompts.render_plan(previous))
-    feedback = prompts.render_feedback(request.feedback)
-    if feedback:
-        user.append(feedback)
-    draft = ctx.ask(TaskPlan, call_site="plan", system=prompts.PLANNER, user="\n\n".join(user))
+    system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
+    budget = request.settings.planner_context_tokens - gather.estimate_tokens(system)
+    prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
+                              budget_tokens=budget, clarifications=request.clarifications,
+                              feedback=request.feedback, previous=previous, log=ctx.log)
+    ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
+                 sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
+                 tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))
+    draft, corrections = _plan(ctx, system, prepared.text)
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
-    if not plan.change_summary and previous is not None:
-        plan = msgspec.structs.replace(plan, change_summary=_change_summary(previous, plan))
+    if previous is not None:
+        plan = msgspec.structs.replace(plan, change_summary=change_summary(previous, plan, draft.change_summary))
+    fields = dict(plan_id=plan.id, version=plan.version, status=plan.status, task_count=len(plan.tasks),
+                  step_count=plan.step_count(), complexity=sum(t.complexity for t in plan.tasks),
+                  context_tokens=prepared.tokens, corrections=corrections,
+                  duration_ms=round((time.monotonic() - started) * 1000, 1))
+    if previous is None:
+        ctx.log.info("plan_created", **fields)
+    else:
+        reason = request.feedback.summary if request.feedback else "re-plan"
+        ctx.log.info("plan_replanned", reason=reason, change=plan.change_summary, **fields)
     if plan.status == "needs_clarification":
         summary = f"plan v{plan.version} needs clarification: {len(plan.questions)} question(s)"
     else:
         summary = f"plan v{plan.version}: {len(plan.tasks)} task(s), {plan.step_count()} step(s)"
+    if corrections:
+        summary += f" (after {corrections} correction{'s' if corrections > 1 else ''})"
     return ctx.result(ok=True, summary=summary, plan=plan)

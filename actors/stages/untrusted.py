@@ -30,6 +30,9 @@ TASK_MAX_CHARS = 10_000
 _HIDDEN = re.compile(
     "[\U000e0000-\U000e007f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\u061c\u180e]")
 
+# Control characters and line separators: a marker's kind stays on its one line.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
 
 def strip_hidden(text: str) -> str:
     """``text`` without invisible and direction-changing characters."""
@@ -54,9 +57,14 @@ class Fence:
         self.nonce = nonce or secrets.token_hex(8)
 
     def wrap(self, kind: str, text: str) -> str:
-        """``text`` between markers naming ``kind`` (e.g. ``task``, ``file src/app.py``)."""
+        """``text`` between markers naming ``kind`` (e.g. ``task``, ``file src/app.py``).
+
+        ``kind`` may hold a workspace path, untrusted too: it is kept to one line of at
+        most 200 printable characters, so it cannot end the marker line early.
+        """
+        label = " ".join(_CONTROL.sub(" ", strip_hidden(kind)).replace(self.nonce, "").split())[:200]
         body = strip_hidden(text).replace(self.nonce, "")
-        return f"<<untrusted {kind} {self.nonce}>>\n{body}\n<<end {self.nonce}>>"
+        return f"<<untrusted {label} {self.nonce}>>\n{body}\n<<end {self.nonce}>>"
 
     def preamble(self) -> str:
         """What to tell the model in the system prompt about the markers."""

@@ -14,13 +14,16 @@ from hypothesis import strategies as st
 from protocol.errors import PlanError
 from protocol.plan import (
     Criterion,
+    PlanProblem,
     PlanStep,
     PlanTask,
     Question,
     Resources,
     TaskPlan,
+    carry_completed,
     finalize,
     ordered_steps,
+    problems,
     validate,
 )
 
@@ -298,3 +301,89 @@ def test_ordered_steps_keeps_the_model_order_of_independent_work() -> None:
 def test_ordered_steps_moves_a_task_after_the_task_it_depends_on() -> None:
     draft = plan(task("T2", "T1", steps=[step("S1")]), task("T1", steps=[step("S2", "S1"), step("S1")]))
     assert [(t.label, s.label) for t, s in ordered_steps(draft)] == [("T1", "S1"), ("T1", "S2"), ("T2", "S1")]
+
+
+# --- paths, several cycles, problems in one list -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/etc/passwd", "is absolute; name it relative to the workspace root"),
+        ("\\\\server\\share", "is absolute; name it relative to the workspace root"),
+        ("C:\\Users\\x", "is absolute; name it relative to the workspace root"),
+        ("../outside.py", "leads outside the workspace; name a path inside it"),
+        ("src/../../outside.py", "leads outside the workspace; name a path inside it"),
+        ("..", "leads outside the workspace; name a path inside it"),
+        ("src\\..\\..\\x", "leads outside the workspace; name a path inside it"),
+        ("a\0b.py", "contains a NUL byte"),
+        ("  ", "is empty"),
+        ("~/notes.txt", "starts with '~', which nothing expands; name it relative to the workspace root"),
+    ],
+)
+def test_a_resource_path_outside_the_workspace_is_named_with_its_field(path: str, problem: str) -> None:
+    draft = plan(task("T1", resources=Resources(write=[path])))
+    assert _plan_error(draft).message == (f"invalid plan: task T1 resources.write path {path!r} {problem}; "
+                                          "fix the plan and answer again")
+
+
+@pytest.mark.parametrize("path", ["src/app.py", "./src/app.py", "src/../app.py", ".", "a/b/../../c", "..hidden"])
+def test_a_path_inside_the_workspace_is_fine(path: str) -> None:
+    validate(plan(task("T1", resources=Resources(read=[path], write=[path], directories=[path]))))
+
+
+def test_a_cycle_among_other_problems_is_listed_with_them_under_plan_004() -> None:
+    draft = plan(task("T1", "T2", resources=Resources(read=["/abs"])), task("T2", "T1"), task("T2", "T1"))
+    err = _plan_error(draft)
+    assert err.code == "ACODE-PLAN-004"
+    assert err.message == ("invalid plan: task label 'T2' is used more than once; task T1 resources.read path "
+                           "'/abs' is absolute; name it relative to the workspace root; tasks depend on each other "
+                           "in a cycle: T1 -> T2 -> T1; fix the plan and answer again")
+
+
+def test_a_task_cycle_and_a_step_cycle_are_both_named() -> None:
+    draft = plan(task("T1", "T2", steps=[step("S1", "S2"), step("S2", "S1")]), task("T2", "T1"))
+    err = _plan_error(draft)
+    assert err.code == "ACODE-PLAN-005"
+    assert err.message == ("tasks depend on each other in a cycle: T1 -> T2 -> T1; "
+                           "steps depend on each other in a cycle: T1/S1 -> T1/S2 -> T1/S1")
+
+
+def test_problems_is_empty_for_a_valid_plan_and_lists_codes_otherwise() -> None:
+    assert problems(plan(task("T1"), task("T2", "T1"))) == []
+    assert problems(plan(task("T1", "T1"), task("T2", "T9"))) == [
+        PlanProblem("ACODE-PLAN-004", "task T2 depends on unknown task 'T9'"),
+        PlanProblem("ACODE-PLAN-005", "tasks depend on each other in a cycle: T1 -> T1")]
+
+
+# --- re-plans keep completed work ------------------------------------------------------------
+
+
+def _completed(first: TaskPlan, *labels: str) -> TaskPlan:
+    tasks = [msgspec.structs.replace(t, status="completed") if t.label in labels else t for t in first.tasks]
+    return msgspec.structs.replace(first, tasks=tasks)
+
+
+def test_a_completed_task_the_model_left_out_comes_back_first_and_others_may_depend_on_it() -> None:
+    previous = _completed(finalize(plan(task("T1"), task("T2", "T1")), version=1), "T1")
+    draft = plan(task("T2", "T1", steps=[step("S9")]))
+    assert "unknown task" in _plan_error(draft).message  # on its own, T1 is missing
+    second = finalize(draft, version=2, previous=previous)
+    assert [(t.label, t.status) for t in second.tasks] == [("T1", "completed"), ("T2", "pending")]
+    assert second.tasks[0] == previous.tasks[0]  # exactly as it was, ids included
+    assert carry_completed(draft, previous).tasks[0] is previous.tasks[0]
+
+
+def test_a_completed_task_the_model_rewrote_stays_as_it_was() -> None:
+    previous = _completed(finalize(plan(task("T1", steps=[step("S1")])), version=1), "T1")
+    second = finalize(plan(task("T1", steps=[step("S1"), step("S2")]), task("T2", "T1")), version=2,
+                      previous=previous)
+    assert second.tasks[0] == previous.tasks[0]
+    assert [s.label for s in second.tasks[0].steps] == ["S1"]
+
+
+def test_the_model_cannot_mark_its_own_tasks_completed_or_choose_ids() -> None:
+    draft = plan(task("T1", status="completed", id="mine", steps=[msgspec.structs.replace(step("S1"), id="x")]))
+    final = finalize(draft, version=1)
+    assert final.tasks[0].status == "pending"
+    assert _is_uuid7(final.tasks[0].id) and _is_uuid7(final.tasks[0].steps[0].id)

@@ -139,7 +139,7 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
     assert (v1.version, v2.version) == (1, 2)
     assert [s.label for s in v1.tasks[0].steps] == ["S1", "S2", "S3"]
     assert [s.label for s in v2.tasks[0].steps] == ["S4"]
-    assert v2.change_summary == "added nothing; removed nothing; kept T1"
+    assert v2.change_summary == "tasks added: none; removed: none; changed: T1; unchanged: none"
     assert (workspace / "c.txt").read_text() == "gamma\n"
 
 

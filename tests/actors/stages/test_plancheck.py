@@ -1,0 +1,131 @@
+"""Reading and checking the planner model's plan: decoding problems, commands, protected paths."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from actors.stages.plancheck import plan_problems, read_plan
+from protocol.plan import PlanProblem, TaskPlan
+from protocol.sandbox import SandboxPolicy
+
+
+def _task(label: str = "T1", **extra: Any) -> dict[str, Any]:
+    return {"label": label, "title": f"task {label}", "complexity": 2,
+            "steps": [{"label": "S1", "title": "do it", "action": "modify_file"}], **extra}
+
+
+def _plan(*tasks: dict[str, Any]) -> TaskPlan:
+    plan, problems = read_plan(json.dumps({"goal": "g", "tasks": list(tasks)}))
+    assert plan is not None, problems
+    return plan
+
+
+def _messages(plan: TaskPlan, sandbox: SandboxPolicy | None = None) -> list[str]:
+    return [p.message for p in plan_problems(plan, sandbox or SandboxPolicy())]
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def test_a_plan_in_prose_and_a_code_fence_is_read() -> None:
+    text = "Here is the plan:\n```json\n" + json.dumps({"goal": "g", "tasks": [_task()]}) + "\n```\nDone."
+    plan, problems = read_plan(text)
+    assert problems == [] and plan is not None and plan.tasks[0].label == "T1"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("I think we should first look at the code.", "the answer is not one JSON object (JSON is malformed: "
+         "invalid character (byte 0)); answer with the plan as one JSON object and nothing else"),
+        ("[1, 2]", "the answer is not one JSON object (Expected `object`, got `array`); answer with the plan as one "
+         "JSON object and nothing else"),
+        ('{"goal": 7, "tasks": []}', "Expected `str`, got `int` - at `$.goal`"),
+        ('{"goal": "g", "tasks": {"label": "T1"}}', "Expected `array`, got `object` - at `$.tasks`"),
+    ],
+    ids=["prose", "array", "goal-type", "tasks-type"],
+)
+def test_an_answer_that_is_not_a_plan_says_why(text: str, problem: str) -> None:
+    assert read_plan(text) == (None, [problem])
+
+
+def test_every_broken_task_and_question_is_named_with_its_position() -> None:
+    raw = {"goal": "g", "tasks": [
+        _task("T1", complexity=4),
+        {"label": "T2"},
+        _task("T3", steps=[{"label": "S1", "title": "x", "action": "delete_file"}]),
+        _task("T4"),
+    ], "questions": [{"label": "Q1"}]}
+    plan, problems = read_plan(json.dumps(raw))
+    assert plan is None
+    assert problems == [
+        "Invalid enum value 4 - at `$.tasks[0].complexity`",
+        "Object missing required field `title` - at `$.tasks[1]`",
+        "Invalid enum value 'delete_file' - at `$.tasks[2].steps[0].action`",
+        "Object missing required field `question` - at `$.questions[0]`",
+    ]
+
+
+# --- checking ------------------------------------------------------------------------------------
+
+
+def test_a_plan_with_allowed_commands_and_paths_has_no_problems() -> None:
+    plan = _plan(_task(resources={"read": [".agent/config.yml", "src/a.py"], "write": ["src/a.py"],
+                                  "commands": ["python -m pytest -q", "git status"]},
+                       acceptance=[{"label": "A1", "description": "tests pass",
+                                    "check": {"command": "python -m pytest -q tests/test_a.py"}}]))
+    assert plan_problems(plan, SandboxPolicy()) == []
+
+
+def test_each_refused_command_is_named_with_where_it_is_and_the_sandbox_reason() -> None:
+    plan = _plan(_task(resources={"commands": ["pytest -q", "curl https://example.com", "ls | wc -l"]},
+                       acceptance=[{"label": "A1", "description": "runs",
+                                    "check": {"command": "python -c 'print(1)'"}},
+                                   {"label": "A2", "description": "fine", "check": {"command": "pytest -q"}}]))
+    messages = _messages(plan)
+    assert len(messages) == 3
+    assert messages[0].startswith("task T1 resources.commands[1] would be refused by the sandbox: command 'curl' "
+                                  "is not allowed by the allowlist rule; allowed: awk, ")
+    assert messages[1] == ("task T1 resources.commands[2] would be refused by the sandbox: command 'ls | wc -l' uses "
+                           "shell syntax: '|' (pipe); no shell runs commands, so run one program with its arguments "
+                           "(split the work into several calls), or list this exact command in "
+                           "sandbox.shell_commands")
+    assert messages[2] == ("task T1 criterion A1 check command would be refused by the sandbox: argument '-c' "
+                           "refused by rule inline-code: python -c runs code given on the command line; write the "
+                           "code to a file and run that, or set sandbox.allow_inline_code: true")
+    assert all(p.code == "ACODE-PLAN-004" for p in plan_problems(plan, SandboxPolicy()))
+
+
+def test_the_sessions_policy_decides_what_is_allowed() -> None:
+    plan = _plan(_task(resources={"commands": ["curl https://example.com", "make test && make lint",
+                                               "python -c 'print(1)'"]}))
+    assert len(_messages(plan)) == 3
+    assert _messages(plan, SandboxPolicy(extra_commands=["curl"], shell_commands=["make test && make lint"],
+                                         allow_inline_code=True)) == []
+    narrow = SandboxPolicy(allowed_commands=["pytest"])
+    assert [m.split(": ", 1)[1][:25] for m in _messages(_plan(_task(resources={"commands": ["python x.py"]})),
+                                                         narrow)] == ["command 'python' is not a"]
+
+
+@pytest.mark.parametrize("field", ["write", "directories"])
+@pytest.mark.parametrize("path", [".git/hooks/pre-commit", "sub/.git/config", ".agent/config.yml", ".GIT/x"])
+def test_writing_where_the_sandbox_protects_is_a_problem(field: str, path: str) -> None:
+    [problem] = plan_problems(_plan(_task(resources={field: [path]})), SandboxPolicy())
+    assert problem.code == "ACODE-PLAN-004"
+    assert problem.message.startswith(f"task T1 resources.{field}: path '{path}' is inside ")
+
+
+def test_structural_problems_come_first_then_sandbox_ones() -> None:
+    plan = _plan(_task("T1", depends_on=["T2"], resources={"write": ["/abs.py"], "commands": ["wget x"]}),
+                 _task("T2", depends_on=["T1"]))
+    found = plan_problems(plan, SandboxPolicy())
+    assert [(p.code, p.message.split(" would")[0]) for p in found] == [
+        ("ACODE-PLAN-004", "task T1 resources.write path '/abs.py' is absolute; name it relative to the "
+                           "workspace root"),
+        ("ACODE-PLAN-005", "tasks depend on each other in a cycle: T1 -> T2 -> T1"),
+        ("ACODE-PLAN-004", "task T1 resources.commands[0]"),
+    ]
+    assert all(isinstance(p, PlanProblem) for p in found)

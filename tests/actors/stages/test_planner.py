@@ -1,0 +1,197 @@
+"""The planner stage as a process: broker, persistence, sandbox and planner over real sockets.
+
+Each test stores a session, sends the planner a RunStage as the coordinator would (the
+scripted model in its settings) and reads the StageResult and the planner's log. The
+actors are shared by the module's tests; every test has its own session and workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from protocol import codec
+from protocol.ids import new_id
+from protocol.messages import Commit, RunStage, StageDone
+from protocol.plan import TaskPlan, finalize
+from protocol.results import StageResult
+from protocol.sandbox import SandboxPolicy
+from protocol.session import Clarification, Feedback, FeedbackItem, ScriptedProvider, SessionSettings, SessionSnapshot
+from tests.actors.stages.conftest import write
+from tests.harness import Harness
+
+
+@pytest.fixture(scope="module")
+def actors() -> Iterator[Harness]:
+    with tempfile.TemporaryDirectory(prefix="acode-t-") as home:
+        harness = Harness(Path(home))
+        try:
+            for actor in ("broker", "persistence", "sandbox", "planner"):
+                harness.start(actor)
+            yield harness
+        finally:
+            harness.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return write(tmp_path / "w", {"README.md": "# greet\n\nRun the tests with `python -m unittest`.\n",
+                                  "greet.py": "def greet(name):\n    return f'Hello, {name}!'\n"})
+
+
+def _task(label: str, *deps: str, **extra: Any) -> dict[str, Any]:
+    return {"label": label, "title": f"task {label}", "complexity": 2, "depends_on": list(deps),
+            "steps": [{"label": "S1", "title": "change greet.py", "action": "modify_file"}], **extra}
+
+
+def _plan(*tasks: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"json": {"goal": "farewell()", "status": "ready", "tasks": list(tasks), **extra}}
+
+
+GOOD = _plan(_task("T1", resources={"write": ["greet.py"], "commands": ["python -m unittest -q"]},
+                   acceptance=[{"label": "A1", "description": "tests pass",
+                                "check": {"command": "python -m unittest -q"}}]),
+             _task("T2", "T1"))
+
+
+class Planner:
+    def __init__(self, actors: Harness, workspace: Path, responses: list[dict[str, Any]], *,
+                 task: str = "Add farewell(name) to greet.py", sandbox: SandboxPolicy | None = None):
+        self.actors = actors
+        self.client = actors.client()
+        self.workspace = workspace
+        self.task = task
+        self.session_id = new_id()
+        script = json.dumps({"version": 1, "responses": {"planner": responses}})  # JSON is YAML
+        self.settings = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name="planner.yaml"),
+                                        sandbox=sandbox or SandboxPolicy())
+        snapshot = SessionSnapshot(id=self.session_id, task=task[:100], workspace=str(workspace),
+                                   settings=self.settings)
+        self.client.call("persistence", Commit(session_id=self.session_id, snapshot=snapshot), timeout=10,
+                         decoder=codec.PERSISTENCE_REPLY)
+
+    def run(self, *, visit: int = 1, attempt: int = 1, **fields: Any) -> StageResult:
+        body = RunStage(session_id=self.session_id, stage="planner", visit=visit, attempt=attempt, task=self.task,
+                        workspace=str(self.workspace), settings=self.settings, **fields)
+        reply = self.client.call("planner", body, timeout=60, decoder=codec.STAGE_REPLY)
+        assert isinstance(reply, StageDone)
+        return reply.result
+
+    def log(self, event: str) -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in self.actors.log("planner").splitlines() if line.startswith("{")]
+        return [e for e in lines if e.get("event") == event and e.get("session_id") == self.session_id]
+
+
+def test_a_cyclic_plan_goes_back_to_the_model_and_the_corrected_one_is_used(actors: Harness, workspace: Path) -> None:
+    planner = Planner(actors, workspace, [_plan(_task("T1", "T2"), _task("T2", "T1")), GOOD])
+    result = planner.run()
+    assert result.ok, result.error
+    assert result.summary == "plan v1: 2 task(s), 2 step(s) (after 1 correction)"
+    assert result.plan is not None and [t.depends_on for t in result.plan.tasks] == [[], ["T1"]]
+    [rejected] = planner.log("plan_rejected")
+    assert rejected["call_site"] == "plan" and rejected["retrying"] is True
+    assert rejected["problems"] == ["tasks depend on each other in a cycle: T1 -> T2 -> T1"]
+    [created] = planner.log("plan_created")
+    assert (created["version"], created["corrections"], created["complexity"]) == (1, 1, 4)
+    assert result.metrics.model_calls == 2 and result.metrics.tool_calls >= 3
+
+
+def test_a_redispatched_planner_replays_the_whole_exchange_from_the_records(actors: Harness, workspace: Path) -> None:
+    planner = Planner(actors, workspace, [_plan(_task("T1", "T2"), _task("T2", "T1")), GOOD])
+    first = planner.run()
+    again = planner.run(attempt=2)  # the script has no third answer: both must come from the record
+    assert again.ok, again.error
+    assert (again.metrics.model_calls, again.metrics.replayed_model_calls) == (2, 2)
+    assert first.plan is not None and again.plan is not None
+    assert [t.title for t in again.plan.tasks] == [t.title for t in first.plan.tasks]
+    sandbox = [json.loads(line) for line in actors.log("sandbox").splitlines() if line.startswith("{")]
+    answered = [e["replayed"] for e in sandbox
+                if e.get("event") == "tool_call_answered" and e["key"].startswith(planner.session_id)]
+    assert len(answered) == first.metrics.tool_calls + again.metrics.tool_calls
+    assert answered[first.metrics.tool_calls:] == [True] * again.metrics.tool_calls  # from the journal
+
+
+def test_a_plan_whose_check_the_sandbox_would_refuse_is_corrected(actors: Harness, workspace: Path) -> None:
+    refused = _plan(_task("T1", acceptance=[{"label": "A1", "description": "prints bye",
+                                             "check": {"command": "python greet.py | grep bye"}}],
+                          resources={"commands": ["curl -s https://example.com"]}))
+    planner = Planner(actors, workspace, [refused, GOOD])
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert result.plan.tasks[0].acceptance[0].check is not None
+    assert result.plan.tasks[0].acceptance[0].check.command == "python -m unittest -q"
+    [rejected] = planner.log("plan_rejected")
+    assert [p.split(":")[0] for p in rejected["problems"]] == [
+        "task T1 resources.commands[0] would be refused by the sandbox",
+        "task T1 criterion A1 check command would be refused by the sandbox"]
+    assert "'|' (pipe)" in rejected["problems"][1]
+
+
+def test_a_command_the_sessions_policy_allows_is_accepted(actors: Harness, workspace: Path) -> None:
+    plan = _plan(_task("T1", resources={"commands": ["curl -s https://example.com"]}))
+    planner = Planner(actors, workspace, [plan], sandbox=SandboxPolicy(extra_commands=["curl"]))
+    result = planner.run()
+    assert result.ok and result.summary == "plan v1: 1 task(s), 1 step(s)", result.error
+
+
+def test_three_bad_plans_fail_the_stage_with_plan_004_listing_the_last_problems(
+        actors: Harness, workspace: Path) -> None:
+    planner = Planner(actors, workspace, [
+        {"content": "First I would like to read greet.py."},
+        _plan(_task("T1", complexity=4)),
+        _plan(_task("T1"), _task("T2", "T9", resources={"write": ["../x.py"]})),
+    ])
+    result = planner.run()
+    assert not result.ok and result.error is not None
+    assert result.error.code == "ACODE-PLAN-004"
+    assert result.error.message == (
+        "the model gave no usable plan in 3 answers; the last one still had 2 problem(s): task T2 depends on unknown "
+        "task 'T9'; task T2 resources.write path '../x.py' leads outside the workspace; name a path inside it; try a "
+        "clearer or smaller task, or a stronger model")
+    assert [(e["call_site"], e["retrying"]) for e in planner.log("plan_rejected")] == [
+        ("plan", True), ("plan/retry1", True), ("plan/retry2", False)]
+    assert planner.log("plan_rejected")[0]["problems"][0].startswith("the answer is not one JSON object")
+    assert planner.log("plan_rejected")[1]["problems"] == ["Invalid enum value 4 - at `$.tasks[0].complexity`"]
+    assert result.metrics.model_calls == 3
+
+
+def test_a_task_over_10000_characters_is_refused_before_anything_runs(actors: Harness, workspace: Path) -> None:
+    planner = Planner(actors, workspace, [GOOD], task="x" * 10_001)
+    result = planner.run()
+    assert not result.ok and result.error is not None
+    assert (result.error.code, result.error.message) == (
+        "ACODE-PLAN-001", "the task is 10,001 characters; the limit is 10,000. Shorten it, or write the details to a "
+                          "file in the workspace and name that file in the task")
+    assert (result.metrics.model_calls, result.metrics.tool_calls) == (0, 0)
+    assert Planner(actors, workspace, [GOOD], task="x" * 10_000).run().ok
+
+
+def test_a_replan_keeps_completed_tasks_and_says_what_changed(actors: Harness, workspace: Path) -> None:
+    draft = msgspec.convert({**GOOD["json"], "tasks": [*GOOD["json"]["tasks"], _task("T3")]}, TaskPlan)
+    first = finalize(draft, version=1)
+    done = msgspec.structs.replace(first.tasks[0], status="completed")
+    previous = msgspec.structs.replace(first, tasks=[done, *first.tasks[1:]])
+    revised = _plan(_task("T2", "T1", description="now with a test"), _task("T4", "T2"),
+                    change_summary="T2 gets a test, T3 is not needed")
+    planner = Planner(actors, workspace, [revised])
+    feedback = Feedback(source="reviewer", summary="no unit test for farewell()",
+                        items=[FeedbackItem(label="A1", problem="farewell() is untested")])
+    answers = [Clarification(label="Q1", question="Which file?", answer="greet.py")]
+    result = planner.run(visit=2, plan=previous, feedback=feedback, clarifications=answers)
+    assert result.ok and result.plan is not None, result.error
+    plan = result.plan
+    assert plan.version == 2 and plan.id != previous.id
+    assert [(t.label, t.status) for t in plan.tasks] == [("T1", "completed"), ("T2", "pending"), ("T4", "pending")]
+    assert plan.tasks[0] == done
+    assert plan.change_summary == ("tasks added: T4; removed: T3; changed: T2; unchanged: T1; why: T2 gets a test, "
+                                   "T3 is not needed")
+    [replanned] = planner.log("plan_replanned")
+    assert replanned["reason"] == "no unit test for farewell()" and replanned["version"] == 2
+    [prepared] = planner.log("context_prepared")
+    assert prepared["sections"][-4:] == ["plan:v1", "feedback:reviewer", "clarifications:answers", "task:task"]
