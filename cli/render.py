@@ -23,6 +23,7 @@ from protocol.events import (
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
+from protocol.tools import INTERNAL_TOOLS
 
 __all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
 
@@ -116,8 +117,8 @@ class Progress:
             case StepStarted(task=task, step=step, title=title):
                 return f"{_tag('executor')} {task}/{step} {_one_line(title, 100)}"
             case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
-                if self.stage == "verifier":
-                    return None  # check_ran says it
+                if self.stage in ("planner", "verifier") or tool in INTERNAL_TOOLS:
+                    return None  # the planner's context reads are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case StepFinished(task=task, step=step, status=status, summary=summary):

@@ -100,6 +100,11 @@ def run(ctx: StageContext) -> StageResult:
     started = time.monotonic()
     task = check_task(request.task)
     previous = request.plan
+    # The workspace as it is before anything changes: the reviewer's diff is taken against
+    # it. Every visit asks; the sandbox keeps the first (a re-plan must not move it).
+    baseline = ctx.tool(f"{request.session_id}:baseline", "baseline_workspace", {})
+    if not baseline.ok:
+        ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
     budget = request.settings.planner_context_tokens - gather.estimate_tokens(system)
     prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
