@@ -117,6 +117,8 @@ class Progress:
             case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
                 if self.stage == "verifier":
                     return None  # check_ran says it
+                if ":ctx" in event.key:
+                    return None  # the executor reading the task's files into the step's context
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
