@@ -93,10 +93,6 @@ class _Step:
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
-        assert request.plan is not None
-        text = prompts.render_step(request.plan, task, step, request.feedback, files=self._context_files(),
-                                   fence=ctx.fence)
-        self.conversation = Conversation(prompts.executor_system(ctx.fence), text)
 
     def _context_files(self) -> list[tuple[str, str | None]]:
         """The task's resource files as they are now (None: it does not exist), each cut; all
@@ -121,7 +117,12 @@ class _Step:
         return files
 
     def run(self) -> StepRecord:
-        limit = self.ctx.request.settings.max_turns_per_step
+        request = self.ctx.request
+        assert request.plan is not None
+        text = prompts.render_step(request.plan, self.task, self.step, request.feedback, files=self._context_files(),
+                                   fence=self.ctx.fence)
+        self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
+        limit = request.settings.max_turns_per_step
         for turn in range(1, limit + 1):
             answer = self.ctx.model.complete(ModelRequest(
                 stage="executor", call_site=f"{self.task.label}/{self.step.label}/turn{turn}",
@@ -147,10 +148,8 @@ class _Step:
     def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
         if native and call.id:
             self.conversation.reply_tool(call.id, call.name, text)
-        elif native:
-            self.conversation.reply_user(f"{call.name}: {text}")
         else:
-            self.conversation.reply_user(f"[{call.id}] {call.name}: {text}")
+            self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
     def _call(self, turn: int, index: int, call: ModelToolCall, *, native: bool, last_turn: bool) -> StepRecord | None:
         problem = toolcalls.check(call)

@@ -27,7 +27,7 @@ from protocol.events import Event
 from protocol.ids import new_id
 from protocol.messages import Commit, GetEvents, RunStage
 from protocol.plan import TaskPlan, finalize
-from protocol.results import ModelAnswer, StageResult
+from protocol.results import ModelAnswer
 from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
 from tests.harness import Harness
 
@@ -59,10 +59,6 @@ class Run:
     def events(self) -> list[Event]:
         reply = self.ctx.persistence(GetEvents(session_id=self.ctx.session_id))
         return list(reply.events)
-
-    def last_prompt(self) -> str:
-        """Every message of the last request, joined (what the model saw last)."""
-        return "\n".join(m.content for m in self.spy.requests[-1].messages)
 
 
 class Stack:
@@ -105,10 +101,6 @@ class Stack:
     def close(self) -> None:
         self.clients.close()
         self.harness.close()
-
-
-def run_stage(run: Run, fn: Any) -> StageResult:
-    return fn(run.ctx)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,8 @@ def test_tool_calls_written_as_text_run_fenced_bare_as_a_list_and_with_string_ar
     assert record.files_changed == ["a.txt", "b.txt"]
     # results of calls written as text come back in one user message, never as tool messages
     [(role, content)] = tool_messages(run, 1)
-    assert role == "user" and content.startswith("[text_0] write_file: write_file: ok\n<<untrusted write_file result")
+    assert role == "user" and content.startswith(
+        "Result of your write_file call text_0:\nwrite_file: ok\n<<untrusted write_file result")
     assert all(m.role != "tool" for r in run.spy.requests for m in r.messages)
 
 
