@@ -66,6 +66,8 @@ def test_checks_and_verify_commands_run_in_parallel_and_the_model_is_not_asked(s
     ran = [(e.label, e.command, e.passed) for e in run.events() if isinstance(e, CheckRan)]
     assert ran == [("A1", "python rendezvous.py a b", True), ("V1", "python rendezvous.py b a", True)]
     assert elapsed < 5  # neither waited out its partner
+    assert result.metrics.tool_calls == 2  # counted from both threads
+    assert len(stack.clients._slots) == 1  # the check threads closed their broker clients; the stage's remains
 
 
 def test_a_failed_check_carries_its_command_exit_code_and_output_tail_to_the_executor(stack: Stack) -> None:
