@@ -20,12 +20,12 @@ __all__ = [
     "VERIFIER",
     "executor_system",
     "render_feedback",
-    "render_pushback",
     "render_plan",
+    "render_pushback",
     "render_step",
     "render_tool_result",
-    "truncate",
     "render_verification",
+    "truncate",
 ]
 
 PLANNER = """You are the planner of acode, a coding agent working in a local workspace.
