@@ -61,7 +61,7 @@ from cli.follow import follow  # noqa: E402
 from protocol import codec  # noqa: E402
 from protocol.ids import new_id  # noqa: E402
 from protocol.messages import Commit, GetStatus, RunStage, RunTool, SubmitTask, ToolDone  # noqa: E402
-from protocol.plan import PlanTask, TaskPlan, finalize  # noqa: E402
+from protocol.plan import MAX_STEPS, PlanTask, TaskPlan, finalize  # noqa: E402
 from protocol.results import ModelAnswer, ModelToolCall  # noqa: E402
 from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot  # noqa: E402
 from protocol.tools import RunTerminal  # noqa: E402
@@ -135,7 +135,7 @@ class _InstantModel:
 
 def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]:
     """The executor's own cost per turn (see ``executor_turn_overhead_ms``)."""
-    steps = max(1, turns // (TURNS_PER_STEP - 1))
+    steps = min(MAX_STEPS, max(1, turns // (TURNS_PER_STEP - 1)))  # a plan holds at most MAX_STEPS
     for i in range(1, 11):
         (workspace / f"f{i}.txt").write_text("x" * 1023 + "\n")
     draft = TaskPlan(goal="read files many times", tasks=[msgspec.convert({
@@ -204,7 +204,8 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
     parser.add_argument("--commands", type=int, default=50, help="run_terminal calls per isolation level")
-    parser.add_argument("--turns", type=int, default=400, help="executor turns timed for the turn overhead")
+    parser.add_argument("--turns", type=int, default=400,
+                        help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
         home = Path(tmp) / "home"
