@@ -6,6 +6,8 @@ use is closed by its own thread as soon as its call returns, and a call blocked 
 socket is woken by the context's termination (ETERM), which this module translates into
 a :class:`~protocol.errors.TransportError`, like every other ZeroMQ error. So the
 context can terminate without waiting for idle threads that will never touch it again.
+A short-lived helper thread calls :meth:`ThreadClients.release` before it ends, so its
+socket is closed then rather than kept until the actor stops.
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ class ThreadClients:
             for slot in self._slots:
                 if not slot.busy:
                     slot.client.close()
+
+    def release(self) -> None:
+        """Close and forget the calling thread's client, if it has one (harmless twice)."""
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            return
+        self._local.slot = None
+        with self._lock:
+            if slot in self._slots:
+                self._slots.remove(slot)
+            slot.client.close()
 
     def _acquire(self, service: str) -> _Slot:
         with self._lock:

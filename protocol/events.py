@@ -107,7 +107,7 @@ class StepFinished(EventBase, tag="step_finished", kw_only=True):
     visit: Visit
     task: str
     step: str
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "blocked"]  # blocked: not run, a step it depends on failed
     summary: str = ""
 
 

@@ -106,18 +106,21 @@ class ModelAnswer(_Wire, kw_only=True):
 
 
 class StepRecord(_Wire, kw_only=True):
-    """A finished step of one executor visit: the executor skips it when it resumes."""
+    """A finished step of one executor visit: the executor skips it when it resumes.
+    ``blocked``: not run, because a step it depends on failed. ``code`` is a failed step's
+    error code (ACODE-EXEC-003 when it ran out of turns)."""
 
     session_id: str
     visit: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
     task: str
     step: str
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "blocked"]
     summary: str = ""
     turns: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
     tool_calls: Count = 0
     files_changed: list[str] = []
     at: float = 0.0
+    code: str = ""
 
 
 class ExecutionReport(_Wire, kw_only=True):

@@ -19,8 +19,14 @@
   for a generated workspace of 2,000 files (Python, TypeScript, Go, docs; ``node_modules``
   and ``build`` listed in ``.gitignore``), through the sandbox's own tool dispatch in
   process (no journal), p50/p99; and the prompt's size, tool calls and items left out.
+- ``executor_turn_overhead_ms``: what the executor's loop adds to each turn of a step,
+  with a model that answers at once (a ``read_file`` of a 1 KB file each turn): from the
+  model's answer to the next request, i.e. recording the answer, checking and running
+  the call through the journaled sandbox, rendering the result and building the next
+  request's window, claiming it. The real executor code, in this process, against the
+  running actors; p50/p99 over ``--turns`` turns (steps of 20 turns).
 
-Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N] [--context-runs N]``
+Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N] [--context-runs N] [--turns N]``
 (run it with the project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private
 acode home and stops everything it started.
 """
@@ -33,30 +39,50 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import msgspec
 import psutil
+import structlog
+import zmq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from actors.llm.provider import ModelRequest  # noqa: E402
 from actors.paths import RunPaths  # noqa: E402
 from actors.sandbox.confine import Workspace  # noqa: E402
 from actors.sandbox.dispatch import ToolCall  # noqa: E402
 from actors.sandbox.isolation import Isolation, detect  # noqa: E402
 from actors.sandbox.terminal import Terminal  # noqa: E402
-from actors.stages import gather, prompts  # noqa: E402
+from actors.stages import (  # noqa: E402
+    executor,  # noqa: E402
+    gather,
+    prompts,
+)
+from actors.stages.context import StageContext  # noqa: E402
 from actors.stages.untrusted import Fence  # noqa: E402
+from broker.threads import ThreadClients  # noqa: E402
 from cli import daemon  # noqa: E402
 from cli.config import resolve, session_settings, up_options  # noqa: E402
 from cli.connection import Connection  # noqa: E402
 from cli.follow import follow  # noqa: E402
 from protocol import codec  # noqa: E402
 from protocol.ids import new_id  # noqa: E402
-from protocol.messages import GetStatus, RunTool, SubmitTask, ToolDone  # noqa: E402
-from protocol.results import ToolResult  # noqa: E402
-from protocol.session import SessionSettings  # noqa: E402
+from protocol.messages import Commit, GetStatus, RunStage, RunTool, SubmitTask, ToolDone  # noqa: E402  # noqa: E402
+from protocol.plan import MAX_STEPS, PlanTask, TaskPlan, finalize  # noqa: E402
+from protocol.results import (  # noqa: E402
+    ModelAnswer,
+    ModelToolCall,
+    ToolResult,  # noqa: E402
+)
+from protocol.session import (  # noqa: E402
+    ScriptedProvider,
+    SessionSettings,  # noqa: E402
+    SessionSnapshot,
+)
 from protocol.tools import RunTerminal  # noqa: E402
 
 STEPS = 10
@@ -98,6 +124,61 @@ def _tool_dispatch(connection: Connection, session_id: str, workspace: Path, cal
         times.append((time.perf_counter() - t0) * 1000)
         assert isinstance(reply, ToolDone) and reply.result.ok, reply
     return times
+
+
+TURNS_PER_STEP = 20
+
+
+class _InstantModel:
+    """Answers at once: a read_file each turn, step_complete at the step's last turn; notes
+    when each answer left and when the next request arrived."""
+
+    name = "instant"
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self._answered: tuple[str, float] | None = None
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+        now = time.perf_counter()
+        step, turn = request.call_site.rsplit("/turn", 1)
+        if self._answered is not None and self._answered[0] == step:
+            self.gaps.append((now - self._answered[1]) * 1000)
+        if int(turn) >= TURNS_PER_STEP:
+            call = ModelToolCall(id=f"c{seq}", name="step_complete", arguments={"summary": "read enough"})
+        else:
+            call = ModelToolCall(id=f"c{seq}", name="read_file", arguments={"path": f"f{int(turn) % 10 + 1}.txt"})
+        self._answered = (step, time.perf_counter())
+        return ModelAnswer(tool_calls=[call])
+
+
+def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]:
+    """The executor's own cost per turn (see ``executor_turn_overhead_ms``)."""
+    steps = min(MAX_STEPS, max(1, turns // (TURNS_PER_STEP - 1)))  # a plan holds at most MAX_STEPS
+    for i in range(1, 11):
+        (workspace / f"f{i}.txt").write_text("x" * 1023 + "\n")
+    draft = TaskPlan(goal="read files many times", tasks=[msgspec.convert({
+        "label": "T1", "title": "read", "steps": [{"label": f"S{i}", "title": "read", "action": "read_file"}
+                                                   for i in range(1, steps + 1)]}, PlanTask)])
+    settings = SessionSettings(provider=ScriptedProvider(script_yaml="version: 1\n"), max_turns_per_step=TURNS_PER_STEP)
+    session_id = new_id()
+    request = RunStage(session_id=session_id, stage="executor", visit=1, attempt=1, task="bench",
+                       workspace=str(workspace), settings=settings, plan=finalize(draft, version=1))
+    context = zmq.Context()
+    clients = ThreadClients(context, paths.endpoints().broker, sender="bench-executor")
+    try:
+        ctx = StageContext(request, clients=clients, cancel=threading.Event(), log=structlog.get_logger())
+        ctx.persistence(Commit(session_id=session_id, snapshot=SessionSnapshot(
+            id=session_id, task="bench", workspace=str(workspace), stage="executor", settings=settings,
+            created_at=time.time(), updated_at=time.time())))
+        model = _InstantModel()
+        ctx.model.provider = model
+        result = executor.run(ctx)
+        assert result.ok, result.summary
+    finally:
+        clients.close()
+        context.term()
+    return model.gaps
 
 
 def _run_terminal(calls: int) -> dict[str, object]:
@@ -216,6 +297,8 @@ def main() -> int:
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
     parser.add_argument("--commands", type=int, default=50, help="run_terminal calls per isolation level")
     parser.add_argument("--context-runs", type=int, default=20, help="context preparations to time")
+    parser.add_argument("--turns", type=int, default=400,
+                        help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -258,6 +341,7 @@ def main() -> int:
                     assert final.status == "completed", final
                     server_s.append((final.finished_at or 0) - final.created_at)
                 tool_ms = _tool_dispatch(connection, session_id, workspace)
+            turn_ms = _executor_turns(paths, Path(tempfile.mkdtemp(dir=tmp)), args.turns)
             rss, processes = actor_set_rss()
         finally:
             daemon.stop(paths)
@@ -282,6 +366,10 @@ def main() -> int:
         "tool_dispatch_ms": {"p50": _percentile(tool_ms, 0.5), "p99": _percentile(tool_ms, 0.99),
                              "count": len(tool_ms),
                              "call": "executor -> sandbox -> executor, read_file of 1 KB, journaled"},
+        "executor_turn_overhead_ms": {"p50": _percentile(turn_ms, 0.5), "p99": _percentile(turn_ms, 0.99),
+                                      "count": len(turn_ms), "turns_per_step": TURNS_PER_STEP,
+                                      "turn": "zero-latency model -> read_file of 1 KB (journaled) -> next request",
+                                      "target": 50.0},
         "run_terminal_ms": _run_terminal(args.commands),
         "context_prep_ms": _context_prep(args.context_runs),
     }

@@ -3,6 +3,18 @@
 One :class:`StageContext` per ``RunStage`` request, on the stage actor's worker thread.
 Every call goes through the broker with the thread's own client (``ThreadClients``); each
 resends until its deadline, so a restarted persistence or sandbox only delays a stage.
+
+:meth:`StageContext.tool` and :meth:`StageContext.commit` may be called from several
+threads at once (the verifier runs independent checks in parallel): each thread gets its
+own broker client, and the counters are updated under a lock. A thread that is about to
+end calls :meth:`StageContext.release_thread` so its socket does not outlive it. The model
+is asked from the stage's own thread only.
+
+Transient tool failures (a result whose error is ``retryable``) are retried by
+:meth:`StageContext.tool_retrying` after :data:`TOOL_RETRY_WAITS` (1 s, 2 s, 4 s; seed 004
+FR-064/065), each retry under its own key (``<key>:retry1`` …): the sandbox's journal
+answers a repeated key with the result it recorded, and the suffixes are deterministic so
+a resumed stage replays the same sequence.
 """
 
 from __future__ import annotations
@@ -24,9 +36,10 @@ from protocol.messages import Commit, Message, RunStage, RunTool
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
 from protocol.session import ProviderSpec, ScriptedProvider
 
-__all__ = ["StageContext", "make_provider"]
+__all__ = ["TOOL_RETRY_WAITS", "StageContext", "make_provider"]
 
 T = TypeVar("T")
+TOOL_RETRY_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
 PERSISTENCE_TIMEOUT = 120.0  # a restarting persistence delays a stage; it does not fail it
 _providers: dict[tuple[str, str], Provider] = {}
 _providers_lock = threading.Lock()
@@ -58,6 +71,8 @@ class StageContext:
         self.log = log
         self.started = time.monotonic()
         self.tool_calls = 0
+        self.retry_waits = TOOL_RETRY_WAITS  # tests shorten them
+        self._lock = threading.Lock()
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel)
@@ -77,7 +92,8 @@ class StageContext:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
-        self.tool_calls += 1
+        with self._lock:
+            self.tool_calls += 1
         reply = self.clients.call(
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
@@ -85,6 +101,28 @@ class StageContext:
                     policy=settings.sandbox),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
         return reply.result  # type: ignore[no-any-return]
+
+    def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
+                      timeout_s: float | None = None) -> ToolResult:
+        """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`.
+
+        Returns the first result that is not a transient failure, or the last one. A
+        cancelled stage stops waiting and returns what it has.
+        """
+        result = self.tool(key, tool, arguments, timeout_s=timeout_s)
+        for attempt, wait in enumerate(self.retry_waits, start=1):
+            if result.error is None or not result.error.retryable:
+                break
+            self.log.warning("tool_retry_scheduled", key=key, tool=tool, retry=attempt, wait_s=wait,
+                             code=result.error.code)
+            if self.cancel.wait(wait):
+                break
+            result = self.tool(f"{key}:retry{attempt}", tool, arguments, timeout_s=timeout_s)
+        return result
+
+    def release_thread(self) -> None:
+        """Close the calling thread's broker client (a helper thread calls it before it ends)."""
+        self.clients.release()
 
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
         """Ask the model for a structured answer (a plan, a verdict) and validate it."""

@@ -2,85 +2,208 @@
 
 Each step is an agentic loop: the model sees the step and answers with tool calls; each
 call runs in the sandbox and its result goes back to the model; the loop ends with
-``step_complete`` or ``step_failed``, or fails after ``max_turns_per_step`` turns.
+``step_complete`` or ``step_failed``, or fails after ``max_turns_per_step`` turns
+(ACODE-EXEC-003). Every model answer is a turn, whatever it holds.
+
+- Calls: the answer's native tool calls, or else the calls it wrote as text
+  (:func:`actors.llm.toolcalls.from_text`; small local models often do). A call that
+  cannot run (invalid JSON, an unknown tool, bad arguments) is answered with a short
+  correction, as a tool message or, for a call without an id, a user message, and costs
+  the turn it took (FR-029/030). Results of native calls go back as tool messages, those
+  of calls written as text in one user message (a server that did not parse the call
+  would not accept tool messages for it).
+- Premature completion (FR-080/081): a ``step_complete`` in a step whose action changes
+  files (write_file, modify_file, create_directory, generate_code) when nothing was
+  written, in this step now or in an earlier visit, is refused once with a message
+  saying so; the second one is accepted, and so is one in the last turn.
+- Context (FR-017..021): the step's message holds the step, its task's acceptance
+  criteria, the current content of the task's resource files (read through the sandbox,
+  cut, fenced) and, on a cycle back, the verifier's feedback. The model sees a sliding
+  window of the step's turns within a budget (:mod:`actors.stages.conversation`); a
+  tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
+  the window at most) with a note of what was cut. Untrusted text is fenced.
+- Failures: a transient tool failure is retried after 1, 2 and 4 s
+  (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
+  A failed step blocks the steps that depend on it (directly or through their task's
+  dependencies), which are recorded as ``blocked``; independent steps still run. The
+  stage then fails with the first failed step's code.
 
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
 unfinished step, a retried attempt makes the same model requests (answered from the
 record) and the same tool calls (same idempotency keys, answered from the sandbox's
-journal), so nothing with a side effect runs twice. Keys never contain the attempt.
+journal), so nothing with a side effect runs twice. Keys and call sites never contain
+the attempt; retry suffixes are counted per call, not per attempt.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from typing import Any
 
-from actors.llm.provider import ChatMessage, ModelRequest
+import msgspec
+
+from actors.llm import toolcalls
+from actors.llm.provider import ModelRequest
 from actors.stages import prompts
 from actors.stages.context import StageContext
+from actors.stages.conversation import Conversation
 from protocol.errors import ErrorInfo
 from protocol.events import StepFinished, StepStarted
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
-from protocol.plan import PlanStep, PlanTask, ordered_steps
-from protocol.results import ExecutionReport, StageResult, StepRecord
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
+from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
+from protocol.results import ExecutionReport, ModelToolCall, StageResult, StepRecord
+from protocol.session import SessionSettings
+from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepFailed, decode_args, tool_definitions
 
-__all__ = ["run"]
+__all__ = ["context_budget", "run"]
 
 _TOOLS = tool_definitions()
+_TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
+_CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
+_DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
+_TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
+_MAX_CONTEXT_FILES = 8
 
 
-def _run_step(ctx: StageContext, task: PlanTask, step: PlanStep) -> StepRecord:
-    request = ctx.request
-    assert request.plan is not None
-    messages = [ChatMessage(role="system", content=prompts.EXECUTOR),
-                ChatMessage(role="user", content=prompts.render_step(request.plan, task, step, request.feedback))]
-    files: list[str] = []
-    calls = 0
-    limit = request.settings.max_turns_per_step
-    for turn in range(1, limit + 1):
-        answer = ctx.model.complete(ModelRequest(stage="executor", call_site=f"{task.label}/{step.label}/turn{turn}",
-                                                 nonce=ctx.fence.nonce,
-                                                 messages=messages, tools=_TOOLS))
-        messages.append(ChatMessage(role="assistant", content=answer.content, tool_calls=answer.tool_calls))
-        if not answer.tool_calls:
-            messages.append(ChatMessage(role="user", content="Use a tool, or call step_complete or step_failed."))
-            continue
-        for index, call in enumerate(answer.tool_calls):
-            if call.name in CONTROL_TOOLS:
-                try:
-                    control = decode_args(call.name, call.arguments)
-                except Exception as exc:  # noqa: BLE001 - the model's mistake goes back to the model
-                    messages.append(ChatMessage(role="tool", tool_call_id=call.id, name=call.name,
-                                                content=f"error ACODE-EXEC-007: invalid arguments: {exc}"))
-                    continue
-                status = "completed" if isinstance(control, StepComplete) else "failed"
-                summary = control.summary if isinstance(control, StepComplete) else control.reason  # type: ignore[union-attr]
-                assert isinstance(control, StepComplete | StepFailed)
-                return _record(ctx, task, step, status, summary, turn, calls, files)
-            if call.name not in TOOL_ARGS:
-                messages.append(ChatMessage(role="tool", tool_call_id=call.id, name=call.name, content=(
-                    f"error ACODE-SBX-001: tool {call.name!r} is not available; available: {', '.join(TOOL_ARGS)}")))
+def context_budget(settings: SessionSettings) -> int:
+    """Characters of chat the executor sends: 3/4 of the model's window (the rest is for the
+    answer), less the tool definitions."""
+    window = getattr(settings.provider, "num_ctx", None) or _DEFAULT_CONTEXT_TOKENS
+    return max(window * 3 // 4 * 4 - _TOOLS_CHARS, 4_000)
+
+
+class _Step:
+    """One step's loop: the conversation, what it wrote, how many calls it made."""
+
+    def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool):
+        self.ctx = ctx
+        self.task = task
+        self.step = step
+        self.wrote_before = wrote_before
+        self.files: list[str] = []
+        self.wrote = False
+        self.calls = 0
+        self.pushed_back = False
+        request = ctx.request
+        settings = request.settings
+        self.budget = context_budget(settings)
+        self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
+        self.base = _base_key(request.session_id, request.visit, task, step)
+
+    def _context_files(self) -> list[tuple[str, str | None]]:
+        """The task's resource files as they are now (None: it does not exist), each cut; all
+        within a third of the budget."""
+        paths = list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write]))[:_MAX_CONTEXT_FILES]
+        per_file = min(self.result_limit, self.budget // 4)
+        left = self.budget // 3
+        files: list[tuple[str, str | None]] = []
+        for index, path in enumerate(paths):
+            if left <= 0:
+                break
+            result = self.ctx.tool_retrying(f"{self.base}:ctx{index}", "read_file", {"path": path})
+            if result.ok:
+                text = prompts.truncate(result.output, min(per_file, left))
+            elif result.error is not None and result.error.code == "ACODE-SBX-003":
+                files.append((path, None))
                 continue
-            key = f"{request.session_id}:e{request.visit}:{task.label}/{step.label}:t{turn}:c{index}"
-            result = ctx.tool(key, call.name, call.arguments)
-            calls += 1
-            if result.ok and call.name in _WRITES and result.path and result.path not in files:
-                files.append(result.path)
-            messages.append(ChatMessage(role="tool", tool_call_id=call.id, name=call.name,
-                                        content=prompts.render_tool_result(result)))
-    return _record(ctx, task, step, "failed", f"no step_complete after {limit} turns (ACODE-EXEC-003)",
-                   limit, calls, files)
+            else:
+                text = f"(could not be read: {result.error.message if result.error else 'no output'})"
+            left -= len(text)
+            files.append((path, text))
+        return files
+
+    def run(self) -> StepRecord:
+        request = self.ctx.request
+        assert request.plan is not None
+        text = prompts.render_step(request.plan, self.task, self.step, request.feedback, files=self._context_files(),
+                                   fence=self.ctx.fence)
+        self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
+        limit = request.settings.max_turns_per_step
+        for turn in range(1, limit + 1):
+            answer = self.ctx.model.complete(ModelRequest(
+                stage="executor", call_site=f"{self.task.label}/{self.step.label}/turn{turn}",
+                nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS))
+            native = bool(answer.tool_calls)
+            self.conversation.answer(answer.content, answer.tool_calls)
+            calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
+            if isinstance(calls, toolcalls.ParseProblem):
+                self.conversation.reply_user(f"error: {calls.message}")
+                self.conversation.note("a tool call that was not valid JSON")
+                continue
+            if not calls:
+                self.conversation.reply_user(prompts.NO_TOOL_CALL)
+                self.conversation.note("no tool call")
+                continue
+            for index, call in enumerate(calls):
+                record = self._call(turn, index, call, native=native, last_turn=turn == limit)
+                if record is not None:
+                    return record
+        return self._finish("failed", f"no step_complete after {limit} turns (ACODE-EXEC-003); split the step, or "
+                                      "raise max_turns_per_step", limit, code="ACODE-EXEC-003")
+
+    def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
+        if native and call.id:
+            self.conversation.reply_tool(call.id, call.name, text)
+        else:
+            self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
+
+    def _call(self, turn: int, index: int, call: ModelToolCall, *, native: bool, last_turn: bool) -> StepRecord | None:
+        problem = toolcalls.check(call)
+        if problem is not None:
+            self._reply(call, f"error: {problem}", native=native)
+            self.conversation.note(f"{call.name[:40]} refused: invalid call")
+            return None
+        if call.name in CONTROL_TOOLS:
+            control = decode_args(call.name, call.arguments)
+            if isinstance(control, StepFailed):
+                return self._finish("failed", control.reason, turn, code="ACODE-EXEC-001")
+            summary: str = control.summary  # type: ignore[attr-defined]
+            needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
+            if needs_write and not self.pushed_back and not last_turn:
+                self.pushed_back = True
+                self._reply(call, prompts.render_pushback(self.step), native=native)
+                self.conversation.note("step_complete refused: nothing written yet")
+                return None
+            return self._finish("completed", summary, turn)
+        result = self.ctx.tool_retrying(f"{self.base}:t{turn}:c{index}", call.name, call.arguments)
+        self.calls += 1
+        if result.ok and call.name in _WRITES:
+            self.wrote = True
+            if result.path and result.path not in self.files:
+                self.files.append(result.path)
+        self._reply(call, prompts.render_tool_result(result, self.ctx.fence, self.result_limit), native=native)
+        self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
+                               f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
+        return None
+
+    def _finish(self, status: str, summary: str, turns: int, *, code: str = "") -> StepRecord:
+        return _record(self.ctx, self.task, self.step, status, summary, turns, self.calls, self.files, code)
+
+
+def _target(arguments: dict[str, Any]) -> str:
+    value = arguments.get("path") or arguments.get("command") or arguments.get("query") or ""
+    text = str(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _base_key(session_id: str, visit: int, task: PlanTask, step: PlanStep) -> str:
+    """``<session>:e<visit>:<task>/<step>``; long labels are hashed so keys stay short."""
+    where = f"{task.label}/{step.label}"
+    if len(where) > 40:
+        where = hashlib.sha256(where.encode()).hexdigest()[:24]
+    return f"{session_id}:e{visit}:{where}"
 
 
 def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: str, summary: str, turns: int,
-            calls: int, files: list[str]) -> StepRecord:
+            calls: int, files: list[str], code: str = "") -> StepRecord:
     request = ctx.request
     record = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
                         status=status, summary=summary, turns=turns, tool_calls=calls,  # type: ignore[arg-type]
-                        files_changed=files, at=time.time())
+                        files_changed=files, at=time.time(), code=code)
     ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
                                           "finished"),
                              session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
@@ -89,34 +212,66 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: str, summ
     return record
 
 
+def _blocker(plan: TaskPlan, task: PlanTask, step: PlanStep, status: dict[tuple[str, str], str]) -> str | None:
+    """Why ``step`` cannot run: a step it depends on (in its task, or in a task its task
+    depends on) did not complete. Steps come in dependency order, so theirs are known."""
+    for dep in step.depends_on:
+        state = status.get((task.label, dep), "completed")
+        if state != "completed":
+            return _which(f"{task.label}/{dep}", state)
+    by_label = {t.label: t for t in plan.tasks}
+    for dep_task in task.depends_on:
+        other = by_label.get(dep_task)
+        if other is None or other.status == "completed":
+            continue
+        for dep_step in other.steps:
+            state = status.get((other.label, dep_step.label), "completed")
+            if state != "completed":
+                return _which(f"{other.label}/{dep_step.label}", state)
+    return None
+
+
+def _which(where: str, state: str) -> str:
+    return f"{where}, which {'failed' if state == 'failed' else 'was not run either'}"
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
-    if request.plan is None:
+    plan = request.plan
+    if plan is None:
         return ctx.result(ok=False, summary="no plan", error=ErrorInfo(
             code="ACODE-EXEC-001", message="the executor was dispatched without a plan"))
     done: StepList = ctx.persistence(GetSteps(session_id=request.session_id, visit=request.visit))
     finished = {(s.task, s.step): s for s in done.steps}
-    records: list[StepRecord] = []
-    for task, step in ordered_steps(request.plan):
-        record = finished.get((task.label, step.label))
-        if record is None:
-            ctx.commit([StepStarted(id=stable_id(request.session_id, "executor", request.visit, task.label,
-                                                 step.label, "started"),
-                                    session_id=request.session_id, visit=request.visit, task=task.label,
-                                    step=step.label, title=step.title)])
-            record = _run_step(ctx, task, step)
-        records.append(record)
-        if record.status == "failed":
-            break
     earlier = [r for v in range(1, request.visit)
                for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
+    wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
+    records: list[StepRecord] = []
+    status: dict[tuple[str, str], str] = {}
+    for task, step in ordered_steps(plan):
+        record = finished.get((task.label, step.label))
+        if record is None:
+            blocker = _blocker(plan, task, step, status)
+            if blocker is not None:
+                record = _record(ctx, task, step, "blocked", f"it depends on {blocker}", 0, 0, [])
+            else:
+                ctx.commit([StepStarted(id=stable_id(request.session_id, "executor", request.visit, task.label,
+                                                     step.label, "started"),
+                                        session_id=request.session_id, visit=request.visit, task=task.label,
+                                        step=step.label, title=step.title)])
+                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before).run()
+        records.append(record)
+        status[(task.label, step.label)] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))
     report = ExecutionReport(steps=records, files_changed=files)
     failed = [r for r in records if r.status == "failed"]
     if failed:
-        step = failed[0]
-        return ctx.result(ok=False, summary=f"step {step.task}/{step.step} failed: {step.summary}", execution=report,
-                          error=ErrorInfo(code="ACODE-EXEC-001",
-                                          message=f"step {step.task}/{step.step} failed: {step.summary}"))
+        blocked = [f"{r.task}/{r.step}" for r in records if r.status == "blocked"]
+        message = "; ".join(f"step {r.task}/{r.step} failed: {r.summary}" for r in failed)
+        if blocked:
+            message += f"; blocked by it: {', '.join(blocked)}"
+        return ctx.result(ok=False, summary=message[:2_000], execution=report,
+                          error=ErrorInfo(code=failed[0].code or "ACODE-EXEC-001", message=message[:4_000]))
     return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed so far",
                       execution=report)
+

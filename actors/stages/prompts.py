@@ -7,20 +7,25 @@ from the record.
 
 from __future__ import annotations
 
+from actors.stages.untrusted import Fence
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.results import StageResult, ToolResult
 from protocol.session import Feedback
 
 __all__ = [
     "EXECUTOR",
+    "NO_TOOL_CALL",
     "PLANNER",
     "REVIEWER",
     "VERIFIER",
+    "executor_system",
     "render_feedback",
     "render_plan",
+    "render_pushback",
     "render_step",
     "render_tool_result",
     "render_verification",
+    "truncate",
 ]
 
 PLANNER = """You are the planner of acode, a coding agent that changes a local workspace.
@@ -58,10 +63,23 @@ Rules:
 - When revising a plan: keep tasks marked completed as they are, fix every issue in the
   feedback, and add "change_summary": what you changed and why."""
 
-EXECUTOR = """You are the executor of acode. Carry out exactly one step of a plan in the workspace using
-the tools provided (paths are relative to the workspace root). When the step is done, call
-step_complete with a one-line summary; if it cannot be done, call step_failed with the reason.
-Do not do work that belongs to other steps."""
+EXECUTOR = """You are the executor of acode, a coding agent. You carry out ONE step of a plan in a
+workspace by calling tools. Rules:
+- Paths are relative to the workspace root (src/app.py), never absolute, never outside it.
+- write_file replaces the whole file: give the complete content. For a small change use
+  modify_file with edits whose search text is copied exactly from the file (without the
+  line numbers read_file shows).
+- run_terminal runs one program with its arguments, without a shell: no pipes, &&, ;,
+  redirections, $VARIABLES or cd. Example: python -m pytest -q tests/test_app.py
+- Read a file before you change it if its content is not shown to you.
+- Do this step only. When it is done, call step_complete with a one-line summary. If it
+  cannot be done, call step_failed with the reason.
+- Call tools as function calls. If you cannot, answer with only one JSON object:
+  {"name": "<tool>", "arguments": {...}}"""
+
+NO_TOOL_CALL = ("No tool call found in your answer. Call one of the tools now (as a function call, or as one "
+                'JSON object {"name": "<tool>", "arguments": {...}}). When the step is done call step_complete; '
+                "if it cannot be done call step_failed.")
 
 VERIFIER = """You are the verifier of acode. Decide, for each acceptance criterion listed, whether the
 change meets it, using the evidence given. Answer with one JSON object only:
@@ -94,35 +112,94 @@ def render_plan(plan: TaskPlan) -> str:
     return "\n".join(lines)
 
 
-def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedback | None) -> str:
+def executor_system(fence: Fence) -> str:
+    return f"{EXECUTOR}\n{fence.preamble()}"
+
+
+def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedback | None,
+                files: list[tuple[str, str | None]] | None = None, fence: Fence | None = None) -> str:
+    """The step's message: what to do, the task's criteria, its files (``(path, text)``,
+    text None for a file that does not exist yet; fenced when ``fence`` is given) and the
+    verifier's feedback on a cycle back."""
     lines = [
         f"Goal: {plan.goal}",
         f"Task {task.label}: {task.title}",
         task.description,
-        f"Step {step.label}: {step.title}",
+        f"Your step, {step.label}: {step.title}",
         step.description,
         f"Action: {step.action}",
     ]
     if step.expected_output:
         lines.append(f"Expected output: {step.expected_output}")
+    if step.verification:
+        lines.append(f"How it will be checked: {step.verification}")
+    others = [s for s in task.steps if s.label != step.label]
+    if others:
+        lines.append("Other steps of this task (not yours): " + "; ".join(f"{s.label} {s.title}" for s in others))
     if task.resources.write or task.resources.read:
         lines.append(f"Files: read {task.resources.read}, write {task.resources.write}")
     if task.acceptance:
-        lines.append("Acceptance criteria:")
-        lines += [f"- {c.label}: {c.description}" for c in task.acceptance]
-    text = render_feedback(feedback)
-    if text:
-        lines.append(text)
+        lines.append("Acceptance criteria of the task:")
+        lines += [f"- {c.label}: {c.description}" + (f" (checked by running `{c.check.command}`)" if c.check else "")
+                  for c in task.acceptance]
+    for path, text in files or []:
+        if text is None:
+            lines.append(f"Current content of {path}: none, the file does not exist yet")
+            continue
+        lines.append(f"Current content of {path} (line numbers are not part of it):")
+        lines.append(fence.wrap(f"file {path}", text) if fence else text)
+    if feedback is not None:
+        lines.append(f"This step runs again because the {feedback.source} found problems: {feedback.summary}")
+        for item in feedback.items:
+            lines.append(f"- {item.label}: {item.problem}")
+            if item.detail:
+                lines.append(fence.wrap(f"evidence {item.label}", item.detail) if fence else item.detail)
+        lines.append("Fix what belongs to your step; if your step is already right, call step_complete.")
     return "\n".join(line for line in lines if line)
 
 
-def render_tool_result(result: ToolResult) -> str:
+def render_pushback(step: PlanStep) -> str:
+    """The answer to a step_complete that changed nothing in a step that should have."""
+    return (f"step_complete refused once: step {step.label} is a {step.action} step but no file was written or "
+            "changed in it. Make the change with write_file, modify_file or create_directory, then call "
+            "step_complete. If the workspace already has exactly the right content, call step_complete again.")
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail, with a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    note = (f"\n[… {cut:,} characters (~{cut // 4:,} tokens) cut here; {len(text):,} in all. Ask for less: "
+            "read_file with offset/limit, a narrower search_code, or a command with less output …]\n")
+    return text[:head] + note + (text[-tail:] if tail else "")
+
+
+def render_tool_result(result: ToolResult, fence: Fence | None = None, limit: int | None = None) -> str:
+    """A tool result for the model: its status, then its message and output (fenced when
+    ``fence`` is given, cut to ``limit`` characters with a note when given)."""
+    if fence is None and limit is None:
+        if result.error is not None:
+            head = f"error {result.error.code}: {result.error.message}"
+            return f"{head}\n{result.output}" if result.output else head
+        if result.exit_code is not None:
+            return f"exit code {result.exit_code}\n{result.output}"
+        return result.output
+    body = result.output
     if result.error is not None:
-        head = f"error {result.error.code}: {result.error.message}"
-        return f"{head}\n{result.output}" if result.output else head
-    if result.exit_code is not None:
-        return f"exit code {result.exit_code}\n{result.output}"
-    return result.output
+        status = f"{result.tool} failed ({result.error.code})"
+        body = f"{result.error.message}\n{body}" if body else result.error.message
+    elif result.exit_code is not None:
+        status = f"{result.tool}: exit code {result.exit_code}"
+    else:
+        status = f"{result.tool}: ok"
+    if limit is not None:
+        body = truncate(body, limit)
+    if not body:
+        return f"{status} (no output)"
+    return f"{status}\n{fence.wrap(result.tool + ' result', body) if fence else body}"
 
 
 def render_verification(previous: StageResult | None) -> str:

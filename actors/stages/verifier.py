@@ -1,10 +1,16 @@
 """The verifier stage: real checks first, the model only for what no command can decide.
 
-Every acceptance criterion with a ``check`` runs its command through the sandbox; it
-passes when the exit code matches and (if given) the expected text is in the output. The
-model is asked only about criteria without a check, shown the check results. A failed
-check fails the verification; its evidence (command, exit code, output tail) goes back to
-the executor as feedback.
+Every acceptance criterion with a ``check`` runs its command through the sandbox, and so
+does each of the workspace's own verification commands (``verify_commands``, e.g. the
+test suite; criteria ``V1``, ``V2``, … expecting exit 0). A check passes when the exit
+code matches and (if given) the expected text is in the output. Checks are independent,
+so they run in parallel, on up to :data:`PARALLEL` threads (the sandbox serves four calls
+at a time); their ``check_ran`` events are committed together, in criterion order, so the
+event log does not depend on which finished first.
+
+The model is asked only about criteria without a check, shown the check results and the
+change (:func:`_workspace_diff`). A failed check fails the verification; its evidence
+(command, exit code, the tail of its output) goes back to the executor as feedback.
 
 A check's key has no attempt in it: a retried attempt reuses a finished check's result.
 A check interrupted by a sandbox crash (outcome unknown) is run again under a new key:
@@ -13,6 +19,8 @@ checks are meant to be free of side effects.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from actors.stages import prompts
 from actors.stages.context import StageContext
 from protocol.events import CheckRan
@@ -20,50 +28,87 @@ from protocol.ids import stable_id
 from protocol.plan import Check, Criterion
 from protocol.results import CriterionVerdict, StageResult, ToolResult, VerifierAnswer
 
-__all__ = ["judge", "run"]
+__all__ = ["PARALLEL", "checked_criteria", "judge", "run"]
 
-_TAIL = 600
+PARALLEL = 4
+_TAIL = 2_000
 
 
 def judge(check: Check, result: ToolResult) -> tuple[bool, str]:
-    """Whether ``result`` of running ``check`` meets it, and the evidence either way."""
+    """Whether ``result`` of running ``check`` meets it, and the evidence either way: the
+    command, its exit code and, when it failed, the tail of its output."""
     output = result.output
-    tail = output[-_TAIL:] if len(output) > _TAIL else output
+    tail = output if len(output) <= _TAIL else "…" + output[-_TAIL:]
+    shown = f"; output: {tail}" if tail.strip() else "; no output"
     if result.exit_code is None:
         message = result.error.message if result.error else "no exit code"
-        return False, f"`{check.command}` did not run to completion: {message}"
+        return False, f"`{check.command}` did not run to completion: {message}{shown}"
     if result.exit_code != check.expect_exit:
-        return False, f"`{check.command}` exited {result.exit_code} (expected {check.expect_exit}); output: {tail}"
+        return False, f"`{check.command}` exited {result.exit_code} (expected {check.expect_exit}){shown}"
     if check.expect_output is not None and check.expect_output not in output:
-        return False, f"`{check.command}` output lacks {check.expect_output!r}; output: {tail}"
+        return False, f"`{check.command}` exited {result.exit_code} but its output lacks {check.expect_output!r}{shown}"
     return True, f"`{check.command}` exited {result.exit_code}" + (
         f" and printed {check.expect_output!r}" if check.expect_output else "")
 
 
-def _run_check(ctx: StageContext, criterion: Criterion) -> CriterionVerdict:
+def checked_criteria(ctx: StageContext) -> list[Criterion]:
+    """The plan's criteria, then one per workspace verification command (``V1``, …)."""
+    request = ctx.request
+    criteria = request.plan.criteria() if request.plan else []
+    used = {c.label for c in criteria}
+    for index, command in enumerate(request.settings.verify_commands, start=1):
+        label = f"V{index}" if f"V{index}" not in used else f"config-V{index}"
+        criteria.append(Criterion(label=label, description=f"the workspace's verification command `{command}` passes",
+                                  check=Check(command=command, expect_exit=0)))
+    return criteria
+
+
+def _run_check(ctx: StageContext, criterion: Criterion) -> tuple[CriterionVerdict, CheckRan]:
     request = ctx.request
     assert criterion.check is not None
-    key = f"{request.session_id}:v{request.visit}:check:{criterion.label}"
-    result = ctx.tool(key, "run_terminal", {"command": criterion.check.command})
-    if result.outcome == "unknown":
-        result = ctx.tool(f"{key}:rerun{request.attempt}", "run_terminal", {"command": criterion.check.command})
+    key = f"{request.session_id}:v{request.visit}:check:{criterion.label[:64]}"
+    try:
+        result = ctx.tool_retrying(key, "run_terminal", {"command": criterion.check.command})
+        if result.outcome == "unknown":
+            result = ctx.tool_retrying(f"{key}:rerun{request.attempt}", "run_terminal",
+                                       {"command": criterion.check.command})
+    finally:
+        ctx.release_thread()
     passed, evidence = judge(criterion.check, result)
-    ctx.commit([CheckRan(id=stable_id(request.session_id, "verifier", request.visit, criterion.label),
-                         session_id=request.session_id, visit=request.visit, label=criterion.label,
-                         command=criterion.check.command, passed=passed, exit_code=result.exit_code,
-                         evidence=evidence)])
-    return CriterionVerdict(label=criterion.label, passed=passed, evidence=evidence)
+    event = CheckRan(id=stable_id(request.session_id, "verifier", request.visit, criterion.label),
+                     session_id=request.session_id, visit=request.visit, label=criterion.label,
+                     command=criterion.check.command, passed=passed, exit_code=result.exit_code, evidence=evidence)
+    return CriterionVerdict(label=criterion.label, passed=passed, evidence=evidence), event
 
 
-def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict]) -> list[CriterionVerdict]:
+def _run_checks(ctx: StageContext, criteria: list[Criterion]) -> list[CriterionVerdict]:
+    if not criteria:
+        return []
+    with ThreadPoolExecutor(min(PARALLEL, len(criteria)), thread_name_prefix="check") as pool:
+        done = list(pool.map(lambda c: _run_check(ctx, c), criteria))
+    ctx.commit([event for _, event in done])
+    return [verdict for verdict, _ in done]
+
+
+def _workspace_diff(ctx: StageContext) -> str:
+    """The change the model judges. For now the list of changed files; the sandbox's
+    ``diff_workspace`` tool will give the real diff."""
     request = ctx.request
     files = request.previous.execution.files_changed if request.previous and request.previous.execution else []
-    lines = [f"Task: {request.task}", "Criteria to judge:"]
+    return f"Files changed: {', '.join(files) or 'none'}"
+
+
+def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict],
+               diff: str) -> list[CriterionVerdict]:
+    request = ctx.request
+    fence = ctx.fence
+    lines = [fence.preamble(), fence.wrap("task", request.task), "Criteria to judge:"]
     lines += [f"- {c.label}: {c.description}" for c in criteria]
     if checked:
-        lines.append("Check results:")
-        lines += [f"- {v.label}: {'passed' if v.passed else 'FAILED'}: {v.evidence}" for v in checked]
-    lines.append(f"Files changed: {', '.join(files) or 'none'}")
+        lines.append("Results of the checks that ran:")
+        lines += [f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n{fence.wrap(f'evidence {v.label}', v.evidence)}"
+                  for v in checked]
+    lines.append(fence.wrap("change", diff))
     verdict = ctx.ask(VerifierAnswer, call_site="judge", system=prompts.VERIFIER, user="\n".join(lines))
     by_label = {v.label: v for v in verdict.criteria}
     return [by_label.get(c.label) or CriterionVerdict(label=c.label, passed=False,
@@ -73,14 +118,15 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
 
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
-    criteria = request.plan.criteria() if request.plan else []
-    checked = [_run_check(ctx, c) for c in criteria if c.check is not None]
+    criteria = checked_criteria(ctx)
+    checked = _run_checks(ctx, [c for c in criteria if c.check is not None])
     unchecked = [c for c in criteria if c.check is None]
-    judged = _ask_model(ctx, unchecked, checked) if unchecked else []
+    judged = _ask_model(ctx, unchecked, checked, _workspace_diff(ctx)) if unchecked else []
     verdicts = checked + judged
     failed = [v for v in verdicts if not v.passed]
     if failed:
-        summary = "; ".join(f"{v.label} failed: {v.evidence.split('; output:')[0]}" for v in failed)
+        summary = "; ".join(f"{v.label} failed: {v.evidence.split('; output:')[0].split('; no output')[0]}"
+                            for v in failed)
     else:
         summary = f"all {len(verdicts)} criteria passed" if verdicts else "no acceptance criteria to check"
     answer = VerifierAnswer(passed=not failed, summary=summary[:2000], criteria=verdicts)

@@ -200,8 +200,8 @@ model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool
 step_records = struct(
     rs.StepRecord,
     {"session_id": ids, "visit": visits, "task": short, "step": short,
-     "status": st.sampled_from(["completed", "failed"])},
-    summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats,
+     "status": st.sampled_from(["completed", "failed", "blocked"])},
+    summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats, code=short,
 )
 execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
@@ -238,7 +238,7 @@ _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=te
 _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
        outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
-                         "status": st.sampled_from(["completed", "failed"])}, summary=texts)
+                         "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
        exit_code=st.none() | signed, evidence=texts)
 _event(ev.SessionPaused, {"kind": pause_kinds, "code": short, "message": texts, "exit_code": signed})

@@ -236,3 +236,27 @@ def test_two_executor_instances_serve_two_sessions_at_once(acode: Acode, tmp_pat
         code, out, err = wait_exit(run)
         assert code == 0, out + err
         assert (workspace / "log.txt").read_text() == "ran\n"
+
+
+def test_tool_calls_a_small_model_writes_as_text_complete_a_session_and_a_broken_one_is_corrected(
+        acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload()
+    write_a = json.dumps({"name": "write_file", "arguments": {"path": "a.txt", "content": "alpha\n"}})
+    responses["executor"] = [
+        {"content": f"I will write a.txt.\n```json\n{write_a}\n```"},
+        {"content": json.dumps({"name": "step_complete", "arguments": {"summary": "wrote a.txt"}})},
+        {"content": '<tool_call>{"name": "run_terminal", "arguments": {"command": "python slow.py"}}</tool_call>'},
+        {"content": json.dumps([{"function": {"name": "step_complete", "arguments": '{"summary": "ran slow.py"}'}}])},
+        {"content": '{"name": "write_file", "arguments": {"path": "b.txt", "content": "beta\n}'},  # cut short
+        {"content": json.dumps({"tool": "write_file", "args": {"path": "b.txt", "content": "beta\n"}})},
+        w.done("wrote b.txt"),
+    ]
+    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    assert code == 0, out + err
+    assert "[EXECUTOR]    write_file a.txt -> ok: wrote 6 bytes to a.txt" in out
+    assert "[EXECUTOR]  T1/S3 completed: wrote b.txt" in out
+    assert (workspace / "b.txt").read_text() == "beta\n" and (workspace / "log.txt").read_text() == "ran\n"
+    steps = [e for e in _show(acode, _session_id(out))["events"] if e["type"] == "step_finished"]
+    assert [e["status"] for e in steps] == ["completed"] * 3

@@ -1,4 +1,11 @@
-"""Stage tests: the sandbox's own tool dispatch, in process, over real directory trees.
+"""Stage tests: real actors, or the sandbox's own tool dispatch in process.
+
+A :class:`Stack` (one per test module: starting three processes per test would be slow)
+owns broker, persistence and sandbox processes and its acode home. :meth:`Stack.stage`
+makes a fresh session (its snapshot committed through persistence), a workspace and a
+:class:`StageContext` whose model is the scripted one, with the requests it is sent
+recorded for the test to read. Retry waits are shortened; everything else is what the
+stage actor would run.
 
 :class:`LocalTools` is the ``tool(key, name, arguments)`` function the planner's context
 preparation takes, served by :class:`~actors.sandbox.dispatch.ToolCall` exactly as the
@@ -6,18 +13,113 @@ sandbox actor serves it (confinement, .gitignore, caps, redaction), without the 
 and the journal. It records every call, so tests can check keys and what was read.
 """
 
+
 from __future__ import annotations
 
+import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+import structlog
 
+from actors.llm.provider import ModelRequest
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.terminal import Terminal
-from protocol.messages import RunTool
-from protocol.results import ToolResult
+from actors.stages.context import StageContext
+from broker.threads import ThreadClients
+from protocol.events import Event
+from protocol.ids import new_id
+from protocol.messages import Commit, GetEvents, RunStage, RunTool
+from protocol.plan import TaskPlan, finalize
+from protocol.results import ModelAnswer, ToolResult
+from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
+from tests.harness import Harness
+
+FAST_RETRIES = (0.01, 0.02, 0.04)
+
+
+class Spy:
+    """The scripted provider, with every request it answers kept in order."""
+
+    def __init__(self, provider: Any):
+        self.provider = provider
+        self.name = provider.name
+        self.requests: list[ModelRequest] = []
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+        self.requests.append(request)
+        return self.provider.complete(request, seq=seq, cancel=cancel)  # type: ignore[no-any-return]
+
+
+class Run:
+    """One session's stage: its context, workspace and what the model was asked."""
+
+    def __init__(self, stack: Stack, ctx: StageContext, spy: Spy, workspace: Path):
+        self.stack = stack
+        self.ctx = ctx
+        self.spy = spy
+        self.workspace = workspace
+
+    def events(self) -> list[Event]:
+        reply = self.ctx.persistence(GetEvents(session_id=self.ctx.session_id))
+        return list(reply.events)
+
+
+class Stack:
+    def __init__(self, home: Path):
+        self.harness = Harness(home)
+        self.home = home
+        self.clients = ThreadClients(self.harness.ctx, self.harness.endpoints.broker, sender="test-stage")
+
+    def start(self, sandbox_module: str | None = None) -> Stack:
+        self.harness.start("broker")
+        self.harness.start("persistence")
+        self.harness.start("sandbox", module=sandbox_module)
+        return self
+
+    def stage(self, stage: str, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
+              files: dict[str, str] | None = None, feedback: Any = None, visit: int = 1,
+              session_id: str | None = None, workspace: Path | None = None, **settings: Any) -> Run:
+        session_id = session_id or new_id()
+        if workspace is None:
+            workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.home))
+            for name, text in (files or {}).items():
+                (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+                (workspace / name).write_text(text)
+        script = msgspec.json.encode({"version": 1, "responses": {stage: responses}}).decode()
+        full = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name=f"{stage}-{session_id}"),
+                               **settings)
+        snapshot = SessionSnapshot(id=session_id, task="the test's task", workspace=str(workspace), stage=stage,
+                                   settings=full, created_at=time.time(), updated_at=time.time())
+        finalized = finalize(msgspec.convert(plan, TaskPlan), version=1) if plan is not None else None
+        request = RunStage(session_id=session_id, stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
+                           task="the test's task", workspace=str(workspace), settings=full, plan=finalized,
+                           feedback=feedback)
+        ctx = StageContext(request, clients=self.clients, cancel=threading.Event(), log=structlog.get_logger())
+        ctx.persistence(Commit(session_id=session_id, snapshot=snapshot))
+        ctx.retry_waits = FAST_RETRIES
+        spy = Spy(ctx.model.provider)
+        ctx.model.provider = spy
+        return Run(self, ctx, spy, workspace)
+
+    def close(self) -> None:
+        self.clients.close()
+        self.harness.close()
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with tempfile.TemporaryDirectory(prefix="acode-st-") as path:
+        stack = Stack(Path(path))
+        try:
+            yield stack.start()
+        finally:
+            stack.close()
 
 
 class LocalTools:

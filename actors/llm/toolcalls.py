@@ -1,0 +1,234 @@
+"""Tool calls a model wrote as text, and the check every call passes before it runs.
+
+Small local models (qwen2.5-coder 7B and the like) often answer a tool call as text
+instead of a native function call: a JSON object, bare or in a ```json fence or
+``<tool_call>`` tags, in one of several shapes::
+
+    {"name": "read_file", "arguments": {"path": "a.py"}}      (also "parameters", "args", "input")
+    {"tool": "read_file", "args": {"path": "a.py"}}           (also "tool_name")
+    {"function": {"name": "read_file", "arguments": "{\\"path\\": \\"a.py\\"}"}}
+    {"read_file": {"path": "a.py"}}                           (a known tool name as the only key)
+    [call, call, ...]  or  {"tool_calls": [call, ...]}
+
+:func:`from_text` finds them (arguments given as a JSON string are decoded; arguments that
+are not an object are kept in ``invalid_arguments`` for :func:`check` to refuse). Text that
+plainly tries to call a tool but is not valid JSON gives a :class:`ParseProblem` saying
+where it breaks, so the model can fix it; JSON that is not shaped like a call (a
+``package.json`` shown in prose) is ignored. :func:`check` validates a call, native or
+from text, against its tool's argument Struct and returns the correction to send back.
+
+Both are pure, deterministic and never raise: ids are ``text_0``, ``text_1``, … in order,
+so a replayed stage rebuilds the same conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from protocol.results import ModelToolCall
+from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
+
+__all__ = ["CALL_EXAMPLE", "ParseProblem", "check", "from_text", "signature"]
+
+CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "src/app.py"}}'
+
+_NAME_KEYS = ("name", "tool", "tool_name")
+_ARG_KEYS = ("arguments", "parameters", "args", "input")
+_LIST_KEYS = ("tool_calls", "calls")
+_JSONISH_LABELS = frozenset({"", "json", "jsonc", "json5", "tool_call", "tool_calls", "tool", "tool_code",
+                             "function_call"})
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+_TAG = re.compile(r"<(tool_call|tool_calls|function_call)>(.*?)(?:</\1>|\Z)", re.S)
+_KEYS = r"name|tool|tool_name|function|tool_calls|arguments|parameters"
+_MAX_STARTS = 64  # candidate positions tried in one text: bounds the work on hostile input
+_MAX_TEXT = 1_000_000
+_decoder = json.JSONDecoder(strict=False)  # small models put raw newlines inside strings
+_Raw = tuple[str, dict[str, Any], str]  # name, arguments, invalid_arguments
+
+
+@dataclass(frozen=True, slots=True)
+class ParseProblem:
+    """Text that tries to call a tool but is not valid JSON; ``message`` is for the model."""
+
+    message: str
+
+
+def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] | ParseProblem:
+    """The tool calls written in ``content`` (``[]`` if there are none), or the problem."""
+    if not content or "{" not in content:
+        return []
+    text = content[:_MAX_TEXT]
+    names = frozenset(tool_names)
+    start = _start_pattern(names)
+    raw: list[_Raw] = []
+    for block in _blocks(text):
+        found = _scan(block, names, start)
+        if isinstance(found, ParseProblem):
+            return found
+        raw += found
+    if not raw:
+        found = _scan(text, names, start)
+        if isinstance(found, ParseProblem):
+            return found
+        raw = found
+    return [ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid)
+            for i, (name, args, invalid) in enumerate(raw)]
+
+
+def check(call: ModelToolCall) -> str | None:
+    """Why ``call`` cannot run as it is (a short correction for the model), or None."""
+    if call.name not in TOOL_ARGS:
+        return (f"tool {_quote(call.name)} is not available; call one of: {', '.join(TOOL_ARGS)} "
+                "(ACODE-SBX-001)")
+    if call.invalid_arguments:
+        return (f"arguments must be a JSON object: the arguments of {call.name} were {_quote(call.invalid_arguments)}; "
+                f"call it again as {signature(call.name)} (ACODE-EXEC-007)")
+    try:
+        decode_args(call.name, call.arguments)
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        return f"invalid arguments for {call.name}: {exc}; it takes {signature(call.name)} (ACODE-EXEC-007)"
+    return None
+
+
+def signature(tool: str) -> str:
+    """``write_file(path: string, content: string)``; optional arguments end with ``?``."""
+    return _SIGNATURES.get(tool, tool)
+
+
+# -- finding candidate JSON -------------------------------------------------------------------
+
+
+def _blocks(text: str) -> list[str]:
+    """Fenced blocks that may hold JSON and ``<tool_call>`` bodies, in the order they appear."""
+    found = [(m.start(), m.group(2)) for m in _TAG.finditer(text)]
+    found += [(m.start(), m.group(2)) for m in _FENCE.finditer(text) if m.group(1).lower() in _JSONISH_LABELS]
+    return [body for _, body in sorted(found, key=lambda item: item[0])]
+
+
+def _start_pattern(names: frozenset[str]) -> re.Pattern[str]:
+    keys = "|".join([_KEYS, *(re.escape(n) for n in sorted(names))])
+    # an object (or a list of objects) whose first key names a call; quotes optional, so a
+    # call with single quotes or bare keys is still recognised as an attempt
+    return re.compile(r"(?:\[\s*)?\{\s*[\"']?(?:" + keys + r")[\"']?\s*:")
+
+
+def _scan(text: str, names: frozenset[str], start: re.Pattern[str]) -> list[_Raw] | ParseProblem:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return _calls(_decoder.decode(stripped), names)
+        except (ValueError, RecursionError):
+            pass  # several values, prose around one, or broken: the scan below tells which
+    calls: list[_Raw] = []
+    position = 0
+    for tries, match in enumerate(start.finditer(text)):
+        if tries >= _MAX_STARTS:
+            break
+        if match.start() < position:
+            continue
+        try:
+            value, position = _decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError as exc:
+            return _problem(text, exc)
+        except RecursionError:
+            return ParseProblem(f"your tool call is not valid JSON (it nests too deeply); write it again as one "
+                                f"JSON object, e.g. {CALL_EXAMPLE} (ACODE-EXEC-007)")
+        calls += _calls(value, names)
+    return calls
+
+
+def _problem(text: str, exc: json.JSONDecodeError) -> ParseProblem:
+    near = text[max(0, exc.pos - 30):exc.pos + 30]
+    return ParseProblem(
+        f"your tool call is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (near "
+        f"{_quote(near)}); write it again as one JSON object with double-quoted keys and strings, quotes and "
+        f"backslashes inside strings escaped, e.g. {CALL_EXAMPLE} (ACODE-EXEC-007)")
+
+
+# -- from JSON values to calls -------------------------------------------------------------
+
+
+def _calls(value: Any, names: frozenset[str], depth: int = 0) -> list[_Raw]:
+    if depth > 3:
+        return []
+    if isinstance(value, list):
+        return [call for item in value[:100] for call in _calls(item, names, depth + 1)]
+    if not isinstance(value, dict):
+        return []
+    for key in _LIST_KEYS:
+        if isinstance(value.get(key), list):
+            return _calls(value[key], names, depth + 1)
+    call = _one(value, names)
+    return [call] if call is not None else []
+
+
+def _one(obj: dict[str, Any], names: frozenset[str]) -> _Raw | None:
+    function = obj.get("function")
+    if isinstance(function, dict):  # the OpenAI shape
+        obj = function
+    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
+    if name is None and isinstance(function, str):
+        name = function
+    if name is None:
+        if len(obj) == 1:
+            (only, args), = obj.items()
+            if only in names and isinstance(args, dict | str | None):
+                return only, *_arguments(args)
+        return None
+    name = name.strip()
+    if not name:
+        return None
+    arg_key = next((k for k in _ARG_KEYS if k in obj), None)
+    if arg_key is not None:
+        return name, *_arguments(obj[arg_key])
+    if name not in names:
+        return None  # {"name": "my-app", "version": "1.0"} is a package.json, not a call
+    # arguments flattened beside the name: {"name": "read_file", "path": "a.py"}
+    rest = {k: v for k, v in obj.items() if k not in (*_NAME_KEYS, "function", "type", "id")}
+    return name, rest, ""
+
+
+def _arguments(value: Any) -> tuple[dict[str, Any], str]:
+    """(arguments, invalid_arguments): a JSON string is decoded; anything but an object is invalid."""
+    if value is None:
+        return {}, ""
+    if isinstance(value, dict):
+        return value, ""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}, ""
+        try:
+            decoded = _decoder.decode(value.strip())
+        except (ValueError, RecursionError):
+            return {}, value
+        return (decoded, "") if isinstance(decoded, dict) else ({}, value)
+    return {}, json.dumps(value)[:1_000]
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    shown = text if len(text) <= limit else text[:limit] + "…"
+    return repr(shown)
+
+
+def _signatures() -> dict[str, str]:
+    out = {}
+    for definition in tool_definitions():
+        function = definition["function"]
+        params = function["parameters"]
+        required = set(params.get("required", []))
+        parts = []
+        for name, schema in params.get("properties", {}).items():
+            kind = schema.get("type") or next(
+                (s.get("type") for s in schema.get("anyOf", []) if s.get("type") != "null"), "value")
+            parts.append(f"{name}{'' if name in required else '?'}: {kind}")
+        out[function["name"]] = f"{function['name']}({', '.join(parts)})"
+    return out
+
+
+_SIGNATURES = _signatures()

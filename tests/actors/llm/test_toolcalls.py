@@ -1,0 +1,156 @@
+"""Tool calls written as text: every shape small models use, precise problems, and checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.llm.toolcalls import ParseProblem, check, from_text, signature
+from protocol.results import ModelToolCall
+from protocol.tools import TOOL_ARGS
+from tests.protocol.strategies import arguments, json_values
+
+NAMES = frozenset(TOOL_ARGS)
+READ = {"path": "src/app.py"}
+
+
+def calls(text: str) -> list[tuple[str, str, dict[str, Any], str]]:
+    found = from_text(text, NAMES)
+    assert not isinstance(found, ParseProblem), found.message
+    return [(c.id, c.name, c.arguments, c.invalid_arguments) for c in found]
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "read_file", "arguments": {"path": "src/app.py"}}',
+    '```json\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n```',
+    '```\n{"name": "read_file", "parameters": {"path": "src/app.py"}}\n```',
+    'I will read it first.\n{"tool": "read_file", "args": {"path": "src/app.py"}}\nThen I will edit it.',
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n</tool_call>',
+    '{"type": "function", "function": {"name": "read_file", "arguments": "{\\"path\\": \\"src/app.py\\"}"}}',
+    '{"tool_name": "read_file", "input": {"path": "src/app.py"}}',
+    '{"read_file": {"path": "src/app.py"}}',
+    '{"name": "read_file", "path": "src/app.py"}',
+    '{"tool_calls": [{"id": "x", "function": {"name": "read_file", "arguments": {"path": "src/app.py"}}}]}',
+    '```json\n{"name": "read_file", "arguments": {"path": "src/app.py"}}',  # the fence never closed
+], ids=["bare", "json-fence", "plain-fence", "in-prose", "qwen-tags", "openai-string-args", "tool-name-input",
+        "name-as-key", "flattened", "tool-calls-wrapper", "unclosed-fence"])
+def test_every_shape_of_a_text_call_gives_the_same_call(text: str) -> None:
+    assert calls(text) == [("text_0", "read_file", READ, "")]
+
+
+def test_a_list_and_several_objects_give_calls_in_order_with_deterministic_ids() -> None:
+    listed = json.dumps([{"name": "read_file", "arguments": READ}, {"name": "step_complete",
+                                                                     "arguments": {"summary": "ok"}}])
+    assert [(i, n) for i, n, _, _ in calls(listed)] == [("text_0", "read_file"), ("text_1", "step_complete")]
+    lines = ('{"name": "write_file", "arguments": {"path": "a", "content": "1"}}\n'
+             '{"name": "write_file", "arguments": {"path": "b", "content": "2"}}')
+    assert [a["path"] for _, _, a, _ in calls(lines)] == ["a", "b"]
+    fences = ('```json\n{"name": "read_file", "arguments": {"path": "a"}}\n```\nand\n'
+              '```json\n{"name": "read_file", "arguments": {"path": "b"}}\n```')
+    assert [(i, a["path"]) for i, _, a, _ in calls(fences)] == [("text_0", "a"), ("text_1", "b")]
+
+
+def test_raw_newlines_inside_strings_are_accepted() -> None:
+    text = '{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\ny = 2\n"}}'
+    assert calls(text)[0][2] == {"path": "a.py", "content": "x = 1\ny = 2\n"}
+
+
+def test_text_without_a_call_gives_no_calls() -> None:
+    assert calls("") == []
+    assert calls("The step is done; I wrote the file.") == []
+    assert calls('Here is package.json:\n```json\n{"name": "my-app", "version": "1.0.0"}\n```') == []
+    assert calls("```python\nprint({'a': 1})\n```") == []
+    assert calls('{"path": "a.py"}') == []
+    assert calls("```json\n{\"broken\": \n```") == []  # broken JSON that does not try to call anything
+
+
+def test_arguments_that_are_not_an_object_are_kept_for_check_to_refuse() -> None:
+    assert calls('{"name": "read_file", "arguments": ["src/app.py"]}') == [
+        ("text_0", "read_file", {}, '["src/app.py"]')]
+    assert calls('{"name": "read_file", "arguments": "src/app.py"}') == [("text_0", "read_file", {}, "src/app.py")]
+    assert calls('{"name": "list_directory", "arguments": ""}') == [("text_0", "list_directory", {}, "")]
+
+
+def test_an_attempted_call_with_invalid_json_is_a_problem_that_says_where() -> None:
+    problem = from_text('{"name": "write_file", "arguments": {"path": "a.py", "content": "say("hi")"}}', NAMES)
+    assert isinstance(problem, ParseProblem)
+    assert problem.message.startswith(
+        "your tool call is not valid JSON: Expecting ',' delimiter at line 1 column 71 (near ")
+    assert problem.message.endswith('e.g. {"name": "read_file", "arguments": {"path": "src/app.py"}} (ACODE-EXEC-007)')
+
+    single = from_text("{'name': 'read_file', 'arguments': {'path': 'a.py'}}", NAMES)
+    assert isinstance(single, ParseProblem) and "Expecting property name enclosed in double quotes" in single.message
+
+    cut = from_text('```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "def f(', NAMES)
+    assert isinstance(cut, ParseProblem) and "Unterminated string" in cut.message
+
+
+def test_check_names_the_available_tools_for_an_unknown_one() -> None:
+    assert check(ModelToolCall(id="c", name="delete_file", arguments=READ)) == (
+        "tool 'delete_file' is not available; call one of: read_file, write_file, modify_file, create_directory, "
+        "list_directory, search_code, run_terminal, step_complete, step_failed (ACODE-SBX-001)")
+
+
+def test_check_gives_the_validation_error_and_the_signature_for_bad_arguments() -> None:
+    assert check(ModelToolCall(id="c", name="read_file", arguments={"path": "a", "lines": 3})) == (
+        "invalid arguments for read_file: Object contains unknown field `lines`; it takes "
+        "read_file(path: string, offset?: integer, limit?: integer) (ACODE-EXEC-007)")
+    assert check(ModelToolCall(id="c", name="step_complete")) == (
+        "invalid arguments for step_complete: Object missing required field `summary`; it takes "
+        "step_complete(summary: string) (ACODE-EXEC-007)")
+
+
+def test_check_refuses_arguments_that_were_not_a_json_object() -> None:
+    assert check(ModelToolCall(id="c", name="read_file", invalid_arguments="src/app.py")) == (
+        "arguments must be a JSON object: the arguments of read_file were 'src/app.py'; call it again as "
+        "read_file(path: string, offset?: integer, limit?: integer) (ACODE-EXEC-007)")
+
+
+def test_check_accepts_a_valid_call_and_lax_scalars() -> None:
+    assert check(ModelToolCall(id="c", name="read_file", arguments={"path": "a", "limit": "5"})) is None
+    assert signature("write_file") == "write_file(path: string, content: string)"
+
+
+# -- fuzz: never raises ------------------------------------------------------------------------
+
+_pieces = st.sampled_from(['{"name": ', '"read_file"', '"arguments": ', "{", "}", "[", "]", ",", ":", '"',
+                           "```json\n", "```", "<tool_call>", "</tool_call>", "\\", "\n", '"path"', "'",
+                           '{"function": ', '{"tool_calls": [', '{"read_file": ', "null", "1e999", " "])
+_jsonish = st.lists(_pieces | st.text(max_size=5), max_size=40).map("".join)
+_shaped = st.builds(lambda name, args, wrap: wrap(name, args), st.sampled_from([*NAMES, "x", ""]), json_values,
+                    st.sampled_from([
+                        lambda n, a: json.dumps({"name": n, "arguments": a}),
+                        lambda n, a: json.dumps({"function": {"name": n, "arguments": json.dumps(a)}}),
+                        lambda n, a: "```json\n" + json.dumps([{"tool": n, "args": a}]) + "\n```",
+                        lambda n, a: json.dumps({n: a}),
+                    ]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=300) | _jsonish | _shaped)
+def test_from_text_never_raises_and_gives_calls_or_a_problem(text: str) -> None:
+    found = from_text(text, NAMES)
+    if isinstance(found, ParseProblem):
+        assert found.message.endswith("(ACODE-EXEC-007)")
+    else:
+        assert [c.id for c in found] == [f"text_{i}" for i in range(len(found))]
+        for c in found:
+            assert isinstance(c.name, str) and isinstance(c.arguments, dict)
+            problem = check(c)
+            assert problem is None or problem.endswith(")")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([*NAMES, "nope", ""]) | st.text(max_size=10), arguments, st.text(max_size=20))
+def test_check_never_raises(name: str, args: dict[str, Any], invalid: str) -> None:
+    result = check(ModelToolCall(id="c", name=name, arguments=args, invalid_arguments=invalid))
+    assert result is None or result.endswith(")")
+
+
+def test_a_deeply_nested_attempt_does_not_raise() -> None:
+    assert isinstance(from_text('{"name": ' + "[" * 100_000, NAMES), ParseProblem | list)
+    assert isinstance(from_text("[" * 100_000 + '{"name": "read_file"}', NAMES), ParseProblem | list)

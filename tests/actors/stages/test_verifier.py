@@ -1,0 +1,135 @@
+"""The verifier stage against a real broker, persistence and sandbox, with a scripted model.
+
+Checks (the plan's and the workspace's verification commands) run in parallel through the
+sandbox; the model is asked only about what no command decides; a failure's evidence
+(command, exit code, output tail) reaches the executor's next step message.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from actors.coordinator import machine
+from actors.stages import prompts, verifier
+from protocol.events import CheckRan
+from protocol.plan import PlanStep, PlanTask, TaskPlan
+from protocol.session import SessionSnapshot
+from tests.actors.stages.conftest import Stack
+
+# Each copy marks that it started, then waits for its partner's mark: two copies pass only
+# if they run at the same time.
+RENDEZVOUS = """import os, sys, time
+mine, other = sys.argv[1], sys.argv[2]
+open(mine, "w").close()
+deadline = time.monotonic() + 5
+while not os.path.exists(other):
+    if time.monotonic() > deadline:
+        print(f"{other} never appeared: the checks ran one after the other")
+        sys.exit(1)
+    time.sleep(0.01)
+print(f"met {other}")
+"""
+
+FAIL = """import sys
+for i in range(300):
+    print(f"noise line {i:03d}")
+print("AssertionError: 'Bye' != 'Goodbye'")
+sys.exit(3)
+"""
+
+
+def plan(*criteria: dict[str, Any]) -> dict[str, Any]:
+    return {"goal": "the goal", "status": "ready", "tasks": [{
+        "label": "T1", "title": "the task", "acceptance": list(criteria),
+        "steps": [{"label": "S1", "title": "write it", "action": "write_file"}]}]}
+
+
+def check(label: str, command: str, **more: Any) -> dict[str, Any]:
+    return {"label": label, "description": f"{command} passes", "check": {"command": command, **more}}
+
+
+def test_checks_and_verify_commands_run_in_parallel_and_the_model_is_not_asked(stack: Stack) -> None:
+    run = stack.stage("verifier", [], plan(check("A1", "python rendezvous.py a b")),
+                      files={"rendezvous.py": RENDEZVOUS}, verify_commands=["python rendezvous.py b a"])
+
+    started = time.monotonic()
+    result = verifier.run(run.ctx)
+    elapsed = time.monotonic() - started
+
+    answer = result.verification
+    assert answer is not None and answer.passed, answer
+    assert [(c.label, c.passed) for c in answer.criteria] == [("A1", True), ("V1", True)]
+    assert answer.criteria[1].evidence == "`python rendezvous.py b a` exited 0"
+    assert answer.summary == "all 2 criteria passed"
+    assert run.spy.requests == []  # every criterion had a command
+    ran = [(e.label, e.command, e.passed) for e in run.events() if isinstance(e, CheckRan)]
+    assert ran == [("A1", "python rendezvous.py a b", True), ("V1", "python rendezvous.py b a", True)]
+    assert elapsed < 5  # neither waited out its partner
+    assert result.metrics.tool_calls == 2  # counted from both threads
+    assert len(stack.clients._slots) == 1  # the check threads closed their broker clients; the stage's remains
+
+
+def test_a_failed_check_carries_its_command_exit_code_and_output_tail_to_the_executor(stack: Stack) -> None:
+    run = stack.stage("verifier", [], plan(check("A1", "python fail.py"), check("A2", "python ok.py")),
+                      files={"fail.py": FAIL, "ok.py": "print('fine')\n"})
+
+    result = verifier.run(run.ctx)
+
+    answer = result.verification
+    assert answer is not None and not answer.passed
+    a1, a2 = answer.criteria
+    assert a1.evidence.startswith("`python fail.py` exited 3 (expected 0); output: …")
+    assert a1.evidence.endswith("noise line 299\nAssertionError: 'Bye' != 'Goodbye'\n")
+    assert "noise line 000" not in a1.evidence  # the tail, not the whole output
+    assert (a2.passed, a2.evidence) == (True, "`python ok.py` exited 0")
+    assert answer.summary == "A1 failed: `python fail.py` exited 3 (expected 0)"
+
+    # the coordinator turns the verdict into feedback; the executor's next step message shows it
+    snapshot = SessionSnapshot(id=run.ctx.session_id, task="t", workspace=str(run.workspace), stage="verifier",
+                               visits={"verifier": 1})
+    decision = machine.on_result(snapshot, result, now=time.time())
+    feedback = decision.snapshot.feedback
+    assert decision.snapshot.stage == "executor" and feedback is not None
+    [item] = feedback.items
+    assert item.label == "A1" and item.detail == a1.evidence
+    the_plan = run.ctx.request.plan
+    assert isinstance(the_plan, TaskPlan)
+    task: PlanTask = the_plan.tasks[0]
+    first: PlanStep = task.steps[0]
+    shown = prompts.render_step(the_plan, task, first, feedback, fence=run.ctx.fence)
+    assert "- A1: criterion not met" in shown
+    assert "`python fail.py` exited 3 (expected 0); output: …" in shown and "AssertionError: 'Bye'" in shown
+
+
+def test_a_failing_verify_command_fails_the_verification_as_its_own_criterion(stack: Stack) -> None:
+    run = stack.stage("verifier", [], plan(check("A1", "python ok.py")), files={"ok.py": "print('fine')\n"},
+                      verify_commands=["python missing_script.py"])
+
+    answer = verifier.run(run.ctx).verification
+
+    assert answer is not None and not answer.passed
+    assert [(c.label, c.passed) for c in answer.criteria] == [("A1", True), ("V1", False)]
+    assert answer.criteria[1].evidence.startswith("`python missing_script.py` exited 2 (expected 0); output: ")
+    assert "No such file or directory" in answer.criteria[1].evidence
+
+
+def test_the_model_judges_only_criteria_without_a_check_and_sees_the_check_results_fenced(stack: Stack) -> None:
+    verdict = {"json": {"passed": True, "summary": "tidy",
+                        "criteria": [{"label": "A2", "passed": True, "evidence": "names are clear"}]}}
+    run = stack.stage("verifier", [verdict], plan(check("A1", "python ok.py", expect_output="fine"),
+                                                  {"label": "A2", "description": "the code is tidy"}),
+                      files={"ok.py": "print('fine')\n"})
+
+    answer = verifier.run(run.ctx).verification
+
+    assert answer is not None and answer.passed
+    assert [(c.label, c.passed, c.evidence) for c in answer.criteria] == [
+        ("A1", True, "`python ok.py` exited 0 and printed 'fine'"), ("A2", True, "names are clear")]
+    [request] = run.spy.requests
+    user = request.messages[1].content
+    nonce = run.ctx.fence.nonce
+    assert "Criteria to judge:\n- A2: the code is tidy\n" in user and "- A1: python ok.py passes" not in user
+    assert f"- A1: passed\n<<untrusted evidence A1 {nonce}>>\n`python ok.py` exited 0" in user
+    assert f"<<untrusted change {nonce}>>\nFiles changed: none\n" in user
+    assert f"<<untrusted task {nonce}>>\nthe test's task\n" in user
