@@ -227,6 +227,10 @@ class HttpModel:
     def headers(self) -> dict[str, str]:
         return {}
 
+    def list_models(self, *, timeout: float = 5.0) -> list[str]:
+        """The models the server offers (for ``acode doctor``)."""
+        raise NotImplementedError
+
     def error_message(self, text: str) -> str:
         """The server's own message out of an error body (JSON ``error`` field or plain text)."""
         try:
