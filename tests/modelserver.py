@@ -244,7 +244,7 @@ class ModelServer:
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                         name="modelserver", daemon=True)
         self._thread.start()
 

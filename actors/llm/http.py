@@ -207,6 +207,9 @@ class HttpModel:
             timeout=httpx.Timeout(safety, connect=spec.connect_timeout_s, pool=spec.connect_timeout_s),
             limits=httpx.Limits(max_keepalive_connections=0),
             trust_env=False,  # an HTTP(S)_PROXY variable must not route prompts off the machine
+            # Loading the CA bundle costs 50-200 ms; a plain-http base_url never uses TLS (no
+            # redirects are followed), so only an https one gets a verifying context.
+            verify=self.base_url.startswith("https:"),
             headers={"Accept-Encoding": "identity"})
 
     def close(self) -> None:
