@@ -6,17 +6,16 @@
   ``allow_remote``; the connected peer is checked again when the connection opens;
 - the exchange runs on a helper thread while the calling thread watches the stage's
   ``cancel`` event, the deadline for the first byte of the answer and the idle gap between
-  two chunks. When one fires, the connection's socket is shut down: the helper wakes at
-  once, and the server sees the client leave (a model nobody listens to should stop);
+  two chunks (:mod:`actors.llm.exchange`). When one fires, the connection's socket is shut
+  down: the helper wakes at once and the server sees the client leave;
 - transient failures (connection refused or reset, 429, 5xx, timeouts, a stream cut
   short) are retried with exponential backoff and full jitter, honouring a 429's
   ``Retry-After``; anything else fails at once with the server's own message;
 - the prompt is estimated at 4 characters a token before the call (a warning when it may
   not fit ``num_ctx``); the server's usage figures win when it reports them.
 
-Connections are never reused: the socket of a fresh connection is learnt from httpcore's
-``trace`` hook, which is what lets the watching thread close it. A local connection costs
-a fraction of a millisecond; a model answer takes seconds.
+Connections are never reused (the watcher learns each new connection's socket when it
+opens): a local connection costs a fraction of a millisecond, a model answer seconds.
 
 Subclasses own a wire format: :meth:`request_body`, :meth:`read_stream` and
 :meth:`missing_model`. They raise :class:`Transient` for failures worth retrying.
@@ -27,7 +26,6 @@ from __future__ import annotations
 import email.utils
 import math
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -37,7 +35,8 @@ import httpx
 import msgspec
 import structlog
 
-from actors.llm.locality import check_base_url, is_local_address
+from actors.llm.exchange import Exchange, Interrupted, run_watched
+from actors.llm.locality import check_base_url
 from actors.llm.provider import ModelRequest
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
@@ -46,8 +45,6 @@ from protocol.session import OllamaProvider, OpenAIProvider
 __all__ = ["HttpModel", "Transient", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
 
 _log = structlog.get_logger()
-_TICK = 0.05  # how often the watcher looks at ``cancel`` (seconds)
-_JOIN = 0.5  # how long an abandoned exchange may take to notice its socket was shut down
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
@@ -120,74 +117,6 @@ def lines(chunks: Iterable[bytes]) -> Iterator[str]:
             yield line.rstrip(b"\r").decode("utf-8", errors="replace")
     if buffer:
         yield buffer.rstrip(b"\r").decode("utf-8", errors="replace")
-
-
-class _Exchange:
-    """One attempt's state, shared by the helper thread that talks HTTP and the caller that watches it."""
-
-    def __init__(self, *, first_token_s: float, idle_s: float, allow_remote: bool):
-        self.idle_s = idle_s
-        self.allow_remote = allow_remote
-        self.deadline = time.monotonic() + first_token_s
-        self.started = False  # a first chunk of the answer has arrived
-        self.answered = False  # response headers have arrived
-        self.abort: str | None = None  # why the watcher (or the peer check) ended the exchange
-        self.detail: dict[str, Any] = {}
-        self.done = threading.Event()
-        self.result: ModelAnswer | None = None
-        self.error: BaseException | None = None
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: remember the new connection's socket (and check its peer)."""
-        if event != "connection.connect_tcp.complete":
-            return
-        sock = info["return_value"].get_extra_info("socket")
-        with self._lock:
-            self._sock = sock
-            abort = self.abort
-        if abort is None and not self.allow_remote:
-            try:
-                peer = sock.getpeername()[0]
-            except OSError:
-                peer = ""
-            if peer and not is_local_address(peer):
-                self.stop("remote", peer=peer)
-                return
-        if abort is not None:
-            _shutdown(sock)
-
-    def stop(self, reason: str, **detail: Any) -> None:
-        with self._lock:
-            if self.abort is None:
-                self.abort = reason
-                self.detail = detail
-            sock = self._sock
-        if sock is not None:
-            _shutdown(sock)
-
-    def watch(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
-        for chunk in chunks:
-            if chunk:
-                self.started = True
-                self.deadline = time.monotonic() + self.idle_s
-                yield chunk
-
-    def run(self, work: Callable[[], ModelAnswer]) -> None:
-        try:
-            self.result = work()
-        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
-            self.error = exc
-        finally:
-            self.done.set()
-
-
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed by the other side or by the helper
 
 
 class HttpModel:
@@ -299,34 +228,23 @@ class HttpModel:
 
     def _attempt(self, body: bytes, model: str, request: ModelRequest, cancel: threading.Event) -> ModelAnswer:
         spec = self.spec
-        exchange = _Exchange(first_token_s=spec.first_token_timeout_s, idle_s=spec.idle_timeout_s,
-                             allow_remote=spec.allow_remote)
-        helper = threading.Thread(target=exchange.run, args=(lambda: self._exchange(exchange, body, model),),
-                                  name=f"acode-{self.name}-http", daemon=True)
-        helper.start()
-        while not exchange.done.wait(max(0.0, min(_TICK, exchange.deadline - time.monotonic()))):
-            if cancel.is_set():
-                exchange.stop("cancelled")
-                helper.join(_JOIN)
-                raise self._cancelled(request, model)
-            if time.monotonic() >= exchange.deadline:
-                exchange.stop("timeout")
-                helper.join(_JOIN)
-                if exchange.started:
-                    raise Transient(f"{self.label} at {self.base_url} went silent for more than "
-                                    f"{spec.idle_timeout_s:g}s in the middle of {model}'s answer",
-                                    code="ACODE-LLM-008", fix="raise idle_timeout_s if the model is just slow")
-                raise Transient(f"{model} on {self.label} at {self.base_url} sent no answer within "
-                                f"{spec.first_token_timeout_s:g}s", code="ACODE-LLM-008",
-                                fix="raise first_token_timeout_s (a large model may need minutes to load) "
-                                    "or use a smaller model")
-        helper.join()
-        if exchange.error is not None:
-            raise exchange.error
-        assert exchange.result is not None
-        return exchange.result
+        try:
+            return run_watched(lambda exchange: self._exchange(exchange, body, model), cancel=cancel,
+                               first_token_s=spec.first_token_timeout_s, idle_s=spec.idle_timeout_s,
+                               allow_remote=spec.allow_remote, name=f"acode-{self.name}-http")
+        except Interrupted as stopped:
+            if stopped.reason == "cancelled":
+                raise self._cancelled(request, model) from None
+            if stopped.reason == "idle":
+                raise Transient(f"{self.label} at {self.base_url} went silent for more than "
+                                f"{spec.idle_timeout_s:g}s in the middle of {model}'s answer",
+                                code="ACODE-LLM-008", fix="raise idle_timeout_s if the model is just slow") from None
+            raise Transient(f"{model} on {self.label} at {self.base_url} sent no answer within "
+                            f"{spec.first_token_timeout_s:g}s", code="ACODE-LLM-008",
+                            fix="raise first_token_timeout_s (a large model may need minutes to load) "
+                                "or use a smaller model") from None
 
-    def _exchange(self, exchange: _Exchange, body: bytes, model: str) -> ModelAnswer:
+    def _exchange(self, exchange: Exchange, body: bytes, model: str) -> ModelAnswer:
         """The helper thread's part: send the request and read the answer (translating httpx errors)."""
         url = self.base_url + self.chat_path
         try:
@@ -344,12 +262,12 @@ class HttpModel:
                 response.close()
         except httpx.HTTPError as exc:
             if exchange.abort == "remote":
-                raise ModelError(f"base_url {self.spec.base_url!r} connected to {exchange.detail['peer']}, which is "
+                raise ModelError(f"base_url {self.spec.base_url!r} connected to {exchange.peer}, which is "
                                  "not this machine or a private network; acode sends prompts off the machine only "
                                  "when the provider sets allow_remote: true", code="ACODE-LLM-009") from exc
             raise self._transport_error(exc, exchange) from exc
 
-    def _transport_error(self, exc: httpx.HTTPError, exchange: _Exchange) -> Transient:
+    def _transport_error(self, exc: httpx.HTTPError, exchange: Exchange) -> Transient:
         where = f"{self.label} at {self.base_url}"
         if isinstance(exc, httpx.ConnectTimeout):
             return Transient(f"{where} did not accept a connection within {self.spec.connect_timeout_s:g}s",
