@@ -100,6 +100,10 @@ def _server(model: HttpModel, timeout_s: float) -> DoctorCheck:
 
 
 def _server_fix(model: HttpModel, exc: AcodeError) -> str:
+    if exc.code == "ACODE-LLM-001":  # api_key_env names a variable that is not set
+        return "export the variable api_key_env names before `acode up`, or clear api_key_env"
+    if exc.code == "ACODE-LLM-007" and ("HTTP 401" in exc.message or "HTTP 403" in exc.message):
+        return "set api_key_env to the environment variable holding the server's key"
     if exc.code == "ACODE-LLM-007" and "HTTP 404" in exc.message:
         return ("this server does not speak Ollama's API; for LM Studio and other OpenAI-compatible servers use "
                 "kind: openai with a base_url ending in /v1" if isinstance(model, OllamaModel)

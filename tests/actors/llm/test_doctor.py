@@ -135,3 +135,19 @@ def test_a_remote_base_url_is_refused_without_connecting(monkeypatch: pytest.Mon
     assert "ACODE" not in check.detail and "203.0.113.5" in check.detail
     assert check.fix == "point base_url at a local server, or set allow_remote: true"
     assert connects == []
+
+
+def test_an_unset_key_variable_is_named_with_its_fix(server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACODE_TEST_KEY", raising=False)
+    [check] = probe(spec_for("openai", server.openai_url, api_key_env="ACODE_TEST_KEY"), timeout_s=1)
+    assert (check.name, check.ok) == ("server", False)
+    assert "api_key_env names 'ACODE_TEST_KEY', which is not set" in check.detail
+    assert check.fix == "export the variable api_key_env names before `acode up`, or clear api_key_env"
+    assert server.requests == []
+
+
+def test_an_ollama_spec_aimed_at_an_openai_url_says_which_kind_to_use(server: ModelServer) -> None:
+    [check] = probe(spec_for("ollama", server.openai_url), timeout_s=1)
+    assert (check.name, check.ok) == ("server", False)
+    assert "answered GET /api/version with HTTP 404" in check.detail
+    assert check.fix.startswith("this server does not speak Ollama's API; for LM Studio")
