@@ -121,8 +121,9 @@ class MissingModel:
 
 @dataclass(frozen=True)
 class Stall:
-    """Send ``chunks`` pieces of ``text`` (0: only the headers; ``headers=False``: nothing at all),
-    then go silent for ``seconds`` or until the client leaves; a client still there gets the rest."""
+    """Send the headers and ``chunks`` pieces of ``text`` (0: only the headers), then go silent for
+    ``seconds`` or until the client leaves; a client still there gets the rest. ``headers=False``:
+    silent before sending anything at all, then the whole answer."""
 
     text: str = "a slow answer"
     chunks: int = 1
@@ -531,9 +532,11 @@ class _Stream:
                     else "\n".join(blocks)
                 self.answer(_split(text, 3), [], usage)
             case Stall(text=text, chunks=chunks, seconds=seconds, headers=headers):
-                pieces = _split(text, chunks + 1)
-                if not headers:
+                if not headers:  # silent before the status line: then the whole answer
                     self.silence(seconds)
+                    self.answer(_split(text, 3), [], "auto")
+                    return
+                pieces = _split(text, chunks + 1)
                 self.start()
                 for piece in pieces[:chunks]:
                     self.content(piece)

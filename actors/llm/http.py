@@ -262,10 +262,13 @@ class HttpModel:
                 response.close()
         except httpx.HTTPError as exc:
             if exchange.abort == "remote":
-                raise ModelError(f"base_url {self.spec.base_url!r} connected to {exchange.peer}, which is "
-                                 "not this machine or a private network; acode sends prompts off the machine only "
-                                 "when the provider sets allow_remote: true", code="ACODE-LLM-009") from exc
+                raise self._remote(exchange) from exc
             raise self._transport_error(exc, exchange) from exc
+
+    def _remote(self, exchange: Exchange) -> ModelError:
+        return ModelError(f"base_url {self.spec.base_url!r} connected to {exchange.peer}, which is not this machine "
+                          "or a private network; acode sends prompts off the machine only when the provider sets "
+                          "allow_remote: true", code="ACODE-LLM-009")
 
     def _transport_error(self, exc: httpx.HTTPError, exchange: Exchange) -> Transient:
         where = f"{self.label} at {self.base_url}"
@@ -296,8 +299,9 @@ class HttpModel:
         if status >= 500:
             return Transient(what, code="ACODE-LLM-007", fix="check the server's log")
         if status in (401, 403):
-            return ModelError(f"{what}; set api_key_env to the environment variable holding the server's key",
-                              code="ACODE-LLM-007")
+            fix = ("set api_key_env to the environment variable holding the server's key"
+                   if isinstance(self.spec, OpenAIProvider) else "check the server's access settings")
+            return ModelError(f"{what}; {fix}", code="ACODE-LLM-007")
         if status == 404:
             return ModelError(f"{what}; check base_url ({self.spec.base_url})", code="ACODE-LLM-007")
         return ModelError(f"{what}; the request was refused, retrying would not help", code="ACODE-LLM-007")
@@ -308,14 +312,18 @@ class HttpModel:
         """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure."""
         check_base_url(self.spec.base_url, allow_remote=self.spec.allow_remote)
         url = self.base_url + path
+        exchange = Exchange(first_token_s=timeout, idle_s=timeout, allow_remote=self.spec.allow_remote)
         try:
             response = self._client.request(
                 method, url, content=None if body is None else msgspec.json.encode(body),
-                headers={"Content-Type": "application/json", **self.headers()}, timeout=httpx.Timeout(timeout))
-        except httpx.TimeoutException as exc:
-            raise ModelError(f"{self.label} at {self.base_url} did not answer {method} {path} within {timeout:g}s",
-                             code="ACODE-LLM-008") from exc
+                headers={"Content-Type": "application/json", **self.headers()}, timeout=httpx.Timeout(timeout),
+                extensions={"trace": exchange.trace})  # only for its check of the connected peer
         except httpx.HTTPError as exc:
+            if exchange.abort == "remote":
+                raise self._remote(exchange) from exc
+            if isinstance(exc, httpx.TimeoutException):
+                raise ModelError(f"{self.label} at {self.base_url} did not answer {method} {path} within "
+                                 f"{timeout:g}s", code="ACODE-LLM-008") from exc
             raise ModelError(f"{self.label} at {self.base_url} is unreachable ({exc}); {self.start_hint}",
                              code="ACODE-LLM-005") from exc
         if response.status_code >= 400:

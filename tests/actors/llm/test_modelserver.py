@@ -14,7 +14,7 @@ from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.stages import Stage
 from tests.actors.llm.conftest import REQUEST, ask, model_for, spec_for
 from tests.harness import REPO
-from tests.modelserver import ByStage, Json, ModelServer, Received, Status, Text, ToolCalls
+from tests.modelserver import ByStage, Json, ModelServer, Received, Stall, Status, Text, ToolCalls
 
 
 def _request(stage: Stage) -> ModelRequest:
@@ -125,3 +125,13 @@ def test_by_stage_can_be_filled_after_the_start() -> None:
     responder = ByStage()
     responder.add("planner", Text("a"), Text("b"))
     assert responder.left("planner") == 2
+
+
+def test_a_client_that_waits_out_a_silent_start_gets_the_whole_answer(server: ModelServer) -> None:
+    server.queue(Stall(text="late but whole", seconds=0.2, headers=False))
+    model = model_for(spec_for("ollama", server.url))
+    try:
+        assert ask(model).content == "late but whole"
+    finally:
+        model.close()
+    assert server.early_closes == 0

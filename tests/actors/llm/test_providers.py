@@ -258,14 +258,16 @@ def test_a_missing_model_reply_is_recognised_in_either_shape(server: ModelServer
 
 
 @pytest.mark.parametrize("status", [400, 401, 422])
-def test_other_4xx_fail_fast_with_the_servers_message(server: ModelServer, make: Make, status: int) -> None:
+def test_other_4xx_fail_fast_with_the_servers_message(server: ModelServer, make: Make, kind: str,
+                                                      status: int) -> None:
     server.queue(Status(status, {"error": {"message": "context length exceeded"}}), Text("never used"))
     with pytest.raises(ModelError) as caught:
         ask(make())
     assert caught.value.code == "ACODE-LLM-007"
     assert f"answered HTTP {status}: context length exceeded" in caught.value.message
     if status == 401:
-        assert "api_key_env" in caught.value.message
+        assert caught.value.message.endswith("check the server's access settings" if kind == "ollama" else
+                                             "set api_key_env to the environment variable holding the server's key")
     assert len(server.chats) == 1
 
 
