@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
+from actors.llm.ollama import OllamaModel
+from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
@@ -34,33 +36,44 @@ from protocol.errors import ModelError
 from protocol.events import Event
 from protocol.messages import Commit, Message, RunStage, RunTool
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
-from protocol.session import ProviderSpec, ScriptedProvider
+from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 
 __all__ = ["TOOL_RETRY_WAITS", "StageContext", "make_provider"]
 
 T = TypeVar("T")
 TOOL_RETRY_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
 PERSISTENCE_TIMEOUT = 120.0  # a restarting persistence delays a stage; it does not fail it
-_providers: dict[tuple[str, str], Provider] = {}
+_providers: dict[bytes, Provider] = {}
 _providers_lock = threading.Lock()
 
 
 def make_provider(spec: ProviderSpec | None) -> Provider:
-    """The session's model (scripted files are parsed once per process and cached)."""
+    """The session's model, made once per process for each distinct spec and cached
+    (scripted files are parsed once; an HTTP provider keeps its client)."""
+    if spec is None:
+        raise ModelError("this session has no model configured; run it with --provider scripted "
+                         "--script FILE", code="ACODE-LLM-001")
+    key = codec.encode(spec)  # tagged by kind, so equal fields of two kinds never collide
+    with _providers_lock:
+        provider = _providers.get(key)
+        if provider is None:
+            provider = _new_provider(spec)
+            if len(_providers) > 32:
+                _providers.clear()  # an HTTP provider keeps no connection open; dropping it is enough
+            _providers[key] = provider
+    return provider
+
+
+def _new_provider(spec: ProviderSpec) -> Provider:
     match spec:
         case ScriptedProvider(script_yaml=text, script_name=name):
-            key = (name, text)
-            with _providers_lock:
-                provider = _providers.get(key)
-                if provider is None:
-                    provider = ScriptedModel.from_yaml(text, source=name or "<script>")
-                    if len(_providers) > 32:
-                        _providers.clear()
-                    _providers[key] = provider
-            return provider
-        case None:
-            raise ModelError("this session has no model configured; run it with --provider scripted "
-                             "--script FILE", code="ACODE-LLM-001")
+            return ScriptedModel.from_yaml(text, source=name or "<script>")
+        case OllamaProvider():
+            return OllamaModel(spec)
+        case OpenAIProvider():
+            return OpenAICompatibleModel(spec)
+        case _:
+            assert_never(spec)
 
 
 class StageContext:

@@ -1,0 +1,203 @@
+"""``acode doctor`` for a model server: is it there, does it have the models, can they do the job?
+
+:func:`probe` runs its checks in order and stops early when a check makes the next ones
+meaningless (no server, no model). Each check says what it found, and when it failed, a
+one-line fix. The stages need two abilities a model may lack, so both are tried for real
+with a tiny request: a native tool call (the executor's model) and an answer that follows
+a JSON schema (the planner's, verifier's and reviewer's models). Probes use short
+timeouts and no retries: a doctor that hangs helps nobody.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+import msgspec
+
+from actors.llm.http import HttpModel
+from actors.llm.locality import check_base_url
+from actors.llm.ollama import OllamaModel, same_model
+from actors.llm.openai import OpenAICompatibleModel
+from actors.llm.provider import ChatMessage, ModelRequest
+from protocol.errors import AcodeError
+from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.stages import Stage
+
+__all__ = ["DoctorCheck", "probe"]
+
+_TOOL = {"type": "function", "function": {
+    "name": "record_number", "description": "Record a number.",
+    "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}}
+
+
+_SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+
+
+class _Sum(msgspec.Struct):
+    answer: Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
+
+
+class DoctorCheck(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _models_for(spec: OllamaProvider | OpenAIProvider, stages: tuple[Stage, ...]) -> list[str]:
+    return list(dict.fromkeys(spec.model_for(stage) for stage in stages))
+
+
+def probe(spec: OllamaProvider | OpenAIProvider, *, timeout_s: float = 5.0,
+          generate_timeout_s: float = 60.0) -> list[DoctorCheck]:
+    """Check the server ``spec`` names; ``generate_timeout_s`` bounds each tiny generation
+    (a model that is not loaded yet may take that long to answer its first token)."""
+    checks: list[DoctorCheck] = []
+    try:
+        check_base_url(spec.base_url, allow_remote=spec.allow_remote)
+    except AcodeError as exc:
+        return [DoctorCheck(name="base_url", ok=False, detail=exc.message,
+                            fix="point base_url at a local server, or set allow_remote: true")]
+    probe_spec = msgspec.structs.replace(spec, max_retries=0, connect_timeout_s=timeout_s,
+                                         first_token_timeout_s=generate_timeout_s,
+                                         idle_timeout_s=min(spec.idle_timeout_s, generate_timeout_s))
+    model: HttpModel = (OllamaModel(probe_spec) if isinstance(spec, OllamaProvider)
+                        else OpenAICompatibleModel(probe_spec))
+    try:
+        checks.append(_server(model, timeout_s))
+        if not checks[-1].ok:
+            return checks
+        listed = model.list_models(timeout=timeout_s)
+        available = set()
+        for name in _models_for(spec, ("planner", "executor", "verifier", "reviewer")):
+            check = _model(model, name, listed)
+            checks.append(check)
+            if check.ok:
+                available.add(name)
+        checks += _context(model, spec, sorted(available), timeout_s)
+        for name in _models_for(spec, ("executor",)):
+            if name in available:
+                checks.append(_tool_probe(model, name))
+        for name in _models_for(spec, ("planner", "verifier", "reviewer")):
+            if name in available:
+                checks.append(_json_probe(model, name))
+    finally:
+        model.close()
+    return checks
+
+
+def _server(model: HttpModel, timeout_s: float) -> DoctorCheck:
+    try:
+        if isinstance(model, OllamaModel):
+            detail = f"Ollama {model.version(timeout=timeout_s)} answered at {model.base_url}"
+        else:
+            count = len(model.list_models(timeout=timeout_s))
+            detail = f"an OpenAI-compatible server answered at {model.base_url} ({count} model(s))"
+    except AcodeError as exc:
+        return DoctorCheck(name="server", ok=False, detail=exc.message, fix=_server_fix(model, exc))
+    return DoctorCheck(name="server", ok=True, detail=detail)
+
+
+def _server_fix(model: HttpModel, exc: AcodeError) -> str:
+    if exc.code == "ACODE-LLM-001":  # api_key_env names a variable that is not set
+        return "export the variable api_key_env names before `acode up`, or clear api_key_env"
+    if exc.code == "ACODE-LLM-007" and ("HTTP 401" in exc.message or "HTTP 403" in exc.message):
+        return "set api_key_env to the environment variable holding the server's key"
+    if exc.code == "ACODE-LLM-007" and "HTTP 404" in exc.message:
+        return ("this server does not speak Ollama's API; for LM Studio and other OpenAI-compatible servers use "
+                "kind: openai with a base_url ending in /v1" if isinstance(model, OllamaModel)
+                else "no OpenAI-compatible API at this base_url; does it end in /v1?")
+    return model.start_hint
+
+
+def _model(model: HttpModel, name: str, listed: list[str]) -> DoctorCheck:
+    if isinstance(model, OllamaModel):
+        found = any(same_model(name, m) for m in listed)
+        fix = f"run: ollama pull {name}"
+    else:
+        found = name in listed
+        fix = f"load {name} (LM Studio: `lms load {name}` or the Developer tab), or set model to one listed"
+    if found:
+        return DoctorCheck(name=f"model {name}", ok=True, detail=f"{name} is available")
+    shown = ", ".join(listed[:10]) + (", ..." if len(listed) > 10 else "") if listed else "none"
+    return DoctorCheck(name=f"model {name}", ok=False, detail=f"{name} is not on the server (it has: {shown})",
+                       fix=fix)
+
+
+def _context(model: HttpModel, spec: OllamaProvider | OpenAIProvider, names: list[str],
+             timeout_s: float) -> list[DoctorCheck]:
+    if not isinstance(model, OllamaModel):
+        return [DoctorCheck(name="context length", ok=True, detail=(
+            f"unknown: an OpenAI-compatible server does not report it; load the model with a context of at least "
+            f"num_ctx ({spec.num_ctx}) tokens"))]
+    checks = []
+    for name in names:
+        try:
+            length = model.context_length(name, timeout=timeout_s)
+        except AcodeError as exc:
+            checks.append(DoctorCheck(name=f"context length {name}", ok=False, detail=exc.message,
+                                      fix="check the server's log"))
+            continue
+        if length is None:
+            checks.append(DoctorCheck(name=f"context length {name}", ok=True,
+                                      detail=f"unknown: /api/show reports no context length for {name}"))
+        elif spec.num_ctx > length:
+            checks.append(DoctorCheck(name=f"context length {name}", ok=False,
+                                      detail=f"num_ctx {spec.num_ctx} exceeds {name}'s context length {length}",
+                                      fix=f"set num_ctx to {length} or less"))
+        else:
+            checks.append(DoctorCheck(name=f"context length {name}", ok=True,
+                                      detail=f"num_ctx {spec.num_ctx} fits {name}'s context length {length}"))
+    return checks
+
+
+def _ask(model: HttpModel, name: str, request: ModelRequest) -> tuple[object, str]:
+    """(answer, '') or (None, the error) for one tiny request to ``name``."""
+    spec = msgspec.structs.replace(model.spec, model=name, stage_models={})
+    asker = type(model)(spec)
+    try:
+        return asker.complete(request, seq=0, cancel=threading.Event()), ""
+    except AcodeError as exc:
+        return None, str(exc)
+    finally:
+        asker.close()
+
+
+def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
+    answer, error = _ask(model, name, ModelRequest(stage="executor", call_site="doctor/tools", tools=[_TOOL], messages=[
+        ChatMessage(role="system", content="You are a test of tool calling. Answer only by calling a tool."),
+        ChatMessage(role="user", content="Call record_number with number 7.")]))
+    check = f"tool calls {name}"
+    if answer is None:
+        return DoctorCheck(name=check, ok=False, detail=f"the tool-call probe failed: {error}",
+                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+    calls = getattr(answer, "tool_calls", [])
+    good = [c for c in calls if c.name == "record_number" and not c.invalid_arguments]
+    if good:
+        return DoctorCheck(name=check, ok=True, detail=f"{name} made a native tool call: record_number"
+                                                        f"({msgspec.json.encode(good[0].arguments).decode()})")
+    text = getattr(answer, "content", "").strip().replace("\n", " ")[:80]
+    what = (f"called {calls[0].name} with invalid arguments {calls[0].invalid_arguments[:60]!r}" if calls
+            else f"answered with text instead of a native tool call: {text!r}")
+    return DoctorCheck(name=check, ok=False, detail=f"{name} {what}",
+                       fix="use a model whose template supports tools (for example qwen2.5-coder or llama3.1)")
+
+
+def _json_probe(model: HttpModel, name: str) -> DoctorCheck:
+    answer, error = _ask(model, name, ModelRequest(stage="planner", call_site="doctor/json", json_schema=_SCHEMA,
+                                                   messages=[
+        ChatMessage(role="system", content="You are a test of structured output. Answer with one JSON object."),
+        ChatMessage(role="user", content='What is 2 + 3? Answer as {"answer": <integer>}.')]))
+    check = f"structured output {name}"
+    if answer is None:
+        return DoctorCheck(name=check, ok=False, detail=f"the JSON-schema probe failed: {error}",
+                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+    text = getattr(answer, "content", "")
+    try:
+        value = msgspec.json.decode(text.strip(), type=_Sum)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        head = text.strip().replace("\n", " ")[:80]
+        return DoctorCheck(name=check, ok=False, detail=f"{name}'s answer does not follow the schema ({exc}): {head!r}",
+                           fix="update the server (it must support JSON-schema output) or choose another model")
+    return DoctorCheck(name=check, ok=True, detail=f"{name} answered JSON that follows the schema ({value.answer})")

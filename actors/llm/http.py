@@ -1,0 +1,349 @@
+"""What the HTTP model providers share: one watched, retried, streamed POST per model call.
+
+:meth:`HttpModel.complete` makes a call in four parts:
+
+- the base URL must be local (:mod:`actors.llm.locality`) unless the spec sets
+  ``allow_remote``; the connected peer is checked again when the connection opens;
+- the exchange runs on a helper thread while the calling thread watches the stage's
+  ``cancel`` event, the deadline for the first byte of the answer and the idle gap between
+  two chunks (:mod:`actors.llm.exchange`). When one fires, the connection's socket is shut
+  down: the helper wakes at once and the server sees the client leave;
+- transient failures (connection refused or reset, 429, 5xx, timeouts, a stream cut
+  short) are retried with exponential backoff and full jitter, honouring a 429's
+  ``Retry-After``; anything else fails at once with the server's own message;
+- the prompt is estimated at 4 characters a token before the call (a warning when it may
+  not fit ``num_ctx``); the server's usage figures win when it reports them.
+
+Connections are never reused (the watcher learns each new connection's socket when it
+opens): a local connection costs a fraction of a millisecond, a model answer seconds.
+
+Subclasses own a wire format: :meth:`request_body`, :meth:`read_stream` and
+:meth:`missing_model`. They raise :class:`Transient` for failures worth retrying.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar
+
+import httpx
+import msgspec
+import structlog
+
+from actors.llm.exchange import Exchange, Interrupted, run_watched
+from actors.llm.locality import check_base_url
+from actors.llm.provider import ModelRequest
+from protocol.errors import ModelError
+from protocol.results import ModelAnswer, ModelToolCall, Usage
+from protocol.session import OllamaProvider, OpenAIProvider
+
+__all__ = ["HttpModel", "Transient", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
+
+_log = structlog.get_logger()
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+class Transient(Exception):
+    """A failure worth retrying. When the retries run out, ``what`` (what happened) and
+    ``fix`` (what to do) become a ModelError with ``code``."""
+
+    def __init__(self, what: str, *, code: str, fix: str = "", retry_after: float | None = None):
+        super().__init__(what)
+        self.what = what
+        self.code = code
+        self.fix = fix
+        self.retry_after = retry_after
+
+    def error(self, attempts: int) -> ModelError:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        return ModelError(f"{self.what}{tries}" + (f"; {self.fix}" if self.fix else ""), code=self.code)
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """About 4 characters a token, over the messages, tool calls, tools and schema."""
+    chars = sum(len(m.content) + len(msgspec.json.encode(m.tool_calls)) * bool(m.tool_calls) for m in request.messages)
+    if request.tools:
+        chars += len(msgspec.json.encode(request.tools))
+    if request.json_schema is not None:
+        chars += len(msgspec.json.encode(request.json_schema))
+    return math.ceil(chars / 4)
+
+
+def parse_arguments(call_id: str, name: str, raw: Any) -> ModelToolCall:
+    """A tool call from a model's arguments: an object, or JSON text of one. Anything else is
+    kept as text in ``invalid_arguments`` for the executor to correct the model with."""
+    if isinstance(raw, dict):
+        return ModelToolCall(id=call_id, name=name, arguments=raw)
+    text = raw if isinstance(raw, str) else msgspec.json.encode(raw).decode()
+    if not text.strip():
+        return ModelToolCall(id=call_id, name=name)
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        value = None
+    if isinstance(value, dict):
+        return ModelToolCall(id=call_id, name=name, arguments=value)
+    return ModelToolCall(id=call_id, name=name, invalid_arguments=text)
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header as seconds from now: delta-seconds or an HTTP-date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a byte stream (NDJSON and SSE are both line-based)."""
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+    if buffer:
+        yield buffer.rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+class HttpModel:
+    """A model served over HTTP; subclasses speak one wire format."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]  # "Ollama", "the OpenAI-compatible server"
+    chat_path: ClassVar[str]
+    start_hint: ClassVar[str]  # what to do when the server is not running
+
+    def __init__(self, spec: OllamaProvider | OpenAIProvider, *, rng: random.Random | None = None):
+        self.spec = spec
+        self.base_url = spec.base_url.rstrip("/")
+        self._rng = rng or random.Random()
+        safety = max(spec.first_token_timeout_s, spec.idle_timeout_s) + 5  # the watcher fires first
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(safety, connect=spec.connect_timeout_s, pool=spec.connect_timeout_s),
+            limits=httpx.Limits(max_keepalive_connections=0),
+            trust_env=False,  # an HTTP(S)_PROXY variable must not route prompts off the machine
+            # Loading the CA bundle costs 50-200 ms; a plain-http base_url never uses TLS (no
+            # redirects are followed), so only an https one gets a verifying context.
+            verify=self.base_url.startswith("https:"),
+            headers={"Accept-Encoding": "identity"})
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- the wire format (subclasses) ------------------------------------------------------
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
+        raise NotImplementedError
+
+    def missing_model(self, status: int, message: str, model: str) -> ModelError | None:
+        """The error for "this model is not on the server", if the status and message say so."""
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def list_models(self, *, timeout: float = 5.0) -> list[str]:
+        """The models the server offers (for ``acode doctor``)."""
+        raise NotImplementedError
+
+    def error_message(self, text: str) -> str:
+        """The server's own message out of an error body (JSON ``error`` field or plain text)."""
+        try:
+            body = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return text.strip()[:500]
+        error = body.get("error", body) if isinstance(body, dict) else body
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        return (error if isinstance(error, str) else msgspec.json.encode(error).decode())[:500]
+
+    # -- one model call ----------------------------------------------------------------------
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+        spec = self.spec
+        model = spec.model_for(request.stage)
+        check_base_url(spec.base_url, allow_remote=spec.allow_remote)
+        log = _log.bind(provider=self.name, model=model, stage=request.stage, call_site=request.call_site)
+        estimate = estimate_tokens(request)
+        if estimate > spec.num_ctx:
+            log.warning("prompt_may_exceed_context", estimated_tokens=estimate, num_ctx=spec.num_ctx)
+        body = msgspec.json.encode(self.request_body(request, model))
+        started = time.monotonic()
+        answer, attempts = self._with_retries(lambda: self._attempt(body, model, request, cancel), cancel,
+                                              request, model, log)
+        usage = answer.usage
+        completion = math.ceil((len(answer.content) + len(msgspec.json.encode(answer.tool_calls))
+                                * bool(answer.tool_calls)) / 4)
+        answer = msgspec.structs.replace(answer, usage=Usage(
+            prompt_tokens=usage.prompt_tokens or estimate, completion_tokens=usage.completion_tokens or completion))
+        log.info("model_answered", attempts=attempts, duration_ms=round((time.monotonic() - started) * 1000, 1),
+                 prompt_tokens=answer.usage.prompt_tokens, completion_tokens=answer.usage.completion_tokens,
+                 tool_calls=len(answer.tool_calls))
+        return answer
+
+    def _with_retries(self, attempt: Callable[[], ModelAnswer], cancel: threading.Event, request: ModelRequest,
+                      model: str, log: Any) -> tuple[ModelAnswer, int]:
+        spec = self.spec
+        tries = spec.max_retries + 1
+        for n in range(1, tries + 1):
+            if cancel.is_set():
+                raise self._cancelled(request, model)
+            try:
+                return attempt(), n
+            except Transient as failure:
+                if n == tries:
+                    raise failure.error(n) from failure
+                if failure.retry_after is not None and failure.retry_after > spec.backoff_max_s:
+                    raise ModelError(f"{failure.what}; the server asks to wait {failure.retry_after:.0f}s, longer "
+                                     f"than backoff_max_s ({spec.backoff_max_s:g}s); try again later or raise "
+                                     "backoff_max_s", code=failure.code) from failure
+                delay = (failure.retry_after if failure.retry_after is not None
+                         else self._rng.uniform(0, min(spec.backoff_max_s, spec.backoff_initial_s * 2 ** (n - 1))))
+                log.warning("model_call_retry", attempt=n, of=tries, delay_s=round(delay, 3), code=failure.code,
+                            reason=failure.what)
+                if cancel.wait(delay):
+                    raise self._cancelled(request, model) from failure
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _cancelled(self, request: ModelRequest, model: str) -> ModelError:
+        return ModelError(f"the {request.stage} stage was cancelled while {model} was answering; the request to "
+                          f"{self.base_url} was closed", code="ACODE-LLM-011")
+
+    def _attempt(self, body: bytes, model: str, request: ModelRequest, cancel: threading.Event) -> ModelAnswer:
+        spec = self.spec
+        try:
+            return run_watched(lambda exchange: self._exchange(exchange, body, model), cancel=cancel,
+                               first_token_s=spec.first_token_timeout_s, idle_s=spec.idle_timeout_s,
+                               allow_remote=spec.allow_remote, name=f"acode-{self.name}-http")
+        except Interrupted as stopped:
+            if stopped.reason == "cancelled":
+                raise self._cancelled(request, model) from None
+            if stopped.reason == "idle":
+                raise Transient(f"{self.label} at {self.base_url} went silent for more than "
+                                f"{spec.idle_timeout_s:g}s in the middle of {model}'s answer",
+                                code="ACODE-LLM-008", fix="raise idle_timeout_s if the model is just slow") from None
+            raise Transient(f"{model} on {self.label} at {self.base_url} sent no answer within "
+                            f"{spec.first_token_timeout_s:g}s", code="ACODE-LLM-008",
+                            fix="raise first_token_timeout_s (a large model may need minutes to load) "
+                                "or use a smaller model") from None
+
+    def _exchange(self, exchange: Exchange, body: bytes, model: str) -> ModelAnswer:
+        """The helper thread's part: send the request and read the answer (translating httpx errors)."""
+        url = self.base_url + self.chat_path
+        try:
+            request = self._client.build_request(
+                "POST", url, content=body, headers={"Content-Type": "application/json", **self.headers()},
+                extensions={"trace": exchange.trace})
+            response = self._client.send(request, stream=True)
+            exchange.answered = True
+            try:
+                chunks = exchange.watch(response.iter_bytes())
+                if response.status_code >= 400:
+                    raise self._status_error(response, _read_capped(chunks), model)
+                return self.read_stream(lines(chunks), model)
+            finally:
+                response.close()
+        except httpx.HTTPError as exc:
+            if exchange.abort == "remote":
+                raise self._remote(exchange) from exc
+            raise self._transport_error(exc, exchange) from exc
+
+    def _remote(self, exchange: Exchange) -> ModelError:
+        return ModelError(f"base_url {self.spec.base_url!r} connected to {exchange.peer}, which is not this machine "
+                          "or a private network; acode sends prompts off the machine only when the provider sets "
+                          "allow_remote: true", code="ACODE-LLM-009")
+
+    def _transport_error(self, exc: httpx.HTTPError, exchange: Exchange) -> Transient:
+        where = f"{self.label} at {self.base_url}"
+        if isinstance(exc, httpx.ConnectTimeout):
+            return Transient(f"{where} did not accept a connection within {self.spec.connect_timeout_s:g}s",
+                             code="ACODE-LLM-005", fix=self.start_hint)
+        if isinstance(exc, httpx.ConnectError):
+            return Transient(f"{where} is unreachable ({exc})", code="ACODE-LLM-005", fix=self.start_hint)
+        if isinstance(exc, httpx.TimeoutException):
+            return Transient(f"{where} timed out ({type(exc).__name__})", code="ACODE-LLM-008",
+                             fix="raise first_token_timeout_s or idle_timeout_s")
+        if exchange.started or exchange.answered:
+            return Transient(f"{where} cut its answer short ({exc})", code="ACODE-LLM-010",
+                             fix="check the server's log")
+        return Transient(f"{where} closed the connection without answering ({exc})", code="ACODE-LLM-005",
+                         fix="check the server's log")
+
+    def _status_error(self, response: httpx.Response, text: str, model: str) -> Exception:
+        status = response.status_code
+        message = self.error_message(text)
+        missing = self.missing_model(status, message, model)
+        if missing is not None:
+            return missing
+        what = f"{self.label} at {self.base_url} answered HTTP {status}" + (f": {message}" if message else "")
+        if status == 429:
+            return Transient(what, code="ACODE-LLM-007", fix="the server is busy; try again later",
+                             retry_after=retry_after_seconds(response.headers.get("retry-after")))
+        if status >= 500:
+            return Transient(what, code="ACODE-LLM-007", fix="check the server's log")
+        if status in (401, 403):
+            fix = ("set api_key_env to the environment variable holding the server's key"
+                   if isinstance(self.spec, OpenAIProvider) else "check the server's access settings")
+            return ModelError(f"{what}; {fix}", code="ACODE-LLM-007")
+        if status == 404:
+            return ModelError(f"{what}; check base_url ({self.spec.base_url})", code="ACODE-LLM-007")
+        return ModelError(f"{what}; the request was refused, retrying would not help", code="ACODE-LLM-007")
+
+    # -- small synchronous calls (acode doctor) -------------------------------------------------
+
+    def fetch_json(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0) -> Any:
+        """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure."""
+        check_base_url(self.spec.base_url, allow_remote=self.spec.allow_remote)
+        url = self.base_url + path
+        exchange = Exchange(first_token_s=timeout, idle_s=timeout, allow_remote=self.spec.allow_remote)
+        try:
+            response = self._client.request(
+                method, url, content=None if body is None else msgspec.json.encode(body),
+                headers={"Content-Type": "application/json", **self.headers()}, timeout=httpx.Timeout(timeout),
+                extensions={"trace": exchange.trace})  # only for its check of the connected peer
+        except httpx.HTTPError as exc:
+            if exchange.abort == "remote":
+                raise self._remote(exchange) from exc
+            if isinstance(exc, httpx.TimeoutException):
+                raise ModelError(f"{self.label} at {self.base_url} did not answer {method} {path} within "
+                                 f"{timeout:g}s", code="ACODE-LLM-008") from exc
+            raise ModelError(f"{self.label} at {self.base_url} is unreachable ({exc}); {self.start_hint}",
+                             code="ACODE-LLM-005") from exc
+        if response.status_code >= 400:
+            message = self.error_message(response.text)
+            missing = self.missing_model(response.status_code, message, str((body or {}).get("model", "")))
+            if missing is not None:
+                raise missing
+            raise ModelError(f"{self.label} at {self.base_url} answered {method} {path} with HTTP "
+                             f"{response.status_code}: {message}", code="ACODE-LLM-007")
+        try:
+            return msgspec.json.decode(response.content)
+        except msgspec.DecodeError as exc:
+            raise ModelError(f"{self.label} at {self.base_url} answered {method} {path} with something that is "
+                             f"not JSON: {response.text[:120]!r}", code="ACODE-LLM-010") from exc
+
+
+def _read_capped(chunks: Iterable[bytes]) -> str:
+    data = b""
+    for chunk in chunks:
+        data += chunk
+        if len(data) >= _ERROR_BODY_LIMIT:
+            break
+    return data.decode("utf-8", errors="replace")

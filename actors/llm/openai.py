@@ -1,0 +1,214 @@
+"""OpenAI-compatible servers (LM Studio, llama.cpp's server, vLLM): ``POST {base_url}/chat/completions``.
+
+The answer streams as server-sent events: ``data: {chunk}`` lines ending with ``data:
+[DONE]``. Text comes as ``delta.content``; a tool call comes in pieces keyed by
+``index`` (the id and name first, then the arguments as fragments of one JSON string),
+assembled here. Arguments that do not decode to a JSON object are kept as text in
+``ModelToolCall.invalid_arguments``: the executor tells the model what was wrong instead
+of failing the stage. ``stream_options.include_usage`` asks for a last chunk with the
+token counts.
+
+A model the server does not have answers (LM Studio) 404 ``{"error": {"message": "Model
+\\"x\\" not found...", "code": "model_not_found"}}``: ACODE-LLM-006, never retried. The key
+for servers that want one comes from the environment variable ``api_key_env`` names, at
+each request; it is never stored in settings or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from actors.llm.http import HttpModel, Transient, parse_arguments
+from actors.llm.provider import ChatMessage, ModelRequest
+from protocol.errors import ModelError
+from protocol.results import ModelAnswer, Usage
+
+__all__ = ["OpenAICompatibleModel", "sse_data"]
+
+
+class _FunctionDelta(msgspec.Struct):
+    name: str | None = None
+    arguments: Any = None
+
+
+class _ToolCallDelta(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _FunctionDelta | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_MISSING = re.compile(r"model.*(not found|does not exist|not loaded)|no models? (is )?loaded|model_not_found",
+                      re.IGNORECASE | re.DOTALL)
+
+
+def sse_data(lines: Iterator[str]) -> Iterator[str]:
+    """The data of each server-sent event (``data:`` lines of one event joined by newlines)."""
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def _message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name,
+                          "arguments": c.invalid_arguments or msgspec.json.encode(c.arguments).decode()}}
+            for c in message.tool_calls]
+    return out
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    ref = schema.get("$ref")
+    name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else str(schema.get("title") or "answer")
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "answer"
+
+
+class _Call:
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class OpenAICompatibleModel(HttpModel):
+    name = "openai"
+    label = "the OpenAI-compatible server"
+    chat_path = "/chat/completions"
+    start_hint = "start the server (LM Studio: Developer tab, Start Server), or fix base_url (it ends in /v1)"
+
+    def headers(self) -> dict[str, str]:
+        variable = self.spec.api_key_env  # type: ignore[union-attr]
+        if not variable:
+            return {}
+        key = os.environ.get(variable, "")
+        if not key:
+            raise ModelError(f"api_key_env names {variable!r}, which is not set in the stage actors' environment; "
+                             f"export {variable} before `acode up`, or clear api_key_env", code="ACODE-LLM-001")
+        return {"Authorization": f"Bearer {key}"}
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        spec = self.spec
+        body: dict[str, Any] = {"model": model, "messages": [_message(m) for m in request.messages],
+                                "temperature": spec.temperature, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if spec.seed is not None:
+            body["seed"] = spec.seed
+        if request.tools:
+            body["tools"] = request.tools
+        if request.json_schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": _schema_name(request.json_schema), "schema": request.json_schema}}
+        return body
+
+    def missing_model(self, status: int, message: str, model: str) -> ModelError | None:
+        if status >= 500 or not _MISSING.search(message):
+            return None
+        return ModelError(f"model {model!r} is not available on {self.label} at {self.base_url}: {message[:200]}; "
+                          f"load it (LM Studio: `lms load {model}` or the Developer tab) or set model to one that "
+                          f"GET {self.base_url}/models lists", code="ACODE-LLM-006")
+
+    def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
+        content: list[str] = []
+        calls: dict[int, _Call] = {}
+        usage = Usage()
+        finished = False
+        for data in sse_data(lines):
+            if data.strip() == "[DONE]":
+                finished = True
+                break
+            try:
+                chunk = _decode_chunk(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise ModelError(f"{self.label} at {self.base_url} sent an event that is not a chat chunk ({exc}): "
+                                 f"{data[:120]!r}; does base_url end in /v1?", code="ACODE-LLM-010") from exc
+            if chunk.error is not None:
+                message = self.error_message(msgspec.json.encode({"error": chunk.error}).decode())
+                missing = self.missing_model(400, message, model)
+                if missing is not None:
+                    raise missing
+                raise Transient(f"{self.label} at {self.base_url} failed in the middle of {model}'s answer: "
+                                f"{message}", code="ACODE-LLM-007", fix="check the server's log")
+            if chunk.usage is not None:
+                usage = Usage(prompt_tokens=chunk.usage.prompt_tokens or 0,
+                              completion_tokens=chunk.usage.completion_tokens or 0)
+            for choice in (chunk.choices or [])[:1]:
+                finished = finished or choice.finish_reason is not None
+                delta = choice.delta
+                if delta is None:
+                    continue
+                content.append(delta.content or "")
+                for piece in delta.tool_calls or []:
+                    self._add(calls, piece)
+        if not finished:
+            raise Transient(f"{self.label} at {self.base_url} ended the stream before {model}'s answer was done",
+                            code="ACODE-LLM-010", fix="check the server's log")
+        tool_calls = [parse_arguments(call.id or f"call_{i}", call.name, "".join(call.arguments))
+                      for i, call in enumerate(calls[k] for k in sorted(calls))]
+        return ModelAnswer(content="".join(content), tool_calls=tool_calls, usage=usage)
+
+    @staticmethod
+    def _add(calls: dict[int, _Call], piece: _ToolCallDelta) -> None:
+        index = piece.index
+        if index is None:  # some servers leave it out: a new id starts a new call
+            last = max(calls, default=-1)
+            new = last < 0 or bool(piece.id and calls[last].id and piece.id != calls[last].id)
+            index = last + 1 if new else last
+        call = calls.setdefault(index, _Call())
+        if piece.id and not call.id:
+            call.id = piece.id
+        if piece.function is not None:
+            if piece.function.name and not call.name:
+                call.name = piece.function.name
+            arguments = piece.function.arguments
+            if isinstance(arguments, str):
+                call.arguments.append(arguments)
+            elif arguments is not None:  # an object, from a lenient server
+                call.arguments.append(msgspec.json.encode(arguments).decode())
+
+    # -- acode doctor ---------------------------------------------------------------------------
+
+    def list_models(self, *, timeout: float = 5.0) -> list[str]:
+        body = self.fetch_json("GET", "/models", timeout=timeout)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise ModelError(f"{self.label} at {self.base_url} answered GET /models without a model list; does "
+                             "base_url end in /v1?", code="ACODE-LLM-010")
+        return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]

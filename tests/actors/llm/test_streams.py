@@ -1,0 +1,130 @@
+"""Reading the two stream formats, including what real servers do that the stand-in does not.
+
+These feed lines straight to ``read_stream``: variants such as tool-call deltas without an
+index (some llama.cpp builds) or a stream ending without ``[DONE]`` are pinned here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from actors.llm.http import Transient
+from actors.llm.ollama import OllamaModel, same_model
+from actors.llm.openai import OpenAICompatibleModel, sse_data
+from protocol.errors import ModelError
+from protocol.session import OllamaProvider, OpenAIProvider
+
+
+@pytest.fixture
+def ollama() -> Any:
+    model = OllamaModel(OllamaProvider(model="m"))
+    yield model
+    model.close()
+
+
+@pytest.fixture
+def openai() -> Any:
+    model = OpenAICompatibleModel(OpenAIProvider(model="m"))
+    yield model
+    model.close()
+
+
+def _sse(*events: Any) -> list[str]:
+    out = []
+    for event in events:
+        out += [f"data: {event if isinstance(event, str) else json.dumps(event)}", ""]
+    return out
+
+
+def _delta(**delta: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def test_sse_data_joins_multi_line_events_and_skips_comments() -> None:
+    assert list(sse_data(iter([": ping", "data: a", "data: b", "", "event: x", "data:c", ""]))) == ["a\nb", "c"]
+
+
+def test_openai_tool_call_deltas_without_index_are_assembled_by_id(openai: Any) -> None:
+    stream = _sse(
+        _delta(tool_calls=[{"id": "a", "function": {"name": "read_file", "arguments": '{"pa'}}]),
+        _delta(tool_calls=[{"function": {"name": "read_file", "arguments": 'th": "x"}'}}]),
+        _delta(tool_calls=[{"id": "b", "function": {"name": "list_directory", "arguments": {"path": "."}}}]),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}, "[DONE]")
+    answer = openai.read_stream(iter(stream), "m")
+    assert [(c.id, c.name, c.arguments) for c in answer.tool_calls] == [
+        ("a", "read_file", {"path": "x"}), ("b", "list_directory", {"path": "."})]
+
+
+def test_openai_usage_comes_from_the_last_chunk(openai: Any) -> None:
+    stream = _sse(_delta(content="hi"), {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}},
+                  "[DONE]")
+    answer = openai.read_stream(iter(stream), "m")
+    assert (answer.content, answer.usage.prompt_tokens, answer.usage.completion_tokens) == ("hi", 9, 2)
+
+
+def test_openai_stream_without_done_but_finished_is_accepted(openai: Any) -> None:
+    stream = _sse(_delta(content="ok"), {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    assert openai.read_stream(iter(stream), "m").content == "ok"
+
+
+def test_openai_stream_that_just_stops_is_transient(openai: Any) -> None:
+    with pytest.raises(Transient) as caught:
+        openai.read_stream(iter(_sse(_delta(content="half"))), "m")
+    assert caught.value.code == "ACODE-LLM-010"
+
+
+def test_openai_garbage_is_unreadable_and_not_retried(openai: Any) -> None:
+    with pytest.raises(ModelError) as caught:
+        openai.read_stream(iter(["data: <html>"]), "m")
+    assert caught.value.code == "ACODE-LLM-010"
+    assert "'<html>'; does base_url end in /v1?" in caught.value.message
+
+
+def test_openai_error_event_about_the_model_is_a_missing_model(openai: Any) -> None:
+    with pytest.raises(ModelError) as caught:
+        openai.read_stream(iter(_sse({"error": {"message": "No models loaded. Please load a model first."}})), "m")
+    assert caught.value.code == "ACODE-LLM-006"
+
+
+def test_ollama_keeps_the_servers_call_ids_and_ignores_thinking(ollama: Any) -> None:
+    stream = [json.dumps({"message": {"role": "assistant", "content": "", "thinking": "hmm"}, "done": False}),
+              json.dumps({"message": {"role": "assistant", "content": "", "tool_calls": [
+                  {"id": "call_x", "function": {"index": 0, "name": "read_file", "arguments": {"path": "a"}}}]},
+                  "done": False}),
+              "",
+              json.dumps({"message": {"role": "assistant", "content": ""}, "done": True, "eval_count": 4})]
+    answer = ollama.read_stream(iter(stream), "m")
+    assert [(c.id, c.name, c.arguments) for c in answer.tool_calls] == [("call_x", "read_file", {"path": "a"})]
+    assert (answer.content, answer.usage.prompt_tokens, answer.usage.completion_tokens) == ("", 0, 4)
+
+
+def test_ollama_stream_without_done_is_transient(ollama: Any) -> None:
+    with pytest.raises(Transient) as caught:
+        ollama.read_stream(iter([json.dumps({"message": {"content": "half"}, "done": False})]), "m")
+    assert caught.value.code == "ACODE-LLM-010"
+
+
+def test_ollama_garbage_is_unreadable_and_not_retried(ollama: Any) -> None:
+    with pytest.raises(ModelError) as caught:
+        ollama.read_stream(iter(["data: {}"]), "m")
+    assert caught.value.code == "ACODE-LLM-010"
+    assert "is base_url an Ollama server?" in caught.value.message
+
+
+def test_ollama_error_line_about_a_missing_model_is_a_missing_model(ollama: Any) -> None:
+    with pytest.raises(ModelError) as caught:
+        ollama.read_stream(iter([json.dumps({"error": "model 'm' not found"})]), "m")
+    assert caught.value.code == "ACODE-LLM-006"
+    assert caught.value.message.endswith("run: ollama pull m")
+
+
+@pytest.mark.parametrize(("wanted", "listed", "same"), [
+    ("llama3", "llama3:latest", True), ("llama3:latest", "llama3", True),
+    ("qwen2.5-coder:7b", "qwen2.5-coder:7b", True),
+    ("qwen2.5-coder", "qwen2.5-coder:7b", False), ("host:5000/ns/model", "host:5000/ns/model:latest", True),
+])
+def test_ollama_names_match_with_or_without_latest(wanted: str, listed: str, same: bool) -> None:
+    assert same_model(wanted, listed) is same
