@@ -103,6 +103,8 @@ class Model(_Section):
     first_token_timeout: Seconds | None = None
     idle_timeout: Seconds | None = None
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    backoff_initial: Annotated[float, msgspec.Meta(ge=0, le=60)] | None = None
+    backoff_max: Annotated[float, msgspec.Meta(ge=0, le=600)] | None = None
     allow_remote: bool | None = None
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
 
@@ -278,6 +280,7 @@ _HTTP_FIELDS = {  # config key -> provider spec field
     "model": "model", "base_url": "base_url", "stage_models": "stage_models", "num_ctx": "num_ctx",
     "temperature": "temperature", "seed": "seed", "connect_timeout": "connect_timeout_s",
     "first_token_timeout": "first_token_timeout_s", "idle_timeout": "idle_timeout_s", "max_retries": "max_retries",
+    "backoff_initial": "backoff_initial_s", "backoff_max": "backoff_max_s",
     "allow_remote": "allow_remote",
 }
 
@@ -308,6 +311,11 @@ def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
                           f"(e.g. {example})")
     values = {spec_field: getattr(model, key) for key, spec_field in _HTTP_FIELDS.items()
               if getattr(model, key) is not None}
+    from actors.llm.locality import check_base_url  # refuse a remote server before anything is submitted
+
+    base_url = values.get("base_url") or (OllamaProvider(model="m").base_url if kind == "ollama"
+                                          else OpenAIProvider(model="m").base_url)
+    check_base_url(base_url, allow_remote=bool(model.allow_remote))
     if kind == "ollama":
         if model.api_key_env:
             raise ConfigError("model.api_key_env is for the openai provider; Ollama takes no key. Remove it")

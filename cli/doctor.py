@@ -102,6 +102,6 @@ def render_checks(checks: list[Check]) -> str:
     for check in checks:
         mark = "ok  " if check.ok and not check.warning else ("warn" if check.ok else "FAIL")
         lines.append(f"{mark}  {check.name:<12} {check.detail}")
-        if check.fix and (not check.ok or check.warning):
+        if check.fix and (not check.ok or check.warning) and check.fix not in check.detail:
             lines.append(f"      {'':<12} fix: {check.fix}")
     return "\n".join(lines)
