@@ -10,9 +10,11 @@ one-line ``fix``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import msgspec
+import structlog
 
 from actors.paths import RunPaths
 from cli.config import provider_spec, resolve
@@ -93,15 +95,18 @@ def _actor_checks(paths: RunPaths, report: StatusReport | None) -> list[Check]:
 
 
 def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
+    # The providers log every answer at info level; the doctor's lines say what matters.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
     return [*_model_checks(paths, workspace), _sandbox_check(report), *_actor_checks(paths, report)]
 
 
 def render_checks(checks: list[Check]) -> str:
+    width = max((len(c.name) for c in checks), default=0)
     lines = []
     for check in checks:
         mark = "ok  " if check.ok and not check.warning else ("warn" if check.ok else "FAIL")
-        lines.append(f"{mark}  {check.name:<12} {check.detail}")
+        lines.append(f"{mark}  {check.name:<{width}}  {check.detail}")
         if check.fix and (not check.ok or check.warning) and check.fix not in check.detail:
-            lines.append(f"      {'':<12} fix: {check.fix}")
+            lines.append(f"      {'':<{width}}  fix: {check.fix}")
     return "\n".join(lines)

@@ -274,3 +274,24 @@ def test_a_timed_out_stage_closes_its_model_request(acode: Acode, server: ModelS
     assert "retrying, attempt 2" in out
     assert server.early_closes >= 1, "the abandoned attempt's HTTP request was closed"
     assert time.monotonic() - started < 40, "the stalled request did not hold the planner for its 60 s"
+
+
+def test_doctor_checks_server_model_probes_sandbox_and_actors(acode: Acode, server: ModelServer,
+                                                              tmp_path: Path) -> None:
+    _configure(acode, server, "ollama")
+    server.responder = lambda request: (ToolCalls([("record_number", {"number": 7})]) if request.body.get("tools")
+                                        else Json({"answer": 5}))
+    down = acode("doctor", "-w", str(tmp_path))
+    assert down.returncode == 1 and "FAIL  actors" in down.stdout and "acode up --detach" in down.stdout
+    acode.up()
+    result = acode("doctor", "-w", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert all(c["ok"] for c in checks.values()), checks
+    assert {"config", "server", "model test-model", "tool calls test-model", "structured output test-model",
+            "sandbox", "actors"} <= set(checks)
+    assert checks["actors"]["detail"].startswith("8 ready")
+    acode.env["ACODE_MODEL__MODEL"] = "missing-model"
+    missing = acode("doctor", "-w", str(tmp_path))
+    assert missing.returncode == 1 and "ollama pull missing-model" in missing.stdout
+    assert missing.stderr == "", "the doctor prints its lines, not the providers' logs"
