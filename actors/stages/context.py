@@ -137,6 +137,17 @@ class StageContext:
         """Close the calling thread's broker client (a helper thread calls it before it ends)."""
         self.clients.release()
 
+    def diff(self, purpose: str) -> str:
+        """The workspace's diff since the session began (the sandbox's ``diff_workspace``
+        against the planner's baseline), or why it is not available. ``purpose`` keeps the
+        verifier's and the reviewer's keys apart; the visit makes each visit's diff fresh."""
+        request = self.request
+        result = self.tool(f"{request.session_id}:{purpose}{request.visit}:diff", "diff_workspace", {})
+        if result.ok:
+            return result.output
+        message = result.error.message if result.error else result.output
+        return f"(the diff is not available: {message})"
+
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
         """Ask the model for a structured answer (a plan, a verdict) and validate it."""
         answer = self.chat(type_, call_site=call_site, messages=[

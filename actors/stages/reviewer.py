@@ -34,16 +34,6 @@ def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
     return ""
 
 
-def diff_text(ctx: StageContext, purpose: str) -> str:
-    """The workspace's diff since the session began, or why it is not available."""
-    request = ctx.request
-    key = f"{request.session_id}:{purpose}{request.visit}:diff"
-    result = ctx.tool(key, "diff_workspace", {})
-    if result.ok:
-        return result.output
-    return prompts.render_tool_result(result)
-
-
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     fence = ctx.fence
@@ -51,7 +41,7 @@ def run(ctx: StageContext) -> StageResult:
     if request.plan is not None:
         sections.append(fence.wrap("plan", prompts.render_plan(request.plan)))
     sections.append(prompts.render_verification(request.previous))
-    sections.append(f"Changes since the session began:\n{fence.wrap('diff', diff_text(ctx, 'r'))}")
+    sections.append(f"Changes since the session began:\n{fence.wrap('diff', ctx.diff('r'))}")
     labels = {c.label for c in request.plan.criteria()} if request.plan else set()
     system = f"{prompts.REVIEWER}\n{fence.preamble()}"
     user = "\n\n".join(sections)

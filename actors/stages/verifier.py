@@ -91,11 +91,8 @@ def _run_checks(ctx: StageContext, criteria: list[Criterion]) -> list[CriterionV
 
 
 def _workspace_diff(ctx: StageContext) -> str:
-    """The change the model judges. For now the list of changed files; the sandbox's
-    ``diff_workspace`` tool will give the real diff."""
-    request = ctx.request
-    files = request.previous.execution.files_changed if request.previous and request.previous.execution else []
-    return f"Files changed: {', '.join(files) or 'none'}"
+    """The change the model judges: the exact diff since the session began."""
+    return ctx.diff("v")
 
 
 def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict],

@@ -120,6 +120,9 @@ def test_the_model_judges_only_criteria_without_a_check_and_sees_the_check_resul
     run = stack.stage("verifier", [verdict], plan(check("A1", "python ok.py", expect_output="fine"),
                                                   {"label": "A2", "description": "the code is tidy"}),
                       files={"ok.py": "print('fine')\n"})
+    baseline = run.ctx.tool(f"{run.ctx.session_id}:baseline", "baseline_workspace", {})
+    assert baseline.ok, baseline
+    (run.workspace / "notes.txt").write_text("tidy names\n")
 
     answer = verifier.run(run.ctx).verification
 
@@ -131,5 +134,6 @@ def test_the_model_judges_only_criteria_without_a_check_and_sees_the_check_resul
     nonce = run.ctx.fence.nonce
     assert "Criteria to judge:\n- A2: the code is tidy\n" in user and "- A1: python ok.py passes" not in user
     assert f"- A1: passed\n<<untrusted evidence A1 {nonce}>>\n`python ok.py` exited 0" in user
-    assert f"<<untrusted change {nonce}>>\nFiles changed: none\n" in user
+    assert f"<<untrusted change {nonce}>>\nbaseline: " in user, "the model sees the diff since the baseline"
+    assert "A  notes.txt" in user and "+tidy names" in user
     assert f"<<untrusted task {nonce}>>\nthe test's task\n" in user
