@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli.config import resolve, session_settings, up_options
-from protocol.errors import ConfigError
-from protocol.session import ScriptedProvider
+from protocol.errors import ConfigError, ModelError
+from protocol.session import OllamaProvider, OpenAIProvider, ScriptedProvider
 
 SCRIPT = "version: 1\nresponses: {}\n"
 
@@ -120,3 +120,44 @@ def test_passing_a_secret_looking_variable_to_commands_is_refused(tmp_path: Path
         session_settings(resolve(home=tmp_path, env={"ACODE_SANDBOX__PASS_ENV": "GH_TOKEN,FOO"}))
     with pytest.raises(ConfigError, match="require_isolation"):
         resolve(home=tmp_path, env={"ACODE_SANDBOX__REQUIRE_ISOLATION": "strong"})
+
+
+def test_the_model_section_becomes_an_ollama_or_openai_provider_spec(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "w"
+    _write(workspace / ".agent" / "config.yml",
+           "model: {provider: ollama, model: qwen2.5-coder:7b, num_ctx: 16384, stage_models: {planner: big:14b}}\n"
+           "verification: {commands: ['python -m pytest -q']}\n"
+           "planner: {context_tokens: 9000, clarification_timeout: 60}\nexecutor: {tool_result_tokens: 2000}\n")
+    settings = session_settings(resolve(home=home, workspace=workspace, env={}))
+    provider = settings.provider
+    assert isinstance(provider, OllamaProvider)
+    assert (provider.base_url, provider.num_ctx) == ("http://127.0.0.1:11434", 16384)
+    assert (provider.model_for("planner"), provider.model_for("executor")) == ("big:14b", "qwen2.5-coder:7b")
+    assert settings.verify_commands == ["python -m pytest -q"]
+    assert (settings.planner_context_tokens, settings.clarification_timeout_s, settings.tool_result_tokens) == (
+        9000, 60, 2000)
+
+    env = {"ACODE_MODEL__PROVIDER": "openai", "ACODE_MODEL__BASE_URL": "http://192.168.1.20:8000/v1",
+           "ACODE_MODEL__STAGE_MODELS": "reviewer=judge", "ACODE_MODEL__API_KEY_ENV": "VLLM_KEY"}
+    openai = session_settings(resolve(home=home, workspace=workspace, env=env)).provider
+    assert isinstance(openai, OpenAIProvider)
+    assert (openai.base_url, openai.api_key_env, openai.model_for("reviewer")) == (
+        "http://192.168.1.20:8000/v1", "VLLM_KEY", "judge")
+
+
+def test_a_model_config_that_cannot_work_is_refused_before_a_session_starts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs a model name"):
+        session_settings(resolve(home=tmp_path, env={"ACODE_MODEL__PROVIDER": "ollama"}))
+    with pytest.raises(ModelError, match="allow_remote") as info:
+        session_settings(resolve(home=tmp_path, env={"ACODE_MODEL__PROVIDER": "ollama", "ACODE_MODEL__MODEL": "m",
+                                                     "ACODE_MODEL__BASE_URL": "http://203.0.113.5:11434"}))
+    assert info.value.code == "ACODE-LLM-009"
+    allowed = session_settings(resolve(home=tmp_path, env={
+        "ACODE_MODEL__PROVIDER": "ollama", "ACODE_MODEL__MODEL": "m", "ACODE_MODEL__ALLOW_REMOTE": "true",
+        "ACODE_MODEL__BASE_URL": "http://203.0.113.5:11434"})).provider
+    assert isinstance(allowed, OllamaProvider) and allowed.allow_remote
+    with pytest.raises(ConfigError, match="api_key_env is for the openai provider"):
+        session_settings(resolve(home=tmp_path, env={"ACODE_MODEL__PROVIDER": "ollama", "ACODE_MODEL__MODEL": "m",
+                                                     "ACODE_MODEL__API_KEY_ENV": "K"}))
+    with pytest.raises(ConfigError, match="model.provider is not"):
+        session_settings(resolve(home=tmp_path, env={"ACODE_MODEL__MODEL": "m"}))
