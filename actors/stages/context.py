@@ -148,11 +148,26 @@ class StageContext:
         message = result.error.message if result.error else result.output
         return f"(the diff is not available: {message})"
 
-    def ask(self, type_: type[T], *, call_site: str, system: str, user: str) -> T:
-        """Ask the model for a structured answer (a plan, a verdict) and validate it."""
-        answer = self.chat(type_, call_site=call_site, messages=[
-            ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)])
-        return parse_answer(answer.content, type_, stage=self.request.stage)
+    def ask(self, type_: type[T], *, call_site: str, system: str, user: str, corrections: int = 2) -> T:
+        """Ask the model for a structured answer (a verdict, a review) and validate it. An
+        answer that does not decode goes back to the model with the problem, at most
+        ``corrections`` times (call sites ``<call_site>/retry<n>``, so a replay finds them),
+        before ModelError ACODE-LLM-003."""
+        messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
+        site = call_site
+        for attempt in range(corrections + 1):
+            answer = self.chat(type_, call_site=site, messages=messages)
+            try:
+                return parse_answer(answer.content, type_, stage=self.request.stage)
+            except ModelError as exc:
+                if attempt == corrections:
+                    raise
+                self.log.info("answer_corrected", call_site=site, problem=exc.message[:300])
+                messages = [*messages, ChatMessage(role="assistant", content=answer.content),
+                            ChatMessage(role="user", content=f"That answer was refused: {exc.message}. Answer "
+                                                             "again with one JSON object of the shape asked for.")]
+                site = f"{call_site}/retry{attempt + 1}"
+        raise AssertionError("unreachable")
 
     def chat(self, type_: type[Any], *, call_site: str, messages: list[ChatMessage]) -> ModelAnswer:
         """One model call with a whole conversation (e.g. a correction after an invalid

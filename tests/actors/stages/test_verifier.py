@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from actors.coordinator import machine
 from actors.stages import prompts, verifier
+from protocol.errors import ModelError
 from protocol.events import CheckRan
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.session import SessionSnapshot
@@ -137,3 +140,28 @@ def test_the_model_judges_only_criteria_without_a_check_and_sees_the_check_resul
     assert f"<<untrusted change {nonce}>>\nbaseline: " in user, "the model sees the diff since the baseline"
     assert "A  notes.txt" in user and "+tidy names" in user
     assert f"<<untrusted task {nonce}>>\nthe test's task\n" in user
+
+
+def test_an_answer_that_is_not_a_verdict_goes_back_to_the_model_with_the_problem(stack: Stack) -> None:
+    verdict = {"json": {"passed": True, "summary": "tidy",
+                        "criteria": [{"label": "A2", "passed": True, "evidence": "names are clear"}]}}
+    run = stack.stage("verifier", [{"content": "I think it is fine!"}, {"content": '{"passed": "maybe"}'}, verdict],
+                      plan({"label": "A2", "description": "the code is tidy"}))
+
+    answer = verifier.run(run.ctx).verification
+
+    assert answer is not None and answer.passed
+    first, second, third = run.spy.requests
+    assert [r.call_site for r in (first, second, third)] == ["judge", "judge/retry1", "judge/retry2"]
+    assert "That answer was refused" in second.messages[-1].content
+    assert second.messages[-2].content == "I think it is fine!"
+    assert "Expected `bool`" in third.messages[-1].content
+
+
+def test_three_answers_that_are_not_verdicts_fail_with_llm_003(stack: Stack) -> None:
+    run = stack.stage("verifier", [{"content": "no"}, {"content": "still no"}, {"content": "never"}],
+                      plan({"label": "A2", "description": "the code is tidy"}))
+    with pytest.raises(ModelError) as info:
+        verifier.run(run.ctx)
+    assert info.value.code == "ACODE-LLM-003"
+    assert len(run.spy.requests) == 3
