@@ -233,12 +233,26 @@ def _sweep():
 
 
 def _run_subreaper(spec, status_fd):
+    """Fork the command, wait for it, then sweep; SIGTERM kills the command at any point.
+
+    SIGTERM may come more than once: PDEATHSIG is sent each time the launcher's parent
+    *thread* exits, and when the multi-threaded sandbox is killed its threads exit one by
+    one, the launcher being handed to the next live thread (a signal each time) and at last
+    to init or a subreaper (one more). A handler that raised on a late one (ESRCH: the
+    command already reaped) would unwind through the sweep, leaving the re-parented orphans
+    alive; one that killed a reaped pid could hit an unrelated process that reused it. So
+    the command is waited for without reaping (its zombie holds the pid), forgotten, and
+    only then reaped; the handler never raises; and the sweep runs whatever happens.
+    """
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     command = []
 
     def stop(*_):  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
         for pid in command:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # a handler must not raise into whatever it interrupted (the sweep, say)
 
     signal.signal(signal.SIGTERM, stop)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
@@ -246,9 +260,13 @@ def _run_subreaper(spec, status_fd):
     if pid is None:
         return
     command.append(pid)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    _, wait_status = os.waitpid(pid, 0)  # PEP 475: retried after the handler runs
-    _sweep()
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # PEP 475: retried after the handler runs
+        command.clear()  # still a zombie, so its pid was not reused; late SIGTERMs find nothing to kill
+        _, wait_status = os.waitpid(pid, 0)
+    finally:
+        _sweep()
     _say(status_fd, **_status(wait_status))
 
 
