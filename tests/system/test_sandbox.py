@@ -34,6 +34,7 @@ import pytest
 
 from actors.sandbox.isolation import choose
 from protocol.errors import SandboxError
+from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode
 
@@ -231,6 +232,8 @@ def test_forcing_isolation_the_machine_lacks_fails_the_sandbox_with_sbx_015_in_a
         assert ("isolation 'bubblewrap' is forced (by ACODE_SANDBOX_ISOLATION=bubblewrap) but this machine cannot "
                 "provide it: no bwrap on the PATH;") in sandbox["reason"]
         assert "(ACODE-SBX-015)" in sandbox["reason"]
-        assert all(a["state"] == "ready" for a in acode.status()["actors"] if a["instance"] != "sandbox")
+        # `up` returns as soon as the sandbox is failed; the others may still be starting
+        wait_until(lambda: all(a["state"] == "ready" for a in acode.status()["actors"] if a["instance"] != "sandbox"),
+                   timeout=30, what="every other actor to be ready")
     finally:
         acode.close()
