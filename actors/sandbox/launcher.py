@@ -22,7 +22,8 @@ tree, in order:
    ``subreaper``  the fallback where namespaces are refused: the launcher marks itself a
                   child subreaper, so orphaned descendants are re-parented to it rather
                   than to init, and after the command exits (or on SIGTERM, which is also
-                  its PDEATHSIG) it SIGKILLs and reaps every descendant until none is left.
+                  its PDEATHSIG and may come several times) it SIGKILLs and reaps every
+                  descendant until none is left.
 
 5. In the command's process, just before ``execve``: Landlock (when ``landlock_abi`` > 0):
    read and execute everywhere, write only beneath the ``writable`` paths, no TCP bind or
