@@ -163,6 +163,16 @@ class HttpModel:
         """The models the server offers (for ``acode doctor``)."""
         raise NotImplementedError
 
+    def stream_error(self, error: object, model: str, status: int) -> Exception:
+        """What an error chunk in the middle of a stream means: the model is missing (as
+        the server says it with ``status``), else a transient failure worth a retry."""
+        message = self.error_message(msgspec.json.encode({"error": error}).decode())
+        missing = self.missing_model(status, message, model)
+        if missing is not None:
+            return missing
+        return Transient(f"{self.label} at {self.base_url} failed in the middle of {model}'s answer: {message}",
+                         code="ACODE-LLM-007", fix="check the server's log")
+
     def error_message(self, text: str) -> str:
         """The server's own message out of an error body (JSON ``error`` field or plain text)."""
         try:

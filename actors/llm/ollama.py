@@ -107,12 +107,7 @@ class OllamaModel(HttpModel):
                 raise ModelError(f"Ollama at {self.base_url} sent a line that is not an answer chunk ({exc}): "
                                  f"{line[:120]!r}; is base_url an Ollama server?", code="ACODE-LLM-010") from exc
             if chunk.error is not None:
-                message = self.error_message(msgspec.json.encode({"error": chunk.error}).decode())
-                missing = self.missing_model(404, message, model)
-                if missing is not None:
-                    raise missing
-                raise Transient(f"Ollama at {self.base_url} failed in the middle of {model}'s answer: {message}",
-                                code="ACODE-LLM-007", fix="check the server's log")
+                raise self.stream_error(chunk.error, model, 404)
             if chunk.message is not None:
                 content.append(chunk.message.content)
                 for call in chunk.message.tool_calls or []:

@@ -160,12 +160,7 @@ class OpenAICompatibleModel(HttpModel):
                 raise ModelError(f"{self.label} at {self.base_url} sent an event that is not a chat chunk ({exc}): "
                                  f"{data[:120]!r}; does base_url end in /v1?", code="ACODE-LLM-010") from exc
             if chunk.error is not None:
-                message = self.error_message(msgspec.json.encode({"error": chunk.error}).decode())
-                missing = self.missing_model(400, message, model)
-                if missing is not None:
-                    raise missing
-                raise Transient(f"{self.label} at {self.base_url} failed in the middle of {model}'s answer: "
-                                f"{message}", code="ACODE-LLM-007", fix="check the server's log")
+                raise self.stream_error(chunk.error, model, 400)
             if chunk.usage is not None:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens or 0,
                               completion_tokens=chunk.usage.completion_tokens or 0)
