@@ -24,9 +24,11 @@ __all__ = [
     "SessionFinished",
     "SessionPaused",
     "SessionResumed",
+    "SettingsChanged",
     "StageFinished",
     "StageRetried",
     "StepFinished",
+    "StepRetried",
     "StepStarted",
     "ToolCalled",
     "Transitioned",
@@ -120,11 +122,34 @@ class CheckRan(EventBase, tag="check_ran", kw_only=True):
     evidence: str = ""
 
 
+class StepRetried(EventBase, tag="step_retried", kw_only=True):
+    """A try of a step failed; the next one starts from a fresh window stating why."""
+
+    visit: Visit
+    task: str
+    step: str
+    attempt: Annotated[int, msgspec.Meta(ge=2, le=100)]  # the try about to start
+    of: Annotated[int, msgspec.Meta(ge=1, le=100)]  # tries allowed (step_retry_limit)
+    code: str = ""
+    reason: str = ""
+
+
 class SessionPaused(EventBase, tag="session_paused", kw_only=True):
     kind: PauseKind
     code: str
     message: str
     exit_code: int
+    task: str = ""
+    step: str = ""
+    fix: str = ""
+    command: str = ""  # the exact command that continues the session
+
+
+class SettingsChanged(EventBase, tag="settings_changed", kw_only=True):
+    """A human changed the session's settings (``acode resume --max-turns 20`` ...); used from then on."""
+
+    changes: list[str]  # "max_turns_per_step: 10 -> 20", one per setting
+    by: str = "acode resume"
 
 
 class SessionResumed(EventBase, tag="session_resumed", kw_only=True):
@@ -142,6 +167,7 @@ class SessionFinished(EventBase, tag="session_finished", kw_only=True):
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | StepRetried | SettingsChanged
 )
 
 

@@ -28,7 +28,7 @@ from protocol.events import Event
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
-from protocol.session import Clarification, Feedback, SessionSettings, SessionSnapshot
+from protocol.session import Clarification, Feedback, SessionSettings, SessionSnapshot, SettingsOverride
 from protocol.stages import Stage
 from protocol.tools import Risk
 
@@ -97,6 +97,7 @@ class CancelSession(Message, tag="cancel_session", kw_only=True):
 class ResumeSession(Message, tag="resume_session", kw_only=True):
     session_id: Id
     answers: list[Clarification] = []  # for a session paused on the planner's questions
+    overrides: SettingsOverride | None = None  # persisted as a settings_changed event, used from then on
 
 
 class Shutdown(Message, tag="shutdown", kw_only=True):
@@ -279,6 +280,8 @@ class RunStage(Message, tag="run_stage", kw_only=True):
     feedback: Feedback | None = None
     previous: StageResult | None = None  # what the stage before this one answered
     clarifications: list[Clarification] = []  # the user's answers to the planner's questions
+    # A revisited executor (resumed or retried) keeps the steps completed in this earlier visit.
+    kept_from: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
 
 
 class StageDone(Message, tag="stage_done", kw_only=True):

@@ -22,6 +22,7 @@ from protocol.stages import (
     TERMINAL,
     CycleKind,
     PauseKind,
+    ResumeMode,
     SessionStatus,
     Stage,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "ScriptedProvider",
     "SessionSettings",
     "SessionSnapshot",
+    "SettingsOverride",
     "SessionStatus",
     "Stage",
 ]
@@ -134,6 +136,29 @@ class SessionSettings(_Wire, kw_only=True):
     # How long a needs_input pause waits for ``acode answer`` before the planner goes on
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
+    # The executor's step ladder: a failed step (step_failed, turn limit, step timeout, a
+    # repeated call) is tried at most ``step_retry_limit`` times, each try from a fresh
+    # window; ``step_timeout_s`` bounds one try (checked before each model turn).
+    step_retry_limit: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
+    step_timeout_s: Seconds = 120.0
+
+
+class SettingsOverride(_Wire, kw_only=True):
+    """What ``acode resume`` changes in a session's settings (unset fields keep their value).
+
+    Only a human raises a limit (seed 002, S10): these come from the resume command and
+    are recorded as a ``settings_changed`` event; nothing in the orchestrator makes one.
+    """
+
+    stage_timeouts: dict[Stage, Seconds] = {}
+    step_timeout_s: Seconds | None = None
+    cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    provider: ProviderSpec | None = None
+
+    def is_empty(self) -> bool:
+        return not self.stage_timeouts and self.step_timeout_s is None and self.cycle_limit is None \
+            and self.max_turns_per_step is None and self.provider is None
 
 
 class FeedbackItem(_Wire, kw_only=True):
@@ -160,9 +185,21 @@ class Clarification(_Wire, kw_only=True):
 
 
 class PauseInfo(_Wire, kw_only=True):
+    """Why a session waits for a human, and how it goes on.
+
+    ``fix`` is what to do first (e.g. ``ollama serve``), ``command`` the exact command
+    that continues, ``resume`` what that command does (see :data:`ResumeMode`); ``task``
+    and ``step`` name the step whose outcome paused the session, if one did."""
+
     kind: PauseKind
     code: str
     message: str
+    stage: Stage | None = None
+    task: str = ""
+    step: str = ""
+    fix: str = ""
+    command: str = ""
+    resume: ResumeMode = "retry"
 
 
 class SessionSnapshot(_Wire, kw_only=True):
@@ -186,6 +223,9 @@ class SessionSnapshot(_Wire, kw_only=True):
     updated_at: float = 0.0
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
+    retries: SmallCount = 0  # stage retries (fresh visits) of the current stage since it was entered
+    kept_from: SmallCount = 0  # a revisited executor keeps the steps this visit completed (0: none)
+    failure_print: str = ""  # the last verify failure's fingerprint (loop detection)
 
     @property
     def visit(self) -> int:

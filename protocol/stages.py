@@ -10,6 +10,7 @@ __all__ = [
     "TERMINAL",
     "CycleKind",
     "PauseKind",
+    "ResumeMode",
     "SessionStatus",
     "Stage",
 ]
@@ -20,4 +21,10 @@ CycleKind = Literal["verify", "review"]  # verifier -> executor, reviewer -> pla
 CYCLE_KINDS: tuple[CycleKind, ...] = ("verify", "review")
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation"]
+PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation",
+                    "model_unavailable", "invalid_plan"]
+# How a paused session continues when a human resumes it (see actors.coordinator.machine.resume):
+# retry the same attempt's work (what was recorded is replayed), revisit the stage afresh (the
+# executor keeps the steps it completed), make the cycle transition the pause stopped, or plan
+# again with the user's answers.
+ResumeMode = Literal["retry", "revisit", "cycle", "answers"]

@@ -15,6 +15,20 @@ Stage transitions are a whitelist::
 A session completes only after every stage has been visited. The 4th cycle of one kind
 pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
 ``stage_retry_limit`` times pauses it (ACODE-ORCH-002, exit 20).
+
+Failure is a pause, not an end (seed 000 "Error Escalation"). A stage that fails has
+already climbed the lower rungs (a step's tries, the planner's corrections, the
+provider's retries); :mod:`escalation` maps its error code to what happens next: a stage
+retry where one can help (the stage entered again afresh, a *revisit*: ``executor ->
+executor`` keeps the steps the replaced visit completed), else a pause with a kind, the
+step concerned, the fix and the exact command that continues. Only a human ends a
+session (``cancel``); only an unrecoverable workspace error fails one, and a human may
+resume a failed session too. Only a human raises a limit: ``resume`` applies the
+overrides it is given, and nothing else here changes a setting.
+
+Loop detection: a verify failure whose fingerprint (failing criteria and normalised
+evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
+spending the remaining cycles on it.
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from actors.coordinator import escalation
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     Event,
@@ -31,6 +46,7 @@ from protocol.events import (
     SessionFinished,
     SessionPaused,
     SessionResumed,
+    SettingsChanged,
     StageFinished,
     StageRetried,
     Transitioned,
@@ -38,8 +54,17 @@ from protocol.events import (
 from protocol.ids import new_id
 from protocol.plan import TaskPlan
 from protocol.results import StageResult
-from protocol.session import Clarification, Feedback, FeedbackItem, PauseInfo, SessionSettings, SessionSnapshot
-from protocol.stages import STAGES, CycleKind, PauseKind, Stage
+from protocol.session import (
+    Clarification,
+    Feedback,
+    FeedbackItem,
+    PauseInfo,
+    ProviderSpec,
+    SessionSettings,
+    SessionSnapshot,
+    SettingsOverride,
+)
+from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
 __all__ = [
     "ALLOWED",
@@ -65,13 +90,19 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("verifier", "reviewer"),
     ("reviewer", "planner"),
     ("reviewer", "completed"),
+    # revisits: a stage retried afresh, or resumed by a human after it failed
+    ("executor", "executor"),
+    ("verifier", "verifier"),
+    ("reviewer", "reviewer"),
 })
-PAUSE_EXIT: dict[PauseKind, int] = {
+PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 32, 34 (escalation.RULES)
     "stage_timeout": 20,
     "cycle_limit": 21,
     "needs_input": 22,
     "actor_failed": 22,
     "escalation": 22,
+    "model_unavailable": 22,
+    "invalid_plan": 22,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit, whatever the reason: past it a human must look
@@ -119,7 +150,9 @@ def _enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
     cycles = dict(snap.cycles)
     if cycle_kind is not None:
         cycles[cycle_kind] = cycles.get(cycle_kind, 0) + 1
-    new = _with(snap, now, stage=target, visits=visits, attempt=1, timeouts=0, cycles=cycles, **changes)
+    fields: dict[str, object] = {"stage": target, "visits": visits, "attempt": 1, "timeouts": 0, "cycles": cycles,
+                                 "retries": 0, "kept_from": 0}
+    new = _with(snap, now, **{**fields, **changes})
     events.append(_event(Transitioned, snap, now, source=source, target=target, visit=visits[target],
                          reason=reason, cycle_kind=cycle_kind, cycle=cycles.get(cycle_kind, 0) if cycle_kind else 0))
     return Decision(new, events)
@@ -134,7 +167,8 @@ def _finish(snap: SessionSnapshot, status: str, now: float, *, events: list[Even
             raise TransitionError(f"cannot complete: stages never visited: {', '.join(missing)}")
         events.append(_event(Transitioned, snap, now, source=snap.stage or "start", target="completed",
                              visit=1, reason=summary or "approved"))
-    new = _with(snap, now, status=status, stage=None, exit_code=exit_code, finished_at=now, error=error,
+    stage = snap.stage if status == "failed" else None  # a failed session resumes where it stopped
+    new = _with(snap, now, status=status, stage=stage, exit_code=exit_code, finished_at=now, error=error,
                 pause=None)
     events.append(_event(SessionFinished, snap, now, status=status, exit_code=exit_code, error=error,
                          summary=summary))
@@ -142,14 +176,53 @@ def _finish(snap: SessionSnapshot, status: str, now: float, *, events: list[Even
 
 
 def pause(snap: SessionSnapshot, kind: PauseKind, code: str, message: str, now: float,
-          events: list[Event] | None = None, **changes: object) -> Decision:
-    """Stop dispatching until a human resumes; the stage to resume is kept."""
+          events: list[Event] | None = None, *, exit_code: int | None = None, resume: ResumeMode = "retry",
+          task: str = "", step: str = "", fix: str = "", **changes: object) -> Decision:
+    """Stop dispatching until a human resumes; the stage to resume is kept, and the pause
+    says how it goes on (``resume``) and the exact command that does it."""
     events = events if events is not None else []
-    exit_code = PAUSE_EXIT[kind]
-    new = _with(snap, now, status="paused", pause=PauseInfo(kind=kind, code=code, message=message),
-                exit_code=exit_code, **changes)
-    events.append(_event(SessionPaused, snap, now, kind=kind, code=code, message=message, exit_code=exit_code))
+    exit_code = exit_code if exit_code is not None else PAUSE_EXIT[kind]
+    settings = snap.settings
+    stage = snap.stage
+    command = escalation.command(snap.id, kind, stage=stage, code=code,
+                                 timeout_s=settings.stage_timeouts.get(stage, 300.0) if stage else 0.0,
+                                 max_turns=settings.max_turns_per_step, step_timeout_s=settings.step_timeout_s)
+    info = PauseInfo(kind=kind, code=code, message=message, stage=stage, task=task, step=step, fix=fix,
+                     command=command, resume=resume)
+    new = _with(snap, now, status="paused", pause=info, exit_code=exit_code, **changes)
+    events.append(_event(SessionPaused, snap, now, kind=kind, code=code, message=message, exit_code=exit_code,
+                         task=task, step=step, fix=fix, command=command))
     return Decision(new, events)
+
+
+def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now: float,
+              events: list[Event]) -> Decision:
+    """A stage failed past the rungs below: retry it afresh where that can help, else pause."""
+    stage = snap.stage
+    assert stage is not None
+    if error.code in escalation.UNRECOVERABLE:
+        return _finish(snap, "failed", now, events=events, error=error, summary=f"{stage} failed: {error.message}")
+    rule = escalation.rule_for(error.code)
+    if rule.stage_retry and snap.retries < snap.settings.stage_retry_limit:
+        return _revisit(snap, now, events=events, retries=snap.retries + 1,
+                        reason=f"stage retry {snap.retries + 1} of {snap.settings.stage_retry_limit}, afresh: "
+                               f"{error.message}")
+    failed = [r for r in (result.execution.steps if result.execution else []) if r.status == "failed"]
+    task, step = (failed[0].task, failed[0].step) if failed else ("", "")
+    fix = escalation.fix_of(error.message) if error.code.startswith("ACODE-LLM-") else ""
+    return pause(snap, rule.kind, error.code, f"{stage} failed: {error.message}", now, events,
+                 exit_code=rule.exit_code, resume=rule.resume, task=task, step=step, fix=fix)
+
+
+def _revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, **changes: object) -> Decision:
+    """Enter the current stage again, afresh (a new visit: its model calls are not replayed).
+    A revisited executor keeps the steps the replaced visit completed."""
+    stage = snap.stage
+    assert stage is not None
+    kept = snap.visit if stage == "executor" else 0
+    if stage == "planner":  # the planner's feedback and plan are kept: it plans again with them
+        return _enter(snap, "planner", now, reason=reason, events=events, **changes)
+    return _enter(snap, stage, now, reason=reason, events=events, kept_from=kept, **changes)
 
 
 def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *, feedback: Feedback,
@@ -161,8 +234,8 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
         # `acode resume` makes the transition with a fresh round of cycles.
         message = (f"{kind} cycle limit reached ({done} of {limit}); last feedback: {feedback.summary}; "
                    "raise orchestration.cycle_limit or `acode resume` the session for another round")
-        return pause(snap, "cycle_limit", "ACODE-ORCH-003", message, now, events, feedback=feedback,
-                     last_result=last_result)
+        return pause(snap, "cycle_limit", "ACODE-ORCH-003", message, now, events, resume="cycle",
+                     feedback=feedback, last_result=last_result)
     return _enter(snap, target, now, reason=feedback.summary, cycle_kind=kind,
                   events=events, feedback=feedback, last_result=last_result)
 
@@ -178,21 +251,20 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
         if error.retryable and snap.attempt <= snap.settings.stage_retry_limit:
             return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
-        return _finish(snap, "failed", now, events=events, error=error,
-                       summary=f"{stage} failed: {error.message}")
+        return _escalate(snap, result, error, now, events)
     match stage:
         case "planner":
             plan = result.plan
             if plan is None:
-                return _finish(snap, "failed", now, events=events, error=ErrorInfo(
-                    code="ACODE-PLAN-003", message="the planner answered without a plan"))
+                return _escalate(snap, result, ErrorInfo(code="ACODE-PLAN-003",
+                                                         message="the planner answered without a plan"), now, events)
             events.append(_event(PlanRecorded, snap, now, version=plan.version, goal=plan.goal,
                                  tasks=len(plan.tasks), steps=plan.step_count(), status=plan.status))
             if plan.status == "needs_clarification":
                 questions = "; ".join(q.question for q in plan.questions)
                 decision = pause(snap, "needs_input", "ACODE-ORCH-004",
                                  f"the planner needs answers before it can plan: {questions}; answer with "
-                                 f"`acode answer {snap.id[:8]}`", now, events,
+                                 f"`acode answer {snap.id[:8]}`", now, events, resume="answers",
                                  plan_version=plan.version, last_result=result)
                 return Decision(decision.snapshot, decision.events, plan)
             decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,
@@ -205,13 +277,21 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
             verdict = result.verification
             if verdict is not None and verdict.passed:
                 return _enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
-                              feedback=None, last_result=result)
+                              feedback=None, last_result=result, failure_print="")
             failed = [c for c in (verdict.criteria if verdict else []) if not c.passed]
             feedback = Feedback(
                 source="verifier", summary=(verdict.summary if verdict else "") or
                 f"{len(failed)} criteria failed: {', '.join(c.label for c in failed)}",
                 items=[FeedbackItem(label=c.label, problem="criterion not met", detail=c.evidence) for c in failed])
-            return _cycle(snap, "verify", "executor", now, feedback=feedback, events=events, last_result=result)
+            printed = escalation.fingerprint([(c.label, c.evidence) for c in failed])
+            if printed == snap.failure_print:
+                return pause(snap, "escalation", "ACODE-ORCH-008",
+                             f"the same failure twice: {feedback.summary}; the executor's last round changed "
+                             "nothing the checks see. Look at the evidence (`acode show`), then resume for "
+                             "another round, perhaps with another model (--model)", now, events, resume="cycle",
+                             feedback=feedback, last_result=result)
+            decision = _cycle(snap, "verify", "executor", now, feedback=feedback, events=events, last_result=result)
+            return Decision(msgspec.structs.replace(decision.snapshot, failure_print=printed), decision.events)
         case "reviewer":
             review = result.review
             if review is not None and review.decision == "approve":
@@ -251,9 +331,8 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
     timeouts = snap.timeouts + 1
     if timeouts > snap.settings.stage_retry_limit:
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
-                     f"{snap.stage} timed out {timeouts} times ({limit:g}s each); raise "
-                     f"orchestration.{snap.stage}_timeout or check the model, then `acode resume`", now,
-                     timeouts=timeouts)
+                     f"{snap.stage} timed out {timeouts} times ({limit:g}s each); resume with a longer "
+                     f"--{snap.stage}-timeout, or check the model", now, timeouts=timeouts)
     return _retry(snap, now, f"{snap.stage} timed out after {limit:g}s", timeouts=timeouts)
 
 
@@ -262,37 +341,90 @@ def recover(snap: SessionSnapshot, now: float) -> Decision:
     return _retry(snap, now, "recovered after a coordinator restart")
 
 
-def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | None = None) -> Decision:
-    """A human resumes a paused session: a fresh round for what paused it.
+def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | None = None,
+           overrides: SettingsOverride | None = None) -> Decision:
+    """A human resumes a paused or failed session: a fresh round for what stopped it.
 
-    A session paused for the planner's questions resumes only with ``answers`` (given by
-    ``acode answer``, or each question's default when the wait ran out); the planner is
-    entered again with every answer so far.
+    ``overrides`` (from ``acode resume --max-turns 20`` ...) are applied first and recorded
+    as a ``settings_changed`` event. How it goes on is the pause's ``resume`` mode: retry
+    the attempt (recorded work is replayed), revisit the stage afresh (finished steps
+    stay finished, the failed step gets a fresh round of tries), make the cycle transition
+    the pause stopped (a fresh round of cycles), or, for the planner's questions, plan
+    again with ``answers`` (given by ``acode answer``, or the defaults when the wait ran out).
     """
-    if snap.status != "paused":
-        raise TransitionError(f"session {snap.id} is {snap.status}, not paused; only paused sessions "
-                              "resume", code="ACODE-CLI-004")
-    kind = snap.pause.kind if snap.pause else "escalation"
+    if snap.status not in ("paused", "failed"):
+        raise TransitionError(f"session {snap.id} is {snap.status}; only paused or failed sessions resume",
+                              code="ACODE-CLI-004")
+    kind = snap.pause.kind if snap.pause else ("failed" if snap.status == "failed" else "escalation")
+    mode: ResumeMode = snap.pause.resume if snap.pause else "revisit"
+    if kind == "cycle_limit":
+        mode = "cycle"  # also for pauses recorded before resume modes existed
     if kind == "needs_input":
         if not answers:
             raise TransitionError(f"session {snap.id} is waiting for answers to the planner's questions; "
                                   f"give them with `acode answer {snap.id[:8]}`", code="ACODE-CLI-004")
-        events = [_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers)]
-        running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0,
-                        clarifications=[*snap.clarifications, *answers])
-        return _enter(running, "planner", now, events=events, reason="the planner's questions were answered")
-    if answers:
+    elif answers:
         raise TransitionError(f"session {snap.id} is paused for {kind}, not for questions; resume it with "
                               "`acode resume`", code="ACODE-CLI-004")
-    events = [_event(SessionResumed, snap, now, reason=f"resumed after {kind}")]
-    running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0)
-    if kind == "cycle_limit" and snap.feedback is not None:
+    events: list[Event] = []
+    settings = snap.settings
+    if overrides is not None and not overrides.is_empty():
+        settings, changes = _override(settings, overrides)
+        if changes:
+            events.append(_event(SettingsChanged, snap, now, changes=changes))
+    stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
+    running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
+                    finished_at=None, settings=settings, stage=stage, retries=0, failure_print="")
+    if kind == "needs_input":
+        assert answers is not None
+        events.append(_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers))
+        running = msgspec.structs.replace(running, clarifications=[*snap.clarifications, *answers])
+        return _enter(running, "planner", now, events=events, reason="the planner's questions were answered")
+    events.append(_event(SessionResumed, snap, now, reason=f"resumed after {kind}"))
+    if mode == "cycle" and snap.feedback is not None:
         cycle_kind: CycleKind = "verify" if snap.feedback.source == "verifier" else "review"
         target: Stage = "executor" if cycle_kind == "verify" else "planner"
         running = msgspec.structs.replace(running, cycles={**snap.cycles, cycle_kind: 0})
-        return _enter(running, target, now, events=events,
-                      reason=f"resumed after the {cycle_kind} cycle limit: {snap.feedback.summary}")
+        why = f"the {cycle_kind} cycle limit" if kind == "cycle_limit" else kind
+        return _enter(running, target, now, events=events, reason=f"resumed after {why}: {snap.feedback.summary}")
+    if mode == "revisit":
+        return _revisit(running, now, events=events, reason=f"resumed after {kind}: a fresh round")
     return _retry(running, now, f"resumed after {kind}", events)
+
+
+def _override(settings: SessionSettings, overrides: SettingsOverride) -> tuple[SessionSettings, list[str]]:
+    """``settings`` with ``overrides`` applied, and one line per setting that changed."""
+    changes: list[str] = []
+    values: dict[str, object] = {}
+    timeouts = {**settings.stage_timeouts, **overrides.stage_timeouts}
+    if timeouts != settings.stage_timeouts:
+        values["stage_timeouts"] = timeouts
+        changes += [f"{s}_timeout: {settings.stage_timeouts.get(s, 300.0):g}s -> {t:g}s"
+                    for s, t in overrides.stage_timeouts.items() if settings.stage_timeouts.get(s) != t]
+    if overrides.step_timeout_s is not None and overrides.step_timeout_s != settings.step_timeout_s:
+        values["step_timeout_s"] = overrides.step_timeout_s
+        changes.append(f"step_timeout: {settings.step_timeout_s:g}s -> {overrides.step_timeout_s:g}s")
+    if overrides.cycle_limit is not None:
+        limits = dict.fromkeys(settings.cycle_limits or ("verify", "review"), overrides.cycle_limit)
+        if limits != settings.cycle_limits:
+            values["cycle_limits"] = limits
+            changes.append(f"cycle_limit: {settings.cycle_limits} -> {overrides.cycle_limit}")
+    turns = overrides.max_turns_per_step
+    if turns is not None and turns != settings.max_turns_per_step:
+        values["max_turns_per_step"] = turns
+        changes.append(f"max_turns_per_step: {settings.max_turns_per_step} -> {turns}")
+    if overrides.provider is not None and overrides.provider != settings.provider:
+        values["provider"] = overrides.provider
+        changes.append(f"model: {_describe(settings.provider)} -> {_describe(overrides.provider)}")
+    return (msgspec.structs.replace(settings, **values) if values else settings), changes
+
+
+def _describe(provider: ProviderSpec | None) -> str:
+    if provider is None:
+        return "none"
+    model = getattr(provider, "model", None) or getattr(provider, "script_name", "") or "?"
+    where = getattr(provider, "base_url", "")
+    return f"{provider.__struct_config__.tag} {model}" + (f" at {where}" if where else "")
 
 
 def cancel(snap: SessionSnapshot, reason: str, now: float) -> Decision:

@@ -34,9 +34,10 @@ def _ok(snap: SessionSnapshot) -> StageResult:
     return _result(snap)
 
 
-def _verify_fail(snap: SessionSnapshot) -> StageResult:
+def _verify_fail(snap: SessionSnapshot, evidence: str | None = None) -> StageResult:
+    evidence = evidence if evidence is not None else f"exit 1 (executor visit {snap.visits.get('executor', 0)})"
     return _result(snap, verification=VerifierAnswer(
-        passed=False, summary="A1 failed", criteria=[CriterionVerdict(label="A1", passed=False, evidence="exit 1")]))
+        passed=False, summary="A1 failed", criteria=[CriterionVerdict(label="A1", passed=False, evidence=evidence)]))
 
 
 def _replan(snap: SessionSnapshot) -> StageResult:
@@ -80,7 +81,7 @@ def test_a_verify_failure_cycles_to_the_executor_with_the_failures_as_feedback()
     new = decision.snapshot
     assert new.stage == "executor" and new.visits["executor"] == 2 and new.cycles == {"verify": 1}
     assert new.feedback is not None and new.feedback.source == "verifier"
-    assert new.feedback.items[0].label == "A1" and new.feedback.items[0].detail == "exit 1"
+    assert new.feedback.items[0].label == "A1" and new.feedback.items[0].detail == "exit 1 (executor visit 1)"
     transition = [e for e in decision.events if isinstance(e, Transitioned)][0]
     assert (transition.cycle_kind, transition.cycle) == ("verify", 1)
 
@@ -140,13 +141,18 @@ def test_endless_losses_escalate_to_a_human() -> None:
     assert snap.status == "paused" and snap.exit_code == 22
 
 
-def test_a_stage_failure_fails_the_session_with_its_error() -> None:
+def test_a_stage_failure_pauses_the_session_with_its_error_and_the_command_that_continues() -> None:
     snap = _new()
     error = ErrorInfo(code="ACODE-LLM-002", message="no response left for the planner")
     decision = machine.on_result(snap, StageResult(session_id="s1", stage="planner", visit=1, attempt=1,
                                                    ok=False, error=error), NOW)
-    assert decision.snapshot.status == "failed" and decision.snapshot.exit_code == 1
-    assert decision.snapshot.error == error
+    paused = decision.snapshot
+    assert paused.status == "paused" and paused.exit_code == 22 and paused.stage == "planner"
+    assert paused.pause is not None and paused.pause.kind == "escalation" and paused.pause.code == "ACODE-LLM-002"
+    assert paused.pause.message == "planner failed: no response left for the planner"
+    assert paused.pause.command == "acode resume s1"
+    event = decision.events[-1]
+    assert isinstance(event, SessionPaused) and event.command == "acode resume s1"
 
 
 def test_cancel_is_exit_23_and_only_once() -> None:

@@ -1,0 +1,117 @@
+"""The escalation ladder's top rungs: what a failed stage means for the session (no I/O).
+
+A stage that fails after its own retries (a step's tries in the executor, the planner's
+corrections, the provider's retries of a transient HTTP error) reaches the coordinator as
+an error code. :data:`RULES` is the ONE table that maps a code to the session's pause:
+its kind, the exit code ``acode run`` ends with, and whether a stage retry (the stage
+entered again, afresh) can help. A code not in the table pauses as ``escalation``, exit 22.
+Only :data:`UNRECOVERABLE` codes end a session as ``failed``.
+
+Also here, because the machine and its tests share them: the fix line a model error
+carries (:func:`fix_of`), the exact command that continues a pause (:func:`command`), and
+the fingerprint of a verify failure that loop detection compares (:func:`fingerprint`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from protocol.stages import PauseKind, ResumeMode, Stage
+
+__all__ = ["DEFAULT_RULE", "RULES", "UNRECOVERABLE", "Rule", "command", "fingerprint", "fix_of", "normalise",
+           "rule_for"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: PauseKind
+    exit_code: int = 22
+    stage_retry: bool = False  # the same stage, entered afresh, may well succeed
+    resume: ResumeMode = "revisit"  # how `acode resume` goes on (see protocol.stages.ResumeMode)
+
+
+_UNAVAILABLE = Rule("model_unavailable", resume="retry")  # what was recorded is replayed, the rest asked anew
+_ANSWER = Rule("escalation", stage_retry=True)  # a model answer that could not be used: ask again afresh
+_INVALID_PLAN = Rule("invalid_plan")
+
+RULES: dict[str, Rule] = {
+    # the model server: unreachable, model missing, misconfigured (fix it, then resume)
+    "ACODE-LLM-005": _UNAVAILABLE,
+    "ACODE-LLM-006": _UNAVAILABLE,
+    "ACODE-LLM-014": _UNAVAILABLE,  # permanent server configuration error (e.g. llama.cpp without --jinja)
+    "ACODE-LLM-015": _UNAVAILABLE,  # the server ignores tools
+    # the model's answers
+    "ACODE-LLM-003": _ANSWER,  # an answer that did not decode, after the corrections
+    "ACODE-LLM-007": Rule("escalation"),  # the server refused the request (a 4xx): the same request fails again
+    "ACODE-LLM-008": _ANSWER,  # timed out after the provider's retries
+    "ACODE-LLM-010": _ANSWER,  # an answer that could not be read
+    "ACODE-LLM-012": Rule("escalation"),  # answer cut at the token limit: raise it or use a larger model
+    "ACODE-LLM-013": Rule("escalation"),  # the prompt exceeds the model's context
+    # the planner's plan
+    "ACODE-PLAN-003": _INVALID_PLAN,
+    "ACODE-PLAN-004": _INVALID_PLAN,
+    "ACODE-PLAN-005": _INVALID_PLAN,
+    # a step's outcome (seed 004's exit codes; each step already had its tries)
+    "ACODE-EXEC-001": Rule("escalation", 30),
+    "ACODE-EXEC-002": Rule("escalation", 30),
+    "ACODE-EXEC-007": Rule("escalation", 30),
+    "ACODE-EXEC-008": Rule("escalation", 30),
+    "ACODE-EXEC-003": Rule("escalation", 31),
+    "ACODE-EXEC-004": Rule("escalation", 32),
+    "ACODE-EXEC-006": Rule("escalation", 34),
+}
+DEFAULT_RULE = Rule("escalation")
+UNRECOVERABLE: frozenset[str] = frozenset({"ACODE-ORCH-009"})  # the workspace is gone
+
+
+def rule_for(code: str) -> Rule:
+    return RULES.get(code, DEFAULT_RULE)
+
+
+def fix_of(message: str) -> str:
+    """The fix a model error's message ends with (``...; start it with `ollama serve`, ...``)."""
+    head, sep, tail = message.rpartition("; ")
+    return tail.strip() if sep and head else ""
+
+
+def command(session_id: str, kind: PauseKind, *, stage: Stage | None = None, code: str = "",
+            timeout_s: float = 0.0, max_turns: int = 0, step_timeout_s: float = 0.0) -> str:
+    """The exact command that continues a pause. Where a limit stopped the session it
+    suggests a higher one; the human decides (the orchestrator never raises a limit)."""
+    resume = f"acode resume {session_id}"
+    if kind == "needs_input":
+        return f"acode answer {session_id}"
+    if kind == "actor_failed":
+        return "acode down && acode up --detach"  # the session resumes by itself
+    if kind == "stage_timeout" and stage is not None and timeout_s:
+        return f"{resume} --{stage}-timeout {timeout_s * 2:g}"
+    if code == "ACODE-EXEC-003" and max_turns:
+        return f"{resume} --max-turns {max_turns * 2}"
+    if code == "ACODE-EXEC-006" and step_timeout_s:
+        return f"{resume} --step-timeout {step_timeout_s * 2:g}"
+    return resume
+
+
+_VOLATILE = [  # what differs between two runs of the same failing check
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
+    (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "<time>"),
+    (re.compile(r"(/private)?(/tmp|/var/folders|/var/tmp)/[^\s'\":]*"), "<tmp>"),
+    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|µs|us|ns|min)\b"), "<duration>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
+    (re.compile(r"\bpid[ =:]*\d+\b", re.IGNORECASE), "pid <n>"),
+]
+
+
+def normalise(text: str) -> str:
+    """``text`` without timestamps, temp-dir paths, durations, addresses and pids, spaces collapsed."""
+    for pattern, placeholder in _VOLATILE:
+        text = pattern.sub(placeholder, text)
+    return " ".join(text.split())
+
+
+def fingerprint(failures: list[tuple[str, str]]) -> str:
+    """A verify failure's fingerprint: its failing criteria and their normalised evidence."""
+    text = "\n".join(f"{label}\x00{normalise(evidence)}" for label, evidence in sorted(failures))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
