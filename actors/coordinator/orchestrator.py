@@ -18,6 +18,7 @@ paused because an actor failed resume by themselves.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -230,10 +231,15 @@ class Orchestrator:
         if failed:
             self._pause_for(session, failed[0], "it is failed")
             return
+        if not os.path.isdir(snap.workspace):  # the one error no stage retry or pause can help
+            gone = ErrorInfo(code="ACODE-ORCH-009", message=f"the workspace {snap.workspace} is gone; restore it "
+                                                            f"and `acode resume {snap.id}`, or `acode cancel`")
+            self.decide(session, lambda current: machine.on_result(current, self._failure(current, gone), time.time()))
+            return
         request_id = new_id()
         body = RunStage(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt, task=snap.task,
                         workspace=snap.workspace, settings=snap.settings, plan=session.plan, feedback=snap.feedback,
-                        previous=snap.last_result, clarifications=snap.clarifications)
+                        previous=snap.last_result, clarifications=snap.clarifications, kept_from=snap.kept_from)
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

@@ -4,7 +4,9 @@ Each is answered once the decision it caused is durable (the orchestrator commit
 replies). A submit is idempotent by the client's session id, also across a coordinator
 restart (the session is looked up in persistence first). Cancel and resume load a
 session that is not in memory; a state that does not allow the request (cancelling a
-finished session, resuming a running one) is answered with ACODE-CLI-004.
+finished session, resuming a running one) is answered with ACODE-CLI-004. A resume may
+carry setting overrides (``acode resume --max-turns 20``): the machine applies them and
+records them as an event in the same commit as the resume.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ class SessionRequests:
                 self.orchestrator.reply(request, Error(error=error.info()))
                 return
             loaded = Session(snapshot=reply.session)
-            if loaded.snapshot.status in ("running", "paused") and loaded.snapshot.id not in self.orchestrator.sessions:
+            if loaded.snapshot.status in ("running", "paused", "failed") \
+                    and loaded.snapshot.id not in self.orchestrator.sessions:
                 self.orchestrator.sessions[loaded.id] = loaded
             then(self.orchestrator.sessions.get(loaded.id, loaded))
 
@@ -128,8 +131,9 @@ class SessionRequests:
         def act(session: Session) -> None:
             def go(plan: TaskPlan | None) -> None:
                 session.plan = plan
-                self.orchestrator.decide(session, lambda snap: machine.resume(snap, time.time(), body.answers),
-                                         reply_to=request)
+                self.orchestrator.decide(
+                    session, lambda snap: machine.resume(snap, time.time(), body.answers, body.overrides),
+                    reply_to=request)
 
             if session.plan is None and session.snapshot.plan_version:
                 self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),

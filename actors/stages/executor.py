@@ -24,23 +24,38 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   the window at most) with a note of what was cut. Untrusted text is fenced.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
-  A failed step blocks the steps that depend on it (directly or through their task's
-  dependencies), which are recorded as ``blocked``; independent steps still run. The
-  stage then fails with the first failed step's code.
+- The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
+  ``step_failed``, on running out of turns (ACODE-EXEC-003), past
+  ``step_timeout_s`` (ACODE-EXEC-006, checked before each model turn: an answer being
+  streamed is bounded by the provider's timeouts and the stage's), or when the model
+  makes the same tool call with the same arguments three times in a row (ACODE-EXEC-008,
+  the third is not run). A failed try is followed by another, up to
+  ``step_retry_limit`` tries, each from a fresh window that states what failed and why
+  (a ``step_retried`` event says so too); the workspace keeps what earlier tries wrote.
+  A step out of tries is ``failed`` and aborts its task: the steps that depend on it
+  (directly or through their task's dependencies) are recorded as ``blocked``,
+  independent steps still run, and the stage then fails with the first failed step's
+  code; the coordinator pauses the session (exit 30, 31, 32 or 34).
+- A revisited executor (``kept_from``: a human resumed the session, or the coordinator
+  retried the stage) keeps the steps the replaced visit completed, and the failed step
+  gets a fresh round of tries whose first window says how the last round ended.
 
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
 unfinished step, a retried attempt makes the same model requests (answered from the
 record) and the same tool calls (same idempotency keys, answered from the sandbox's
 journal), so nothing with a side effect runs twice. Keys and call sites never contain
-the attempt; retry suffixes are counted per call, not per attempt.
+the attempt; retry suffixes are counted per call, not per attempt. A step's later tries
+have their own call sites (``T1/S1/try2/turn1``) and keys (``...:k2:t1:c0``), so a replay
+goes through the same tries in the same order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -50,7 +65,7 @@ from actors.stages import prompts
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
 from protocol.errors import ErrorInfo
-from protocol.events import StepFinished, StepStarted
+from protocol.events import StepFinished, StepRetried, StepStarted
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
 from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
@@ -67,6 +82,15 @@ _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", 
 _DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
 _TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
+_REPEATS = 3  # the same call with the same arguments this many times in a row fails the try
+
+
+class _Outcome(NamedTuple):
+    """How one try of a step ended."""
+
+    status: str  # completed or failed
+    summary: str
+    code: str = ""
 
 
 def context_budget(settings: SessionSettings) -> int:
@@ -77,24 +101,26 @@ def context_budget(settings: SessionSettings) -> int:
 
 
 class _Step:
-    """One step's loop: the conversation, what it wrote, how many calls it made."""
+    """One step's tries, each a loop: the conversation, what it wrote, how many calls it made."""
 
-    def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool):
+    def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool,
+                 earlier_failure: StepRecord | None = None):
         self.ctx = ctx
         self.task = task
         self.step = step
         self.wrote_before = wrote_before
+        self.earlier_failure = earlier_failure
         self.files: list[str] = []
         self.wrote = False
         self.calls = 0
-        self.pushed_back = False
+        self.turns = 0
         request = ctx.request
         settings = request.settings
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
 
-    def _context_files(self) -> list[tuple[str, str | None]]:
+    def _context_files(self, key: str) -> list[tuple[str, str | None]]:
         """The task's resource files as they are now (None: it does not exist), each cut; all
         within a third of the budget."""
         paths = list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write]))[:_MAX_CONTEXT_FILES]
@@ -104,7 +130,7 @@ class _Step:
         for index, path in enumerate(paths):
             if left <= 0:
                 break
-            result = self.ctx.tool_retrying(f"{self.base}:ctx{index}", "read_file", {"path": path})
+            result = self.ctx.tool_retrying(f"{key}:ctx{index}", "read_file", {"path": path})
             if result.ok:
                 text = prompts.truncate(result.output, min(per_file, left))
             elif result.error is not None and result.error.code == "ACODE-SBX-003":
@@ -117,15 +143,52 @@ class _Step:
         return files
 
     def run(self) -> StepRecord:
+        """Try the step up to ``step_retry_limit`` times; record how it ended."""
+        request = self.ctx.request
+        limit = request.settings.step_retry_limit
+        failure: _Outcome | None = None
+        for attempt in range(1, limit + 1):
+            if failure is not None:
+                self.ctx.commit([StepRetried(
+                    id=stable_id(request.session_id, "executor", request.visit, self.task.label, self.step.label,
+                                 f"try{attempt}"),
+                    session_id=request.session_id, visit=request.visit, task=self.task.label, step=self.step.label,
+                    attempt=attempt, of=limit, code=failure.code, reason=failure.summary[:2_000])])
+            outcome = self._try(attempt, limit, failure)
+            if outcome.status == "completed":
+                return self._finish("completed", outcome.summary)
+            self.ctx.log.info("step_try_failed", task=self.task.label, step=self.step.label, attempt=attempt,
+                              of=limit, code=outcome.code)
+            failure = outcome
+        assert failure is not None
+        tried = f" (tried {limit} times)" if limit > 1 else ""
+        return self._finish("failed", failure.summary + tried, code=failure.code)
+
+    def _try(self, attempt: int, limit: int, failure: _Outcome | None) -> _Outcome:
+        """One try from a fresh window; the first keeps the call sites and keys of a single try."""
         request = self.ctx.request
         assert request.plan is not None
-        text = prompts.render_step(request.plan, self.task, self.step, request.feedback, files=self._context_files(),
-                                   fence=self.ctx.fence)
+        key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
+        site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
+        text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
+                                   files=self._context_files(key), fence=self.ctx.fence)
+        text += _retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
-        limit = request.settings.max_turns_per_step
-        for turn in range(1, limit + 1):
+        self.pushed_back = False
+        self.last_call: tuple[str, str] | None = None
+        self.repeats = 0
+        turns = request.settings.max_turns_per_step
+        timeout = request.settings.step_timeout_s
+        started = time.monotonic()
+        for turn in range(1, turns + 1):
+            elapsed = time.monotonic() - started
+            if elapsed > timeout:
+                return _Outcome("failed", f"the step took more than {timeout:g}s ({elapsed:.0f}s, "
+                                          f"{turn - 1} turns) (ACODE-EXEC-006); raise step_timeout_seconds",
+                                code="ACODE-EXEC-006")
+            self.turns += 1
             answer = self.ctx.model.complete(ModelRequest(
-                stage="executor", call_site=f"{self.task.label}/{self.step.label}/turn{turn}",
+                stage="executor", call_site=f"{site}/turn{turn}",
                 nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS))
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
@@ -139,11 +202,11 @@ class _Step:
                 self.conversation.note("no tool call")
                 continue
             for index, call in enumerate(calls):
-                record = self._call(turn, index, call, native=native, last_turn=turn == limit)
-                if record is not None:
-                    return record
-        return self._finish("failed", f"no step_complete after {limit} turns (ACODE-EXEC-003); split the step, or "
-                                      "raise max_turns_per_step", limit, code="ACODE-EXEC-003")
+                outcome = self._call(key, turn, index, call, native=native, last_turn=turn == turns)
+                if outcome is not None:
+                    return outcome
+        return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
+                                  "raise max_turns_per_step", code="ACODE-EXEC-003")
 
     def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
         if native and call.id:
@@ -151,7 +214,8 @@ class _Step:
         else:
             self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
-    def _call(self, turn: int, index: int, call: ModelToolCall, *, native: bool, last_turn: bool) -> StepRecord | None:
+    def _call(self, key: str, turn: int, index: int, call: ModelToolCall, *, native: bool,
+              last_turn: bool) -> _Outcome | None:
         problem = toolcalls.check(call)
         if problem is not None:
             self._reply(call, f"error: {problem}", native=native)
@@ -160,7 +224,7 @@ class _Step:
         if call.name in CONTROL_TOOLS:
             control = decode_args(call.name, call.arguments)
             if isinstance(control, StepFailed):
-                return self._finish("failed", control.reason, turn, code="ACODE-EXEC-001")
+                return _Outcome("failed", control.reason, code="ACODE-EXEC-001")
             summary: str = control.summary  # type: ignore[attr-defined]
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
@@ -168,8 +232,14 @@ class _Step:
                 self._reply(call, prompts.render_pushback(self.step), native=native)
                 self.conversation.note("step_complete refused: nothing written yet")
                 return None
-            return self._finish("completed", summary, turn)
-        result = self.ctx.tool_retrying(f"{self.base}:t{turn}:c{index}", call.name, call.arguments)
+            return _Outcome("completed", summary)
+        same = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+        self.repeats = self.repeats + 1 if same == self.last_call else 1
+        self.last_call = same
+        if self.repeats >= _REPEATS:
+            return _Outcome("failed", f"the model called {call.name} {_target(call.arguments)!r} with the same "
+                                      f"arguments {_REPEATS} times in a row (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+        result = self.ctx.tool_retrying(f"{key}:t{turn}:c{index}", call.name, call.arguments)
         self.calls += 1
         if result.ok and call.name in _WRITES:
             self.wrote = True
@@ -180,8 +250,20 @@ class _Step:
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
         return None
 
-    def _finish(self, status: str, summary: str, turns: int, *, code: str = "") -> StepRecord:
-        return _record(self.ctx, self.task, self.step, status, summary, turns, self.calls, self.files, code)
+    def _finish(self, status: str, summary: str, *, code: str = "") -> StepRecord:
+        return _record(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
+
+
+def _retry_note(attempt: int, limit: int, failure: _Outcome | None, earlier: StepRecord | None) -> str:
+    """What the model of a later try (or of a new round) is told about the failure before it."""
+    if failure is not None:
+        return (f"\n\nThis is try {attempt} of {limit} of this step, in a fresh conversation. Try {attempt - 1} "
+                f"failed: {failure.summary}. The workspace keeps what earlier tries wrote. Do not repeat what "
+                "failed: take another approach; call step_failed with the reason if the step cannot be done.")
+    if earlier is not None:
+        return (f"\n\nAn earlier round of this step failed: {earlier.summary}. Take another approach; the "
+                "workspace keeps what was written.")
+    return ""
 
 
 def _target(arguments: dict[str, Any]) -> str:
@@ -210,6 +292,18 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: str, summ
                              status=status, summary=summary)],  # type: ignore[arg-type]
                step=record)
     return record
+
+
+def _keep(ctx: StageContext, record: StepRecord) -> StepRecord:
+    """A step completed in the visit this one replaces stays completed: recorded again, not run."""
+    request = ctx.request
+    kept = msgspec.structs.replace(record, visit=request.visit, at=time.time())
+    ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, record.task, record.step,
+                                          "finished"),
+                             session_id=request.session_id, visit=request.visit, task=record.task, step=record.step,
+                             status="completed", summary=f"kept (completed in visit {record.visit})")],
+               step=kept)
+    return kept
 
 
 def _blocker(plan: TaskPlan, task: PlanTask, step: PlanStep, status: dict[tuple[str, str], str]) -> str | None:
@@ -246,11 +340,16 @@ def run(ctx: StageContext) -> StageResult:
     earlier = [r for v in range(1, request.visit)
                for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
     wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
+    replaced = [r for r in earlier if r.visit == request.kept_from]
+    kept = {(r.task, r.step): r for r in replaced if r.status == "completed"}
+    failed_before = {(r.task, r.step): r for r in replaced if r.status == "failed"}
     records: list[StepRecord] = []
     status: dict[tuple[str, str], str] = {}
     for task, step in ordered_steps(plan):
         record = finished.get((task.label, step.label))
-        if record is None:
+        if record is None and (task.label, step.label) in kept:
+            record = _keep(ctx, kept[(task.label, step.label)])
+        elif record is None:
             blocker = _blocker(plan, task, step, status)
             if blocker is not None:
                 record = _record(ctx, task, step, "blocked", f"it depends on {blocker}", 0, 0, [])
@@ -259,7 +358,8 @@ def run(ctx: StageContext) -> StageResult:
                                                      step.label, "started"),
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
-                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before).run()
+                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before,
+                               failed_before.get((task.label, step.label))).run()
         records.append(record)
         status[(task.label, step.label)] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))

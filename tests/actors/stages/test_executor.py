@@ -110,7 +110,8 @@ def test_bad_arguments_are_answered_with_the_validation_error_and_the_signature(
 
 def test_corrections_count_against_the_turns_and_running_out_fails_the_step_with_exec_003(stack: Stack) -> None:
     responses = [text('{"name": "read_file", "arguments": {"path": '), call("nope"), text("I think it is done.")]
-    run = stack.stage("executor", responses, plan(step("S1", "read_file")), max_turns_per_step=3)
+    run = stack.stage("executor", responses, plan(step("S1", "read_file")), max_turns_per_step=3,
+                      step_retry_limit=1)
 
     result = executor.run(run.ctx)
 
@@ -164,7 +165,7 @@ def test_a_failed_step_blocks_its_dependents_while_independent_steps_still_run(s
     responses = [call("step_failed", reason="the library is missing"),
                  call("write_file", path="c.txt", content="c"), done("wrote c.txt"),
                  call("write_file", path="d.txt", content="d"), done("wrote d.txt")]
-    run = stack.stage("executor", responses, plan(tasks=tasks))
+    run = stack.stage("executor", responses, plan(tasks=tasks), step_retry_limit=1)
 
     result = executor.run(run.ctx)
 
@@ -198,7 +199,8 @@ def test_the_step_message_holds_the_criteria_the_task_files_fenced_and_the_verif
                     acceptance=[{"label": "A1", "description": "the tests pass",
                                  "check": {"command": "python -m unittest -q"}}])
     run = stack.stage("executor", [call("step_failed", reason="stop here")], the_plan,
-                      files={"greet.py": "def greet():\n    return 'Bye'\n"}, feedback=feedback, visit=2)
+                      files={"greet.py": "def greet():\n    return 'Bye'\n"}, feedback=feedback, visit=2,
+                      step_retry_limit=1)
 
     executor.run(run.ctx)
 

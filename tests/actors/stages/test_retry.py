@@ -49,7 +49,8 @@ def test_a_transient_failure_is_retried_under_new_keys_and_the_model_never_sees_
 
 def test_a_failure_that_outlasts_three_retries_goes_to_the_model(flaky: Stack) -> None:
     run = flaky.stage("executor", [call("write_file", path="flaky9.txt", content="x\n"),
-                                   call("step_failed", reason="the disk stays busy")], plan(step("S1")))
+                                   call("step_failed", reason="the disk stays busy")], plan(step("S1")),
+                        step_retry_limit=1)
 
     result = executor.run(run.ctx)
 
