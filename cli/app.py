@@ -2,8 +2,10 @@
 
 Commands parse arguments, send one message (or follow a session), and render the answer;
 nothing here holds state the actors need. Errors print one line with their code, never a
-traceback. Exit codes of ``run``/``resume`` follow seed 000: 0 done, 1 failed, 20 stage
-timeout, 21 cycle limit, 22 human required, 23 cancelled.
+traceback. Exit codes of ``run``/``resume``/``answer`` follow seed 000: 0 done, 1 failed,
+20 stage timeout, 21 cycle limit, 22 human required (escalation, model unavailable,
+invalid plan, questions), 23 cancelled; and seed 004's where a step's outcome paused the
+session: 30 step failed, 31 turn limit, 32 sandbox violation, 34 step timeout.
 """
 
 import os
@@ -16,7 +18,7 @@ import typer
 from actors.paths import RunPaths
 from actors.stages.untrusted import check_task
 from cli import daemon, render
-from cli.config import resolve, session_settings, up_options
+from cli.config import provider_spec, resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
 from cli.follow import follow_and_print, print_json
 from protocol.errors import AcodeError, CliError, ModelError
@@ -32,7 +34,7 @@ from protocol.messages import (
     SubmitTask,
 )
 from protocol.plan import TaskPlan
-from protocol.session import Clarification, SessionSnapshot
+from protocol.session import Clarification, ProviderSpec, ScriptedProvider, SessionSnapshot, SettingsOverride
 from protocol.stages import STAGES
 
 __all__ = ["app", "main"]
@@ -220,14 +222,83 @@ def cancel(session: Annotated[str, typer.Argument(help="session id (or a unique 
 @app.command()
 def resume(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    stage_timeout: Annotated[float | None, typer.Option("--stage-timeout", help="seconds, every stage")] = None,
+    planner_timeout: Annotated[float | None, typer.Option("--planner-timeout", help="seconds")] = None,
+    executor_timeout: Annotated[float | None, typer.Option("--executor-timeout", help="seconds")] = None,
+    verifier_timeout: Annotated[float | None, typer.Option("--verifier-timeout", help="seconds")] = None,
+    reviewer_timeout: Annotated[float | None, typer.Option("--reviewer-timeout", help="seconds")] = None,
+    step_timeout: Annotated[float | None, typer.Option("--step-timeout", help="seconds, one try of a step")] = None,
+    cycle_limit: Annotated[int | None, typer.Option("--cycle-limit", help="cycles per kind (0-10)")] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help="executor turns per step (1-100)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="another model from now on")] = None,
+    provider: Annotated[str | None, typer.Option("--provider", help="ollama, openai or scripted")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="another model server URL")] = None,
+    script: Annotated[Path | None, typer.Option("--script", help="scripted model file (--provider scripted)")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
 ) -> None:
-    """Resume a paused session and follow it."""
+    """Continue a paused or failed session from where it stopped, and follow it.
+
+    Finished steps stay finished; what stopped it gets a fresh round. The options change
+    the session's settings from now on (recorded as an event): only a human raises a limit.
+    """
+    timeouts = {"planner": planner_timeout, "executor": executor_timeout, "verifier": verifier_timeout,
+                "reviewer": reviewer_timeout}
+    given = {"--stage-timeout": stage_timeout, "--step-timeout": step_timeout,
+             **{f"--{s}-timeout": t for s, t in timeouts.items()}}
+    for flag, value in given.items():
+        if value is not None and not 0 < value <= 86_400:
+            raise CliError(f"{flag} {value:g} is out of range; give seconds above 0, at most 86400")
+    if cycle_limit is not None and not 0 <= cycle_limit <= 10:
+        raise CliError(f"--cycle-limit {cycle_limit} is out of range; give 0 to 10 cycles per kind")
+    if max_turns is not None and not 1 <= max_turns <= 100:
+        raise CliError(f"--max-turns {max_turns} is out of range; give 1 to 100 turns per step")
+    if provider is not None and provider not in PROVIDERS:
+        raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
+                         code="ACODE-LLM-001")
     with Connection(_state["home"]) as connection:
         session_id = _session_id(connection, session)
-        _follow_resumed(connection, session_id, ResumeSession(session_id=session_id), detach=detach,
-                        json_out=json_out)
+        snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
+        spec = None
+        if provider or model or base_url or script:
+            spec = _provider_override(snapshot, provider=provider, model=model, base_url=base_url, script=script)
+        stages = {s: t for s, t in timeouts.items() if t is not None}
+        overrides = SettingsOverride(
+            stage_timeouts={**(dict.fromkeys(STAGES, stage_timeout) if stage_timeout else {}), **stages},
+            step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec)
+        body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
+        _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out)
+
+
+def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model: str | None, base_url: str | None,
+                       script: Path | None) -> ProviderSpec:
+    """The session's model with ``--provider/--model/--base-url/--script`` applied: the same
+    kind keeps its other settings; another kind is resolved from the configuration."""
+    current = snapshot.settings.provider
+    kind = provider or (current.__struct_config__.tag if current is not None else None)
+    if kind == "scripted":
+        if model or base_url:
+            raise CliError("--model and --base-url are for the ollama and openai providers; the scripted one "
+                           "takes --script FILE")
+        if script is None:
+            if isinstance(current, ScriptedProvider):
+                return current
+            raise CliError("--provider scripted needs --script FILE")
+        return ScriptedProvider(script_yaml=script.read_text(), script_name=str(script.resolve()))
+    if script is not None:
+        raise CliError("--script is for --provider scripted")
+    if current is not None and not isinstance(current, ScriptedProvider) and kind == current.__struct_config__.tag:
+        from actors.llm.locality import check_base_url
+
+        changed = msgspec.structs.replace(current, **{k: v for k, v in (("model", model), ("base_url", base_url))
+                                                       if v is not None})
+        check_base_url(changed.base_url, allow_remote=changed.allow_remote)
+        return changed
+    flags = {"model.provider": kind, "model.model": model, "model.base_url": base_url}
+    spec = provider_spec(resolve(home=_paths().home, workspace=Path(snapshot.workspace), flags=flags))
+    if spec is None:
+        raise ModelError("no model given; pass --provider ollama --model NAME", code="ACODE-LLM-001")
+    return spec
 
 
 def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession, *, detach: bool,

@@ -44,6 +44,7 @@ class Orchestration(_Section):
     verifier_timeout: Seconds | None = None
     reviewer_timeout: Seconds | None = None
     stage_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    step_retry_limit: Annotated[int, msgspec.Meta(ge=1, le=10)] | None = None
     cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     verify_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
@@ -57,6 +58,7 @@ class Planner(_Section):
 class Executor(_Section):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] | None = None
+    step_timeout_seconds: Seconds | None = None
 
 
 class Verification(_Section):
@@ -273,6 +275,8 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         clarification_timeout_s=(config.planner.clarification_timeout
                                  if config.planner.clarification_timeout is not None
                                  else defaults.clarification_timeout_s),
+        step_retry_limit=o.step_retry_limit or defaults.step_retry_limit,
+        step_timeout_s=config.executor.step_timeout_seconds or defaults.step_timeout_s,
     )
 
 

@@ -13,9 +13,11 @@ from protocol.events import (
     SessionFinished,
     SessionPaused,
     SessionResumed,
+    SettingsChanged,
     StageFinished,
     StageRetried,
     StepFinished,
+    StepRetried,
     StepStarted,
     ToolCalled,
     Transitioned,
@@ -106,6 +108,8 @@ class Progress:
                     return f"{_tag(source)} -> {target} ({kind} cycle {cycle}): {_one_line(reason)}"
                 if source != "start" and "resumed" in reason:
                     return f"{_tag(target)} {_one_line(reason)}"
+                if source == target:  # a stage retried afresh
+                    return f"{_tag(target)} {_one_line(reason)} (visit {visit})"
                 return f"{_tag(target)} started" + (f" (visit {visit})" if visit > 1 else "")
             case StageRetried(stage=stage, attempt=attempt, reason=reason):
                 return f"{_tag(stage)} retrying, attempt {attempt}: {_one_line(reason)}"
@@ -123,15 +127,26 @@ class Progress:
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
                 return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
+            case StepRetried(task=task, step=step, attempt=attempt, of=of, reason=reason):
+                return (f"{_tag('executor')} {task}/{step} try {attempt - 1} of {of} failed: {_one_line(reason, 200)}; "
+                        f"try {attempt} starts from a fresh window")
+            case SettingsChanged(changes=changes, by=by):
+                return f"settings changed by {by}: {'; '.join(changes)}"
             case CheckRan(label=label, command=command, passed=passed):
                 return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
-            case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
-                return f"paused ({kind}): {_one_line(message, 400)} ({code}); exit {exit_code}"
+            case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code, fix=fix, command=command):
+                lines = [f"paused ({kind}): {_one_line(message, 400)} ({code}); exit {exit_code}"]
+                if fix:
+                    lines.append(f"  fix: {_one_line(fix, 300)}")
+                if command:
+                    lines.append(f"  continue with: {command}")
+                return "\n".join(lines)
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
                 detail = f": {_one_line(error.message, 400)} ({error.code})" if error and status != "completed" else ""
-                return f"{status}{detail} (exit {exit_code})"
+                after = f"\n  continue with: acode resume {event.session_id}" if status == "failed" else ""
+                return f"{status}{detail} (exit {exit_code}){after}"
         return None
 
 
@@ -148,7 +163,14 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         f"status    {session.status}" + (f" (exit {session.exit_code})" if session.exit_code is not None else ""),
     ]
     if session.pause:
-        lines.append(f"paused    {session.pause.kind}: {session.pause.message} ({session.pause.code})")
+        pause = session.pause
+        lines.append(f"paused    {pause.kind}: {pause.message} ({pause.code})")
+        if pause.task:
+            lines.append(f"step      {pause.task}/{pause.step}")
+        if pause.fix:
+            lines.append(f"fix       {pause.fix}")
+        if pause.command:
+            lines.append(f"continue  {pause.command}")
     if session.error:
         lines.append(f"error     {session.error.message} ({session.error.code})")
     cycles = ", ".join(f"{k} {v}" for k, v in session.cycles.items()) or "none"
@@ -170,8 +192,9 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")
-        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished)):
-            lines.append(f"  +{event.at - start:8.3f}s  {Progress().line(event)}")
+        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried)):
+            text = Progress().line(event) or ""
+            lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     changed = files_changed(events)
     lines.append("")
     lines.append(f"files changed: {', '.join(changed) if changed else 'none'}")

@@ -120,12 +120,18 @@ settings = struct(
     planner_context_tokens=st.integers(500, 2_000_000),
     tool_result_tokens=st.integers(100, 1_000_000),
     clarification_timeout_s=st.floats(0, 30 * 86_400),
+    step_retry_limit=st.integers(1, 10),
+    step_timeout_s=seconds,
 )
+overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
+                   step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
+                   max_turns_per_step=st.none() | st.integers(1, 100), provider=st.none() | providers)
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
 clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
                         defaulted=st.booleans())
-pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts})
+pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts}, stage=st.none() | stages,
+                task=short, step=short, fix=texts, command=texts, resume=_literal(ss.ResumeMode))
 snapshots = struct(
     ss.SessionSnapshot,
     {"id": ids, "task": texts, "workspace": texts},
@@ -146,6 +152,9 @@ snapshots = struct(
     updated_at=floats,
     finished_at=st.none() | floats,
     settings=settings,
+    retries=small_counts,
+    kept_from=small_counts,
+    failure_print=short,
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -241,7 +250,11 @@ _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
        exit_code=st.none() | signed, evidence=texts)
-_event(ev.SessionPaused, {"kind": pause_kinds, "code": short, "message": texts, "exit_code": signed})
+_event(ev.SessionPaused, {"kind": pause_kinds, "code": short, "message": texts, "exit_code": signed},
+       task=short, step=short, fix=texts, command=texts)
+_event(ev.StepRetried, {"visit": visits, "task": short, "step": short, "attempt": st.integers(2, 100),
+                        "of": st.integers(1, 100)}, code=short, reason=texts)
+_event(ev.SettingsChanged, {"changes": _few(texts)}, by=short)
 _event(ev.SessionResumed, reason=texts, answers=_few(clarifications))
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts)
@@ -264,7 +277,7 @@ struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40
                       "workspace": st.text(min_size=1, max_size=40), "settings": settings})
 struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
-struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications))
+struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications), overrides=st.none() | overrides)
 struct(m.Shutdown, reason=texts)
 actor_statuses = struct(
     m.ActorStatus,
@@ -302,7 +315,7 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
-       clarifications=_few(clarifications))
+       clarifications=_few(clarifications), kept_from=small_counts)
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
