@@ -220,8 +220,9 @@ class ModelServer:
     """The stand-in server; a context manager (``with ModelServer() as server:``)."""
 
     def __init__(self, responder: Responder | None = None, *, models: Iterable[str] | None = ("test-model",),
-                 context_length: int = 32_768, architecture: str = "llama"):
+                 context_length: int = 32_768, architecture: str = "llama", port: int = 0):
         self.responder: Responder = responder or Queue()
+        self.requested_port = port  # 0: a free one; a server "restarted" passes the old one
         self.models: list[str] | None = None if models is None else list(models)  # None: any model
         self.context_length = context_length
         self.architecture = architecture
@@ -242,7 +243,7 @@ class ModelServer:
         self.close()
 
     def start(self) -> None:
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer(("127.0.0.1", self.requested_port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01},

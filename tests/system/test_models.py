@@ -164,15 +164,16 @@ def test_text_tool_calls_bad_json_an_unknown_tool_a_500_and_a_stalled_stream_are
     assert time.monotonic() - started < 60
 
 
-def test_a_missing_model_fails_the_session_saying_how_to_pull_it(
+def test_a_missing_model_pauses_the_session_saying_how_to_pull_it(
         acode: Acode, server: ModelServer, tmp_path: Path) -> None:
     _configure(acode, server, "ollama")
     server.models = ["other-model"]
     acode.up()
     server.by_stage(planner=[plan()])
     code, out = _run(acode, _workspace(tmp_path))
-    assert code == 1, out
-    assert "ACODE-LLM-006" in out and "ollama pull test-model" in out
+    assert code == 22, out
+    assert "paused (model_unavailable)" in out and "ACODE-LLM-006" in out
+    assert "  fix: run: ollama pull test-model" in out
     assert len(server.chats) == 1, "a missing model is not retried"
 
 

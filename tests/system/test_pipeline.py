@@ -160,13 +160,15 @@ def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, t
     assert len([e for e in shown["events"] if e["type"] == "check_ran"]) == 4
 
 
-def test_an_exhausted_script_fails_the_session_naming_the_stage(acode: Acode, tmp_path: Path) -> None:
+def test_an_exhausted_script_pauses_the_session_naming_the_stage(acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
     responses["reviewer"] = []
     code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
-    assert code == 1, out + err
+    assert code == 22, out + err
+    assert "paused (escalation): reviewer failed: " in out
+    assert f"continue with: acode resume {_session_id(out)}" in out
     assert "the scripted model has no response left for the reviewer (it has 0, this is request 1" in out
     assert "(ACODE-LLM-002)" in out
 
