@@ -226,6 +226,7 @@ class SessionSnapshot(_Wire, kw_only=True):
     retries: SmallCount = 0  # stage retries (fresh visits) of the current stage since it was entered
     kept_from: SmallCount = 0  # a revisited executor keeps the steps this visit completed (0: none)
     failure_print: str = ""  # the last verify failure's fingerprint (loop detection)
+    attempt_floor: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0  # the attempt a human resumed at
 
     @property
     def visit(self) -> int:

@@ -105,7 +105,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "invalid_plan": 22,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
-MAX_ATTEMPTS = 10  # per visit, whatever the reason: past it a human must look
+MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def _enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
     if cycle_kind is not None:
         cycles[cycle_kind] = cycles.get(cycle_kind, 0) + 1
     fields: dict[str, object] = {"stage": target, "visits": visits, "attempt": 1, "timeouts": 0, "cycles": cycles,
-                                 "retries": 0, "kept_from": 0}
+                                 "retries": 0, "kept_from": 0, "attempt_floor": 0}
     new = _with(snap, now, **{**fields, **changes})
     events.append(_event(Transitioned, snap, now, source=source, target=target, visit=visits[target],
                          reason=reason, cycle_kind=cycle_kind, cycle=cycles.get(cycle_kind, 0) if cycle_kind else 0))
@@ -309,10 +309,10 @@ def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] |
     events = events if events is not None else []
     assert snap.stage is not None
     attempt = snap.attempt + 1
-    if attempt > MAX_ATTEMPTS:
+    if attempt - snap.attempt_floor > MAX_ATTEMPTS:
         return pause(snap, "escalation", "ACODE-ORCH-004",
-                     f"{snap.stage} was attempted {snap.attempt} times without an answer; last: {reason}; "
-                     "check `acode status` and the actor logs, then `acode resume`", now, events)
+                     f"{snap.stage} was attempted {attempt - 1 - snap.attempt_floor} times without an answer; last: "
+                     f"{reason}; check `acode status` and the actor logs, then `acode resume`", now, events)
     new = _with(snap, now, attempt=attempt, **changes)
     events.append(_event(StageRetried, snap, now, stage=snap.stage, visit=snap.visit, attempt=attempt,
                          reason=reason))
@@ -374,7 +374,8 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
             events.append(_event(SettingsChanged, snap, now, changes=changes))
     stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
     running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
-                    finished_at=None, settings=settings, stage=stage, retries=0, failure_print="")
+                    finished_at=None, settings=settings, stage=stage, retries=0, failure_print="",
+                    attempt_floor=snap.attempt)  # a fresh round of attempts
     if kind == "needs_input":
         assert answers is not None
         events.append(_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers))

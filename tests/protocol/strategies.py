@@ -155,6 +155,7 @@ snapshots = struct(
     retries=small_counts,
     kept_from=small_counts,
     failure_print=short,
+    attempt_floor=small_counts,
 )
 
 # --- plan --------------------------------------------------------------------------------

@@ -193,6 +193,24 @@ def test_normalise_drops_what_differs_between_two_runs_of_one_check() -> None:
         "at <time> took <duration> in <tmp> pid <n>, <addr>"
 
 
+def test_resume_gives_a_fresh_round_of_attempts_and_timeouts() -> None:
+    snap = _at("executor", stage_retry_limit=3)
+    for _ in range(3):  # three rounds of timeouts, each resumed by a human
+        for _ in range(3):
+            snap = machine.on_timeout(snap, NOW).snapshot
+            assert snap.status == "running"
+        snap = machine.on_timeout(snap, NOW).snapshot
+        assert snap.status == "paused" and snap.exit_code == 20
+        snap = machine.resume(snap, NOW).snapshot
+        assert snap.status == "running"
+    for _ in range(machine.MAX_ATTEMPTS - 1):
+        snap = machine.on_lost(snap, "lost", NOW).snapshot
+        assert snap.status == "running"
+    lost = machine.on_lost(snap, "lost", NOW).snapshot
+    assert lost.status == "paused" and lost.pause is not None and lost.pause.code == "ACODE-ORCH-004"
+    assert machine.resume(lost, NOW).snapshot.status == "running"
+
+
 def test_only_an_unrecoverable_workspace_error_fails_a_session_and_a_human_resumes_it() -> None:
     snap = _at("executor")
     failed = machine.on_result(snap, _fail(snap, "ACODE-ORCH-009", "the workspace /w is gone"), NOW).snapshot
