@@ -35,7 +35,7 @@ from protocol.messages import (
 )
 from protocol.plan import TaskPlan
 from protocol.session import Clarification, ProviderSpec, ScriptedProvider, SessionSnapshot, SettingsOverride
-from protocol.stages import STAGES
+from protocol.stages import STAGES, Stage
 
 __all__ = ["app", "main"]
 
@@ -242,8 +242,8 @@ def resume(
     Finished steps stay finished; what stopped it gets a fresh round. The options change
     the session's settings from now on (recorded as an event): only a human raises a limit.
     """
-    timeouts = {"planner": planner_timeout, "executor": executor_timeout, "verifier": verifier_timeout,
-                "reviewer": reviewer_timeout}
+    timeouts: dict[Stage, float | None] = {"planner": planner_timeout, "executor": executor_timeout,
+                                           "verifier": verifier_timeout, "reviewer": reviewer_timeout}
     given = {"--stage-timeout": stage_timeout, "--step-timeout": step_timeout,
              **{f"--{s}-timeout": t for s, t in timeouts.items()}}
     for flag, value in given.items():
@@ -262,9 +262,10 @@ def resume(
         spec = None
         if provider or model or base_url or script:
             spec = _provider_override(snapshot, provider=provider, model=model, base_url=base_url, script=script)
-        stages = {s: t for s, t in timeouts.items() if t is not None}
+        stages: dict[Stage, float] = dict.fromkeys(STAGES, stage_timeout) if stage_timeout else {}
+        stages.update({s: t for s, t in timeouts.items() if t is not None})
         overrides = SettingsOverride(
-            stage_timeouts={**(dict.fromkeys(STAGES, stage_timeout) if stage_timeout else {}), **stages},
+            stage_timeouts=stages,
             step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec)
         body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
         _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out)

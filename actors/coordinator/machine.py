@@ -214,15 +214,14 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
                  exit_code=rule.exit_code, resume=rule.resume, task=task, step=step, fix=fix)
 
 
-def _revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, **changes: object) -> Decision:
-    """Enter the current stage again, afresh (a new visit: its model calls are not replayed).
-    A revisited executor keeps the steps the replaced visit completed."""
+def _revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, retries: int = 0) -> Decision:
+    """Enter the current stage again, afresh (a new visit: its model calls are not replayed;
+    the planner plans again with the feedback and plan it had). A revisited executor keeps
+    the steps the replaced visit completed."""
     stage = snap.stage
     assert stage is not None
     kept = snap.visit if stage == "executor" else 0
-    if stage == "planner":  # the planner's feedback and plan are kept: it plans again with them
-        return _enter(snap, "planner", now, reason=reason, events=events, **changes)
-    return _enter(snap, stage, now, reason=reason, events=events, kept_from=kept, **changes)
+    return _enter(snap, stage, now, reason=reason, events=events, kept_from=kept, retries=retries)
 
 
 def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *, feedback: Feedback,
