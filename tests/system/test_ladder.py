@@ -205,3 +205,27 @@ def test_the_same_verify_failure_twice_pauses_early_instead_of_spending_every_cy
     assert "(verify cycle 1)" in out and "(verify cycle 2)" not in out
     assert "paused (escalation): the same failure twice: A1 failed" in out and "(ACODE-ORCH-008)" in out
     assert CHECK in out
+
+
+def test_only_a_vanished_workspace_fails_a_session_and_acode_resume_continues_it_once_restored(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server, "ollama")
+    acode.up()
+    slow_plan = Stall(json.dumps(plan().value), headers=False, seconds=3)
+    server.by_stage(planner=[slow_plan], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+    workspace = _workspace(tmp_path)
+    proc = acode.start("run", "make greet.txt say hello", "--workspace", str(workspace))
+    assert server.wait_for(lambda: any(r.stage == "planner" for r in server.chats), timeout=60)
+    moved = workspace.rename(tmp_path / "moved")  # gone while the planner thinks
+
+    code, out, err = wait_exit(proc)
+    session_id = _session_id(out)
+    assert code == 1, out + err
+    assert f"failed: the workspace {workspace} is gone" in out and "(ACODE-ORCH-009)" in out
+    assert f"  continue with: acode resume {session_id}" in out
+
+    moved.rename(workspace)
+    resumed = acode("resume", session_id, timeout=180)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [r.stage for r in server.chats] == ["planner", "executor", "executor", "verifier", "reviewer"]
+    assert (workspace / "greet.txt").read_text() == "hello\n"

@@ -146,7 +146,11 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
 def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = w.workspace(tmp_path / "w")
-    failing = {"label": "A1", "description": "never true", "check": {"command": "false"}}
+    # a failure that changes every time (the same failure twice would pause earlier, ACODE-ORCH-008)
+    (workspace / "count.py").write_text("import pathlib\np = pathlib.Path('count.txt')\nn = int(p.read_text()) + 1 "
+                                        "if p.exists() else 1\np.write_text(str(n))\nprint(f'run {n}')\nraise "
+                                        "SystemExit(1)\n")
+    failing = {"label": "A1", "description": "never true", "check": {"command": "python count.py"}}
     responses = {
         "planner": [w.plan(checks=[failing], steps=[{"label": "S1", "title": "try", "action": "analyze_code"}])],
         "executor": [w.done(f"attempt {i}") for i in range(4)],
