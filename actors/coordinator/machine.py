@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.coordinator import escalation
+from actors.coordinator import overrides as overrides_
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     Event,
@@ -59,7 +60,6 @@ from protocol.session import (
     Feedback,
     FeedbackItem,
     PauseInfo,
-    ProviderSpec,
     SessionSettings,
     SessionSnapshot,
     SettingsOverride,
@@ -368,7 +368,7 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     events: list[Event] = []
     settings = snap.settings
     if overrides is not None and not overrides.is_empty():
-        settings, changes = _override(settings, overrides)
+        settings, changes = overrides_.apply(settings, overrides)
         if changes:
             events.append(_event(SettingsChanged, snap, now, changes=changes))
     stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
@@ -390,41 +390,6 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     if mode == "revisit":
         return _revisit(running, now, events=events, reason=f"resumed after {kind}: a fresh round")
     return _retry(running, now, f"resumed after {kind}", events)
-
-
-def _override(settings: SessionSettings, overrides: SettingsOverride) -> tuple[SessionSettings, list[str]]:
-    """``settings`` with ``overrides`` applied, and one line per setting that changed."""
-    changes: list[str] = []
-    values: dict[str, object] = {}
-    timeouts = {**settings.stage_timeouts, **overrides.stage_timeouts}
-    if timeouts != settings.stage_timeouts:
-        values["stage_timeouts"] = timeouts
-        changes += [f"{s}_timeout: {settings.stage_timeouts.get(s, 300.0):g}s -> {t:g}s"
-                    for s, t in overrides.stage_timeouts.items() if settings.stage_timeouts.get(s) != t]
-    if overrides.step_timeout_s is not None and overrides.step_timeout_s != settings.step_timeout_s:
-        values["step_timeout_s"] = overrides.step_timeout_s
-        changes.append(f"step_timeout: {settings.step_timeout_s:g}s -> {overrides.step_timeout_s:g}s")
-    if overrides.cycle_limit is not None:
-        limits = dict.fromkeys(settings.cycle_limits or ("verify", "review"), overrides.cycle_limit)
-        if limits != settings.cycle_limits:
-            values["cycle_limits"] = limits
-            changes.append(f"cycle_limit: {settings.cycle_limits} -> {overrides.cycle_limit}")
-    turns = overrides.max_turns_per_step
-    if turns is not None and turns != settings.max_turns_per_step:
-        values["max_turns_per_step"] = turns
-        changes.append(f"max_turns_per_step: {settings.max_turns_per_step} -> {turns}")
-    if overrides.provider is not None and overrides.provider != settings.provider:
-        values["provider"] = overrides.provider
-        changes.append(f"model: {_describe(settings.provider)} -> {_describe(overrides.provider)}")
-    return (msgspec.structs.replace(settings, **values) if values else settings), changes
-
-
-def _describe(provider: ProviderSpec | None) -> str:
-    if provider is None:
-        return "none"
-    model = getattr(provider, "model", None) or getattr(provider, "script_name", "") or "?"
-    where = getattr(provider, "base_url", "")
-    return f"{provider.__struct_config__.tag} {model}" + (f" at {where}" if where else "")
 
 
 def cancel(snap: SessionSnapshot, reason: str, now: float) -> Decision:
