@@ -35,6 +35,7 @@ from protocol.messages import (
     SubmitTask,
 )
 from protocol.plan import TaskPlan
+from protocol.script import load_script
 from protocol.session import Clarification, ProviderSpec, ScriptedProvider, SessionSnapshot, SettingsOverride
 from protocol.stages import STAGES, Stage
 
@@ -288,7 +289,9 @@ def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model
             if isinstance(current, ScriptedProvider):
                 return current
             raise CliError("--provider scripted needs --script FILE")
-        return ScriptedProvider(script_yaml=script.read_text(), script_name=str(script.resolve()))
+        text = script.read_text()
+        load_script(text, name=str(script))  # a bad file is refused here, before the session goes on
+        return ScriptedProvider(script_yaml=text, script_name=str(script.resolve()))
     if script is not None:
         raise CliError("--script is for --provider scripted")
     if current is not None and not isinstance(current, ScriptedProvider) and kind == current.__struct_config__.tag:
