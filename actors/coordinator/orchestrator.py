@@ -144,8 +144,11 @@ class Orchestrator:
         if decision.dispatch:
             self._dispatch(session)
         elif session.snapshot.status != "running":
+            pause = session.snapshot.pause
             self.log.info("session_settled", session_id=session.id, status=session.snapshot.status,
-                          exit_code=session.snapshot.exit_code)
+                          exit_code=session.snapshot.exit_code, pause_kind=pause.kind if pause else None,
+                          code=pause.code if pause else None, step=f"{pause.task}/{pause.step}" if pause and pause.task
+                          else None)
             self._schedule_defaults(session)
         while session.queued and not session.committing:  # inputs that arrived during the commit
             session.queued.pop(0)()

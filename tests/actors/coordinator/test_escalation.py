@@ -238,6 +238,7 @@ def _resume(snap: SessionSnapshot) -> SessionSnapshot:
 def test_no_sequence_of_results_timeouts_and_losses_fails_a_session_and_every_pause_resumes(
         inputs: list[object], limits: tuple[int, int], retry_limit: int) -> None:
     snap = _new(cycle_limits={"verify": limits[0], "review": limits[1]}, stage_retry_limit=retry_limit)
+    settings_at_start = snap.settings
     for item in inputs:
         if snap.status == "completed":
             break
@@ -272,6 +273,7 @@ def test_no_sequence_of_results_timeouts_and_losses_fails_a_session_and_every_pa
             if isinstance(event, Transitioned):
                 assert (event.source, event.target) in machine.ALLOWED
         snap = decision.snapshot
+        assert snap.settings == settings_at_start, "only a human changes a limit"
         assert snap.status != "failed", "only a human or the workspace ends a session"
         assert snap.status != "cancelled"
         if snap.status == "completed":
