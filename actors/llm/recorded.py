@@ -47,8 +47,11 @@ class RecordedModel:
         self.tokens_in = 0
         self.tokens_out = 0
 
-    def complete(self, request: ModelRequest) -> ModelAnswer:
-        if self.cancel.is_set():
+    def complete(self, request: ModelRequest, *, cancel: threading.Event | None = None) -> ModelAnswer:
+        """The recorded answer, else the provider's (recorded). ``cancel`` replaces the
+        stage's cancel event for this call (the executor's step deadline sets it too)."""
+        cancel = cancel or self.cancel
+        if cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
                              code="ACODE-LLM-011")
         digest = request_hash(self.session_id, self.visit, request)
@@ -58,7 +61,7 @@ class RecordedModel:
         if claim.answer is not None:
             self.replayed += 1
             return claim.answer
-        answer = self.provider.complete(request, seq=claim.seq, cancel=self.cancel)
+        answer = self.provider.complete(request, seq=claim.seq, cancel=cancel)
         self.persistence(RecordModelAnswer(request_hash=digest, answer=answer))
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens

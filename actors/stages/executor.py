@@ -26,8 +26,8 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
   ``step_failed``, on running out of turns (ACODE-EXEC-003), past
-  ``step_timeout_s`` (ACODE-EXEC-006, checked before each model turn: an answer being
-  streamed is bounded by the provider's timeouts and the stage's), or when the model
+  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn, and a model answer still
+  coming at the deadline is abandoned, its HTTP request closed), or when the model
   makes the same tool call with the same arguments three times in a row (ACODE-EXEC-008,
   the third is not run). A failed try is followed by another, up to
   ``step_retry_limit`` tries, each from a fresh window that states what failed and why
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -64,12 +65,12 @@ from actors.llm.provider import ModelRequest
 from actors.stages import prompts
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
-from protocol.errors import ErrorInfo
+from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
 from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
-from protocol.results import ExecutionReport, ModelToolCall, StageResult, StepRecord
+from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord
 from protocol.session import SessionSettings
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepFailed, decode_args, tool_definitions
 
@@ -182,14 +183,16 @@ class _Step:
         started = time.monotonic()
         for turn in range(1, turns + 1):
             elapsed = time.monotonic() - started
-            if elapsed > timeout:
-                return _Outcome("failed", f"the step took more than {timeout:g}s ({elapsed:.0f}s, "
-                                          f"{turn - 1} turns) (ACODE-EXEC-006); raise step_timeout_seconds",
-                                code="ACODE-EXEC-006")
-            self.turns += 1
-            answer = self.ctx.model.complete(ModelRequest(
-                stage="executor", call_site=f"{site}/turn{turn}",
-                nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS))
+            answer = None
+            if elapsed <= timeout:
+                self.turns += 1
+                answer = self._ask(ModelRequest(
+                    stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
+                    messages=self.conversation.messages(self.budget), tools=_TOOLS), timeout - elapsed)
+            if answer is None:
+                return _Outcome("failed", f"the step took more than {timeout:g}s "
+                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
+                                          "raise step_timeout_seconds", code="ACODE-EXEC-006")
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
             calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
@@ -207,6 +210,33 @@ class _Step:
                     return outcome
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
+
+    def _ask(self, request: ModelRequest, remaining: float) -> ModelAnswer | None:
+        """The model's answer, or None when the step's time ran out while it was answering
+        (the call is cancelled: an HTTP request is closed). A cancelled stage still raises."""
+        stage_cancel = self.ctx.cancel
+        stop, expired, done = threading.Event(), threading.Event(), threading.Event()
+        deadline = time.monotonic() + remaining
+
+        def watch() -> None:
+            while not done.wait(0.05):
+                if stage_cancel.is_set() or time.monotonic() >= deadline:
+                    if not stage_cancel.is_set():
+                        expired.set()
+                    stop.set()
+                    return
+
+        watcher = threading.Thread(target=watch, name="acode-step-deadline", daemon=True)
+        watcher.start()
+        try:
+            return self.ctx.model.complete(request, cancel=stop)
+        except ModelError:
+            if expired.is_set():
+                return None
+            raise
+        finally:
+            done.set()
+            watcher.join()
 
     def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
         if native and call.id:

@@ -4,6 +4,8 @@ the steps the replaced visit completed."""
 
 from __future__ import annotations
 
+import time
+
 from actors.stages import executor
 from protocol.events import StepFinished, StepRetried
 from tests.actors.stages.conftest import Stack
@@ -75,6 +77,22 @@ def test_a_try_past_the_step_timeout_fails_with_exec_006(stack: Stack) -> None:
     assert not result.ok and result.error is not None and result.error.code == "ACODE-EXEC-006"
     assert len(run.spy.requests) == 1
     assert "the step took more than 0.2s" in result.execution.steps[0].summary  # type: ignore[union-attr]
+
+
+def test_a_model_answer_still_coming_at_the_step_deadline_is_abandoned_and_the_next_try_starts(
+        stack: Stack) -> None:
+    stalled = {**call("read_file", path="a.txt"), "delay_s": 30}
+    run = stack.stage("executor", [stalled, call("read_file", path="a.txt"), done("read it")],
+                      plan(step("S1", "read_file")), files={"a.txt": "a"}, step_timeout_s=0.5, step_retry_limit=2)
+    started = time.monotonic()
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert time.monotonic() - started < 10, "the stalled answer was not waited for"
+    assert [r.call_site for r in run.spy.requests] == ["T1/S1/turn1", "T1/S1/try2/turn1", "T1/S1/try2/turn2"]
+    [retried] = [e for e in run.events() if isinstance(e, StepRetried)]
+    assert retried.code == "ACODE-EXEC-006" and "the step took more than 0.5s" in retried.reason
 
 
 def test_a_revisit_keeps_the_steps_the_replaced_visit_completed_and_retries_the_failed_one(stack: Stack) -> None:
