@@ -336,6 +336,18 @@ def _keep(ctx: StageContext, record: StepRecord) -> StepRecord:
     return kept
 
 
+def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
+                 exc: ModelError) -> StageResult:
+    """The stage's answer when the model failed in the middle of ``step``: the model's own
+    error (its fix line included), with the step named in the report (not recorded: the
+    step runs again when the session resumes)."""
+    request = ctx.request
+    stopped = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
+                         status="failed", summary=f"interrupted: {exc.message}", code=exc.code, at=time.time())
+    return ctx.result(ok=False, summary=f"step {task.label}/{step.label} interrupted: {exc.message}"[:2_000],
+                      error=exc.info(), execution=ExecutionReport(steps=[*records, stopped]))
+
+
 def _blocker(plan: TaskPlan, task: PlanTask, step: PlanStep, status: dict[tuple[str, str], str]) -> str | None:
     """Why ``step`` cannot run: a step it depends on (in its task, or in a task its task
     depends on) did not complete. Steps come in dependency order, so theirs are known."""
@@ -388,8 +400,11 @@ def run(ctx: StageContext) -> StageResult:
                                                      step.label, "started"),
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
-                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before,
-                               failed_before.get((task.label, step.label))).run()
+                try:
+                    record = _Step(ctx, task, step, (task.label, step.label) in wrote_before,
+                                   failed_before.get((task.label, step.label))).run()
+                except ModelError as exc:  # the model server, not the step: say which step it stopped
+                    return _interrupted(ctx, records, task, step, exc)
         records.append(record)
         status[(task.label, step.label)] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))

@@ -109,6 +109,7 @@ def test_a_server_that_goes_down_pauses_model_unavailable_and_resume_redoes_no_f
     assert f"  continue with: acode resume {session_id}" in out
     shown = acode("show", session_id).stdout
     assert "paused    model_unavailable: executor failed" in shown and f"continue  acode resume {session_id}" in shown
+    assert "step      T1/S2" in shown
 
     with ModelServer(port=port) as back:  # `ollama serve` again
         back.by_stage(executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
