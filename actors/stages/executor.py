@@ -413,6 +413,8 @@ def run(ctx: StageContext) -> StageResult:
     if failed:
         blocked = [f"{r.task}/{r.step}" for r in records if r.status == "blocked"]
         message = "; ".join(f"step {r.task}/{r.step} failed: {r.summary}" for r in failed)
+        message += f"; task{'s' if len({r.task for r in failed}) > 1 else ''} aborted: " \
+                   f"{', '.join(dict.fromkeys(r.task for r in failed))}"
         if blocked:
             message += f"; blocked by it: {', '.join(blocked)}"
         return ctx.result(ok=False, summary=message[:2_000], execution=report,

@@ -151,7 +151,8 @@ def test_a_step_out_of_tries_aborts_its_task_pauses_with_exit_30_and_resume_with
     session_id = _session_id(out)
     assert code == 30, out
     assert "T2/S1 blocked: it depends on T1/S1, which failed" in out and "T3/S1 completed" in out
-    assert "paused (escalation): executor failed: step T1/S1 failed: no (tried 3 times); blocked by it: T2/S1" in out
+    assert ("paused (escalation): executor failed: step T1/S1 failed: no (tried 3 times); task aborted: T1; "
+            "blocked by it: T2/S1") in out
     assert f"continue with: acode resume {session_id}" in out
     first_round = [_step_of(r) for r in server.chats if r.stage == "executor"]
     assert first_round == ["T1/S1", "T1/S1", "T1/S1", "T3/S1", "T3/S1"]

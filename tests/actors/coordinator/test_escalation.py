@@ -63,7 +63,7 @@ def _step_failure(snap: SessionSnapshot, code: str) -> StageResult:
     steps = [StepRecord(session_id="s1", visit=snap.visit, task="T1", step="S1", status="completed"),
              StepRecord(session_id="s1", visit=snap.visit, task="T2", step="S1", status="failed", code=code),
              StepRecord(session_id="s1", visit=snap.visit, task="T3", step="S1", status="blocked")]
-    return _fail(snap, code, "step T2/S1 failed: it would not; blocked by it: T3/S1",
+    return _fail(snap, code, "step T2/S1 failed: it would not; task aborted: T2; blocked by it: T3/S1",
                  execution=ExecutionReport(steps=steps))
 
 

@@ -178,7 +178,8 @@ def test_a_failed_step_blocks_its_dependents_while_independent_steps_still_run(s
         ("T2", "S1", "blocked", "it depends on T1/S1, which failed"),
         ("T3", "S1", "completed", "wrote d.txt"),
     ]
-    assert result.error.message == ("step T1/S1 failed: the library is missing; blocked by it: T1/S2, T2/S1")
+    assert result.error.message == ("step T1/S1 failed: the library is missing; task aborted: T1; "
+                                    "blocked by it: T1/S2, T2/S1")
     assert sorted(p.name for p in run.workspace.iterdir()) == ["c.txt", "d.txt"]
     finished = [(e.task, e.step, e.status) for e in run.events() if isinstance(e, StepFinished)]
     assert ("T2", "S1", "blocked") in finished and len(finished) == 5

@@ -52,7 +52,8 @@ def test_a_step_that_always_fails_is_tried_step_retry_limit_times_then_blocks_it
         statuses == [("T1", "failed"), ("T2", "blocked"), ("T3", "completed")]
     failed = result.execution.steps[0]  # type: ignore[union-attr]
     assert failed.summary == "no (tried 2 times)"
-    assert result.error.message.startswith("step T1/S1 failed: no (tried 2 times); blocked by it: T2/S1")
+    assert result.error.message.startswith(
+        "step T1/S1 failed: no (tried 2 times); task aborted: T1; blocked by it: T2/S1")
 
 
 def test_the_same_call_three_times_in_a_row_fails_the_try_without_running_the_third(stack: Stack) -> None:
