@@ -46,6 +46,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, t
 class SessionCreated(EventBase, tag="session_created", kw_only=True):
     task: str
     workspace: str
+    overrode_hold: str = ""  # the unfinished session holding the workspace that --force overrode
 
 
 class Transitioned(EventBase, tag="transitioned", kw_only=True):
