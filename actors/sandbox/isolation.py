@@ -146,8 +146,8 @@ def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = Tru
     """The strongest isolation this machine offers (the flags turn layers off: ``pidns=False``
     leaves the subreaper to contain a command's tree)."""
     probe = _probe()
-    abi = probe.get("landlock_abi", 0)
-    abi = abi if landlock and isinstance(abi, int) else 0
+    found = probe.get("landlock_abi", 0)  # the launcher's JSON: an int, unless something is badly wrong
+    abi = found if landlock and isinstance(found, int) else 0
     pidns = pidns and bool(probe.get("pidns", False))
     pids: Literal["cgroup", "rlimit", "none"] = "none"
     if cgroup and PidsCgroup.base() is not None:
