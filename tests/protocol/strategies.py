@@ -206,7 +206,7 @@ step_records = struct(
 execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
                        replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts)
-stage_results = struct(
+stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
