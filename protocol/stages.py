@@ -13,6 +13,7 @@ __all__ = [
     "ResumeMode",
     "SessionStatus",
     "Stage",
+    "StepStatus",
 ]
 
 Stage = Literal["planner", "executor", "verifier", "reviewer"]
@@ -21,6 +22,7 @@ CycleKind = Literal["verify", "review"]  # verifier -> executor, reviewer -> pla
 CYCLE_KINDS: tuple[CycleKind, ...] = ("verify", "review")
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+StepStatus = Literal["completed", "failed", "blocked"]  # blocked: not run, a step it depends on failed
 PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation",
                     "model_unavailable", "invalid_plan"]
 # How a paused session continues when a human resumes it (see actors.coordinator.machine.resume):
