@@ -177,10 +177,35 @@ class SessionRequests:
                     session, lambda snap: machine.resume(snap, time.time(), body.answers, body.overrides),
                     reply_to=request)
 
-            if session.plan is None and session.snapshot.plan_version:
-                self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
-                              lambda reply, error: go(reply.plan if error is None else None), session.id)
+            def load_plan() -> None:
+                if session.plan is None and session.snapshot.plan_version:
+                    self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
+                                              lambda reply, error: go(reply.plan if error is None else None),
+                                              session.id)
+                else:
+                    go(session.plan)
+
+            if session.snapshot.status == "failed":  # it held nothing while failed: another may hold it now
+                self._unless_held(request, session.snapshot, load_plan)
             else:
-                go(session.plan)
+                load_plan()
 
         self._load(request, body.session_id, act)
+
+    def _unless_held(self, request: Request, snap: SessionSnapshot, then: Callable[[], None]) -> None:
+        """``then()``, unless another unfinished session holds ``snap``'s workspace (ACODE-CLI-006)."""
+
+        def listed(reply: Any, error: AcodeError | None) -> None:
+            if error is not None:
+                self.orchestrator.reply(request, Error(error=error.info()))
+                return
+            holders = [s for s in reply.sessions if s.id != snap.id and _same_dir(s.workspace, snap.workspace)]
+            if not holders:
+                then()
+                return
+            holder = holders[0]
+            error_ = CliError(f"workspace {snap.workspace} is held by session {holder.id} ({holder.status}); finish "
+                              f"or `acode cancel {holder.id}` it, then resume {snap.id}", code="ACODE-CLI-006")
+            self.orchestrator.reply(request, Error(error=error_.info()))
+
+        self.orchestrator.persist(ListSessions(statuses=list(_HOLDING), limit=100_000), listed, snap.id)

@@ -227,7 +227,16 @@ def test_only_a_vanished_workspace_fails_a_session_and_acode_resume_continues_it
     assert f"  continue with: acode resume {session_id}" in out
 
     moved.rename(workspace)
+    # a failed session holds no workspace: another may have taken it meanwhile, and then resume waits its turn
+    server.responder.add("planner", Stall("", chunks=0, seconds=60))  # type: ignore[attr-defined]
+    other = acode("run", "something else", "--workspace", str(workspace), "--detach").stdout.strip()
+    assert server.wait_for(lambda: sum(r.stage == "planner" for r in server.chats) == 2, timeout=60)
+    refused = acode("resume", session_id)
+    assert refused.returncode == 1 and "(ACODE-CLI-006)" in refused.stderr and f"is held by session {other}" in \
+        refused.stderr
+    assert acode("cancel", other).returncode == 0
     resumed = acode("resume", session_id, timeout=180)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert [r.stage for r in server.chats] == ["planner", "executor", "executor", "verifier", "reviewer"]
+    stages = [r.stage for r in server.chats]
+    assert stages == ["planner", "planner", "executor", "executor", "verifier", "reviewer"]
     assert (workspace / "greet.txt").read_text() == "hello\n"
