@@ -183,6 +183,8 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
             lines.append(f"continue  {pause.command}")
     if session.error:
         lines.append(f"error     {session.error.message} ({session.error.code})")
+    if session.status == "failed":
+        lines.append(f"continue  acode resume {session.id}")
     cycles = ", ".join(f"{k} {v}" for k, v in session.cycles.items()) or "none"
     lines.append(f"plan      v{session.plan_version}; cycles: {cycles}")
     lines.append("")

@@ -226,6 +226,7 @@ def test_only_a_vanished_workspace_fails_a_session_and_acode_resume_continues_it
     assert f"failed: the workspace {workspace} is gone" in out and "(ACODE-ORCH-009)" in out
     assert f"  continue with: acode resume {session_id}" in out
 
+    assert f"continue  acode resume {session_id}" in acode("show", session_id).stdout
     moved.rename(workspace)
     # a failed session holds no workspace: another may have taken it meanwhile, and then resume waits its turn
     server.responder.add("planner", Stall("", chunks=0, seconds=60))  # type: ignore[attr-defined]
