@@ -39,6 +39,9 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
 - A revisited executor (``kept_from``: a human resumed the session, or the coordinator
   retried the stage) keeps the steps the replaced visit completed, and the failed step
   gets a fresh round of tries whose first window says how the last round ended.
+- A model failure (the server down, the model missing) is not the step's: it fails the
+  stage at once with the model's own error, the interrupted step named in the report and
+  not recorded, so it runs again when the session is resumed.
 
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
