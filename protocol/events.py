@@ -20,6 +20,7 @@ __all__ = [
     "CheckRan",
     "Event",
     "PlanRecorded",
+    "ReworkChosen",
     "SessionCreated",
     "SessionFinished",
     "SessionPaused",
@@ -74,6 +75,25 @@ class StageFinished(EventBase, tag="stage_finished", kw_only=True):
     duration_ms: float = 0.0
     summary: str = ""
     error: ErrorInfo | None = None
+    # Prompt tokens: acode's estimate (all prompts, the largest one), the stage's budget,
+    # and what the server counted (0 when it did not say, or every answer was replayed)
+    tokens_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    largest_prompt_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReworkChosen(EventBase, tag="rework_chosen", kw_only=True):
+    """After a verification: which finished work is kept and what the executor runs again,
+    and by which rule (see :class:`protocol.results.Rework`)."""
+
+    visit: Visit
+    rule: Literal["passed", "criteria", "files", "all"]
+    reason: str = ""
+    rerun: list[str] = []
+    kept: list[str] = []
+    completed_tasks: list[str] = []
 
 
 class PlanRecorded(EventBase, tag="plan_recorded", kw_only=True):
@@ -141,7 +161,7 @@ class SessionFinished(EventBase, tag="session_finished", kw_only=True):
 
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
-    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished | ReworkChosen
 )
 
 

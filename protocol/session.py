@@ -28,6 +28,7 @@ from protocol.stages import (
 
 __all__ = [
     "CYCLE_KINDS",
+    "DEFAULT_TOKEN_BUDGET",
     "STAGES",
     "Clarification",
     "TERMINAL",
@@ -48,6 +49,8 @@ __all__ = [
 
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
+DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
 
 
@@ -134,6 +137,9 @@ class SessionSettings(_Wire, kw_only=True):
     # How long a needs_input pause waits for ``acode answer`` before the planner goes on
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
+    # Each stage's prompt budget, in percent of the model's context less the answer's
+    # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
+    token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
 
 
 class FeedbackItem(_Wire, kw_only=True):
@@ -143,11 +149,15 @@ class FeedbackItem(_Wire, kw_only=True):
 
 
 class Feedback(_Wire, kw_only=True):
-    """What a later stage tells an earlier one when it sends the session back."""
+    """What a later stage tells an earlier one when it sends the session back (``target``:
+    the stage it goes to), or, in a session's history, what a re-plan changed (source
+    ``planner``)."""
 
     source: Stage
     summary: str
     items: list[FeedbackItem] = []
+    target: Stage | None = None
+    cycle: SmallCount = 0
 
 
 class Clarification(_Wire, kw_only=True):
@@ -186,6 +196,11 @@ class SessionSnapshot(_Wire, kw_only=True):
     updated_at: float = 0.0
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
+    # Finished work of the current plan version, as the last verification judged it: steps
+    # (``task/step``) the executor does not run again, tasks it marks completed.
+    kept_steps: list[str] = []
+    completed_tasks: list[str] = []
+    history: list[Feedback] = []  # every cycle's feedback and re-plan summary, oldest first (the reviewer's)
 
     @property
     def visit(self) -> int:

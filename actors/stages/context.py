@@ -29,6 +29,7 @@ from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
+from actors.stages.budget import stage_budget
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
@@ -181,6 +182,8 @@ class StageContext:
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
-                               tokens_out=self.model.tokens_out)
+                               tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
+                               largest_prompt_est=self.model.largest_prompt_est,
+                               budget_tokens=stage_budget(request.settings, request.stage))
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,
                            attempt=request.attempt, ok=ok, summary=summary, metrics=metrics, **fields)

@@ -1,0 +1,123 @@
+"""Every prompt fits: each stage's token budget, and trimming a prompt's parts to it.
+
+A stage's budget is its share of the model's context (seed 000 FR-046..053):
+``token_budget[stage]`` percent (default planner 40, executor 30, verifier 15, reviewer
+15) of the model's ``num_ctx`` less a reserve for the answer (an eighth of it). Tokens
+are estimated at :data:`CHARS_PER_TOKEN` characters each, the estimate acode uses
+everywhere; the system prompt and the tool definitions count against the budget.
+
+:func:`fit` trims a prompt's parts to the budget: parts that must be shown whole (the
+system prompt, the task, the criteria to judge) are fixed; the others (the diff, check
+outputs, file contents, history) are cut, least relevant first and, at equal relevance,
+largest first, each down to its minimum at most, with a note in its place saying what
+was left out. When the prompt does not fit even with every part at its minimum, the stage
+cannot do its work: :class:`OrchestrationError` ACODE-ORCH-005 names the stage, its
+budget and the size needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import OrchestrationError
+from protocol.session import DEFAULT_TOKEN_BUDGET, SessionSettings
+from protocol.stages import Stage
+
+__all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "estimate",
+           "fit", "stage_budget", "too_large"]
+
+CHARS_PER_TOKEN = 4
+DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
+
+
+def estimate(text: str) -> int:
+    """Tokens of ``text``, estimated (rounded up)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def context_window(settings: SessionSettings) -> int:
+    """The model's context in tokens: the provider's ``num_ctx``, else the default."""
+    return getattr(settings.provider, "num_ctx", None) or DEFAULT_CONTEXT_TOKENS
+
+
+def answer_reserve(window: int) -> int:
+    """Tokens kept free for the model's answer."""
+    return window // 8
+
+
+def stage_budget(settings: SessionSettings, stage: Stage) -> int:
+    """The stage's prompt budget in tokens: its share of the window less the answer's reserve."""
+    window = context_window(settings)
+    percent = settings.token_budget.get(stage, DEFAULT_TOKEN_BUDGET[stage])
+    return (window - answer_reserve(window)) * percent // 100
+
+
+def too_large(settings: SessionSettings, stage: Stage, needed_tokens: int, what: str) -> OrchestrationError:
+    """ACODE-ORCH-005: the smallest prompt ``stage`` can send needs ``needed_tokens``."""
+    window = context_window(settings)
+    budget = stage_budget(settings, stage)
+    percent = settings.token_budget.get(stage, DEFAULT_TOKEN_BUDGET[stage])
+    return OrchestrationError(
+        f"the {stage}'s prompt needs at least {needed_tokens:,} tokens ({what}) but its budget is {budget:,} "
+        f"tokens ({percent}% of the model's {window:,}-token context less {answer_reserve(window):,} for the "
+        f"answer); raise model.num_ctx or orchestration.token_budget.{stage}, or make the task smaller",
+        code="ACODE-ORCH-005")
+
+
+@dataclass
+class Part:
+    """One part of a prompt. ``rank``: lower is less relevant, trimmed first. ``keep``:
+    characters that must stay (0: the part may be left out but for its note). ``fixed``:
+    shown whole, never trimmed."""
+
+    name: str
+    text: str
+    rank: int = 0
+    keep: int = 0
+    fixed: bool = False
+    cut: int = 0  # characters saved by trimming (0: shown whole)
+
+    @property
+    def minimum(self) -> int:
+        return len(self.text) if self.fixed else min(len(self.text), self.keep + _NOTE_CHARS)
+
+
+_NOTE_CHARS = 200  # room for a note
+
+
+def _cut(text: str, limit: int, name: str, stage: Stage, budget: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail with a note between."""
+    room = max(limit - _NOTE_CHARS, 0)
+    head = room * 2 // 3
+    tail = room - head
+    cut = len(text) - head - tail
+    note = (f"\n[… {cut:,} of {len(text):,} characters of {name} (~{cut // CHARS_PER_TOKEN:,} tokens) left out "
+            f"here to fit the {stage}'s prompt budget of {budget:,} tokens …]\n")
+    return text[:head] + note + (text[-tail:] if tail else "")
+
+
+def fit(settings: SessionSettings, stage: Stage, parts: list[Part], *, extra_tokens: int = 0) -> list[Part]:
+    """``parts`` trimmed so that together (plus ``extra_tokens``, e.g. the tool
+    definitions) they fit the stage's budget; the same list, each part's ``text`` and
+    ``cut`` updated. Raises ACODE-ORCH-005 when even the minimum does not fit."""
+    budget = stage_budget(settings, stage)
+    limit = (budget - extra_tokens) * CHARS_PER_TOKEN
+    over = sum(len(p.text) for p in parts) - limit
+    if over <= 0:
+        return parts
+    needed = sum(p.minimum for p in parts)
+    if needed > limit:
+        fixed = ", ".join(p.name for p in parts if p.fixed) or "nothing fixed"
+        raise too_large(settings, stage, -(-needed // CHARS_PER_TOKEN) + extra_tokens,
+                        f"{fixed} and the least of the rest")
+    for part in sorted((p for p in parts if not p.fixed), key=lambda p: (p.rank, -len(p.text))):
+        if over <= 0:
+            break
+        target = max(part.minimum, len(part.text) - over)
+        if target >= len(part.text):
+            continue
+        before = len(part.text)
+        part.text = _cut(part.text, target, part.name, stage, budget)
+        part.cut += before - len(part.text)
+        over -= before - len(part.text)
+    return parts
