@@ -110,11 +110,12 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
     fence = ctx.fence
     fixed = [fence.preamble(), fence.wrap("task", request.task), "Criteria to judge:"]
     fixed += [f"- {c.label}: {c.description}" for c in criteria]
-    parts = [Part("the system prompt", prompts.VERIFIER, fixed=True), Part("the criteria", "\n".join(fixed), fixed=True)]
+    parts = [Part("the system prompt", prompts.VERIFIER, fixed=True),
+             Part("the criteria", "\n".join(fixed), fixed=True)]
     if checked:
         parts.append(Part("the check list", "Results of the checks that ran:", fixed=True))
-        parts += [Part(f"the output of check {v.label}",
-                       f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n{fence.wrap(f'evidence {v.label}', v.evidence)}",
+        parts += [Part(f"the output of check {v.label}", f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n"
+                                                         f"{fence.wrap(f'evidence {v.label}', v.evidence)}",
                        rank=1, keep=400) for v in checked]
     parts.append(Part("the diff", fence.wrap("change", diff), rank=0, keep=800))
     parts = fit(request.settings, "verifier", parts, extra_tokens=60)
