@@ -26,10 +26,14 @@ from protocol.results import CriterionVerdict, ExecutionReport, Rework, StepReco
 __all__ = ["choose", "names_file"]
 
 
-def names_file(text: str, path: str) -> bool:
-    """Whether ``text`` names ``path`` (alone, or at the end of a longer path such as an
-    absolute one), not as part of another name (``b.txt`` is not named by ``ab.txt``)."""
-    return re.search(r"(?<![\w.-])" + re.escape(path) + r"(?![\w/-])", text) is not None
+def names_file(text: str, path: str, workspace: str = "") -> bool:
+    """Whether ``text`` names ``path`` (relative to the workspace; written relative, with
+    ``./``, or absolute under ``workspace``), as a whole name: ``b.txt`` is named neither
+    by ``ab.txt`` nor by ``src/b.txt``."""
+    if workspace:
+        text = text.replace(workspace.rstrip("/") + "/", "")
+    text = re.sub(r"(?<![\w.])\./", "", text)
+    return re.search(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])", text) is not None
 
 
 def _labels(task: PlanTask) -> list[str]:
@@ -57,7 +61,8 @@ def _with_dependents(pending: list[PlanTask], rerun: set[str]) -> set[str]:
     return result
 
 
-def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: ExecutionReport | None) -> Rework:
+def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: ExecutionReport | None,
+           workspace: str = "") -> Rework:
     pending = [t for t in plan.tasks if t.status != "completed"]
     records: dict[str, StepRecord] = {f"{r.task}/{r.step}": r for r in (execution.steps if execution else [])}
     steps = [label for task in pending for label in _labels(task)]
@@ -78,7 +83,7 @@ def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: Executio
     if loose:
         evidence = "\n".join(v.evidence for v in loose)
         named = [label for label in steps if label in records
-                 and any(names_file(evidence, path) for path in records[label].files_changed)]
+                 and any(names_file(evidence, path, workspace) for path in records[label].files_changed)]
         which = ", ".join(v.label for v in loose)
         if named:
             rule = "files"

@@ -147,5 +147,5 @@ def run(ctx: StageContext) -> StageResult:
         summary = f"all {len(verdicts)} criteria passed" if verdicts else "no acceptance criteria to check"
     answer = VerifierAnswer(passed=not failed, summary=summary[:2000], criteria=verdicts)
     execution = request.previous.execution if request.previous else None
-    rework = rework_for(request.plan, verdicts, execution) if request.plan is not None else None
+    rework = rework_for(request.plan, verdicts, execution, request.workspace) if request.plan is not None else None
     return ctx.result(ok=True, summary=summary[:300], verification=answer, execution=execution, rework=rework)
