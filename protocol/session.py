@@ -140,6 +140,16 @@ class SessionSettings(_Wire, kw_only=True):
     # Each stage's prompt budget, in percent of the model's context less the answer's
     # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
     token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
+    # The planner (seed 003's planner block): a task's complexity may not exceed
+    # ``max_task_complexity``; files matching ``context_excludes`` (gitignore-style
+    # patterns) are never shown to it, and when ``context_includes`` is set only files
+    # matching it are shown for matching the task (key project files still are).
+    max_task_complexity: Annotated[int, msgspec.Meta(ge=1, le=34)] = 34
+    context_includes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    context_excludes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    # Transient tool failures are retried this many times, after 1x, 2x, 4x ... this wait (seed 004 FR-064/065)
+    tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    tool_retry_backoff_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
 
 
 class FeedbackItem(_Wire, kw_only=True):

@@ -11,7 +11,8 @@ end calls :meth:`StageContext.release_thread` so its socket does not outlive it.
 is asked from the stage's own thread only.
 
 Transient tool failures (a result whose error is ``retryable``) are retried by
-:meth:`StageContext.tool_retrying` after :data:`TOOL_RETRY_WAITS` (1 s, 2 s, 4 s; seed 004
+:meth:`StageContext.tool_retrying` ``tool_retry_limit`` times, after ``tool_retry_backoff_s``
+doubling each time (by default :data:`TOOL_RETRY_WAITS`: 1 s, 2 s, 4 s; seed 004
 FR-064/065), each retry under its own key (``<key>:retry1`` …): the sandbox's journal
 answers a repeated key with the result it recorded, and the suffixes are deterministic so
 a resumed stage replays the same sequence.
@@ -85,7 +86,9 @@ class StageContext:
         self.log = log
         self.started = time.monotonic()
         self.tool_calls = 0
-        self.retry_waits = TOOL_RETRY_WAITS  # tests shorten them
+        settings = request.settings
+        self.retry_waits = tuple(settings.tool_retry_backoff_s * 2**n  # tests shorten them
+                                 for n in range(settings.tool_retry_limit))
         self._lock = threading.Lock()
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,

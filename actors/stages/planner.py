@@ -84,7 +84,8 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
         draft, problems = plancheck.read_plan(answer.content)
         if draft is not None:
             draft = carry_completed(draft, request.plan)
-            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox)]
+            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
+                                                                   request.settings.max_task_complexity)]
             if not problems:
                 return draft, attempt
         ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
@@ -118,7 +119,8 @@ def run(ctx: StageContext) -> StageResult:
         raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace")
     prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
                               budget_tokens=budget, clarifications=request.clarifications,
-                              feedback=request.feedback, previous=previous, log=ctx.log)
+                              feedback=request.feedback, previous=previous, log=ctx.log,
+                              includes=settings.context_includes, excludes=settings.context_excludes)
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))

@@ -121,6 +121,11 @@ settings = struct(
     tool_result_tokens=st.integers(100, 1_000_000),
     clarification_timeout_s=st.floats(0, 30 * 86_400),
     token_budget=st.dictionaries(stages, st.integers(1, 100)),
+    max_task_complexity=st.integers(1, 34),
+    context_includes=_few(short.filter(bool)),
+    context_excludes=_few(short.filter(bool)),
+    tool_retry_limit=st.integers(0, 10),
+    tool_retry_backoff_s=st.floats(0, 60),
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items),
