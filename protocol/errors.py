@@ -128,6 +128,7 @@ CODES: dict[str, str] = {
     "ACODE-CFG-001": "invalid configuration",
     "ACODE-CFG-002": "configuration contradicts itself",
     "ACODE-CFG-003": "setting acode cannot honour",
+    "ACODE-CFG-004": "acode home or database not private to you (another user owns it)",
     "ACODE-CLI-001": "acode is already running",
     "ACODE-CLI-002": "session not found",
     "ACODE-CLI-003": "invalid argument",
