@@ -32,7 +32,7 @@ from protocol.messages import (
     ResumeSession,
     SubmitTask,
 )
-from protocol.plan import TaskPlan, mark_completed
+from protocol.plan import TaskPlan, with_status
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import STAGES
 
@@ -336,10 +336,10 @@ def _real_status(connection: Connection, snapshot: SessionSnapshot, plan: TaskPl
     version that is the session's ``completed_tasks``; for an older one, the tasks the next
     version carried over as completed (same id)."""
     if plan.version >= snapshot.plan_version:
-        return mark_completed(plan, snapshot.completed_tasks)
+        return with_status(plan, snapshot.completed_tasks)
     after = connection.persistence(GetPlan(session_id=snapshot.id, version=plan.version + 1)).plan
     carried = {t.id for t in after.tasks if t.status == "completed"}
-    return mark_completed(plan, [t.label for t in plan.tasks if t.id in carried])
+    return with_status(plan, [t.label for t in plan.tasks if t.id in carried or t.status == "completed"])
 
 
 plan_app = typer.Typer(help="The plans of a session (every version is kept).", no_args_is_help=True)

@@ -33,12 +33,12 @@ __all__ = [
     "TaskPlan",
     "carry_completed",
     "finalize",
-    "mark_completed",
     "ordered_steps",
     "path_problem",
     "problems",
     "same_content",
     "validate",
+    "with_status",
 ]
 
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -287,14 +287,15 @@ def carry_completed(draft: TaskPlan, previous: TaskPlan | None) -> TaskPlan:
     return msgspec.structs.replace(draft, tasks=[*missing, *tasks])
 
 
-def mark_completed(plan: TaskPlan, labels: list[str]) -> TaskPlan:
-    """``plan`` with the tasks named in ``labels`` marked ``completed`` (the session's
-    verified work; the stored version keeps the status it was recorded with)."""
-    if not labels or all(t.status == "completed" or t.label not in labels for t in plan.tasks):
+def with_status(plan: TaskPlan, completed: list[str]) -> TaskPlan:
+    """``plan`` with exactly the tasks named in ``completed`` marked ``completed`` and the
+    others ``pending``: the session's verified work (a stored plan version keeps the status
+    it was recorded with)."""
+    wanted = set(completed)
+    if all((t.status == "completed") == (t.label in wanted) for t in plan.tasks):
         return plan
-    wanted = set(labels)
     return msgspec.structs.replace(plan, tasks=[
-        msgspec.structs.replace(t, status="completed") if t.label in wanted else t for t in plan.tasks])
+        msgspec.structs.replace(t, status="completed" if t.label in wanted else "pending") for t in plan.tasks])
 
 
 def finalize(draft: TaskPlan, *, version: int, previous: TaskPlan | None = None) -> TaskPlan:

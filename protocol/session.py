@@ -207,7 +207,8 @@ class SessionSnapshot(_Wire, kw_only=True):
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
     # Finished work of the current plan version, as the last verification judged it: steps
-    # (``task/step``) the executor does not run again, tasks it marks completed.
+    # (``task/step``) the executor does not run again, and every task that is completed
+    # (those the plan carried over completed, until a verification says otherwise).
     kept_steps: list[str] = []
     completed_tasks: list[str] = []
     history: list[Feedback] = []  # every cycle's feedback and re-plan summary, oldest first (the reviewer's)

@@ -217,7 +217,7 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
                                                                          f"{plan.change_summary}")][-HISTORY_LIMIT:]
             decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,
                               plan_version=plan.version, feedback=None, last_result=result, history=history,
-                              kept_steps=[], completed_tasks=[])
+                              kept_steps=[], completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
             return Decision(decision.snapshot, decision.events, plan)
         case "executor":
             return _enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,

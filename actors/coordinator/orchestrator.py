@@ -44,7 +44,7 @@ from protocol.messages import (
     RunStage,
     SessionAccepted,
 )
-from protocol.plan import TaskPlan, mark_completed
+from protocol.plan import TaskPlan, with_status
 from protocol.results import StageResult
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import TERMINAL
@@ -231,7 +231,7 @@ class Orchestrator:
             self._pause_for(session, failed[0], "it is failed")
             return
         request_id = new_id()
-        plan = mark_completed(session.plan, snap.completed_tasks) if session.plan is not None else None
+        plan = with_status(session.plan, snap.completed_tasks) if session.plan is not None else None
         body = RunStage(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt, task=snap.task,
                         workspace=snap.workspace, settings=snap.settings, plan=plan, feedback=snap.feedback,
                         previous=snap.last_result, clarifications=snap.clarifications,

@@ -274,6 +274,12 @@ def run(ctx: StageContext) -> StageResult:
     kept_labels = set(request.kept_steps)
     records: list[StepRecord] = []
     kept: list[str] = []
+    for task in plan.tasks:  # completed tasks: reported as kept, with their last records
+        if task.status == "completed":
+            for step in task.steps:
+                kept.append(f"{task.label}/{step.label}")
+                if (task.label, step.label) in latest:
+                    records.append(latest[(task.label, step.label)])
     status: dict[tuple[str, str], str] = {}
     work = ordered_steps(plan)
     feedback = request.feedback
@@ -311,7 +317,7 @@ def run(ctx: StageContext) -> StageResult:
             message += f"; blocked by it: {', '.join(blocked)}"
         return ctx.result(ok=False, summary=message[:2_000], execution=report,
                           error=ErrorInfo(code=failed[0].code or "ACODE-EXEC-001", message=message[:4_000]))
-    ran = len(records) - len(kept)
+    ran = sum(1 for r in records if r.visit == request.visit and r.status == "completed")
     summary = f"{ran} step(s) done, {len(files)} file(s) changed so far"
     if kept:
         summary = f"{ran} step(s) done, {len(kept)} kept from earlier, {len(files)} file(s) changed so far"

@@ -9,9 +9,12 @@ run again. Beyond them, by the first rule that applies to each failed criterion:
   suite) re-runs the steps that changed a file its output names.
 - ``all``: such a failure whose output names no changed file re-runs every step.
 
-Then dependents: a step depending on one that runs again runs again, and so does every
-step of a task depending on a task with a step that runs again. The rest is kept; a task
-whose every step is kept and whose own criteria passed is completed. The rule reported is
+Tasks the plan marks ``completed`` (verified earlier, or carried over by a re-plan) are
+left alone, unless one of their own criteria fails now: then they are reopened and run
+again like any other. Then dependents: a step depending on one that runs again runs
+again, and so does every step of a task depending on a task with a step that runs again.
+The rest is kept; ``completed_tasks`` lists every completed task: those left alone, and
+those whose every step is kept and whose own criteria passed. The rule reported is
 the widest one used (``all`` > ``files`` > ``criteria``), and the reason says what
 decided it.
 """
@@ -63,7 +66,10 @@ def _with_dependents(pending: list[PlanTask], rerun: set[str]) -> set[str]:
 
 def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: ExecutionReport | None,
            workspace: str = "") -> Rework:
-    pending = [t for t in plan.tasks if t.status != "completed"]
+    failed_labels = {v.label for v in verdicts if not v.passed}
+    reopened = [t.label for t in plan.tasks if t.status == "completed"
+                and any(c.label in failed_labels for c in t.acceptance)]
+    pending = [t for t in plan.tasks if t.status != "completed" or t.label in reopened]
     records: dict[str, StepRecord] = {f"{r.task}/{r.step}": r for r in (execution.steps if execution else [])}
     steps = [label for task in pending for label in _labels(task)]
     unfinished = {label for label in steps if label not in records or records[label].status != "completed"}
@@ -105,8 +111,11 @@ def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: Executio
     failing_tasks = {owner[v.label].label for v in owned}
     ordered_rerun = [label for label in steps if label in rerun]
     kept = [label for label in steps if label not in rerun]
-    completed = [t.label for t in pending if t.label not in failing_tasks
-                 and all(label in kept for label in _labels(t))]
+    done_before = [t.label for t in plan.tasks if t.status == "completed" and t.label not in reopened]
+    completed = [t.label for t in plan.tasks if t.label in done_before or (
+        t in pending and t.label not in failing_tasks and all(label in kept for label in _labels(t)))]
+    if reopened:
+        reasons.append(f"completed before but failing now: {', '.join(reopened)}")
     if not failed:
         reasons.append(f"every criterion passed: {len(kept)} step(s) kept")
     return Rework(rule=rule, reason="; ".join(reasons), rerun=ordered_rerun, kept=kept,  # type: ignore[arg-type]

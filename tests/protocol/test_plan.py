@@ -22,10 +22,10 @@ from protocol.plan import (
     TaskPlan,
     carry_completed,
     finalize,
-    mark_completed,
     ordered_steps,
     problems,
     validate,
+    with_status,
 )
 
 #: The example TaskPlan of issue 2 ("Contracts"), verbatim.
@@ -385,11 +385,12 @@ def test_a_completed_task_the_model_rewrote_runs_again_and_one_it_kept_stays_com
     assert second.tasks[1] == previous.tasks[1]  # unchanged: exactly as it was, ids included
 
 
-def test_mark_completed_marks_only_the_named_tasks() -> None:
+def test_with_status_marks_exactly_the_named_tasks_completed() -> None:
     first = finalize(plan(task("T1"), task("T2")), version=1)
-    marked = mark_completed(first, ["T2", "T9"])
+    marked = with_status(first, ["T2", "T9"])
     assert [(t.label, t.status) for t in marked.tasks] == [("T1", "pending"), ("T2", "completed")]
-    assert mark_completed(first, []) is first
+    assert with_status(first, []) is first
+    assert [t.status for t in with_status(marked, ["T1"]).tasks] == ["completed", "pending"]
 
 
 def test_the_model_cannot_mark_its_own_tasks_completed_or_choose_ids() -> None:

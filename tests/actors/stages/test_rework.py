@@ -71,7 +71,15 @@ def test_steps_that_did_not_complete_always_run_again_and_completed_tasks_are_le
     plan = TaskPlan(goal="g", version=2, tasks=[_task("T0", "S1", status="completed"), *PLAN.tasks])
     rework = choose(plan, _verdicts("A1"), _report(failed=("T3/S1",)))
     assert rework.rerun == ["T1/S1", "T1/S2", "T3/S1", "T3/S2"]
-    assert "T0/S1" not in rework.rerun + rework.kept and rework.completed_tasks == ["T2", "T4"]
+    assert "T0/S1" not in rework.rerun + rework.kept and rework.completed_tasks == ["T0", "T2", "T4"]
+
+
+def test_a_completed_task_whose_own_criterion_fails_now_is_reopened() -> None:
+    plan = TaskPlan(goal="g", version=1, tasks=[_task("T0", "S1", criteria=("A0",), status="completed"),
+                                                *PLAN.tasks])
+    rework = choose(plan, [*_verdicts(), CriterionVerdict(label="A0", passed=False)], _report())
+    assert rework.rerun == ["T0/S1"] and "T0" not in rework.completed_tasks
+    assert "completed before but failing now: T0" in rework.reason
 
 
 def test_a_path_is_named_only_as_a_whole_name() -> None:
