@@ -44,6 +44,23 @@ Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Patterns = list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]]
 
 
+StageName = Literal["planner", "executor", "verifier", "reviewer"]
+# What each stage shows its model (seed 000's context_strategy names), fixed by acode's design
+CONTEXT_STRATEGIES: dict[str, str] = {"planner": "full", "executor": "focused", "verifier": "minimal",
+                                      "reviewer": "summary"}
+
+
+class StageOptions(_Section):
+    """Seed 000's ``orchestration.stages.<stage>`` block (its ``timeout`` and
+    ``retry_limit`` are aliases, see :data:`ALIASES`): each key is accepted with the value
+    that describes what acode does, and refused (ACODE-CFG-003) with one it cannot honour."""
+
+    context_strategy: Literal["full", "focused", "minimal", "summary"] | None = None
+    parallel_steps: bool | None = None
+    auto_retry_on_failure: bool | None = None
+    require_human_approval: bool | None = None
+
+
 class Orchestration(_Section):
     planner_timeout: Seconds | None = None
     executor_timeout: Seconds | None = None
@@ -55,7 +72,9 @@ class Orchestration(_Section):
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     step_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     # percent of the model's context (less the answer's reserve) per stage; see README "Token budgets"
-    token_budget: dict[Literal["planner", "executor", "verifier", "reviewer"], Percent] | None = None
+    token_budget: dict[StageName, Percent] | None = None
+    stage_retry_limits: dict[StageName, Annotated[int, msgspec.Meta(ge=0, le=10)]] | None = None
+    stages: dict[StageName, StageOptions] | None = None
 
 
 class Planner(_Section):
@@ -189,13 +208,36 @@ ALIASES: dict[tuple[str, str], tuple[tuple[str, ...], Callable[[Any], Any]]] = {
 }
 
 
+def _stage_aliases(raw: dict[str, Any]) -> list[tuple[tuple[str, ...], tuple[str, ...], Callable[[Any], Any]]]:
+    """The per-stage aliases present in ``orchestration.stages`` (seed 000's advanced block):
+    ``timeout`` and ``retry_limit`` of each stage."""
+    stages = raw.get("orchestration", {}).get("stages") if isinstance(raw.get("orchestration"), dict) else None
+    if not isinstance(stages, dict):
+        return []
+    found = []
+    for stage, options in stages.items():
+        if isinstance(options, dict) and isinstance(stage, str):
+            base = ("orchestration", "stages", stage)
+            found.append(((*base, "timeout"), ("orchestration", f"{stage}_timeout"), _same))
+            found.append(((*base, "retry_limit"), ("orchestration", "stage_retry_limits", stage), _same))
+    return found
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
 def _dealias(raw: Any, path: Path, notices: list[str]) -> Any:
     """``raw`` (a decoded file) with every alias moved to acode's key, one notice each. An
     alias and its key both set to different values is a contradiction (ACODE-CFG-002)."""
     if not isinstance(raw, dict):
         return raw
-    for (section, key), (target, convert) in ALIASES.items():
-        values = raw.get(section)
+    aliases = [((section, key), target, convert) for (section, key), (target, convert) in ALIASES.items()]
+    for (*where_path, key), target, convert in [*aliases, *_stage_aliases(raw)]:
+        values: Any = raw
+        for part in where_path:
+            values = values.get(part) if isinstance(values, dict) else None
+        section = ".".join(where_path)
         if not isinstance(values, dict) or key not in values:
             continue
         value = convert(values.pop(key))
@@ -323,6 +365,30 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
     return config
 
 
+def _stage_options(stages: Mapping[str, StageOptions]) -> bool:
+    """Check seed 000's per-stage options against what acode does (ACODE-CFG-003 for a value
+    it cannot honour); True when the verifier's ``auto_retry_on_failure`` is false."""
+    no_verify_cycle = False
+    for stage, options in stages.items():
+        where = f"orchestration.stages.{stage}"
+        if options.context_strategy is not None and options.context_strategy != CONTEXT_STRATEGIES[stage]:
+            raise ConfigError(f"{where}.context_strategy is {options.context_strategy!r}, but acode's {stage} always "
+                              f"works with {CONTEXT_STRATEGIES[stage]!r} context (see README 'The pipeline'); remove "
+                              f"it or set it to {CONTEXT_STRATEGIES[stage]!r}", code="ACODE-CFG-003")
+        if options.parallel_steps:
+            raise ConfigError(f"{where}.parallel_steps is true, but acode runs one step at a time (steps share the "
+                              "workspace); remove it or set it to false", code="ACODE-CFG-003")
+        if options.require_human_approval:
+            raise ConfigError(f"{where}.require_human_approval is true, which this version cannot do; remove it or "
+                              "set it to false", code="ACODE-CFG-003")
+        if options.auto_retry_on_failure is not None and stage != "verifier":
+            raise ConfigError(f"{where}.auto_retry_on_failure is for the verifier (a failed verification goes back "
+                              "to the executor); remove it here", code="ACODE-CFG-003")
+        if options.auto_retry_on_failure is False:
+            no_verify_cycle = True
+    return no_verify_cycle
+
+
 def session_settings(config: AcodeConfig) -> SessionSettings:
     """What a session is submitted with; the scripted model's file is read here."""
     defaults = SessionSettings()
@@ -340,6 +406,8 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         raise ConfigError(f"orchestration.token_budget adds up to {sum(budget.values())}% ({shares}); the stages "
                           "share one context: make the percentages add up to 100 at most", code="ACODE-CFG-002")
     p, e = config.planner, config.executor
+    if _stage_options(o.stages or {}):
+        limits["verify"] = 0  # the verifier's auto_retry_on_failure: false: a failed verification pauses
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
@@ -359,6 +427,7 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         max_task_complexity=p.max_complexity or defaults.max_task_complexity,
         context_includes=p.context_includes or [],
         context_excludes=p.context_excludes or [],
+        stage_retry_limits=dict(o.stage_retry_limits or {}),
         tool_retry_limit=e.tool_retry_limit if e.tool_retry_limit is not None else defaults.tool_retry_limit,
         tool_retry_backoff_s=(e.tool_retry_backoff if e.tool_retry_backoff is not None
                               else defaults.tool_retry_backoff_s),

@@ -150,6 +150,8 @@ class SessionSettings(_Wire, kw_only=True):
     # Transient tool failures are retried this many times, after 1x, 2x, 4x ... this wait (seed 004 FR-064/065)
     tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
     tool_retry_backoff_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    # A stage's own retry limit (seed 000's orchestration.stages.<stage>.retry_limit), else stage_retry_limit
+    stage_retry_limits: dict[Stage, Annotated[int, msgspec.Meta(ge=0, le=10)]] = {}
 
 
 class FeedbackItem(_Wire, kw_only=True):

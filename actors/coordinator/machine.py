@@ -22,7 +22,8 @@ summary are appended to the session's ``history``, which the reviewer sees.
 
 A session completes only after every stage has been visited. The 4th cycle of one kind
 pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
-``stage_retry_limit`` times pauses it (ACODE-ORCH-002, exit 20).
+``stage_retry_limit`` times (or its own ``stage_retry_limits`` entry) pauses it
+(ACODE-ORCH-002, exit 20).
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
         tokens_out=result.metrics.tokens_out)]
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
-        if error.retryable and snap.attempt <= snap.settings.stage_retry_limit:
+        if error.retryable and snap.attempt <= _retry_limit(snap):
             return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
         return _finish(snap, "failed", now, events=events, error=error,
                        summary=f"{stage} failed: {error.message}")
@@ -255,6 +256,13 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
 
 
+def _retry_limit(snap: SessionSnapshot) -> int:
+    """Retries of the current stage: its own limit if it has one, else ``stage_retry_limit``."""
+    settings = snap.settings
+    return settings.stage_retry_limits.get(snap.stage, settings.stage_retry_limit) if snap.stage \
+        else settings.stage_retry_limit
+
+
 def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] | None = None,
            **changes: object) -> Decision:
     events = events if events is not None else []
@@ -280,7 +288,7 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
     assert snap.stage is not None
     limit = snap.settings.stage_timeouts.get(snap.stage, 300.0)
     timeouts = snap.timeouts + 1
-    if timeouts > snap.settings.stage_retry_limit:
+    if timeouts > _retry_limit(snap):
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
                      f"{snap.stage} timed out {timeouts} times ({limit:g}s each); raise "
                      f"orchestration.{snap.stage}_timeout or check the model, then `acode resume`", now,

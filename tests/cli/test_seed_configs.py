@@ -88,3 +88,37 @@ def test_unknown_keys_and_contradictions_are_still_refused(tmp_path: Path, text:
     with pytest.raises(ConfigError) as info:
         session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=[]))
     assert info.value.code == code and words in info.value.message
+
+
+def test_seed_000s_advanced_per_stage_sample_loads_with_each_stages_timeout_and_retry_limit(tmp_path: Path) -> None:
+    config, notices = _load(tmp_path, "000_advanced.yml")
+    settings = session_settings(config)  # type: ignore[arg-type]
+    assert len(notices) == 8 and notices[0].endswith(
+        "orchestration.stages.planner.timeout is deprecated; use orchestration.planner_timeout")
+    assert notices[1].endswith("orchestration.stages.planner.retry_limit is deprecated; use "
+                               "orchestration.stage_retry_limits.planner")
+    assert settings.stage_timeouts == {"planner": 120, "executor": 300, "verifier": 180, "reviewer": 120}
+    assert settings.stage_retry_limits == {"planner": 2, "executor": 3, "verifier": 2, "reviewer": 1}
+    assert settings.cycle_limits == {"verify": 3, "review": 3}  # auto_retry_on_failure: true is acode's way
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ("executor: {context_strategy: full}", "acode's executor always works with 'focused' context"),
+    ("executor: {parallel_steps: true}", "acode runs one step at a time"),
+    ("reviewer: {require_human_approval: true}", "require_human_approval is true"),
+    ("planner: {auto_retry_on_failure: true}", "auto_retry_on_failure is for the verifier"),
+])
+def test_a_per_stage_option_acode_cannot_honour_is_refused(tmp_path: Path, options: str, words: str) -> None:
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text(f"orchestration:\n  stages: {{{options}}}\n")
+    with pytest.raises(ConfigError) as info:
+        session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=[]))
+    assert info.value.code == "ACODE-CFG-003" and words in info.value.message
+
+
+def test_the_verifiers_auto_retry_off_makes_a_failed_verification_pause(tmp_path: Path) -> None:
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text("orchestration:\n  stages: {verifier: {auto_retry_on_failure: "
+                                                    "false}}\n")
+    settings = session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=[]))
+    assert settings.cycle_limits == {"verify": 0, "review": 3}

@@ -126,6 +126,7 @@ settings = struct(
     context_excludes=_few(short.filter(bool)),
     tool_retry_limit=st.integers(0, 10),
     tool_retry_backoff_s=st.floats(0, 60),
+    stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items),
