@@ -223,8 +223,8 @@ class _Budget:
 class _Gatherer:
     def __init__(self, tool: ToolFn, key_prefix: str, fence: Fence, budget: _Budget,
                  includes: Sequence[str] = (), excludes: Sequence[str] = ()):
-        self.includes = pathspec.PathSpec.from_lines("gitwildmatch", includes) if includes else None
-        self.excludes = pathspec.PathSpec.from_lines("gitwildmatch", excludes)
+        self.includes = pathspec.GitIgnoreSpec.from_lines(includes) if includes else None
+        self.excludes = pathspec.GitIgnoreSpec.from_lines(excludes)
         self.tool = tool
         self.key_prefix = key_prefix
         self.fence = fence
