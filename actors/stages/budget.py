@@ -17,14 +17,16 @@ budget and the size needed.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import OrchestrationError
 from protocol.session import DEFAULT_TOKEN_BUDGET, SessionSettings
 from protocol.stages import Stage
 
-__all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "estimate",
-           "fit", "stage_budget", "too_large"]
+__all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "cut_diff",
+           "estimate", "fit", "stage_budget", "too_large"]
 
 CHARS_PER_TOKEN = 4
 DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
@@ -76,6 +78,14 @@ class Part:
     keep: int = 0
     fixed: bool = False
     cut: int = 0  # characters saved by trimming (0: shown whole)
+    # how to cut it: (text, limit, why) -> shorter text; default: head and tail, a note between
+    cutter: Callable[[str, int, str], str] | None = None
+    # put around the text once it is cut (a fence, a heading): what it adds counts as fixed
+    frame: Callable[[str], str] | None = None
+
+    @property
+    def framing(self) -> int:
+        return len(self.frame("")) if self.frame is not None else 0
 
     @property
     def minimum(self) -> int:
@@ -85,15 +95,43 @@ class Part:
 _NOTE_CHARS = 200  # room for a note
 
 
-def _cut(text: str, limit: int, name: str, stage: Stage, budget: int) -> str:
+def _cut(text: str, limit: int, name: str, why: str) -> str:
     """``text`` cut to about ``limit`` characters: its head and tail with a note between."""
     room = max(limit - _NOTE_CHARS, 0)
     head = room * 2 // 3
     tail = room - head
     cut = len(text) - head - tail
     note = (f"\n[… {cut:,} of {len(text):,} characters of {name} (~{cut // CHARS_PER_TOKEN:,} tokens) left out "
-            f"here to fit the {stage}'s prompt budget of {budget:,} tokens …]\n")
+            f"here {why} …]\n")
     return text[:head] + note + (text[-tail:] if tail else "")
+
+
+_FILE_DIFF = re.compile(r"^diff --git a/.*? b/(.*)$", re.MULTILINE)
+
+
+def cut_diff(text: str, limit: int, why: str) -> str:
+    """A diff cut to about ``limit`` characters file by file: the largest files' changes are
+    left out first, each named in one note (the diff's own file list, before the first
+    file, stays). A diff of one file, or whose smallest file alone does not fit, is cut
+    by head and tail."""
+    starts = [m.start() for m in _FILE_DIFF.finditer(text)]
+    if len(starts) < 2:
+        return _cut(text, limit, "the diff", why)
+    header = text[:starts[0]]
+    files = [(_FILE_DIFF.match(text, start).group(1), text[start:end])  # type: ignore[union-attr]
+             for start, end in zip(starts, [*starts[1:], len(text)], strict=True)]
+    left = limit - len(header) - _NOTE_CHARS - 60 * len(files)
+    kept: set[int] = set()
+    for index in sorted(range(len(files)), key=lambda i: len(files[i][1])):  # smallest first
+        if len(files[index][1]) > left:
+            break
+        kept.add(index)
+        left -= len(files[index][1])
+    if not kept:
+        return _cut(text, limit, "the diff", why)
+    dropped = [f"{name} ({len(body):,} characters)" for i, (name, body) in enumerate(files) if i not in kept]
+    note = f"[… the changes to {', '.join(dropped)} are left out here {why}; the file list above is complete …]\n"
+    return header + "".join(body for i, (_, body) in enumerate(files) if i in kept) + note
 
 
 def fit(settings: SessionSettings, stage: Stage, parts: list[Part], *, extra_tokens: int = 0) -> list[Part]:
@@ -101,13 +139,14 @@ def fit(settings: SessionSettings, stage: Stage, parts: list[Part], *, extra_tok
     definitions) they fit the stage's budget; the same list, each part's ``text`` and
     ``cut`` updated. Raises ACODE-ORCH-005 when even the minimum does not fit."""
     budget = stage_budget(settings, stage)
-    limit = (budget - extra_tokens) * CHARS_PER_TOKEN
+    limit = (budget - extra_tokens) * CHARS_PER_TOKEN - sum(p.framing for p in parts)
     over = sum(len(p.text) for p in parts) - limit
     if over <= 0:
-        return parts
+        return _framed(parts)
     needed = sum(p.minimum for p in parts)
     if needed > limit:
         fixed = ", ".join(p.name for p in parts if p.fixed) or "nothing fixed"
+        needed += sum(p.framing for p in parts)
         raise too_large(settings, stage, -(-needed // CHARS_PER_TOKEN) + extra_tokens,
                         f"{fixed} and the least of the rest")
     for part in sorted((p for p in parts if not p.fixed), key=lambda p: (p.rank, -len(p.text))):
@@ -117,7 +156,18 @@ def fit(settings: SessionSettings, stage: Stage, parts: list[Part], *, extra_tok
         if target >= len(part.text):
             continue
         before = len(part.text)
-        part.text = _cut(part.text, target, part.name, stage, budget)
+        why = f"to fit the {stage}'s prompt budget of {budget:,} tokens"
+        if part.cutter is not None:
+            part.text = part.cutter(part.text, target, why)
+        else:
+            part.text = _cut(part.text, target, part.name, why)
         part.cut += before - len(part.text)
         over -= before - len(part.text)
+    return _framed(parts)
+
+
+def _framed(parts: list[Part]) -> list[Part]:
+    for part in parts:
+        if part.frame is not None:
+            part.text, part.frame = part.frame(part.text), None
     return parts

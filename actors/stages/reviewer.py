@@ -24,7 +24,7 @@ what was left out; the system prompt and the task are shown whole.
 from __future__ import annotations
 
 from actors.stages import prompts
-from actors.stages.budget import Part, fit
+from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from protocol.errors import ModelError
 from protocol.results import ReviewerAnswer, StageResult
@@ -62,8 +62,8 @@ def _parts(ctx: StageContext, system: str) -> list[Part]:
     history = prompts.render_history(request.history)
     if history:
         parts.append(Part("the earlier cycles", history, rank=1, keep=600))
-    parts.append(Part("the diff", f"Changes since the session began:\n{fence.wrap('diff', ctx.diff('r'))}",
-                      rank=0, keep=1_000))
+    parts.append(Part("the diff", ctx.diff("r"), rank=0, keep=1_000, cutter=cut_diff,
+                      frame=lambda text: f"Changes since the session began:\n{fence.wrap('diff', text)}"))
     return parts
 
 

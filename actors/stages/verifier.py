@@ -27,7 +27,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from actors.stages import prompts
-from actors.stages.budget import Part, fit
+from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from actors.stages.rework import choose as rework_for
 from protocol.events import CheckRan
@@ -117,7 +117,8 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
         parts += [Part(f"the output of check {v.label}", f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n"
                                                          f"{fence.wrap(f'evidence {v.label}', v.evidence)}",
                        rank=1, keep=400) for v in checked]
-    parts.append(Part("the diff", fence.wrap("change", diff), rank=0, keep=800))
+    parts.append(Part("the diff", diff, rank=0, keep=800, cutter=cut_diff,
+                      frame=lambda text: fence.wrap("change", text)))
     parts = fit(request.settings, "verifier", parts, extra_tokens=60)
     trimmed = [p.name for p in parts if p.cut]
     user = "\n".join(p.text for p in parts[1:])

@@ -207,10 +207,10 @@ def test_a_100_kb_diff_is_trimmed_to_the_reviewers_budget_with_a_note(
     sent = sum(len(m.get("content") or "") for m in review.messages)
     budget = (16_384 - 16_384 // 8) * 15 // 100  # 2,150 tokens
     assert sent <= budget * 4 + 300, sent  # the budget, and the closing note
-    text = json.dumps(review.messages)
-    assert "characters of the diff" in text
-    assert f"left out here to fit the reviewer's prompt budget of {budget:,}" in text
+    text = json.dumps(review.messages, ensure_ascii=False)
+    assert "[… the changes to big.txt (" in text  # the largest file goes first, named
+    assert f"are left out here to fit the reviewer's prompt budget of {budget:,} tokens" in text
     assert "parts of the diff were left out" in text
-    assert "+line 000000" in text and "+line 001699" in text  # its head and its tail are kept
+    assert "+alpha" in text and "A  big.txt" in text  # a.txt's change and the whole file list stay
     detail = acode("show", _session_id(result.stdout)).stdout
     assert f"of {budget:,} tokens budgeted" in detail

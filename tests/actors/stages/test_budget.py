@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.stages.budget import Part, fit, stage_budget
+from actors.stages.budget import Part, cut_diff, fit, stage_budget
 from protocol.errors import OrchestrationError
 from protocol.session import OllamaProvider, SessionSettings
 
@@ -40,3 +40,29 @@ def test_when_even_the_minimum_does_not_fit_the_stage_fails_with_orch_005() -> N
         "the reviewer's prompt needs at least 1,425 tokens (the task and the least of the rest) but its budget is "
         "1,075 tokens (15% of the model's 8,192-token context less 1,024 for the answer); raise model.num_ctx or "
         "orchestration.token_budget.reviewer")
+
+
+def _file_diff(name: str, lines: int) -> str:
+    body = "".join(f"+line {n} of {name}\n" for n in range(lines))
+    return f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n{body}"
+
+
+def test_a_diff_of_several_files_loses_its_largest_files_first_each_named_and_keeps_its_frame() -> None:
+    header = "baseline: ...\n3 files changed: 3 added\nA  a.txt\nA  big.txt\nA  c.txt\n\n"
+    diff = header + _file_diff("a.txt", 3) + _file_diff("big.txt", 5_000) + _file_diff("c.txt", 3)
+    parts = [Part("the system prompt", "s" * 400, fixed=True),
+             Part("the diff", diff, keep=500, cutter=cut_diff, frame=lambda text: f"<<diff>>\n{text}<<end>>")]
+    fit(SMALL, "reviewer", parts)
+    text = parts[1].text
+    assert text.startswith(f"<<diff>>\n{header}") and text.endswith("<<end>>")
+    assert "+line 2 of a.txt" in text and "+line 2 of c.txt" in text and "+line 0 of big.txt" not in text
+    assert "[… the changes to big.txt (" in text
+    assert ("are left out here to fit the reviewer's prompt budget of 1,075 tokens; the file list above is "
+            "complete") in text
+    assert sum(len(p.text) for p in parts) <= 1_075 * 4
+
+
+def test_a_diff_of_one_large_file_keeps_its_head_and_tail() -> None:
+    text = cut_diff(_file_diff("big.txt", 5_000), 2_000, "to fit")
+    assert text.startswith("diff --git a/big.txt") and text.endswith("+line 4999 of big.txt\n")
+    assert "characters of the diff" in text and len(text) <= 2_000
