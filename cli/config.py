@@ -214,7 +214,7 @@ def _stage_aliases(raw: dict[str, Any]) -> list[tuple[tuple[str, ...], tuple[str
     stages = raw.get("orchestration", {}).get("stages") if isinstance(raw.get("orchestration"), dict) else None
     if not isinstance(stages, dict):
         return []
-    found = []
+    found: list[tuple[tuple[str, ...], tuple[str, ...], Callable[[Any], Any]]] = []
     for stage, options in stages.items():
         if isinstance(options, dict) and isinstance(stage, str):
             base = ("orchestration", "stages", stage)
@@ -365,7 +365,7 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
     return config
 
 
-def _stage_options(stages: Mapping[str, StageOptions]) -> bool:
+def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:
     """Check seed 000's per-stage options against what acode does (ACODE-CFG-003 for a value
     it cannot honour); True when the verifier's ``auto_retry_on_failure`` is false."""
     no_verify_cycle = False

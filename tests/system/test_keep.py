@@ -82,7 +82,7 @@ def test_a_verify_failure_on_one_task_of_three_runs_only_that_tasks_steps_again(
     workspace = _workspace(tmp_path / "w")
     (workspace / ".agent").mkdir()
     shutil.copy(SEED_CONFIGS / "000_orchestration.yml", workspace / ".agent" / "config.yml")  # the seed's sample
-    responses = {
+    responses: dict[str, list[dict[str, Any]]] = {
         "planner": [_plan(_task("T1", "a.txt", "alpha"), _task("T2", "b.txt", "beta"), _task("T3", "c.txt", "gamma"))],
         "executor": [_write("a.txt", "alpha"), w.done("a"), _write("b.txt", "wrong"), w.done("b"),
                      _write("c.txt", "gamma"), w.done("c"),
@@ -110,7 +110,7 @@ def test_a_replan_keeps_the_untouched_completed_task_completed_and_runs_only_the
         acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = _workspace(tmp_path / "w")
-    responses = {
+    responses: dict[str, list[dict[str, Any]]] = {
         "planner": [_plan(_task("T1", "a.txt", "alpha"), _task("T2", "b.txt", "beta")),
                     _plan(_task("T1", "a.txt", "alpha"), _task("T2", "b.txt", "BETA"))],
         "executor": [_write("a.txt", "alpha"), w.done("a"), _write("b.txt", "beta"), w.done("b"),
