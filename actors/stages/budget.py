@@ -54,16 +54,21 @@ def stage_budget(settings: SessionSettings, stage: Stage) -> int:
     return (window - answer_reserve(window)) * percent // 100
 
 
-def too_large(settings: SessionSettings, stage: Stage, needed_tokens: int, what: str) -> OrchestrationError:
-    """ACODE-ORCH-005: the smallest prompt ``stage`` can send needs ``needed_tokens``."""
+def too_large(settings: SessionSettings, stage: Stage, needed_tokens: int, what: str,
+              cap: tuple[int, str] | None = None) -> OrchestrationError:
+    """ACODE-ORCH-005: the smallest prompt ``stage`` can send needs ``needed_tokens``.
+    ``cap``: a lower budget set by another setting (tokens, its name)."""
     window = context_window(settings)
     budget = stage_budget(settings, stage)
     percent = settings.token_budget.get(stage, DEFAULT_TOKEN_BUDGET[stage])
+    share = (f"{percent}% of the model's {window:,}-token context less {answer_reserve(window):,} for the "
+             f"answer")
+    raise_what = f"model.num_ctx or orchestration.token_budget.{stage}"
+    if cap is not None and cap[0] < budget:
+        budget, share, raise_what = cap[0], f"{cap[1]}; its share would be {budget:,}", cap[1]
     return OrchestrationError(
         f"the {stage}'s prompt needs at least {needed_tokens:,} tokens ({what}) but its budget is {budget:,} "
-        f"tokens ({percent}% of the model's {window:,}-token context less {answer_reserve(window):,} for the "
-        f"answer); raise model.num_ctx or orchestration.token_budget.{stage}, or make the task smaller",
-        code="ACODE-ORCH-005")
+        f"tokens ({share}); raise {raise_what}, or make the task smaller", code="ACODE-ORCH-005")
 
 
 @dataclass

@@ -116,7 +116,8 @@ def run(ctx: StageContext) -> StageResult:
     budget = whole - gather.estimate_tokens(system)
     needed = gather.estimate_tokens(system) + gather.estimate_tokens(task) + _LEAST_CONTEXT_TOKENS
     if needed > whole:
-        raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace")
+        raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace",
+                        cap=(settings.planner_context_tokens, "planner.context_tokens"))
     prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
                               budget_tokens=budget, clarifications=request.clarifications,
                               feedback=request.feedback, previous=previous, log=ctx.log,

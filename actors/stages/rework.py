@@ -106,14 +106,16 @@ def choose(plan: TaskPlan, verdicts: list[CriterionVerdict], execution: Executio
     dependents = [label for label in steps if label in rerun and label not in base]
     if dependents:
         reasons.append(f"their dependents too: {', '.join(dependents)}")
-    if unfinished and failed:
-        reasons.append(f"not completed before: {', '.join(sorted(unfinished))}")
+    not_done = sorted(label for label in unfinished if label.split("/", 1)[0] not in reopened)
+    if not_done and failed:
+        reasons.append(f"not completed before: {', '.join(not_done)}")
     failing_tasks = {owner[v.label].label for v in owned}
     ordered_rerun = [label for label in steps if label in rerun]
     kept = [label for label in steps if label not in rerun]
     done_before = [t.label for t in plan.tasks if t.status == "completed" and t.label not in reopened]
+    considered = {t.label for t in pending}
     completed = [t.label for t in plan.tasks if t.label in done_before or (
-        t in pending and t.label not in failing_tasks and all(label in kept for label in _labels(t)))]
+        t.label in considered and t.label not in failing_tasks and all(label in kept for label in _labels(t)))]
     if reopened:
         reasons.append(f"completed before but failing now: {', '.join(reopened)}")
     if not failed:
