@@ -10,6 +10,10 @@ Fencing: each dispatch is a request with its own id, for ``(session, stage, visi
 attempt)``. An answer is accepted only for the dispatch the session waits on; anything
 else (a late answer from an abandoned attempt) is logged and dropped.
 
+Each dispatch sends the session's plan with every task's status as the session has it
+(``completed_tasks``: a stored plan version keeps the status it was recorded with), the
+executor the steps the last verification kept, the reviewer the cycle history.
+
 Recovery: when persistence is ready after the coordinator starts, every session still
 ``running`` is loaded with its plan and dispatched again with ``attempt + 1``; sessions
 paused because an actor failed resume by themselves.
