@@ -148,8 +148,8 @@ def files_changed(events: Iterable[Event]) -> list[str]:
 def _tokens(event: StageFinished) -> str:
     """A stage's token figures: its largest prompt (acode's estimate) against its budget,
     and what the server counted, when it said."""
-    if not event.budget_tokens and not event.tokens_in:
-        return ""
+    if not event.tokens_est and not event.tokens_in:
+        return ""  # the model was not asked
     parts = []
     if event.budget_tokens:
         parts.append(f"largest prompt ~{event.largest_prompt_est:,} of {event.budget_tokens:,} tokens budgeted, "

@@ -91,6 +91,7 @@ class StageContext:
                                  for n in range(settings.tool_retry_limit))
         self._lock = threading.Lock()
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
+        self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel)
 
@@ -187,6 +188,6 @@ class StageContext:
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
                                tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
                                largest_prompt_est=self.model.largest_prompt_est,
-                               budget_tokens=stage_budget(request.settings, request.stage))
+                               budget_tokens=self.budget_tokens)
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,
                            attempt=request.attempt, ok=ok, summary=summary, metrics=metrics, **fields)

@@ -113,6 +113,7 @@ def run(ctx: StageContext) -> StageResult:
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
     settings = request.settings
     whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
+    ctx.budget_tokens = whole  # reported with the stage's token figures
     budget = whole - gather.estimate_tokens(system)
     needed = gather.estimate_tokens(system) + gather.estimate_tokens(task) + _LEAST_CONTEXT_TOKENS
     if needed > whole:
