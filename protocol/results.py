@@ -129,8 +129,9 @@ class StepRecord(_Wire, kw_only=True):
 
 
 class ExecutionReport(_Wire, kw_only=True):
-    """Every step of the plan's pending tasks: run in this visit, or ``kept`` (``task/step``
-    labels) from an earlier visit, whose record is included as it was written then."""
+    """Every step of the plan: run in this visit, or ``kept`` (``task/step`` labels: the
+    steps of completed tasks and those the last verification kept) from an earlier visit,
+    whose record is included as it was written then (when there is one)."""
 
     steps: list[StepRecord] = []
     files_changed: list[str] = []
