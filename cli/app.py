@@ -15,7 +15,6 @@ import typer
 
 from actors import private
 from actors.paths import RunPaths
-from actors.stages.untrusted import check_task
 from cli import daemon, render
 from cli.config import resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
@@ -35,6 +34,7 @@ from protocol.messages import (
 from protocol.plan import TaskPlan, with_status
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import STAGES
+from protocol.task import check_task
 
 __all__ = ["app", "main"]
 
@@ -125,7 +125,7 @@ def _session_id(connection: Connection, given: str) -> str:
     if len(given) >= 36:
         return given
     reply = connection.persistence(ListSessions(limit=100_000))
-    matches = [s.id for s in reply.sessions if s.id.startswith(given)]
+    matches: list[str] = [s.id for s in reply.sessions if s.id.startswith(given)]
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -28,7 +28,7 @@ from actors.sandbox.isolation import FORCE_ENV, is_secret_name
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
-from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
+from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
 
 __all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
@@ -50,7 +50,7 @@ CONTEXT_STRATEGIES: dict[str, str] = {"planner": "full", "executor": "focused", 
                                       "reviewer": "summary"}
 
 
-class StageOptions(_Section):
+class StageOptions(_Section, frozen=True):
     """Seed 000's ``orchestration.stages.<stage>`` block (its ``timeout`` and
     ``retry_limit`` are aliases, see :data:`ALIASES`): each key is accepted with the value
     that describes what acode does, and refused (ACODE-CFG-003) with one it cannot honour."""
@@ -61,7 +61,7 @@ class StageOptions(_Section):
     require_human_approval: bool | None = None
 
 
-class Orchestration(_Section):
+class Orchestration(_Section, frozen=True):
     planner_timeout: Seconds | None = None
     executor_timeout: Seconds | None = None
     verifier_timeout: Seconds | None = None
@@ -77,7 +77,7 @@ class Orchestration(_Section):
     stages: dict[StageName, StageOptions] | None = None
 
 
-class Planner(_Section):
+class Planner(_Section, frozen=True):
     context_tokens: Annotated[int, msgspec.Meta(ge=500, le=2_000_000)] | None = None
     clarification_timeout: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] | None = None
     max_complexity: Literal[1, 2, 3, 5, 8, 13, 21, 34] | None = None
@@ -85,7 +85,7 @@ class Planner(_Section):
     context_excludes: Patterns | None = None
 
 
-class Executor(_Section):
+class Executor(_Section, frozen=True):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] | None = None
     step_timeout_seconds: Seconds | None = None
@@ -94,7 +94,7 @@ class Executor(_Section):
     workspace_only: bool | None = None  # always true: acode's tools never leave the workspace
 
 
-class Verification(_Section):
+class Verification(_Section, frozen=True):
     """The workspace's own checks (e.g. its test suite), run by the verifier every time."""
 
     commands: list[Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]] | None = None
@@ -103,7 +103,7 @@ class Verification(_Section):
 Names = list[Annotated[str, msgspec.Meta(min_length=1, max_length=256)]]
 
 
-class Sandbox(_Section):
+class Sandbox(_Section, frozen=True):
     """Tool limits and the command policy (see README "Sandbox"; defaults in protocol/sandbox.py)."""
 
     command_timeout: Seconds | None = None
@@ -123,7 +123,7 @@ class Sandbox(_Section):
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
-class Model(_Section):
+class Model(_Section, frozen=True):
     """Which model answers the stages (see README "Models"); defaults in protocol/session.py."""
 
     provider: Literal["scripted", "ollama", "openai"] | None = None
@@ -144,7 +144,7 @@ class Model(_Section):
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
 
 
-class Supervision(_Section):
+class Supervision(_Section, frozen=True):
     heartbeat_interval: Annotated[float, msgspec.Meta(ge=0.05, le=60)] | None = None
     liveness: Annotated[int, msgspec.Meta(ge=2, le=100)] | None = None
     restart_intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] | None = None
@@ -155,18 +155,18 @@ class Supervision(_Section):
     stop_timeout: Seconds | None = None
 
 
-class Storage(_Section):
+class Storage(_Section, frozen=True):
     synchronous: Literal["full", "normal"] | None = None
 
 
-class Workers(_Section):
+class Workers(_Section, frozen=True):
     planner: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     executor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     verifier: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     reviewer: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
 
 
-class AcodeConfig(_Section):
+class AcodeConfig(_Section, frozen=True):
     orchestration: Orchestration = Orchestration()
     planner: Planner = Planner()
     executor: Executor = Executor()
@@ -395,8 +395,9 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
     o = config.orchestration
     timeouts = {s: getattr(o, f"{s}_timeout") or defaults.stage_timeouts[s] for s in STAGES}
     cycle = o.cycle_limit
-    limits = {"verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
-              "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
+    limits: dict[CycleKind, int | None] = {
+        "verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
+        "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
     if config.executor.workspace_only is False:
         raise ConfigError("executor.workspace_only is false, but acode's tools always stay inside the workspace; "
                           "remove the setting or set it to true", code="ACODE-CFG-003")

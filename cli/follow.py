@@ -76,7 +76,7 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
                     raise
                 last_catch_up = time.monotonic()
         reply: Any = connection.persistence(GetSession(session_id=session_id))
-        return reply.session  # type: ignore[no-any-return]
+        return reply.session  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
     finally:
         sub.close(linger=0)
 

@@ -28,6 +28,7 @@ pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -102,8 +103,8 @@ class Decision:
         return self.snapshot.status == "running" and self.snapshot.stage is not None
 
 
-def _event(cls: type, snap: SessionSnapshot, now: float, **fields: object) -> Event:
-    return cls(id=new_id(), session_id=snap.id, at=now, **fields)  # type: ignore[no-any-return]
+def _event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
+    return cls(id=new_id(), session_id=snap.id, at=now, **fields)
 
 
 def _with(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:

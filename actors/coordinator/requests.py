@@ -17,7 +17,6 @@ from typing import Any
 from actors.coordinator import machine
 from actors.coordinator.machine import Decision
 from actors.coordinator.orchestrator import Orchestrator, Session
-from actors.stages.untrusted import TASK_MAX_CHARS
 from broker.worker import Request
 from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
 from protocol.messages import (
@@ -34,10 +33,9 @@ from protocol.plan import TaskPlan
 from protocol.script import load_script
 from protocol.session import ScriptedProvider, SessionSnapshot
 from protocol.stages import STAGES
+from protocol.task import check_task
 
-__all__ = ["MAX_TASK_CHARS", "SessionRequests"]
-
-MAX_TASK_CHARS = TASK_MAX_CHARS  # one limit, shared with the planner (actors.stages.untrusted)
+__all__ = ["SessionRequests"]
 
 
 class SessionRequests:
@@ -67,9 +65,7 @@ class SessionRequests:
 
     @staticmethod
     def _validate(body: SubmitTask) -> None:
-        if len(body.task) > MAX_TASK_CHARS:
-            raise CliError(f"the task is {len(body.task)} characters; at most {MAX_TASK_CHARS} are accepted, "
-                           "put details in a file of the workspace and refer to it", code="ACODE-PLAN-001")
+        check_task(body.task)  # the CLI checked it already; another client may not have
         if not os.path.isabs(body.workspace) or not os.path.isdir(body.workspace):
             raise CliError(f"workspace {body.workspace!r} is not an existing directory (absolute path); "
                            "create it or pass --workspace DIR", code="ACODE-CLI-003")

@@ -223,7 +223,7 @@ stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=co
 rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
 reworks = struct(rs.Rework, {"rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
                  completed_tasks=_few(short))
-stage_results = struct(
+stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
