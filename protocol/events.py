@@ -84,7 +84,7 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
-class ReworkChosen(EventBase, tag="rework_chosen", kw_only=True):
+class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
     """After a verification: which finished work is kept and what the executor runs again,
     and by which rule (see :class:`protocol.results.Rework`)."""
 
