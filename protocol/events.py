@@ -47,6 +47,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, t
 class SessionCreated(EventBase, frozen=True, tag="session_created", kw_only=True):
     task: str
     workspace: str
+    overrode_hold: str = ""  # the unfinished session holding the workspace that --force overrode
 
 
 class Transitioned(EventBase, frozen=True, tag="transitioned", kw_only=True):

@@ -83,6 +83,7 @@ class SubmitTask(Message, frozen=True, tag="submit_task", kw_only=True):
     task: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
     workspace: Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]
     settings: SessionSettings
+    force: bool = False  # start although an unfinished session holds the workspace (recorded)
 
 
 class GetStatus(Message, frozen=True, tag="get_status", kw_only=True):

@@ -111,13 +111,15 @@ def _with(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapsh
     return msgspec.structs.replace(snap, updated_at=now, **changes)
 
 
-def create(session_id: str, task: str, workspace: str, settings: SessionSettings, now: float) -> Decision:
-    """A new session, entering the planner."""
+def create(session_id: str, task: str, workspace: str, settings: SessionSettings, now: float, *,
+           overrode_hold: str = "") -> Decision:
+    """A new session, entering the planner (``overrode_hold``: the session whose hold on the
+    workspace ``--force`` overrode)."""
     snap = SessionSnapshot(id=session_id, task=task, workspace=workspace, status="running",
                            stage="planner", visits={"planner": 1}, attempt=1, created_at=now,
                            updated_at=now, settings=settings)
     return Decision(snap, [
-        _event(SessionCreated, snap, now, task=task, workspace=workspace),
+        _event(SessionCreated, snap, now, task=task, workspace=workspace, overrode_hold=overrode_hold),
         _event(Transitioned, snap, now, source="start", target="planner", visit=1, reason="session started"),
     ])
 

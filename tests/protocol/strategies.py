@@ -242,7 +242,7 @@ def _event(cls: type, required: dict[str, st.SearchStrategy[Any]] | None = None,
     return struct(cls, {**_event_base, **(required or {})}, **_event_optional, **optional)
 
 
-_event(ev.SessionCreated, {"task": texts, "workspace": texts})
+_event(ev.SessionCreated, {"task": texts, "workspace": texts}, overrode_hold=texts)
 _event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
                          "target": st.sampled_from([*ss.STAGES, "completed"])},
        visit=visits, reason=texts, cycle_kind=st.none() | cycle_kinds, cycle=small_counts)
@@ -281,7 +281,8 @@ struct(m.Error, {"error": error_infos})
 struct(m.Ack, detail=texts)
 
 struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40),
-                      "workspace": st.text(min_size=1, max_size=40), "settings": settings})
+                      "workspace": st.text(min_size=1, max_size=40), "settings": settings},
+       force=st.booleans())
 struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
 struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications))
