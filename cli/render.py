@@ -9,6 +9,7 @@ from protocol.events import (
     CheckRan,
     Event,
     PlanRecorded,
+    ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -142,6 +143,10 @@ class Progress:
                         f"try {attempt} starts from a fresh window")
             case SettingsChanged(changes=changes, by=by):
                 return f"settings changed by {by}: {'; '.join(changes)}"
+            case ReworkChosen(rule=rule, reason=reason, kept=kept):
+                if rule == "passed":
+                    return None
+                return f"{_tag('verifier')} rework ({rule}): {_one_line(reason, 300)}; kept {len(kept)} step(s)"
             case CheckRan(label=label, command=command, passed=passed):
                 return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
             case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code, fix=fix, command=command):
@@ -163,6 +168,20 @@ class Progress:
 def files_changed(events: Iterable[Event]) -> list[str]:
     return list(dict.fromkeys(e.target for e in events
                               if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
+
+
+def _tokens(event: StageFinished) -> str:
+    """A stage's token figures: its largest prompt (acode's estimate) against its budget,
+    and what the server counted, when it said."""
+    if not event.tokens_est and not event.tokens_in:
+        return ""  # the model was not asked
+    parts = []
+    if event.budget_tokens:
+        parts.append(f"largest prompt ~{event.largest_prompt_est:,} of {event.budget_tokens:,} tokens budgeted, "
+                     f"~{event.tokens_est:,} in all")
+    if event.tokens_in or event.tokens_out:
+        parts.append(f"server: {event.tokens_in:,} in, {event.tokens_out:,} out")
+    return f" [{'; '.join(parts)}]"
 
 
 def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
@@ -200,7 +219,10 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageFinished):
             took = f"{event.duration_ms / 1000:.3f}s"
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: "
-                         f"{_one_line(event.summary, 100)}")
+                         f"{_one_line(event.summary, 100)}{_tokens(event)}")
+        elif isinstance(event, ReworkChosen) and event.rule != "passed":
+            lines.append(f"  +{event.at - start:8.3f}s  {'verifier':>8} rework ({event.rule}): "
+                         f"{_one_line(event.reason, 200)}")
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")

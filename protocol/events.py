@@ -20,6 +20,7 @@ __all__ = [
     "CheckRan",
     "Event",
     "PlanRecorded",
+    "ReworkChosen",
     "SessionCreated",
     "SessionFinished",
     "SessionPaused",
@@ -77,6 +78,25 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     duration_ms: float = 0.0
     summary: str = ""
     error: ErrorInfo | None = None
+    # Prompt tokens: acode's estimate (all prompts, the largest one), the stage's budget,
+    # and what the server counted (0 when it did not say, or every answer was replayed)
+    tokens_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    largest_prompt_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
+    """After a verification: which finished work is kept and what the executor runs again,
+    and by which rule (see :class:`protocol.results.Rework`)."""
+
+    visit: Visit
+    rule: Literal["passed", "criteria", "files", "all"]
+    reason: str = ""
+    rerun: list[str] = []
+    kept: list[str] = []
+    completed_tasks: list[str] = []
 
 
 class PlanRecorded(EventBase, frozen=True, tag="plan_recorded", kw_only=True):
@@ -167,7 +187,7 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
 
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
-    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished | ReworkChosen
     | StepRetried | SettingsChanged
 )
 

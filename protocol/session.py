@@ -29,6 +29,7 @@ from protocol.stages import (
 
 __all__ = [
     "CYCLE_KINDS",
+    "DEFAULT_TOKEN_BUDGET",
     "STAGES",
     "Clarification",
     "TERMINAL",
@@ -50,6 +51,8 @@ __all__ = [
 
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
+DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
 
 
@@ -136,6 +139,21 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # How long a needs_input pause waits for ``acode answer`` before the planner goes on
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
+    # Each stage's prompt budget, in percent of the model's context less the answer's
+    # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
+    token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
+    # The planner (seed 003's planner block): a task's complexity may not exceed
+    # ``max_task_complexity``; files matching ``context_excludes`` (gitignore-style
+    # patterns) are never shown to it, and when ``context_includes`` is set only files
+    # matching it are shown for matching the task (key project files still are).
+    max_task_complexity: Annotated[int, msgspec.Meta(ge=1, le=34)] = 34
+    context_includes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    context_excludes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    # Transient tool failures are retried this many times, after 1x, 2x, 4x ... this wait (seed 004 FR-064/065)
+    tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    tool_retry_backoff_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    # A stage's own retry limit (seed 000's orchestration.stages.<stage>.retry_limit), else stage_retry_limit
+    stage_retry_limits: dict[Stage, Annotated[int, msgspec.Meta(ge=0, le=10)]] = {}
     # The executor's step ladder: a failed step (step_failed, turn limit, step timeout, a
     # repeated call) is tried at most ``step_retry_limit`` times, each try from a fresh
     # window; ``step_timeout_s`` bounds one try (an answer still coming then is abandoned).
@@ -168,11 +186,15 @@ class FeedbackItem(_Wire, frozen=True, kw_only=True):
 
 
 class Feedback(_Wire, frozen=True, kw_only=True):
-    """What a later stage tells an earlier one when it sends the session back."""
+    """What a later stage tells an earlier one when it sends the session back (``target``:
+    the stage it goes to), or, in a session's history, what a re-plan changed (source
+    ``planner``)."""
 
     source: Stage
     summary: str
     items: list[FeedbackItem] = []
+    target: Stage | None = None
+    cycle: SmallCount = 0
 
 
 class Clarification(_Wire, frozen=True, kw_only=True):
@@ -223,8 +245,13 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     updated_at: float = 0.0
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
+    # Finished work of the current plan version, as the last verification judged it: steps
+    # (``task/step``) the executor does not run again, and every task that is completed
+    # (those the plan carried over completed, until a verification says otherwise).
+    kept_steps: list[str] = []
+    completed_tasks: list[str] = []
+    history: list[Feedback] = []  # every cycle's feedback and re-plan summary, oldest first (the reviewer's)
     retries: SmallCount = 0  # stage retries (fresh visits) of the current stage since it was entered
-    kept_from: SmallCount = 0  # a revisited executor keeps the steps this visit completed (0: none)
     failure_print: str = ""  # the last verify failure's fingerprint (loop detection)
     attempt_floor: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0  # the attempt a human resumed at
 

@@ -8,19 +8,28 @@ user's cancel or resume.
 Stage transitions are a whitelist::
 
     start -> planner -> executor -> verifier -> reviewer -> completed
-                           ^            |           |
-                           +-- verify --+           |      (cycle kinds; each limited,
-              planner <-------- review -------------+       default 3 per kind)
+                ^          ^  ^        |           |  |
+                |          |  +-verify-+           |  |   (cycle kinds; each limited,
+                |          +------ review ---------+  |    default 3 per kind)
+                +------------------ review -----------+
+
+The reviewer's three decisions: ``approve`` completes the session, ``request_changes``
+sends its issues to the executor, ``replan`` sends them to the planner; both count as a
+review cycle. Finished work is kept: a verification's :class:`Rework` (which steps are
+kept, which tasks completed, by which rule) is recorded (``rework_chosen``) and goes with
+the session until the next plan version. Every cycle's feedback and every re-plan's change
+summary are appended to the session's ``history``, which the reviewer sees.
 
 A session completes only after every stage has been visited. The 4th cycle of one kind
 pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
-``stage_retry_limit`` times pauses it (ACODE-ORCH-002, exit 20).
+``stage_retry_limit`` times (or its own ``stage_retry_limits`` entry) pauses it
+(ACODE-ORCH-002, exit 20).
 
 Failure is a pause, not an end (seed 000 "Error Escalation"). A stage that fails has
 already climbed the lower rungs (a step's tries, the planner's corrections, the
 provider's retries); :mod:`escalation` maps its error code to what happens next: a stage
 retry where one can help (the stage entered again afresh, a *revisit*: ``executor ->
-executor`` keeps the steps the replaced visit completed), else a pause with a kind, the
+executor`` keeps the steps a failed visit completed), else a pause with a kind, the
 step concerned, the fix and the exact command that continues. Only a human ends a
 session (``cancel``); only an unrecoverable workspace error fails one, and a human may
 resume a failed session too. Only a human raises a limit: ``resume`` applies the
@@ -44,6 +53,7 @@ from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     Event,
     PlanRecorded,
+    ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -90,6 +100,7 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("verifier", "executor"),
     ("verifier", "reviewer"),
     ("reviewer", "planner"),
+    ("reviewer", "executor"),  # request_changes: the approach is right, the executor applies the issues
     ("reviewer", "completed"),
     # revisits: a stage retried afresh, or resumed by a human after it failed
     ("executor", "executor"),
@@ -107,6 +118,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
+HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,7 @@ def _enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
     if cycle_kind is not None:
         cycles[cycle_kind] = cycles.get(cycle_kind, 0) + 1
     fields: dict[str, object] = {"stage": target, "visits": visits, "attempt": 1, "timeouts": 0, "cycles": cycles,
-                                 "retries": 0, "kept_from": 0, "attempt_floor": 0}
+                                 "retries": 0, "attempt_floor": 0}
     new = _with(snap, now, **{**fields, **changes})
     events.append(_event(Transitioned, snap, now, source=source, target=target, visit=visits[target],
                          reason=reason, cycle_kind=cycle_kind, cycle=cycles.get(cycle_kind, 0) if cycle_kind else 0))
@@ -200,17 +212,23 @@ def pause(snap: SessionSnapshot, kind: PauseKind, code: str, message: str, now: 
 
 def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now: float,
               events: list[Event]) -> Decision:
-    """A stage failed past the rungs below: retry it afresh where that can help, else pause."""
+    """A stage failed past the rungs below: retry it afresh where that can help, else pause.
+    The steps a failed executor completed are kept (``kept_steps``): neither a stage retry
+    nor a human's resume runs them again."""
     stage = snap.stage
     assert stage is not None
     if error.code in escalation.UNRECOVERABLE:
         return _finish(snap, "failed", now, events=events, error=error, summary=f"{stage} failed: {error.message}")
+    steps = result.execution.steps if result.execution else []
+    done = [f"{r.task}/{r.step}" for r in steps if r.status == "completed"]
+    if done:
+        snap = _with(snap, now, kept_steps=list(dict.fromkeys([*snap.kept_steps, *done])))
     rule = escalation.rule_for(error.code)
-    if rule.stage_retry and snap.retries < snap.settings.stage_retry_limit:
+    limit = _retry_limit(snap)
+    if rule.stage_retry and snap.retries < limit:
         return _revisit(snap, now, events=events, retries=snap.retries + 1,
-                        reason=f"stage retry {snap.retries + 1} of {snap.settings.stage_retry_limit}, afresh: "
-                               f"{error.message}")
-    failed = [r for r in (result.execution.steps if result.execution else []) if r.status == "failed"]
+                        reason=f"stage retry {snap.retries + 1} of {limit}, afresh: {error.message}")
+    failed = [r for r in steps if r.status == "failed"]
     task, step = (failed[0].task, failed[0].step) if failed else ("", "")
     fix = escalation.fix_of(error.message) if error.code.startswith("ACODE-LLM-") else ""
     return pause(snap, rule.kind, error.code, f"{stage} failed: {error.message}", now, events,
@@ -219,18 +237,19 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
 
 def _revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, retries: int = 0) -> Decision:
     """Enter the current stage again, afresh (a new visit: its model calls are not replayed;
-    the planner plans again with the feedback and plan it had). A revisited executor keeps
-    the steps the replaced visit completed."""
+    the planner plans again with the feedback and plan it had; the executor skips the
+    ``kept_steps``)."""
     stage = snap.stage
     assert stage is not None
-    kept = snap.visit if stage == "executor" else 0
-    return _enter(snap, stage, now, reason=reason, events=events, kept_from=kept, retries=retries)
+    return _enter(snap, stage, now, reason=reason, events=events, retries=retries)
 
 
 def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *, feedback: Feedback,
            events: list[Event], last_result: StageResult) -> Decision:
     limit = snap.settings.cycle_limits.get(kind, 3)
     done = snap.cycles.get(kind, 0)
+    feedback = msgspec.structs.replace(feedback, target=target, cycle=done + 1)
+    snap = _with(snap, now, history=[*snap.history, feedback][-HISTORY_LIMIT:])
     if done + 1 > limit:
         # Stay at the stage that asked for the cycle, keeping what the next stage needs;
         # `acode resume` makes the transition with a fresh round of cycles.
@@ -248,10 +267,13 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
     assert stage is not None and result.stage == stage
     events: list[Event] = [_event(
         StageFinished, snap, now, stage=stage, visit=result.visit, attempt=result.attempt, ok=result.ok,
-        duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error)]
+        duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
+        tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
+        budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
+        tokens_out=result.metrics.tokens_out)]
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
-        if error.retryable and snap.attempt <= snap.settings.stage_retry_limit:
+        if error.retryable and snap.attempt <= _retry_limit(snap):
             return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
         return _escalate(snap, result, error, now, events)
     match stage:
@@ -269,14 +291,25 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
                                  f"`acode answer {snap.id[:8]}`", now, events, resume="answers",
                                  plan_version=plan.version, last_result=result)
                 return Decision(decision.snapshot, decision.events, plan)
+            history = snap.history
+            if plan.change_summary:
+                history = [*history, Feedback(source="planner", summary=f"plan v{plan.version}: "
+                                                                         f"{plan.change_summary}")][-HISTORY_LIMIT:]
             decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,
-                              plan_version=plan.version, feedback=None, last_result=result)
+                              plan_version=plan.version, feedback=None, last_result=result, history=history,
+                              kept_steps=[], completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
             return Decision(decision.snapshot, decision.events, plan)
         case "executor":
             return _enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,
                           feedback=None, last_result=result)
         case "verifier":
             verdict = result.verification
+            rework = result.rework
+            if rework is not None:
+                events.append(_event(ReworkChosen, snap, now, visit=result.visit, rule=rework.rule,
+                                     reason=rework.reason, rerun=rework.rerun, kept=rework.kept,
+                                     completed_tasks=rework.completed_tasks))
+                snap = _with(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
             if verdict is not None and verdict.passed:
                 return _enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
                               feedback=None, last_result=result, failure_print="")
@@ -299,11 +332,22 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
             if review is not None and review.decision == "approve":
                 return _finish(snap, "completed", now, events=events, summary=review.summary or "approved")
             issues = review.issues if review else []
+            changes = review is not None and review.decision == "request_changes"
             feedback = Feedback(
-                source="reviewer", summary=(review.summary if review else "") or "the reviewer asked for a re-plan",
-                items=[FeedbackItem(label=i.criterion, problem=i.problem, detail=i.suggestion) for i in issues])
-            return _cycle(snap, "review", "planner", now, feedback=feedback, events=events, last_result=result)
+                source="reviewer", summary=(review.summary if review else "") or
+                ("the reviewer asked for changes" if changes else "the reviewer asked for a re-plan"),
+                items=[FeedbackItem(label=i.criterion or f"issue {n}", problem=i.problem, detail=i.suggestion)
+                       for n, i in enumerate(issues, start=1)])
+            return _cycle(snap, "review", "executor" if changes else "planner", now, feedback=feedback,
+                          events=events, last_result=result)
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
+
+
+def _retry_limit(snap: SessionSnapshot) -> int:
+    """Retries of the current stage: its own limit if it has one, else ``stage_retry_limit``."""
+    settings = snap.settings
+    return settings.stage_retry_limits.get(snap.stage, settings.stage_retry_limit) if snap.stage \
+        else settings.stage_retry_limit
 
 
 def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] | None = None,
@@ -331,7 +375,7 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
     assert snap.stage is not None
     limit = snap.settings.stage_timeouts.get(snap.stage, 300.0)
     timeouts = snap.timeouts + 1
-    if timeouts > snap.settings.stage_retry_limit:
+    if timeouts > _retry_limit(snap):
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
                      f"{snap.stage} timed out {timeouts} times ({limit:g}s each); resume with a longer "
                      f"--{snap.stage}-timeout, or check the model", now, timeouts=timeouts)
@@ -386,7 +430,7 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     events.append(_event(SessionResumed, snap, now, reason=f"resumed after {kind}"))
     if mode == "cycle" and snap.feedback is not None:
         cycle_kind: CycleKind = "verify" if snap.feedback.source == "verifier" else "review"
-        target: Stage = "executor" if cycle_kind == "verify" else "planner"
+        target: Stage = snap.feedback.target or ("executor" if cycle_kind == "verify" else "planner")
         running = msgspec.structs.replace(running, cycles={**snap.cycles, cycle_kind: 0})
         why = f"the {cycle_kind} cycle limit" if kind == "cycle_limit" else kind
         return _enter(running, target, now, events=events, reason=f"resumed after {why}: {snap.feedback.summary}")

@@ -36,12 +36,23 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (directly or through their task's dependencies) are recorded as ``blocked``,
   independent steps still run, and the stage then fails with the first failed step's
   code; the coordinator pauses the session (exit 30, 31, 32 or 34).
-- A revisited executor (``kept_from``: a human resumed the session, or the coordinator
-  retried the stage) keeps the steps the replaced visit completed, and the failed step
-  gets a fresh round of tries whose first window says how the last round ended.
+- A revisited executor (a human resumed the session, or the coordinator retried the
+  stage) keeps the steps the failed visit completed (the coordinator adds them to
+  ``kept_steps``), and the failed step gets a fresh round of tries whose first window
+  says how the last round ended.
 - A model failure (the server down, the model missing) is not the step's: it fails the
   stage at once with the model's own error, the interrupted step named in the report and
   not recorded, so it runs again when the session is resumed.
+
+Finished work stays finished (seed 000): the steps of tasks the plan marks ``completed``
+are not run, and the steps named in ``kept_steps`` (the last verification kept them,
+see :mod:`actors.stages.rework`) are reported with their earlier record instead of
+running again. When the reviewer sent the session back with ``request_changes``, one
+extra step (task ``review<cycle>``, step ``S1``) makes the changes it listed.
+
+Budget: the chat fits the executor's share of the model's context
+(:func:`context_budget`); a step whose own message does not fit beside the system
+prompt and the tool definitions fails the stage with ACODE-ORCH-005.
 
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
@@ -66,25 +77,25 @@ import msgspec
 from actors.llm import toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
+from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
-from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
+from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
 from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord
-from protocol.session import SessionSettings
+from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
 
-__all__ = ["context_budget", "run"]
+__all__ = ["context_budget", "review_task", "run"]
 
 _TOOLS = tool_definitions()
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
-_DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
 _TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
 _REPEATS = 3  # the same call with the same arguments this many times in a row fails the try
@@ -99,10 +110,9 @@ class _Outcome(NamedTuple):
 
 
 def context_budget(settings: SessionSettings) -> int:
-    """Characters of chat the executor sends: 3/4 of the model's window (the rest is for the
-    answer), less the tool definitions."""
-    window = getattr(settings.provider, "num_ctx", None) or _DEFAULT_CONTEXT_TOKENS
-    return max(window * 3 // 4 * 4 - _TOOLS_CHARS, 4_000)
+    """Characters of chat the executor sends: its token budget (its share of the model's
+    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions."""
+    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _TOOLS_CHARS, 0)
 
 
 class _Step:
@@ -175,10 +185,15 @@ class _Step:
         assert request.plan is not None
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
+        system = prompts.executor_system(self.ctx.fence)
+        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
+        if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
+            raise too_large(request.settings, "executor", estimate(system + bare) + -(-_TOOLS_CHARS // CHARS_PER_TOKEN),
+                            f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
                                    files=self._context_files(key), fence=self.ctx.fence)
         text += _retry_note(attempt, limit, failure, self.earlier_failure)
-        self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
+        self.conversation = Conversation(system, text)
         self.pushed_back = False
         self.last_call: tuple[str, str] | None = None
         self.repeats = 0
@@ -329,18 +344,6 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatu
     return record
 
 
-def _keep(ctx: StageContext, record: StepRecord) -> StepRecord:
-    """A step completed in the visit this one replaces stays completed: recorded again, not run."""
-    request = ctx.request
-    kept = msgspec.structs.replace(record, visit=request.visit, at=time.time())
-    ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, record.task, record.step,
-                                          "finished"),
-                             session_id=request.session_id, visit=request.visit, task=record.task, step=record.step,
-                             status="completed", summary=f"kept (completed in visit {record.visit})")],
-               step=kept)
-    return kept
-
-
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
                  exc: ModelError) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step``: the model's own
@@ -376,6 +379,16 @@ def _which(where: str, state: str) -> str:
     return f"{where}, which {'failed' if state == 'failed' else 'was not run either'}"
 
 
+def review_task(feedback: Feedback, files: list[str]) -> PlanTask:
+    """The extra step of an executor visit the reviewer sent back with ``request_changes``:
+    make the changes it listed (shown as the step's feedback), in the files changed so far."""
+    step = PlanStep(label="S1", title="Make the changes the reviewer asked for", action="modify_file",
+                    description="Make each change listed in the reviewer's feedback below, and nothing else.",
+                    expected_output="the reviewer's issues resolved")
+    return PlanTask(label=f"review{feedback.cycle or 1}", title="Changes asked for by the reviewer",
+                    description=feedback.summary, resources=Resources(read=files[:_MAX_CONTEXT_FILES]), steps=[step])
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     plan = request.plan
@@ -387,15 +400,31 @@ def run(ctx: StageContext) -> StageResult:
     earlier = [r for v in range(1, request.visit)
                for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
     wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
-    replaced = [r for r in earlier if r.visit == request.kept_from]
-    kept = {(r.task, r.step): r for r in replaced if r.status == "completed"}
-    failed_before = {(r.task, r.step): r for r in replaced if r.status == "failed"}
+    latest = {(r.task, r.step): r for r in earlier}  # each step's last outcome before this visit
+    kept_labels = set(request.kept_steps)
     records: list[StepRecord] = []
+    kept: list[str] = []
+    for task in plan.tasks:  # completed tasks: reported as kept, with their last records
+        if task.status == "completed":
+            for step in task.steps:
+                kept.append(f"{task.label}/{step.label}")
+                if (task.label, step.label) in latest:
+                    records.append(latest[(task.label, step.label)])
     status: dict[tuple[str, str], str] = {}
-    for task, step in ordered_steps(plan):
-        record = finished.get((task.label, step.label))
-        if record is None and (task.label, step.label) in kept:
-            record = _keep(ctx, kept[(task.label, step.label)])
+    work = ordered_steps(plan)
+    feedback = request.feedback
+    if feedback is not None and feedback.source == "reviewer":
+        so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
+        extra = review_task(feedback, so_far)
+        work = [*work, (extra, extra.steps[0])]
+    for task, step in work:
+        key = (task.label, step.label)
+        record = finished.get(key)
+        before = latest.get(key)
+        if record is None and f"{task.label}/{step.label}" in kept_labels and before is not None \
+                and before.status == "completed":
+            kept.append(f"{task.label}/{step.label}")
+            record = before
         elif record is None:
             blocker = _blocker(plan, task, step, status)
             if blocker is not None:
@@ -405,15 +434,15 @@ def run(ctx: StageContext) -> StageResult:
                                                      step.label, "started"),
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
+                earlier_failure = before if before is not None and before.status == "failed" else None
                 try:
-                    record = _Step(ctx, task, step, (task.label, step.label) in wrote_before,
-                                   failed_before.get((task.label, step.label))).run()
+                    record = _Step(ctx, task, step, key in wrote_before, earlier_failure).run()
                 except ModelError as exc:  # the model server, not the step: say which step it stopped
                     return _interrupted(ctx, records, task, step, exc)
         records.append(record)
-        status[(task.label, step.label)] = record.status
+        status[key] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))
-    report = ExecutionReport(steps=records, files_changed=files)
+    report = ExecutionReport(steps=records, files_changed=files, kept=kept)
     failed = [r for r in records if r.status == "failed"]
     if failed:
         blocked = [f"{r.task}/{r.step}" for r in records if r.status == "blocked"]
@@ -424,6 +453,8 @@ def run(ctx: StageContext) -> StageResult:
             message += f"; blocked by it: {', '.join(blocked)}"
         return ctx.result(ok=False, summary=message[:2_000], execution=report,
                           error=ErrorInfo(code=failed[0].code or "ACODE-EXEC-001", message=message[:4_000]))
-    return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed so far",
-                      execution=report)
-
+    ran = sum(1 for r in records if r.visit == request.visit and r.status == "completed")
+    summary = f"{ran} step(s) done, {len(files)} file(s) changed so far"
+    if kept:
+        summary = f"{ran} step(s) done, {len(kept)} kept from earlier, {len(files)} file(s) changed so far"
+    return ctx.result(ok=True, summary=summary, execution=report)

@@ -115,11 +115,11 @@ def test_resuming_a_failed_step_revisits_the_executor_keeping_the_visit_it_repla
     decision = machine.resume(paused, NOW)
     resumed = decision.snapshot
     assert (resumed.status, resumed.stage, resumed.visit, resumed.attempt) == ("running", "executor", 2, 1)
-    assert resumed.kept_from == 1 and resumed.exit_code is None and resumed.pause is None
+    assert resumed.kept_steps == ["T1/S1"] and resumed.exit_code is None and resumed.pause is None
     [moved] = [e for e in decision.events if isinstance(e, Transitioned)]
     assert (moved.source, moved.target) == ("executor", "executor")
     done = machine.on_result(resumed, _ok(resumed), NOW).snapshot
-    assert done.stage == "verifier" and done.kept_from == 0
+    assert done.stage == "verifier"
 
 
 def test_an_unusable_answer_is_retried_afresh_up_to_the_stage_retry_limit_then_pauses() -> None:

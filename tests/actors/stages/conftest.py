@@ -85,8 +85,8 @@ class Stack:
 
     def stage(self, stage: Stage, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
               files: dict[str, str] | None = None, feedback: Any = None, visit: int = 1,
-              session_id: str | None = None, workspace: Path | None = None, kept_from: int = 0,
-              **settings: Any) -> Run:
+              session_id: str | None = None, workspace: Path | None = None,
+              kept_steps: list[str] | None = None, **settings: Any) -> Run:
         session_id = session_id or new_id()
         if workspace is None:
             workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.home))
@@ -101,7 +101,7 @@ class Stack:
         finalized = finalize(msgspec.convert(plan, TaskPlan), version=1) if plan is not None else None
         request = RunStage(session_id=session_id, stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
                            task="the test's task", workspace=str(workspace), settings=full, plan=finalized,
-                           feedback=feedback, kept_from=kept_from)
+                           feedback=feedback, kept_steps=kept_steps or [])
         ctx = StageContext(request, clients=self.clients, cancel=threading.Event(), log=structlog.get_logger())
         ctx.persistence(Commit(session_id=session_id, snapshot=snapshot))
         ctx.retry_waits = FAST_RETRIES

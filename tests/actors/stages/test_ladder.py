@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from actors.stages import executor
-from protocol.events import StepFinished, StepRetried
+from protocol.events import StepRetried
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step
 
@@ -96,7 +96,7 @@ def test_a_model_answer_still_coming_at_the_step_deadline_is_abandoned_and_the_n
     assert retried.code == "ACODE-EXEC-006" and "the step took more than 0.5s" in retried.reason
 
 
-def test_a_revisit_keeps_the_steps_the_replaced_visit_completed_and_retries_the_failed_one(stack: Stack) -> None:
+def test_a_revisit_keeps_the_steps_the_failed_visit_completed_and_retries_the_failed_one(stack: Stack) -> None:
     tasks = [{"label": "T1", "title": "first", "steps": [step("S1")]},
              {"label": "T2", "title": "second", "steps": [step("S1")]}]
     round_one = [call("write_file", path="a.txt", content="a"), done("wrote a.txt"), _failed("the model gave up")]
@@ -106,13 +106,13 @@ def test_a_revisit_keeps_the_steps_the_replaced_visit_completed_and_retries_the_
     # the scripted model numbers a session's requests: the second round's answers come after the first's
     again = stack.stage("executor", [*round_one, call("write_file", path="b.txt", content="b"), done("wrote b.txt")],
                         plan(tasks=tasks), session_id=first.ctx.session_id, workspace=first.workspace, visit=2,
-                        kept_from=1, step_retry_limit=1)
+                        kept_steps=["T1/S1"], step_retry_limit=1)
     result = executor.run(again.ctx)
 
     assert result.ok, result.summary
     assert [(r.task, r.status, r.visit) for r in result.execution.steps] == [  # type: ignore[union-attr]
-        ("T1", "completed", 2), ("T2", "completed", 2)]
+        ("T1", "completed", 1), ("T2", "completed", 2)]
+    assert result.execution.kept == ["T1/S1"]  # type: ignore[union-attr]
     assert [r.call_site for r in again.spy.requests] == ["T2/S1/turn1", "T2/S1/turn2"], "T1 was not run again"
     assert "An earlier round of this step failed: the model gave up" in again.spy.requests[0].messages[1].content
-    kept = [e for e in again.events() if isinstance(e, StepFinished) and e.visit == 2 and e.task == "T1"]
-    assert kept[0].summary == "kept (completed in visit 1)"
+    assert result.summary == "1 step(s) done, 1 kept from earlier, 2 file(s) changed so far"
