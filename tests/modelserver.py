@@ -251,11 +251,13 @@ class ModelServer:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop serving; stalled replies end at once; every handler thread is joined."""
+        """Stop serving as a server going down does: stop listening first (a client retrying
+        is refused), then end stalled replies at once; every handler thread is joined."""
         if self._httpd is None:
             return
-        self._stop.set()
         self._httpd.shutdown()
+        self._httpd.socket.close()
+        self._stop.set()
         self._httpd.server_close()
         assert self._thread is not None
         self._thread.join()

@@ -49,6 +49,7 @@ RULES: dict[str, Rule] = {
     "ACODE-LLM-010": _ANSWER,  # an answer that could not be read
     "ACODE-LLM-012": Rule("escalation"),  # answer cut at the token limit: raise it or use a larger model
     "ACODE-LLM-013": Rule("escalation"),  # the prompt exceeds the model's context
+    "ACODE-ORCH-005": Rule("escalation"),  # a prompt cannot fit its stage's token budget: raise num_ctx, resume
     # the planner's plan
     "ACODE-PLAN-003": _INVALID_PLAN,
     "ACODE-PLAN-004": _INVALID_PLAN,
