@@ -37,6 +37,7 @@ from protocol.redact import redact
 
 __all__ = [
     "CODES",
+    "with_code",
     "AcodeError",
     "CliError",
     "ConfigError",
@@ -147,6 +148,12 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     retryable: bool = False
 
 
+def with_code(message: str, code: str) -> str:
+    """``"<message> (<code>)"``, unless the message already names the code (a step's
+    summary often does): every place that shows an error to a human goes through here."""
+    return message if not code or code in message else f"{message} ({code})"
+
+
 class AcodeError(Exception):
     """Base of every acode error; ``str()`` is ``"<message> (<code>)"``."""
 
@@ -162,7 +169,7 @@ class AcodeError(Exception):
             self.retryable = retryable
 
     def __str__(self) -> str:
-        return f"{self.message} ({self.code})"
+        return with_code(self.message, self.code)
 
     def info(self) -> ErrorInfo:
         return ErrorInfo(code=self.code, message=self.message, retryable=self.retryable)
