@@ -7,7 +7,8 @@
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
    command against the session's sandbox policy. An answer with problems goes back to
-   the model with all of them listed, in the same conversation, at most
+   the model with all of them listed and the head of the answer (sized to fit the
+   context, :mod:`actors.stages.corrections`), in the same conversation, at most
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
    recorded, so a re-dispatched planner replays the whole exchange); after that the
    stage fails with ACODE-PLAN-004 naming the problems, and the coordinator takes over.
@@ -26,6 +27,7 @@ import msgspec
 from actors.llm.provider import ChatMessage
 from actors.stages import gather, plancheck, prompts
 from actors.stages.context import StageContext
+from actors.stages.corrections import correction
 from actors.stages.untrusted import check_task
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
@@ -34,7 +36,6 @@ from protocol.results import StageResult
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 
 MAX_CORRECTIONS = 2
-_ANSWER_CHARS = 20_000  # of an invalid answer, repeated to the model with its problems
 _ERRORS_CHARS = 3_000  # of the problems, in the stage's error
 
 
@@ -85,8 +86,7 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
                 return draft, attempt
         ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
                         retrying=attempt < MAX_CORRECTIONS)
-        messages = [*messages, ChatMessage(role="assistant", content=answer.content[:_ANSWER_CHARS]),
-                    ChatMessage(role="user", content=_correction(problems))]
+        messages = correction(messages, answer, _correction(problems), settings=request.settings, stage="planner")
     listed = "; ".join(problems)
     if len(listed) > _ERRORS_CHARS:
         listed = listed[:_ERRORS_CHARS] + "…"
