@@ -20,6 +20,7 @@ from protocol.events import (
     StepStarted,
     ToolCalled,
     Transitioned,
+    TurnAnswered,
 )
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
@@ -122,6 +123,13 @@ class Progress:
                     return None  # context reads (planner, executor) are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
+            case TurnAnswered(task=task, step=step, turn=turn, tool_calls=calls, correction=correction):
+                tokens = "" if event.estimated or not event.prompt_tokens else \
+                    f" ({event.prompt_tokens}+{event.completion_tokens} tokens)"
+                if correction:
+                    return f"{_tag('executor')} {task}/{step} turn {turn}: no tool call ran{tokens}; sent: " \
+                           f"{_one_line(correction, 100)}"
+                return f"{_tag('executor')} {task}/{step} turn {turn}: {calls} tool call{'s' * (calls != 1)}{tokens}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
                 return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
             case CheckRan(label=label, command=command, passed=passed):

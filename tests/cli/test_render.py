@@ -28,3 +28,16 @@ def test_acode_show_and_run_print_the_code_once() -> None:
     other = ErrorInfo(code="ACODE-LLM-014", message="start llama-server with --jinja")
     assert Progress().line(SessionFinished(id="e2", session_id="s1", status="failed", exit_code=1,
                                            error=other)).endswith("--jinja (ACODE-LLM-014) (exit 1)")
+
+
+def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> None:
+    from protocol.events import TurnAnswered
+
+    silent = TurnAnswered(id="t1", session_id="s1", visit=1, task="T1", step="S1", turn=2, prompt_tokens=812,
+                          completion_tokens=40, correction="No tool call found in your answer. Call one of the tools")
+    line = Progress().line(silent)
+    assert line == ("[EXECUTOR]  T1/S1 turn 2: no tool call ran (812+40 tokens); sent: No tool call found in your "
+                    "answer. Call one of the tools")
+    busy = TurnAnswered(id="t2", session_id="s1", visit=1, task="T1", step="S1", turn=1, tool_calls=2,
+                        prompt_tokens=9, completion_tokens=3, estimated=True)
+    assert Progress().line(busy) == "[EXECUTOR]  T1/S1 turn 1: 2 tool calls"
