@@ -139,8 +139,8 @@ class Progress:
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
-                detail = f": {with_code(_one_line(error.message, 400), error.code)}" if error and status != "completed" \
-                    else ""
+                failed = error is not None and status != "completed"
+                detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""
                 return f"{status}{detail} (exit {exit_code})"
         return None
 

@@ -532,10 +532,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         broken = _unparsable_arguments(received)
         if broken is not None:  # llama.cpp's template path parses every call in the history
-            self._json(500, {"error": {"code": 500, "message": "Failed to parse tool call arguments as JSON: "
-                                                               "[json.exception.parse_error.101] parse error at line 1, "
-                                                               f"column {len(broken) + 1}: syntax error while parsing "
-                                                               "value", "type": "server_error"}})
+            message = ("Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error "
+                       f"at line 1, column {len(broken) + 1}: syntax error while parsing value")
+            self._json(500, {"error": {"code": 500, "message": message, "type": "server_error"}})
             return
         if received.kind == "openai" and owner.n_ctx is not None and received.prompt_tokens > owner.n_ctx:
             n = received.prompt_tokens

@@ -43,8 +43,8 @@ import httpx
 import msgspec
 import structlog
 
-from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm import tokens
+from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm.locality import check_base_url
 from actors.llm.provider import ModelRequest
 from protocol.errors import ModelError

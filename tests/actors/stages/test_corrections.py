@@ -24,7 +24,8 @@ def _tokens(messages: list[ChatMessage], ratio: float) -> float:
 
 
 def test_only_the_head_of_a_long_answer_is_repeated_with_all_the_problems() -> None:
-    answer = ModelAnswer(content="{" + '"x": 1, ' * 2_500 + "}", usage=Usage(prompt_tokens=900, completion_tokens=14_000))
+    answer = ModelAnswer(content="{" + '"x": 1, ' * 2_500 + "}",
+                         usage=Usage(prompt_tokens=900, completion_tokens=14_000))
     out = correction(MESSAGES, answer, PROBLEMS, settings=_settings(8_192), stage="planner")
     head, problems = out[-2], out[-1]
     assert head.role == "assistant" and head.content.startswith('{"x": 1')
