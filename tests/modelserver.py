@@ -26,7 +26,7 @@ Server options that play what a real llama.cpp server does (its own bodies and s
 - ``jinja=False``: llama-server without ``--jinja``: an OpenAI-format request with tools
   gets HTTP 500 ``tools param requires --jinja flag`` (no reply is consumed);
 - ``n_ctx=N``: the context size. It is reported in ``GET /v1/models`` (``meta.n_ctx``) and
-  ``GET /props``; an OpenAI-format prompt over it gets llama.cpp's 400
+  ``GET /props`` (``props=False``: an older server without it); an OpenAI-format prompt over it gets llama.cpp's 400
   ``exceed_context_size_error``;
 - ``chars_per_token``: how the stand-in "tokenizes" (prompt counts, the overflow check);
 - ``tools_in_prompt=False``: a chat template without tool support: the tools silently
@@ -254,12 +254,14 @@ class ModelServer:
 
     def __init__(self, responder: Responder | None = None, *, models: Iterable[str] | None = ("test-model",),
                  context_length: int = 32_768, architecture: str = "llama", jinja: bool = True,
-                 n_ctx: int | None = None, chars_per_token: float = 4.0, tools_in_prompt: bool = True):
+                 n_ctx: int | None = None, chars_per_token: float = 4.0, tools_in_prompt: bool = True,
+                 props: bool = True):
         self.responder: Responder = responder or Queue()
         self.jinja = jinja
         self.n_ctx = n_ctx
         self.chars_per_token = chars_per_token
         self.tools_in_prompt = tools_in_prompt
+        self.props = props
         self.models: list[str] | None = None if models is None else list(models)  # None: any model
         self.context_length = context_length
         self.architecture = architecture
@@ -457,7 +459,7 @@ class _Handler(BaseHTTPRequestHandler):
                                                                     "n_vocab": 262_144}}
                     self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "standin",
                                                                  **meta} for m in owner.models or []]})
-                case ("GET", "/props") if owner.n_ctx is not None:
+                case ("GET", "/props") if owner.n_ctx is not None and owner.props:
                     self._json(200, {"default_generation_settings": {"n_ctx": owner.n_ctx}, "total_slots": 1,
                                      "chat_template": "{{ messages }}"})
                 case ("POST", "/api/chat") | ("POST", "/v1/chat/completions"):

@@ -419,10 +419,11 @@ class HttpModel:
 
     # -- small synchronous calls (acode doctor) -------------------------------------------------
 
-    def fetch_json(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0) -> Any:
-        """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure."""
+    def fetch_json(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0, root: bool = False) -> Any:
+        """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure.
+        ``root``: ``path`` is on the server's root, not under the base URL's ``/v1``."""
         check_base_url(self.spec.base_url, allow_remote=self.spec.allow_remote)
-        url = self.base_url + path
+        url = (self.base_url.removesuffix("/v1") if root else self.base_url) + path
         exchange = Exchange(first_token_s=timeout, idle_s=timeout, allow_remote=self.spec.allow_remote)
         try:
             response = self._client.request(

@@ -217,3 +217,36 @@ class OpenAICompatibleModel(HttpModel):
             raise ModelError(f"{self.label} at {self.base_url} answered GET /models without a model list; does "
                              "base_url end in /v1?", code="ACODE-LLM-010")
         return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+
+    def context_length(self, model: str, *, timeout: float = 5.0) -> tuple[int, str] | None:
+        """The context the server gives ``model``, and where it said so; None when it does not say.
+
+        llama.cpp: ``GET /props`` ``default_generation_settings.n_ctx`` (what one request gets),
+        else ``GET /v1/models`` ``data[].meta.n_ctx``; vLLM: ``data[].max_model_len``; LM Studio:
+        ``GET /api/v0/models`` ``loaded_context_length`` (else ``max_context_length``).
+        """
+        found = self._quietly(lambda: self.fetch_json("GET", "/props", timeout=timeout, root=True))
+        settings = found.get("default_generation_settings") if isinstance(found, dict) else None
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            return settings["n_ctx"], "llama.cpp GET /props default_generation_settings.n_ctx"
+        for path, root, source in (("/models", False, "GET /v1/models"), ("/api/v0/models", True,
+                                                                           "LM Studio GET /api/v0/models")):
+            listed = self._quietly(lambda p=path, r=root: self.fetch_json("GET", p, timeout=timeout, root=r))
+            data = listed.get("data") if isinstance(listed, dict) else None
+            entry = next((m for m in data or [] if isinstance(m, dict) and m.get("id") == model), None)
+            if entry is None:
+                continue
+            meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+            for value, field in ((meta.get("n_ctx"), "meta.n_ctx"), (entry.get("max_model_len"), "max_model_len"),
+                                 (entry.get("loaded_context_length"), "loaded_context_length"),
+                                 (entry.get("max_context_length"), "max_context_length")):
+                if isinstance(value, int) and value > 0:
+                    return value, f"{source} {field}"
+        return None
+
+    @staticmethod
+    def _quietly(call: Any) -> Any:
+        try:
+            return call()
+        except ModelError:
+            return None  # this server does not have that endpoint
