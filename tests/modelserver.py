@@ -619,6 +619,7 @@ class _Stream:
         self.kind = received.kind
         self.model = received.model
         self.sent = 0  # content pieces sent
+        self.sent_chars = 0
 
     def play(self, reply: Reply) -> None:
         match reply:
@@ -698,6 +699,7 @@ class _Stream:
 
     def content(self, piece: str) -> None:
         self.sent += 1
+        self.sent_chars += len(piece)
         if self.kind == "ollama":
             self.event({"model": self.model, "created_at": _now(), "done": False,
                         "message": {"role": "assistant", "content": piece}})
@@ -774,7 +776,7 @@ class _Stream:
         if usage == "omit":
             return None
         if usage == "auto":
-            return self.received.prompt_tokens, self.sent + 5 * calls
+            return self.received.prompt_tokens, max(1, self.handler.server.owner.tokens(self.sent_chars)) + 5 * calls
         return usage
 
 

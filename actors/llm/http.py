@@ -67,9 +67,8 @@ _PERMANENT: tuple[tuple[re.Pattern[str], str, str, str], ...] = (
                 r"maximum context length is|input length exceeds the context length|"
                 r"greater than the context length", re.IGNORECASE),
      "ACODE-LLM-013", "the prompt does not fit the model's context",
-     "start the server with a larger context (llama-server --ctx-size N; LM Studio: the model's context length) "
-     "and set model.num_ctx to it, or lower the stage budgets (planner.context_tokens, "
-     "executor.tool_result_tokens, model.stage_max_tokens)"),
+     "start the server with a larger context (llama-server --ctx-size N) and set model.num_ctx to it, or lower "
+     "the stage budgets (planner.context_tokens, executor.tool_result_tokens, model.stage_max_tokens)"),
     (re.compile(r"tools param requires --jinja", re.IGNORECASE),
      "ACODE-LLM-014", "the server cannot take tools", _JINJA_FIX),
     (re.compile(r"Jinja Exception|chat template", re.IGNORECASE),
@@ -87,11 +86,13 @@ _FORMAT = re.compile(r"Failed to parse input|does not match the expected format|
                      r"(model )?(output|tool call)", re.IGNORECASE)
 
 
-def classify(text: str, *, where: str, model: str) -> ModelError | None:
-    """A permanent error for what a server said (its raw error body), or None."""
+def classify(text: str, *, where: str, model: str, said: str = "") -> ModelError | None:
+    """A permanent error for what a server said (``text``: its raw error body, searched;
+    ``said``: its message, quoted), or None."""
     for pattern, code, what, fix in _PERMANENT:
         if pattern.search(text):
-            return ModelError(f"{where} refused {model}'s request: {what} ({_first_line(text)}); {fix}", code=code)
+            return ModelError(f"{where} refused {model}'s request: {what} ({_first_line(said or text)}); {fix}",
+                              code=code)
     return None
 
 
@@ -224,7 +225,7 @@ class HttpModel:
         missing = self.missing_model(status, message, model)
         if missing is not None:
             return missing
-        permanent = classify(raw, where=f"{self.label} at {self.base_url}", model=model)
+        permanent = classify(raw, where=f"{self.label} at {self.base_url}", model=model, said=message)
         if permanent is not None:
             return permanent
         return Transient(f"{self.label} at {self.base_url} failed in the middle of {model}'s answer: {message}",
@@ -400,7 +401,7 @@ class HttpModel:
         missing = self.missing_model(status, message, model)
         if missing is not None:
             return missing
-        permanent = classify(text, where=f"{self.label} at {self.base_url} (HTTP {status})", model=model)
+        permanent = classify(text, where=f"{self.label} at {self.base_url}", model=model, said=message)
         if permanent is not None:
             return permanent
         what = f"{self.label} at {self.base_url} answered HTTP {status}" + (f": {message}" if message else "")
