@@ -22,6 +22,7 @@ import msgspec.yaml
 
 from actors.coordinator.actor import CoordinatorOptions
 from actors.coordinator.supervisor import SupervisionOptions
+from actors.private import USER_UMASK_ENV
 from actors.sandbox.isolation import FORCE_ENV, is_secret_name
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
@@ -215,7 +216,7 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
-                or key in FORCE_ENV.values():  # hooks read by the actors themselves, not settings
+                or key in FORCE_ENV.values() or key == USER_UMASK_ENV:  # read by the processes, not settings
             continue
         name = key[len("ACODE_"):].lower()
         section, sep, field = name.partition("__")

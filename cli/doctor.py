@@ -4,18 +4,22 @@ Checks, in the order a user would fix them: the configuration resolves; the mode
 answers, has the configured model(s), their context length, and the model produces a
 valid native tool call and a valid JSON-schema answer on a tiny probe (delegated to
 :mod:`actors.llm.doctor`); the sandbox's isolation level (from the running sandbox when
-acode is up, else probed here); and the actors' health. A failed check carries a
+acode is up, else probed here); who can read acode's home and database (modes and owner);
+and the actors' health. A failed check carries a
 one-line ``fix``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 
 import msgspec
 import structlog
 
+from actors import private
 from actors.paths import RunPaths
 from cli.config import provider_spec, resolve, session_settings
 from cli.connection import Connection, coordinator_pid
@@ -83,6 +87,34 @@ def _sandbox_check(report: StatusReport | None) -> Check:
     return Check(name="sandbox", ok=True, detail=f"isolation {described}")
 
 
+def _home_check(paths: RunPaths) -> Check:
+    """Who can read acode's home and database: they hold the user's code and model answers."""
+    parts, loose, foreign = [], [], []
+    for path in (paths.home, paths.database):
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            parts.append(f"{path} not created yet")
+            continue
+        except OSError as exc:
+            parts.append(f"{path} {private.describe(path)}")
+            loose.append(f"{path} ({exc.strerror})")
+            continue
+        parts.append(f"{path} {private.describe(path)}")
+        if info.st_uid != os.getuid():
+            foreign.append(str(path))
+        elif stat.S_IMODE(info.st_mode) & 0o077:
+            loose.append(str(path))
+    detail = "; ".join(parts)
+    if foreign:
+        return Check(name="home", ok=False, detail=detail,
+                     fix=f"{', '.join(foreign)} belongs to another user: use your own home (--home or ACODE_HOME)")
+    if loose:
+        return Check(name="home", ok=False, detail=detail,
+                     fix=f"other users can read {', '.join(loose)}: `acode up` makes the home private (0700/0600)")
+    return Check(name="home", ok=True, detail=detail + " (private to you)")
+
+
 def _actor_checks(paths: RunPaths, report: StatusReport | None) -> list[Check]:
     if report is None:
         return [Check(name="actors", ok=False, detail=f"acode is not running for {paths.home}",
@@ -99,7 +131,8 @@ def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
     # The providers log every answer at info level; the doctor's lines say what matters.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
-    return [*_model_checks(paths, workspace), _sandbox_check(report), *_actor_checks(paths, report)]
+    return [*_model_checks(paths, workspace), _sandbox_check(report), _home_check(paths),
+            *_actor_checks(paths, report)]
 
 
 def render_checks(checks: list[Check]) -> str:
