@@ -48,6 +48,10 @@ def test_every_request_of_a_session_carries_its_stages_answer_cap(acode: Acode, 
     assert caps == [("planner", 3_000), ("executor", 3_000), ("executor", 3_000), ("verifier", 700),
                     ("reviewer", 3_000)]
     assert "turn 1: 1 tool call" in out and "turn 2: 1 tool call" in out, "each executor turn is shown"
+    first, second = _executor(server)
+    assert first.messages[0] == second.messages[0] and first.body["tools"] == second.body["tools"], \
+        "the system prompt and the tool block are byte-identical across turns (the prompt cache keeps them)"
+    assert second.reread_tokens < second.prompt_tokens // 2
 
 
 def test_a_plan_cut_at_the_token_limit_is_reported_as_truncation_not_corrected(
@@ -149,3 +153,21 @@ def test_doctor_prints_the_servers_context_length(acode: Acode, tmp_path: Path) 
     assert "test-model's context is 4096 tokens (llama.cpp GET /props default_generation_settings.n_ctx)" \
         in result.stdout
     assert "llama-server --ctx-size 8192" in result.stdout
+
+
+def test_arguments_that_are_not_json_are_corrected_without_poisoning_the_history(
+        acode: Acode, tmp_path: Path) -> None:
+    with ModelServer() as server:  # answers 500 to a history whose arguments are not JSON, as llama.cpp does
+        _configure(acode, server, "openai")
+        acode.up()
+        server.by_stage(planner=[plan()], executor=[ToolCalls([("write_file", '{"path": "greet.txt", "content": ')]),
+                                                    write(), done()],
+                        verifier=[VERDICT], reviewer=[APPROVE])
+        code, out = _run(acode, _workspace(tmp_path))
+        executor = _executor(server)
+    assert code == 0, out
+    assert len(executor) == 3
+    second = executor[1]
+    assert second.messages[2]["tool_calls"][0]["function"]["arguments"] == "{}"
+    correction = second.messages[3]["content"]
+    assert '{"path": "greet.txt", "content": ' in correction and "not JSON" in correction

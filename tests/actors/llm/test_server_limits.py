@@ -133,3 +133,27 @@ def test_a_cancelled_wait_is_still_a_cancel(server: ModelServer, make: Make) -> 
     with pytest.raises(ModelError) as caught:
         ask(make(), cancel=cancel)
     assert caught.value.code == "ACODE-LLM-011"
+
+
+@pytest.mark.parametrize(("message", "code", "fix"), [
+    ("Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error", "ACODE-LLM-016",
+     "raise model.max_tokens"),
+    ("Jinja Exception: System message must be at the beginning", "ACODE-LLM-014", "--chat-template-file"),
+])
+def test_known_permanent_500_bodies_are_tried_once_with_their_fix(server: ModelServer, make: Make, message: str,
+                                                                 code: str, fix: str) -> None:
+    from tests.modelserver import Status
+
+    server.queue(Status(500, {"error": {"code": 500, "message": message, "type": "server_error"}}), Text("no"))
+    with pytest.raises(ModelError) as caught:
+        ask(make(max_retries=3))
+    assert caught.value.code == code and fix in caught.value.message
+    assert len(server.chats) == 1
+
+
+def test_an_unknown_500_is_still_retried(server: ModelServer, make: Make) -> None:
+    from tests.modelserver import Status
+
+    server.queue(Status(500, {"error": {"code": 500, "message": "slot busy", "type": "server_error"}}), Text("ok"))
+    assert ask(make(max_retries=3)).content == "ok"
+    assert len(server.chats) == 2
