@@ -269,7 +269,7 @@ class HttpModel:
         model = spec.model_for(request.stage)
         check_base_url(spec.base_url, allow_remote=spec.allow_remote)
         log = _log.bind(provider=self.name, model=model, stage=request.stage, call_site=request.call_site)
-        chars = tokens.request_chars(request)
+        chars = tokens.request_chars(request, schema=False)
         ratio = self.calibration.ratio(model)
         estimate = tokens.estimate(chars, ratio)
         if estimate > spec.num_ctx:

@@ -236,7 +236,9 @@ class OpenAICompatibleModel(HttpModel):
             entry = next((m for m in data or [] if isinstance(m, dict) and m.get("id") == model), None)
             if entry is None:
                 continue
-            meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+            meta = entry.get("meta")
+            if not isinstance(meta, dict):
+                meta = {}
             for value, field in ((meta.get("n_ctx"), "meta.n_ctx"), (entry.get("max_model_len"), "max_model_len"),
                                  (entry.get("loaded_context_length"), "loaded_context_length"),
                                  (entry.get("max_context_length"), "max_context_length")):

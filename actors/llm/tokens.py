@@ -31,13 +31,15 @@ CONSERVATIVE = 2.0  # what a stage assumes when a request must fit and no count 
 _LOWEST, _HIGHEST = 1.0, 8.0  # ratios outside this are measurement noise (tiny texts, template overhead)
 
 
-def request_chars(request: ModelRequest) -> int:
-    """The characters a request puts in the prompt: messages, their tool calls, tools, schema."""
+def request_chars(request: ModelRequest, *, schema: bool = True) -> int:
+    """The characters of a request: messages, their tool calls, tools and (``schema``) the
+    JSON schema. Servers turn the schema into a grammar, not prompt text, so calibration
+    leaves it out; a rough upper estimate keeps it."""
     chars = sum(len(m.content) + len(msgspec.json.encode(m.tool_calls)) * bool(m.tool_calls)
                 for m in request.messages)
     if request.tools:
         chars += len(msgspec.json.encode(request.tools))
-    if request.json_schema is not None:
+    if schema and request.json_schema is not None:
         chars += len(msgspec.json.encode(request.json_schema))
     return chars
 
