@@ -16,7 +16,7 @@
   characters a token the server's last count showed for the model
   (:class:`actors.llm.tokens.Calibration`); a warning when the prompt may not fit
   ``num_ctx``. The server's usage figures win when it reports them;
-- what the server says is sorted (:func:`classify`): an answer cut at the cap
+- what the server says is sorted (:mod:`actors.llm.server_errors`): an answer cut at the cap
   (``finish_reason``/``done_reason`` ``length``) is ACODE-LLM-012, a prompt over the
   context ACODE-LLM-013, a known configuration error ACODE-LLM-014 (llama-server without
   ``--jinja``), a known request error ACODE-LLM-016. None of them is retried: the same
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import email.utils
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -47,64 +46,16 @@ from actors.llm import tokens
 from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm.locality import check_base_url
 from actors.llm.provider import ModelRequest
+from actors.llm.server_errors import classify, is_format_error
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
 from protocol.session import OllamaProvider, OpenAIProvider
 
-__all__ = ["HttpModel", "Transient", "classify", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
+__all__ = ["HttpModel", "Transient", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
 
 _log = structlog.get_logger()
 _ERROR_BODY_LIMIT = 64 * 1024
 MIN_ANSWER_TOKENS = 256  # the cap never goes below this, even when the prompt (estimated) fills the context
-
-_JINJA_FIX = ("start llama-server with --jinja and a chat template that supports tools (the model's own, or "
-              "--chat-template-file FILE)")
-# Errors a model server gives for a request it will never accept as it is: (pattern over the
-# error body, code, what it means, the fix). Matched on any status, so a server that says it
-# with a 500 is not retried as if it were busy.
-_PERMANENT: tuple[tuple[re.Pattern[str], str, str, str], ...] = (
-    (re.compile(r"exceeds the available context size|exceed_context_size_error|context_length_exceeded|"
-                r"maximum context length is|input length exceeds the context length|"
-                r"greater than the context length", re.IGNORECASE),
-     "ACODE-LLM-013", "the prompt does not fit the model's context",
-     "start the server with a larger context (llama-server --ctx-size N) and set model.num_ctx to it, or lower "
-     "the stage budgets (planner.context_tokens, executor.tool_result_tokens, model.stage_max_tokens)"),
-    (re.compile(r"tools param requires --jinja", re.IGNORECASE),
-     "ACODE-LLM-014", "the server cannot take tools", _JINJA_FIX),
-    (re.compile(r"Jinja Exception|chat template", re.IGNORECASE),
-     "ACODE-LLM-014", "the server's chat template cannot render this conversation",
-     "start llama-server with --jinja and --chat-template-file FILE naming a template that supports system and "
-     "tool messages"),
-    (re.compile(r"Failed to parse tool call arguments as JSON", re.IGNORECASE),
-     "ACODE-LLM-016", "the server could not read the arguments of a tool call as JSON",
-     "raise model.max_tokens (or model.stage_max_tokens) if the model's call was cut, or use a model that writes "
-     "valid tool calls"),
-)
-# A server that could not parse the model's own output into its answer format (llama.cpp's
-# chat parser): the model's fault, answered with a correction, never with an identical retry.
-_FORMAT = re.compile(r"Failed to parse input|does not match the expected format|failed to parse (the )?"
-                     r"(model )?(output|tool call)", re.IGNORECASE)
-
-
-def classify(text: str, *, where: str, model: str, said: str = "") -> ModelError | None:
-    """A permanent error for what a server said (``text``: its raw error body, searched;
-    ``said``: its message, quoted), or None."""
-    for pattern, code, what, fix in _PERMANENT:
-        if pattern.search(text):
-            return ModelError(f"{where} refused {model}'s request: {what} ({_first_line(said or text)}); {fix}",
-                              code=code)
-    return None
-
-
-def is_format_error(text: str) -> bool:
-    """Did the server fail to parse the model's output (rather than fail itself)?"""
-    return bool(_FORMAT.search(text))
-
-
-def _first_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= 300 else line[:300] + "…"
-
 
 class Transient(Exception):
     """A failure worth retrying. When the retries run out, ``what`` (what happened) and
