@@ -27,8 +27,9 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
 - Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
   with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
   when the server's prompt counts show it left the tool definitions out
-  (:func:`tools_left_out`). Output the server could not parse (``format_error``) is
-  answered with a correction naming the server's complaint.
+  (:func:`tools_left_out`); only turns the server answered now count for that early
+  stop, so a step resumed after the server was fixed asks it again. Output the server
+  could not parse (``format_error``) is answered with a correction naming its complaint.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
   A failed step blocks the steps that depend on it (directly or through their task's
@@ -142,12 +143,15 @@ class _Step:
         self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
         limit = request.settings.max_turns_per_step
         silent = 0  # turns so far without any attempt at a tool call
-        dropped = False  # a turn's prompt count showed the server left the tools out
+        live_silent = 0  # of those, the ones the server answered now (not replayed from the record)
+        dropped = False  # a live turn's prompt count showed the server left the tools out
         for turn in range(1, limit + 1):
             model_request = ModelRequest(
                 stage="executor", call_site=f"{self.task.label}/{self.step.label}/turn{turn}",
                 nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS)
+            replayed = self.ctx.model.replayed
             answer = self.ctx.model.complete(model_request)
+            live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
             calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
@@ -162,10 +166,12 @@ class _Step:
                 correction = prompts.NO_TOOL_CALL
                 self.conversation.note("no tool call")
                 silent += 1
-                dropped = dropped or tools_left_out(model_request, answer.usage)
+                if live:  # after a resume, recorded silent turns say nothing about the server as it is now
+                    live_silent += 1
+                    dropped = dropped or tools_left_out(model_request, answer.usage)
             self._turn(turn, answer, 0 if isinstance(calls, toolcalls.ParseProblem) else len(calls), correction)
             if correction:
-                if silent == turn and (turn == limit or (dropped and turn >= _SILENT_TURNS)):
+                if silent == turn and (turn == limit or (dropped and live_silent >= _SILENT_TURNS)):
                     raise self._ignored(turn, dropped)
                 self.conversation.reply_user(correction)
                 continue
