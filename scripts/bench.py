@@ -203,6 +203,7 @@ def _run_terminal(calls: int) -> dict[str, object]:
     if full.level == "bubblewrap":
         variants["bubblewrap"] = full
     out: dict[str, object] = {"offered": full.describe()}
+    timings: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="acode-bench-ws-") as root:
         base = []
         for _ in range(calls):
@@ -220,10 +221,10 @@ def _run_terminal(calls: int) -> dict[str, object]:
                     times.append((time.perf_counter() - t0) * 1000)
                     assert outcome.exit_code == 0, outcome
                 terminal.close()
-                out[name] = {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)}
-    reference = out.get("process_pidns") or out["process_subreaper"]
-    if "bubblewrap" in out:
-        out["bubblewrap_added_p50"] = round(out["bubblewrap"]["p50"] - reference["p50"], 3)  # type: ignore[index]
+                out[name] = timings[name] = {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)}
+    reference = timings.get("process_pidns") or timings["process_subreaper"]
+    if "bubblewrap" in timings:
+        out["bubblewrap_added_p50"] = round(timings["bubblewrap"]["p50"] - reference["p50"], 3)
     return out
 
 

@@ -603,10 +603,12 @@ def _unparsable_arguments(received: Received) -> str | None:
     for message in received.messages:
         for call in message.get("tool_calls") or []:
             arguments = (call.get("function") or {}).get("arguments")
+            if not isinstance(arguments, str):
+                continue  # the shape check (_invalid) answers that one
             try:
                 json.loads(arguments)
-            except (TypeError, ValueError):
-                return str(arguments)
+            except ValueError:
+                return arguments
     return None
 
 

@@ -18,7 +18,6 @@ still validates against the Struct: a server that ignores the schema is caught t
 from __future__ import annotations
 
 import copy
-import functools
 from typing import Any
 
 import msgspec
@@ -45,10 +44,17 @@ ACODE_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-@functools.cache
-def schema_of(type_: Any) -> dict[str, Any]:
+# A plain dict rather than functools.cache: the checker does not take a class for Hashable.
+# Two threads may build the same schema at once; both results are equal, either is kept.
+_schemas: dict[object, dict[str, Any]] = {}
+
+
+def schema_of(type_: object) -> dict[str, Any]:
     """The bounded JSON schema of a contract type (built once per type; do not mutate it)."""
-    return bounded(msgspec.json.schema(type_))
+    schema = _schemas.get(type_)
+    if schema is None:
+        schema = _schemas[type_] = bounded(msgspec.json.schema(type_))
+    return schema
 
 
 def bounded(schema: dict[str, Any]) -> dict[str, Any]:
