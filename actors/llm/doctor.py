@@ -177,27 +177,37 @@ def _budgets(spec: OllamaProvider | OpenAIProvider, planner_context_tokens: int 
     return DoctorCheck(name="token budgets", ok=True, detail=f"answer caps within num_ctx {spec.num_ctx}: {shown}")
 
 
-def _ask(model: HttpModel, name: str, request: ModelRequest) -> tuple[object, str]:
-    """(answer, '') or (None, the error) for one tiny request to ``name``."""
+_SLOW_FIX = "check the server's log, or raise first_token_timeout_s for a slow first load"
+# A probe that failed with a permanent server error gets that error's fix, not the slow-load one.
+_FIXES = {
+    "ACODE-LLM-012": "raise model.max_tokens; the probe's answer ran past its cap",
+    "ACODE-LLM-013": "start the server with a larger context (llama-server --ctx-size N) and set model.num_ctx to it",
+    "ACODE-LLM-014": "start llama-server with --jinja and a chat template that supports tools",
+    "ACODE-LLM-016": "use a model (or chat template) that writes valid tool calls",
+}
+
+
+def _ask(model: HttpModel, name: str, request: ModelRequest) -> tuple[object, str, str]:
+    """(answer, '', '') or (None, the error, its fix) for one tiny request to ``name``."""
     spec = msgspec.structs.replace(model.spec, model=name, stage_models={})
     asker = type(model)(spec)
     try:
-        return asker.complete(request, seq=0, cancel=threading.Event()), ""
+        return asker.complete(request, seq=0, cancel=threading.Event()), "", ""
     except AcodeError as exc:
-        return None, str(exc)
+        return None, str(exc), _FIXES.get(exc.code, _SLOW_FIX)
     finally:
         asker.close()
 
 
 def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
-    answer, error = _ask(model, name, ModelRequest(stage="executor", call_site="doctor/tools", tools=[_TOOL],
+    answer, error, fix = _ask(model, name, ModelRequest(stage="executor", call_site="doctor/tools", tools=[_TOOL],
                                                    max_tokens=_PROBE_TOKENS, messages=[
         ChatMessage(role="system", content="You are a test of tool calling. Answer only by calling a tool."),
         ChatMessage(role="user", content="Call record_number with number 7.")]))
     check = f"tool calls {name}"
     if answer is None:
         return DoctorCheck(name=check, ok=False, detail=f"the tool-call probe failed: {error}",
-                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+                           fix=fix)
     calls = getattr(answer, "tool_calls", [])
     good = [c for c in calls if c.name == "record_number" and not c.invalid_arguments]
     if good:
@@ -211,14 +221,14 @@ def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
 
 
 def _json_probe(model: HttpModel, name: str) -> DoctorCheck:
-    answer, error = _ask(model, name, ModelRequest(stage="planner", call_site="doctor/json",
+    answer, error, fix = _ask(model, name, ModelRequest(stage="planner", call_site="doctor/json",
                                                    json_schema=schema_of(_Sum), max_tokens=_PROBE_TOKENS, messages=[
         ChatMessage(role="system", content="You are a test of structured output. Answer with one JSON object."),
         ChatMessage(role="user", content='What is 2 + 3? Answer as {"answer": <integer>}.')]))
     check = f"structured output {name}"
     if answer is None:
         return DoctorCheck(name=check, ok=False, detail=f"the JSON-schema probe failed: {error}",
-                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+                           fix=fix)
     text = getattr(answer, "content", "")
     try:
         value = msgspec.json.decode(text.strip(), type=_Sum)

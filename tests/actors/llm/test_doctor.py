@@ -174,3 +174,13 @@ def test_an_ollama_spec_aimed_at_an_openai_url_says_which_kind_to_use(server: Mo
     assert (check.name, check.ok) == ("server", False)
     assert "answered GET /api/version with HTTP 404" in check.detail
     assert check.fix.startswith("this server does not speak Ollama's API; for LM Studio")
+
+
+def test_a_llama_server_without_jinja_fails_the_tool_probe_with_the_jinja_fix() -> None:
+    with ModelServer(jinja=False) as plain:
+        plain.queue(Json({"answer": 5}))
+        found = _by_name(probe(spec_for("openai", plain.openai_url), timeout_s=2, generate_timeout_s=2))
+    tools = found["tool calls test-model"]
+    assert not tools.ok and "ACODE-LLM-014" in tools.detail
+    assert tools.fix == "start llama-server with --jinja and a chat template that supports tools"
+    assert found["structured output test-model"].ok, "requests without tools still work"
