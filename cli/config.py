@@ -142,6 +142,9 @@ class Model(_Section, frozen=True):
     backoff_max: Annotated[float, msgspec.Meta(ge=0, le=600)] | None = None
     allow_remote: bool | None = None
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] | None = None
+    stage_max_tokens: dict[Literal["planner", "executor", "verifier", "reviewer"],
+                           Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]] | None = None
 
 
 class Supervision(_Section, frozen=True):
@@ -440,7 +443,7 @@ _HTTP_FIELDS = {  # config key -> provider spec field
     "temperature": "temperature", "seed": "seed", "connect_timeout": "connect_timeout_s",
     "first_token_timeout": "first_token_timeout_s", "idle_timeout": "idle_timeout_s", "max_retries": "max_retries",
     "backoff_initial": "backoff_initial_s", "backoff_max": "backoff_max_s",
-    "allow_remote": "allow_remote",
+    "allow_remote": "allow_remote", "max_tokens": "max_tokens", "stage_max_tokens": "stage_max_tokens",
 }
 
 

@@ -26,7 +26,16 @@
   request's window, claiming it. The real executor code, in this process, against the
   running actors; p50/p99 over ``--turns`` turns (steps of 20 turns).
 
-Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N] [--context-runs N] [--turns N]``
+- ``prompt_reread_tokens``: the prompt tokens a server with a prompt cache must read again
+  on each executor turn of a 20-turn step whose history exceeds the window (num_ctx 8192,
+  a 2.4 KB tool result a turn), as the stand-in model server (``tests/modelserver.py``)
+  sees it: the tokens after the common prefix with the previous request, at 4 characters
+  a token. ``before``: the old window, which dropped the oldest turn every turn
+  (``keep=1.0``); ``after``: the window trimmed in large steps. ``--reread-only`` runs
+  just this one (no actors).
+
+Usage: ``scripts/bench.py [--reread-only] [--sessions N] [--synchronous full|normal] [--commands N]
+[--context-runs N] [--turns N]``
 (run it with the project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private
 acode home and stops everything it started.
 """
@@ -292,6 +301,36 @@ def _context_prep(runs: int) -> dict[str, object]:
             "sections": len(prepared.sections), "omitted": len(prepared.omitted), "target": 5_000.0}
 
 
+def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
+    from actors.llm.openai import OpenAICompatibleModel
+    from actors.stages.conversation import Conversation
+    from protocol.session import OpenAIProvider
+    from tests.modelserver import ModelServer, Text
+
+    spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=8_192)
+    budget = executor.context_budget(SessionSettings(provider=spec))
+    fence = Fence()
+    conversation = Conversation(prompts.executor_system(fence), "Step T1/S1: read the modules and fix the bug.\n"
+                                + "context line\n" * 80, keep=keep)
+    with ModelServer() as server:
+        model = OpenAICompatibleModel(msgspec.structs.replace(spec, base_url=server.openai_url))
+        try:
+            for turn in range(1, turns + 1):
+                server.queue(Text("ok"))
+                model.complete(ModelRequest(stage="executor", call_site=f"turn{turn}", nonce=fence.nonce,
+                                            messages=conversation.messages(budget), tools=executor._TOOLS),
+                               seq=turn, cancel=threading.Event())
+                call = ModelToolCall(id=f"call_{turn}", name="read_file", arguments={"path": f"src/m{turn}.py"})
+                conversation.answer("", [call])
+                conversation.reply_tool(call.id, "read_file", f"{turn}\tdef f{turn}():\n" + "    x = 1\n" * 240)
+        finally:
+            model.close()
+        reread = [r.reread_tokens for r in server.chats][1:]  # the first request is all new
+        prompts_ = [r.prompt_tokens for r in server.chats][1:]
+    return {"per_turn_mean": round(statistics.mean(reread)), "per_turn_max": max(reread), "total": sum(reread),
+            "prompt_tokens_mean": round(statistics.mean(prompts_)), "turns": turns}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
@@ -300,7 +339,16 @@ def main() -> int:
     parser.add_argument("--context-runs", type=int, default=20, help="context preparations to time")
     parser.add_argument("--turns", type=int, default=400,
                         help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
+    parser.add_argument("--reread-only", action="store_true", help="only the prompt re-read benchmark")
     args = parser.parse_args()
+    # the JSON on stdout is the output; in-process actors' log lines go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(30))
+    reread = {"before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
+              "step": "20 executor turns, num_ctx 8192, a 2.4 KB read_file result a turn; tokens at 4 characters"}
+    if args.reread_only:
+        print(json.dumps({"prompt_reread_tokens": reread}, indent=2))
+        return 0
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
         home = Path(tmp) / "home"
         paths = RunPaths(home)
@@ -373,6 +421,7 @@ def main() -> int:
                                       "target": 50.0},
         "run_terminal_ms": _run_terminal(args.commands),
         "context_prep_ms": _context_prep(args.context_runs),
+        "prompt_reread_tokens": reread,
     }
     print(json.dumps(result, indent=2))
     return 0

@@ -92,6 +92,8 @@ _http_fields = dict(
     temperature=st.floats(0, 2), seed=st.none() | st.integers(0, 2**31 - 1), connect_timeout_s=seconds,
     first_token_timeout_s=seconds, idle_timeout_s=seconds, max_retries=st.integers(0, 10),
     backoff_initial_s=st.floats(0, 60), backoff_max_s=st.floats(0, 600), allow_remote=st.booleans(),
+    max_tokens=st.none() | st.integers(16, 1_048_576),
+    stage_max_tokens=st.dictionaries(stages, st.integers(16, 1_048_576)),
 )
 ollama_providers = struct(ss.OllamaProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
                           **_http_fields)
@@ -205,10 +207,11 @@ tool_results = struct(
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
     risk=risks, path=short, isolation=short,
 )
-usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
+usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans())
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
                           invalid_arguments=texts)
-model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages)
+model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages,
+                       finish_reason=st.text(max_size=64), format_error=texts)
 step_records = struct(
     rs.StepRecord,
     {"session_id": ids, "visit": visits, "task": short, "step": short,
@@ -257,6 +260,9 @@ _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
 _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
        outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
+_event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
+       tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
+       finish_reason=short, correction=texts)
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
