@@ -26,9 +26,11 @@ tree, in order:
                   descendant until none is left.
 
 5. In the command's process, just before ``execve``: Landlock (when ``landlock_abi`` > 0):
-   read and execute everywhere, write only beneath the ``writable`` paths, no TCP bind or
-   connect (ABI 4+), no signals to and no abstract sockets of processes outside the
-   domain (ABI 6+).
+   read and execute only beneath the ``readable`` and ``writable`` paths (see
+   ``visible.py``), write only beneath the ``writable`` ones (but never a device node), no
+   TCP bind or connect (ABI 4+), no signals to and no abstract sockets of processes
+   outside the domain (ABI 6+); and, when root, the capabilities that read around path
+   rules (raw I/O, file handles, mknod, modules, mounts, ptrace, BPF) leave the bounding set.
 
 The status pipe (``status_fd``) tells the sandbox what happened, one JSON object a line:
 ``{"started": true}`` once the command's ``execve`` succeeded, or
@@ -81,6 +83,7 @@ def _prctl(option, arg):
 
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_WRITE_ALL_V1 = sum(1 << bit for bit in range(4, 13))  # remove_dir .. make_sym
+_FS_MAKE_CHAR, _FS_MAKE_BLOCK = 1 << 6, 1 << 11
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
@@ -105,10 +108,12 @@ def landlock_abi():
         return 0
 
 
-def _landlock(abi, writable):
-    """Confine this process (and what it execs): writes beneath ``writable`` only."""
+def _landlock(abi, readable, writable):
+    """Confine this process (and what it execs): reads beneath ``readable`` and
+    ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
+    granted_write = write & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)  # a device node would read the raw disk
     if abi >= 2:
         write |= _FS_REFER
     if abi >= 3:
@@ -119,10 +124,15 @@ def _landlock(abi, writable):
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall("create", ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
-        rules = [("/", read)] + [(path, read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)) for path in writable]
-        rules.append(("/dev/null", _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)))
+        rules = [(path, read) for path in readable]
+        rules += [(path, read | granted_write | (_FS_IOCTL_DEV if abi >= 5 else 0)) for path in writable]
+        for device in ("/dev/null", "/dev/tty"):
+            rules.append((device, _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)))
         for path, access in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # a path gone since the sandbox listed it: nothing there to grant
             try:
                 if not os.path.isdir(path):
                     access &= _FS_READ_FILE | _FS_WRITE_FILE | _FS_EXECUTE | _FS_TRUNCATE | _FS_IOCTL_DEV
@@ -135,6 +145,22 @@ def _landlock(abi, writable):
         _syscall("restrict", ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+
+
+# Capabilities that would let root read around Landlock's path rules: raw I/O (/proc/kcore,
+# /dev/mem), file handles (open_by_handle_at), device nodes, modules, mounts, ptrace, BPF.
+_DANGEROUS_CAPS = (2, 16, 17, 19, 21, 27, 38, 39)  # DAC_READ_SEARCH SYS_MODULE SYS_RAWIO SYS_PTRACE
+#                                                    SYS_ADMIN MKNOD PERFMON BPF
+_PR_CAPBSET_DROP = 24
+
+
+def _drop_capabilities():
+    """Root keeps its other capabilities; these leave the bounding set, so the exec'd
+    command never has them. A kernel that does not know one refuses it: nothing to drop."""
+    if os.geteuid() != 0:
+        return
+    for cap in _DANGEROUS_CAPS:
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
 # --- the steps -----------------------------------------------------------------------------
@@ -159,7 +185,8 @@ def _exec(spec, exec_w):
     try:
         os.set_blocking(exec_w, True)
         if spec.get("landlock_abi", 0) > 0:
-            _landlock(spec["landlock_abi"], spec["writable"])
+            _drop_capabilities()
+            _landlock(spec["landlock_abi"], spec["readable"], spec["writable"])
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
         os.write(exec_w, json.dumps({"error": exc.errno or 0, "reason": exc.strerror or str(exc)}).encode())
