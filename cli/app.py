@@ -158,7 +158,7 @@ def run(
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
-    settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags))
+    settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
     if settings.provider is None:
         raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
                          "--script FILE), or set model: in .agent/config.yml (README 'Models')",

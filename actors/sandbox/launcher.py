@@ -113,11 +113,11 @@ def _landlock(abi, readable, writable):
     ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
-    granted_write = write & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)  # a device node would read the raw disk
     if abi >= 2:
         write |= _FS_REFER
     if abi >= 3:
         write |= _FS_TRUNCATE
+    granted_write = write & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)  # a device node would read the raw disk
     handled_fs = read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)
     attr = _RulesetAttr(handled_fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
