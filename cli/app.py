@@ -104,14 +104,21 @@ def down(timeout: Annotated[float, typer.Option("--timeout", help="seconds per e
 
 
 @app.command()
-def status(json_out: Json = False) -> None:
-    """Every actor: pid, state, epoch, restarts, uptime, last heartbeat."""
+def status(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="whose sandbox paths to show")] = Path("."),
+    json_out: Json = False,
+) -> None:
+    """Every actor: pid, state, epoch, restarts, uptime, last heartbeat; the sandbox's
+    isolation, what commands read, and the workspace's configured read and write paths."""
+    from cli.doctor import configured_paths
+
     with Connection(_state["home"]) as connection:
         report = connection.coordinator(GetStatus())
     if json_out:
         print_json(report)
     else:
         typer.echo(render.status_table(report))
+        typer.echo(configured_paths(_paths(), workspace.expanduser().resolve()))
 
 
 # -- sessions ---------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from actors.sandbox.isolation import CREDENTIALS
 from protocol.errors import ConfigError
 
 __all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "inside", "resolve_toolchains",
-           "view"]
+           "summary", "view"]
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What programs read in /etc; globs allowed. Not pip.conf, npmrc, gitconfig: they may hold tokens.
@@ -322,3 +322,20 @@ def view(names: Iterable[str], path: str, *, read_paths: Iterable[str] = (), wri
     relevant = tuple((k, source[k]) for k in _RELEVANT if source.get(k))
     return _cached(frozenset(names), path, relevant, home, tuple(hidden), tuple(read_paths), tuple(write_paths),
                    read_opt, (sys.prefix, sys.base_prefix))
+
+
+def summary(view: View, *, read_opt: bool = True) -> str:
+    """``view`` in one line, for people: what a command reads besides its workspace."""
+    parts = ["the workspace and a scratch HOME/TMPDIR (read-write)",
+             "/usr, /bin, /sbin, /lib*" + (", /opt" if read_opt else " (not /opt)") + ", named files of /etc"]
+    parts.append("toolchains " + (", ".join(view.toolchains) if view.toolchains else "(none outside /usr)"))
+    extra = [p for p in view.read if p not in view.toolchains and not _system_path(p)]
+    if extra:
+        parts.append("read_paths and acode's interpreter " + ", ".join(extra))
+    if view.write:
+        parts.append("write_paths " + ", ".join(view.write) + " (read-write)")
+    return "; ".join(parts) + "; nothing else"
+
+
+def _system_path(path: str) -> bool:
+    return any(inside(path, top) for top in (*SYSTEM, "/opt", "/etc", "/sys"))
