@@ -135,7 +135,8 @@ class Terminal:
     sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
     """
 
-    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False):
+    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True):
+        self._read_boundary = read_boundary  # False: the whole root readable, for scripts/bench.py's comparison only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._isolation = isolation
@@ -227,8 +228,11 @@ class Terminal:
                                               hidden=self._hidden)
         except ConfigError as exc:
             raise SandboxError(exc.message, code=exc.code) from exc
-        return visible.view(allow, path, read_paths=read_paths, write_paths=write_paths, read_opt=policy.read_opt,
-                            hidden=self._hidden)
+        found = visible.view(allow, path, read_paths=read_paths, write_paths=write_paths, read_opt=policy.read_opt,
+                             hidden=self._hidden)
+        if not self._read_boundary:
+            return View(read=("/",), write=found.write, env=found.env)
+        return found
 
     def _spec(self, ws: Workspace, isolation: Isolation, policy: SandboxPolicy, scratch: Path, executable: str,
               argv: list[str], env: dict[str, str], timeout_s: float, group: Path | None,
@@ -262,10 +266,12 @@ class Terminal:
         argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
         if not network:
             argv.append("--unshare-net")
+        if "/" in view.read:  # no read boundary (scripts/bench.py's comparison): the root first, the rest over it
+            argv += ["--ro-bind", "/", "/"]
         argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         for link, target in view.links:
             argv += ["--symlink", target, link]
-        mounts = [(path, "--ro-bind") for path in view.read]
+        mounts = [(path, "--ro-bind") for path in view.read if path != "/"]
         mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
         for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
             argv += [how, path, path]
