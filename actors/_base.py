@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import zmq
 
-from actors import logs
+from actors import logs, private
 from protocol import codec
 from protocol.errors import ProtocolError
 from protocol.messages import CancelWork, Heartbeat, Stop
@@ -321,6 +321,7 @@ class Actor:
 
 def main(actor_type: type[Actor], argv: list[str] | None = None) -> None:
     """``python -m actors.<name> --spec <json>``: decode the spec and run the actor."""
+    private.enter()  # what the actor creates in the acode home is private to the user
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] != "--spec":
         print(f"usage: python -m {actor_type.__module__} --spec '<json ActorSpec>'", file=sys.stderr)

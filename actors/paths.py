@@ -12,6 +12,9 @@
     $ACODE_HOME/run/sock/           ipc sockets, mode 0700
     $ACODE_HOME/run/baselines/<session>/  a session's workspace baseline (the sandbox's; 0700)
 
+Everything beneath the home is private to the user who runs acode (directories 0700,
+files 0600; :mod:`actors.private`).
+
 A Unix socket path is limited to ~107 bytes; when the home is deep, the sockets live in
 ``/tmp/acode-<uid>-<hash of the home>`` instead (also 0700, checked to be ours).
 """
@@ -24,6 +27,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from actors.private import Tightened, secure_home
 from protocol.errors import ConfigError
 from protocol.spec import Endpoints
 
@@ -100,11 +104,14 @@ class RunPaths:
     def log_file(self, instance: str) -> Path:
         return self.logs / f"{instance}.log"
 
-    def prepare(self) -> None:
-        """Create the directories a running actor set needs (sockets 0700)."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(parents=True, exist_ok=True)
+    def prepare(self) -> list[Tightened]:
+        """Create the directories a running actor set needs, private to us (see
+        :mod:`actors.private`); refuse a home another user owns. Returns the paths of an
+        older, looser home that were made private."""
+        changed = secure_home(self.home)
+        self.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private_dir(self.sock_dir)
+        return changed
 
     def endpoints(self) -> Endpoints:
         sock = self.sock_dir

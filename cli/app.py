@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
+from actors import private
 from actors.paths import RunPaths
 from actors.stages.untrusted import check_task
 from cli import daemon, render
@@ -75,6 +76,8 @@ def up(
         if not sep or stage not in STAGES or not count.isdigit():
             raise CliError(f"--workers {item!r} is not STAGE=COUNT with STAGE one of {', '.join(STAGES)}")
         flags[f"workers.{stage}"] = int(count)
+    for changed in paths.prepare():  # a home an older acode (or a hand) made looser: one line per path
+        typer.echo(f"acode up: made private: {changed}", err=True)
     config = resolve(home=paths.home, flags=flags)
     options, interval, liveness = up_options(config)
     spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness,
@@ -402,6 +405,7 @@ def demo(
 
 
 def main() -> None:
+    private.enter()  # acode's own files are private to the user (actors.private)
     try:
         app(prog_name="acode")
     except AcodeError as exc:

@@ -23,6 +23,7 @@ import msgspec.yaml
 from actors.coordinator.actor import CoordinatorOptions
 from actors.coordinator.supervisor import SupervisionOptions
 from actors.paths import RunPaths
+from actors.private import USER_UMASK_ENV
 from actors.sandbox.isolation import FORCE_ENV, LEVELS, is_secret_name
 from actors.sandbox.visible import check_paths
 from protocol.errors import ConfigError
@@ -218,7 +219,7 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
-                or key in FORCE_ENV.values():  # hooks read by the actors themselves, not settings
+                or key in FORCE_ENV.values() or key == USER_UMASK_ENV:  # read by the processes, not settings
             continue
         name = key[len("ACODE_"):].lower()
         section, sep, field = name.partition("__")

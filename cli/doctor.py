@@ -6,18 +6,22 @@ valid native tool call and a valid JSON-schema answer on a tiny probe (delegated
 :mod:`actors.llm.doctor`); the sandbox's isolation level (from the running sandbox when
 acode is up, else probed here) and what it protects; what a command may see (the
 configured ``read_paths``/``write_paths``, ``/opt``, the toolchain prefixes found on
-this PATH); files of the workspace with a hard link outside it; and the actors' health.
-A failed check carries a one-line ``fix``.
+this PATH); files of the workspace with a hard link outside it; who can read acode's
+home and database (modes and owner); and the actors' health. A failed check carries a
+one-line ``fix``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 
 import msgspec
 import structlog
 
+from actors import private
 from actors.paths import RunPaths
 from cli.config import provider_spec, resolve, sandbox_policy
 from cli.connection import Connection, coordinator_pid
@@ -139,6 +143,34 @@ def _hardlink_check(workspace: Path) -> Check:
                  fix="if one should not be readable, replace it with a copy (cp --remove-destination) or remove it")
 
 
+def _home_check(paths: RunPaths) -> Check:
+    """Who can read acode's home and database: they hold the user's code and model answers."""
+    parts, loose, foreign = [], [], []
+    for path in (paths.home, paths.database):
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            parts.append(f"{path} not created yet")
+            continue
+        except OSError as exc:
+            parts.append(f"{path} {private.describe(path)}")
+            loose.append(f"{path} ({exc.strerror})")
+            continue
+        parts.append(f"{path} {private.describe(path)}")
+        if info.st_uid != os.getuid():
+            foreign.append(str(path))
+        elif stat.S_IMODE(info.st_mode) & 0o077:
+            loose.append(str(path))
+    detail = "; ".join(parts)
+    if foreign:
+        return Check(name="home", ok=False, detail=detail,
+                     fix=f"{', '.join(foreign)} belongs to another user: use your own home (--home or ACODE_HOME)")
+    if loose:
+        return Check(name="home", ok=False, detail=detail,
+                     fix=f"other users can read {', '.join(loose)}: `acode up` makes the home private (0700/0600)")
+    return Check(name="home", ok=True, detail=detail + " (private to you)")
+
+
 def _actor_checks(paths: RunPaths, report: StatusReport | None) -> list[Check]:
     if report is None:
         return [Check(name="actors", ok=False, detail=f"acode is not running for {paths.home}",
@@ -155,7 +187,7 @@ def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
     # The providers log every answer at info level; the doctor's lines say what matters.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
-    return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report),
+    return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report), _home_check(paths),
             *_actor_checks(paths, report)]
 
 

@@ -126,6 +126,7 @@ CODES: dict[str, str] = {
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
     "ACODE-CFG-001": "invalid configuration",
+    "ACODE-CFG-004": "acode home or database not private to you (another user owns it)",
     "ACODE-CLI-001": "acode is already running",
     "ACODE-CLI-002": "session not found",
     "ACODE-CLI-003": "invalid argument",

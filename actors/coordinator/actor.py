@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
 import msgspec
 
+from actors import private
 from actors._base import Actor
 from actors.coordinator.orchestrator import Orchestrator
 from actors.coordinator.requests import SessionRequests
@@ -141,7 +143,8 @@ class Coordinator(Actor):
 
 
 def _lock(paths: RunPaths) -> Any:
-    paths.prepare()
+    for changed in paths.prepare():  # a home an older acode (or a hand) made looser
+        print(f"acode: made private: {changed}", file=sys.stderr)
     handle = open(paths.lock_file, "a+")  # noqa: SIM115 - held open for the coordinator's whole life
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,6 +158,7 @@ def _lock(paths: RunPaths) -> Any:
 
 def run_coordinator(spec: ActorSpec) -> int:
     """Take the home's lock, issue the coordinator's epoch, write the pid file, run."""
+    private.enter()  # foreground `acode up` has done so already; `python -m actors.coordinator` has not
     paths = RunPaths(Path(spec.home))
     lock = _lock(paths)
     try:

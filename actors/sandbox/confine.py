@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Literal
 
+from actors.private import workspace_mode
 from protocol.errors import PathEscapeError, SandboxError
 
 __all__ = ["MAX_PATH_BYTES", "Guard", "Method", "Workspace", "openat2_available", "quote"]
@@ -104,6 +105,15 @@ def openat2_available() -> bool:
 def quote(text: str, limit: int = 200) -> str:
     """``repr`` of a model-given string, shortened so a hostile one cannot flood a message."""
     return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _user_mode(name: str, dir_fd: int) -> None:
+    """Give a directory we just made the mode the user's umask gives (ours is 077: actors.private)."""
+    fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, workspace_mode(directory=True))
+    finally:
+        os.close(fd)
 
 
 class Workspace:
@@ -232,6 +242,7 @@ class Workspace:
         try:
             try:
                 os.mkdir(name, 0o777, dir_fd=dir_fd)  # never follows: a link swapped in stays EEXIST
+                _user_mode(name, dir_fd)
                 return True, rel
             except FileExistsError:
                 os.close(os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd))  # a directory, or ENOTDIR
@@ -277,6 +288,7 @@ class Workspace:
                         guard(fd, part)
                     try:
                         os.mkdir(part, 0o777, dir_fd=fd)  # never follows: a dangling link stays EEXIST
+                        _user_mode(part, fd)
                     except FileExistsError:
                         pass
                     child = self._open(prefix, _DIR_FLAGS)

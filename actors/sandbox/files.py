@@ -41,6 +41,7 @@ import hashlib
 import os
 import stat
 
+from actors.private import workspace_mode
 from actors.sandbox import edits, patch, protected
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, utf8_stop
@@ -218,8 +219,9 @@ def _replace(ws: Workspace, dir_fd: int, name: str, data: bytes, path: str) -> N
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            if mode is not None:
-                os.fchmod(fd, mode)
+            # An existing file keeps its mode; a new one gets what the user's umask gives it
+            # (this process runs with umask 077 for acode's own files: actors.private).
+            os.fchmod(fd, mode if mode is not None else workspace_mode(directory=False))
             os.fsync(fd)
         finally:
             os.close(fd)

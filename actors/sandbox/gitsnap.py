@@ -47,6 +47,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from actors.private import user_umask
 from actors.sandbox import snapshot
 from actors.sandbox.confine import Workspace
 from protocol.errors import SandboxError
@@ -100,7 +101,8 @@ def _run(args: Sequence[str], *, cwd: str, env: dict[str, str], stdin: bytes | N
          check: bool = True) -> subprocess.CompletedProcess[bytes]:
     try:
         done = subprocess.run(_command(args), cwd=cwd, env=env, input=stdin, capture_output=True,
-                              stdin=subprocess.DEVNULL if stdin is None else None, timeout=GIT_TIMEOUT_S)
+                              stdin=subprocess.DEVNULL if stdin is None else None, timeout=GIT_TIMEOUT_S,
+                              umask=user_umask())  # objects in the user's repository, as git would make them
     except subprocess.TimeoutExpired as exc:
         raise _error(f"git {args[0]} did not finish within {GIT_TIMEOUT_S:g}s in {cwd}") from exc
     except OSError as exc:

@@ -43,6 +43,7 @@ from pathlib import Path
 import msgspec
 import psutil
 
+from actors.private import user_umask
 from actors.sandbox import policy as command_policy
 from actors.sandbox import visible
 from actors.sandbox.confine import Workspace, quote
@@ -297,7 +298,8 @@ class Terminal:
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-B", LAUNCHER, json.dumps(spec)],
                     cwd=ws.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(status_w,), close_fds=True)
+                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(status_w,), close_fds=True,
+                    umask=user_umask())  # a command creates files as the user would (ours is 077)
                 self._running[proc.pid] = proc
         except BaseException:
             os.close(status_r)

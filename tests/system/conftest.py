@@ -35,8 +35,9 @@ FAST = {
 
 
 class Acode:
-    def __init__(self, home: Path, env: dict[str, str] | None = None):
+    def __init__(self, home: Path, env: dict[str, str] | None = None, *, umask: int = -1):
         self.home = home
+        self.umask = umask  # the user's umask for every CLI process (-1: the test process's own)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("ACODE_")}
         self.env.update({"PYTHONPATH": str(REPO), **FAST, **(env or {})})
         self.pids: set[int] = set()
@@ -44,12 +45,12 @@ class Acode:
 
     def __call__(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CLI, "--home", str(self.home), *args], env=self.env, cwd=REPO,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, umask=self.umask)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """Run a CLI command in the background (e.g. ``run``), to act while it goes on."""
         proc = subprocess.Popen([*CLI, "--home", str(self.home), *args], env=self.env, cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, umask=self.umask)
         self.running.append(proc)
         return proc
 
