@@ -211,6 +211,10 @@ class Terminal:
                                    "that exists", code="ACODE-SBX-005")
             if self._cgroups is not None:
                 group = self._cgroups.group(policy.max_processes)
+            gits = visible.git_dirs(ws.root, hidden=self._hidden)
+            if gits:  # a linked worktree or submodule: its git directories are the workspace's too
+                view = View(read=view.read, write=(*view.write, *gits), links=view.links, env=view.env,
+                            toolchains=view.toolchains)
             spec = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view)
             outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
         finally:
@@ -263,8 +267,12 @@ class Terminal:
         """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
         (parents before children, so a read-write workspace beneath a read-only prefix
         stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
-        credential stores masked wherever a bound directory holds them."""
+        credential stores masked wherever a bound directory holds them. Run as root, the
+        command gets no capability (bubblewrap would keep them all: with CAP_SYS_ADMIN a
+        command can mount devtmpfs and read the disk beneath every bind)."""
         argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+        if os.geteuid() == 0:  # as root bwrap keeps every capability: CAP_SYS_ADMIN mounts devtmpfs, the disk
+            argv += ["--cap-drop", "ALL"]
         if not network:
             argv.append("--unshare-net")
         if "/" in view.read:  # no read boundary (scripts/bench.py's comparison): the root first, the rest over it

@@ -20,7 +20,10 @@ A command sees the session's workspace (read-write), its scratch dir (``HOME`` a
   tools, uv's managed pythons, go) need nothing special: their files resolve into their
   own version directory, which is the prefix bound;
 - the paths the user configured: ``sandbox.read_paths`` (read-only) and
-  ``sandbox.write_paths`` (read-write), checked by :func:`check_paths`.
+  ``sandbox.write_paths`` (read-write), checked by :func:`check_paths`;
+- read-write, the git directories of a workspace that is a linked worktree or a
+  submodule (:func:`git_dirs`), which live outside it: as for any repository, a command
+  can change what is in ``.git``.
 
 Nothing else: not the home directory, other homes, ``/root`` (beyond a toolchain's own
 directory), ``/var``, ``/tmp`` (a command gets a fresh one), ``/run``, other processes.
@@ -46,6 +49,7 @@ import functools
 import glob
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -53,8 +57,8 @@ from dataclasses import dataclass, field
 from actors.sandbox.isolation import CREDENTIALS
 from protocol.errors import ConfigError
 
-__all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "inside", "resolve_toolchains",
-           "summary", "view"]
+__all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "git_dirs", "inside",
+           "resolve_toolchains", "summary", "view"]
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What programs read in /etc; globs allowed. Not pip.conf, npmrc, gitconfig: they may hold tokens.
@@ -339,3 +343,35 @@ def summary(view: View, *, read_opt: bool = True) -> str:
 
 def _system_path(path: str) -> bool:
     return any(inside(path, top) for top in (*SYSTEM, "/opt", "/etc", "/sys"))
+
+
+def git_dirs(root: str, *, hidden: Iterable[str] = (), home: str | None = None) -> tuple[str, ...]:
+    """The git directories a workspace that is a linked worktree or a submodule keeps
+    outside itself (its ``.git`` is a file: ``gitdir: <dir>``, and that dir's ``commondir``),
+    so ``git status`` and ``git commit`` work there as in any repository; each must be safe
+    to bind (not the home directory or an ancestor, no credential store or acode's home)."""
+    text = _small_file(os.path.join(root, ".git"))
+    if text is None or not text.startswith("gitdir:"):
+        return ()
+    gitdir = os.path.normpath(os.path.join(root, text[len("gitdir:"):].strip()))
+    found = [gitdir]
+    common = _small_file(os.path.join(gitdir, "commondir"))
+    if common is not None and common.strip():
+        found.append(os.path.normpath(os.path.join(gitdir, common.strip())))
+    guard = _Guard(home if home is not None else os.path.expanduser("~"), hidden)
+    return tuple(d for d in dict.fromkeys(found)
+                 if os.path.isdir(d) and not inside(_real(d), _real(root)) and guard.safe(d))
+
+
+def _small_file(path: str) -> str | None:
+    """A regular file's first 4 KB as text, never following a final symlink; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 4096).decode("utf-8", "replace")
+    finally:
+        os.close(fd)

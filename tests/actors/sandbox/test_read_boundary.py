@@ -354,3 +354,78 @@ def test_a_real_pyenv_shim_under_the_home_works_inside(site: Site) -> None:
         finally:
             terminal.close()
         assert outcome.exit_code == 0 and "floor" in outcome.output, (isolation.level, outcome.output)
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_a_linked_worktree_keeps_working_and_its_main_checkout_stays_out_of_reach(level: str, tmp_path: Path) -> None:
+    isolation = LEVELS[level]
+    if isolation is None:
+        pytest.skip(f"this machine does not offer {level}")
+    main, linked = tmp_path / "main", tmp_path / "linked"
+    main.mkdir()
+    (main / "a.txt").write_text("a\n")
+    _git(main, "init", "-q", "-b", "trunk")
+    _git(main, "add", "a.txt")
+    _git(main, "commit", "-q", "-m", "a")
+    _git(main, "worktree", "add", "-q", "-b", "side", str(linked))
+    secret = f"CANARY-{secrets.token_hex(8)}"
+    (main / "untracked-secret.txt").write_text(secret)  # in the main checkout, not in git
+    (linked / "a.txt").write_text("changed\n")
+    terminal = Terminal(isolation)
+    policy = SandboxPolicy(extra_commands=["sh"])
+    try:
+        with Workspace(str(linked)) as ws:
+            def run(command: str) -> Outcome:
+                return terminal.run(ws, RunTerminal(command=command), timeout_s=30, max_bytes=20_000, policy=policy)
+            assert run("git status --porcelain").output == " M a.txt\n"
+            done = run("sh -c 'git -c user.name=t -c user.email=t@t commit -qam change && git log --oneline'")
+            assert done.exit_code == 0 and "change" in done.output, done.output
+            leak = run(f"cat {main / 'untracked-secret.txt'}")
+            assert leak.exit_code != 0 and secret not in leak.output
+    finally:
+        terminal.close()
+    assert "change" in subprocess.run(["git", "log", "--oneline", "side"], cwd=main, capture_output=True,
+                                      text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_no_device_node_or_kernel_memory_is_readable(level: str, tmp_path: Path) -> None:
+    isolation = LEVELS[level]
+    if isolation is None:
+        pytest.skip(f"this machine does not offer {level}")
+    disks = [str(p) for p in Path("/dev").iterdir() if p.is_block_device()][:5] if os.path.isdir("/dev") else []
+    (tmp_path / "probe.py").write_text(textwrap.dedent(f"""\
+        import os, stat
+        for path in {[*disks, "/dev/mem", "/dev/kmem", "/proc/kcore", "/dev/port"]!r}:
+            try:
+                with open(path, 'rb') as f:
+                    print('READ', path, len(f.read(512)))
+            except OSError as exc:
+                print('refused', path, exc.errno)
+        try:
+            os.mknod('disk', stat.S_IFBLK | 0o600, os.makedev(8, 0))
+            print('MADE a block device')
+        except OSError as exc:
+            print('mknod refused', exc.errno)
+        os.mkdir('devices')
+        libc = __import__('ctypes').CDLL(None, use_errno=True)
+        if libc.mount(b'none', b'devices', b'devtmpfs', 0, None) == 0:
+            print('MADE a devtmpfs mount:', sorted(os.listdir('devices'))[:5])
+            libc.umount2(b'devices', 2)
+        else:
+            print('mount refused', __import__('ctypes').get_errno())
+        os.rmdir('devices')
+        print('zero', len(open('/dev/zero', 'rb').read(8)), 'urandom', len(open('/dev/urandom', 'rb').read(8)))
+        open('/dev/null', 'w').write('x')
+        """))
+    terminal = Terminal(isolation)
+    try:
+        with Workspace(str(tmp_path)) as ws:
+            outcome = terminal.run(ws, RunTerminal(command="python probe.py"), timeout_s=30, max_bytes=20_000,
+                                   policy=SandboxPolicy())
+    finally:
+        terminal.close()
+    assert outcome.exit_code == 0, outcome.output
+    assert "READ" not in outcome.output and "MADE" not in outcome.output, outcome.output
+    assert "mknod refused" in outcome.output and "mount refused" in outcome.output
+    assert "zero 8 urandom 8" in outcome.output
