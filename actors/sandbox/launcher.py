@@ -30,7 +30,9 @@ tree, in order:
    ``visible.py``), write only beneath the ``writable`` ones (but never a device node), no
    TCP bind or connect (ABI 4+), no signals to and no abstract sockets of processes
    outside the domain (ABI 6+); and, when root, the capabilities that read around path
-   rules (raw I/O, file handles, mknod, modules, mounts, ptrace, BPF) leave the bounding set.
+   rules (raw I/O, file handles, mknod, modules, mounts, ptrace, BPF) leave the bounding set;
+   then a seccomp filter refuses AF_UNIX sockets and io_uring (Landlock does not confine
+   connecting to a socket by its path).
 
 The status pipe (``status_fd``) tells the sandbox what happened, one JSON object a line:
 ``{"started": true}`` once the command's ``execve`` succeeded, or
@@ -163,6 +165,53 @@ def _drop_capabilities():
         _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
+# --- seccomp: no AF_UNIX socket below Landlock ----------------------------------------------
+# Landlock's path rules do not cover connect(2) to a socket by its path: a command could
+# reach acode's own broker, an ssh-agent, the D-Bus session bus (and its keyring) or
+# docker.sock, and read through them what it cannot open. So under Landlock a command may
+# not create an AF_UNIX socket (socketpair(2) still works), nor use io_uring, which makes
+# sockets without socket(2); other architectures' and x32 system calls are refused.
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR = {"x86_64": {"socket": 41, "io_uring_setup": 425}, "aarch64": {"socket": 198, "io_uring_setup": 425}}
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EACCES = 0x7FFF0000, 0x00050000 | errno.EACCES
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _deny_unix_sockets():
+    machine = os.uname().machine
+    if machine not in _AUDIT_ARCH:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {machine}")
+    nr = _NR[machine]
+    program = [
+        (_BPF_LD_W_ABS, 0, 0, 4),  # arch
+        (_BPF_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
+        (_BPF_RET_K, 0, 0, _RET_EACCES),  # another architecture's system call
+        (_BPF_LD_W_ABS, 0, 0, 0),  # nr
+        (_BPF_JGE_K, 5, 0, 0x40000000),  # x32
+        (_BPF_JEQ_K, 4, 0, nr["io_uring_setup"]),
+        (_BPF_JEQ_K, 0, 2, nr["socket"]),
+        (_BPF_LD_W_ABS, 0, 0, 16),  # args[0], low half: the family
+        (_BPF_JEQ_K, 1, 0, 1),  # AF_UNIX
+        (_BPF_RET_K, 0, 0, _RET_ALLOW),
+        (_BPF_RET_K, 0, 0, _RET_EACCES),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), filters)
+    if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp filter refused: {os.strerror(err)}")
+
+
 # --- the steps -----------------------------------------------------------------------------
 
 def _say(status_fd, **message):
@@ -187,6 +236,7 @@ def _exec(spec, exec_w):
         if spec.get("landlock_abi", 0) > 0:
             _drop_capabilities()
             _landlock(spec["landlock_abi"], spec["readable"], spec["writable"])
+            _deny_unix_sockets()
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
         os.write(exec_w, json.dumps({"error": exc.errno or 0, "reason": exc.strerror or str(exc)}).encode())

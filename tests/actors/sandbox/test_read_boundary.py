@@ -332,8 +332,8 @@ def test_the_process_level_does_leak_and_says_so(site: Site) -> None:
         outcome = _run(terminal, site, f"cat {site.secrets[0]}", _policy(site))
         assert site.leaked(outcome.output)
         assert READS_NOT_CONFINED in outcome.isolation
-        assert "python attack.py" in _attacks(site)
-        attack = _run(terminal, site, "python attack.py", _policy(site))
+        (site.workspace / "made-open.py").write_text(f"print(open({str(site.secrets[1])!r}).read())\n")
+        attack = _run(terminal, site, "python made-open.py", _policy(site))  # attack.py's first move, alone
         assert site.leaked(attack.output)
     finally:
         terminal.close()
@@ -429,3 +429,66 @@ def test_no_device_node_or_kernel_memory_is_readable(level: str, tmp_path: Path)
     assert "READ" not in outcome.output and "MADE" not in outcome.output, outcome.output
     assert "mknod refused" in outcome.output and "mount refused" in outcome.output
     assert "zero 8 urandom 8" in outcome.output
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_a_host_unix_socket_cannot_be_reached_by_its_path(level: str, tmp_path: Path) -> None:
+    """acode's broker, an ssh-agent or the D-Bus session bus answer whoever connects: a
+    socket outside the workspace must be out of reach as a file is (Landlock alone would
+    let a command connect by path, so a seccomp filter refuses AF_UNIX sockets there)."""
+    isolation = LEVELS[level]
+    if isolation is None:
+        pytest.skip(f"this machine does not offer {level}")
+    import socket
+    import threading
+
+    secret = f"CANARY-{secrets.token_hex(8)}"
+    sock_dir = Path(f"/var/tmp/acode-sock-{secrets.token_hex(4)}")
+    sock_dir.mkdir()
+    path = sock_dir / "agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    stop = threading.Event()
+    try:
+        server.bind(str(path))
+        server.listen()
+        server.settimeout(0.2)
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except OSError:
+                    continue
+                with connection:
+                    connection.sendall(secret.encode())
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        (workspace / "dial.py").write_text(textwrap.dedent(f"""\
+            import socket
+            a, b = socket.socketpair()  # a pair of its own still works
+            a.sendall(b'pair ok'); print(b.recv(10).decode())
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect({str(path)!r})
+                print('GOT', s.recv(100).decode())
+            except OSError as exc:
+                print('refused', exc.errno)
+            """))
+        terminal = Terminal(isolation)
+        try:
+            with Workspace(str(workspace)) as ws:
+                outcome = terminal.run(ws, RunTerminal(command="python dial.py"), timeout_s=30, max_bytes=20_000,
+                                       policy=SandboxPolicy())
+        finally:
+            terminal.close()
+        assert secret not in outcome.output and "GOT" not in outcome.output, outcome.output
+        assert "pair ok" in outcome.output and "refused" in outcome.output
+        with socket.socket(socket.AF_UNIX) as control:  # the server does answer whoever reaches it
+            control.connect(str(path))
+            assert control.recv(100).decode() == secret
+    finally:
+        stop.set()
+        server.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
