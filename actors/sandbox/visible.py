@@ -198,7 +198,10 @@ def _follow(start: str, path: str, environ: Mapping[str, str], home: str, guard:
             if bound is not None:
                 found.binds.setdefault(bound)
         if os.path.islink(current):
-            target = os.readlink(current)
+            try:
+                target = os.readlink(current)
+            except OSError:
+                continue  # gone since it was found
             todo.append(os.path.normpath(os.path.join(directory, target)))
             continue
         words = _shebang(current)

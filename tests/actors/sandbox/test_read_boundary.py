@@ -318,6 +318,9 @@ def test_no_command_reads_a_canary_while_controls_and_toolchains_work(
         assert tool.output == f"tool ok from {site.tool_root}\n", tool.output
         if NODE:
             assert _run(terminal, site, "node -e \"console.log(6 * 7)\"", policy).output == "42\n"
+        if shutil.which("cargo"):  # rustup's proxy in ~/.cargo/bin, its toolchains in ~/.rustup (RUSTUP_HOME set)
+            cargo = _run(terminal, site, "cargo --version", policy)
+            assert cargo.exit_code == 0 and cargo.output.startswith("cargo "), cargo.output
     finally:
         terminal.close()
         for made in site.workspace.glob("made-*"):
