@@ -66,7 +66,7 @@ class Connection:
         return self.client.call("persistence", body, timeout=timeout, decoder=codec.PERSISTENCE_REPLY)
 
     def subscribe(self, topic: str) -> zmq.Socket[Any]:
-        sub = self.ctx.socket(zmq.SUB)
+        sub: zmq.Socket[Any] = self.ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
         sub.connect(self.endpoints.events_out)

@@ -9,6 +9,7 @@ from protocol.events import (
     CheckRan,
     Event,
     PlanRecorded,
+    ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -81,6 +82,15 @@ def sessions_table(sessions: list[SessionSnapshot]) -> str:
     return table(rows)
 
 
+def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> str:
+    """`acode status`: the sessions running or paused, with where each stands."""
+    rows = [["SESSION", "STATUS", "WHERE", "TASK"]]
+    for s in sessions:
+        task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
+        rows.append([s.id, s.status, where.get(s.id, s.stage or "-"), task])
+    return table(rows)
+
+
 def _one_line(text: str, width: int = 160) -> str:
     """Progress lines stay on one line; the full text is in `acode show --json`."""
     flat = " ".join(text.split())
@@ -96,8 +106,9 @@ class Progress:
     def line(self, event: Event) -> str | None:
         """One line for ``acode run``; None for events not worth a line."""
         match event:
-            case SessionCreated(task=task, workspace=workspace):
-                return f"session {event.session_id}: {_one_line(task, 80)!r} in {workspace}"
+            case SessionCreated(task=task, workspace=workspace, overrode_hold=holder):
+                forced = f" (--force: session {holder} still holds it)" if holder else ""
+                return f"session {event.session_id}: {_one_line(task, 80)!r} in {workspace}{forced}"
             case Transitioned(target="completed"):
                 return None
             case Transitioned(source=source, target=target, visit=visit, cycle_kind=kind, cycle=cycle, reason=reason):
@@ -123,6 +134,10 @@ class Progress:
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
                 return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
+            case ReworkChosen(rule=rule, reason=reason, kept=kept):
+                if rule == "passed":
+                    return None
+                return f"{_tag('verifier')} rework ({rule}): {_one_line(reason, 300)}; kept {len(kept)} step(s)"
             case CheckRan(label=label, command=command, passed=passed):
                 return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
             case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
@@ -138,6 +153,20 @@ class Progress:
 def files_changed(events: Iterable[Event]) -> list[str]:
     return list(dict.fromkeys(e.target for e in events
                               if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
+
+
+def _tokens(event: StageFinished) -> str:
+    """A stage's token figures: its largest prompt (acode's estimate) against its budget,
+    and what the server counted, when it said."""
+    if not event.tokens_est and not event.tokens_in:
+        return ""  # the model was not asked
+    parts = []
+    if event.budget_tokens:
+        parts.append(f"largest prompt ~{event.largest_prompt_est:,} of {event.budget_tokens:,} tokens budgeted, "
+                     f"~{event.tokens_est:,} in all")
+    if event.tokens_in or event.tokens_out:
+        parts.append(f"server: {event.tokens_in:,} in, {event.tokens_out:,} out")
+    return f" [{'; '.join(parts)}]"
 
 
 def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
@@ -166,7 +195,10 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageFinished):
             took = f"{event.duration_ms / 1000:.3f}s"
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: "
-                         f"{_one_line(event.summary, 100)}")
+                         f"{_one_line(event.summary, 100)}{_tokens(event)}")
+        elif isinstance(event, ReworkChosen) and event.rule != "passed":
+            lines.append(f"  +{event.at - start:8.3f}s  {'verifier':>8} rework ({event.rule}): "
+                         f"{_one_line(event.reason, 200)}")
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")

@@ -126,12 +126,15 @@ CODES: dict[str, str] = {
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
     "ACODE-CFG-001": "invalid configuration",
+    "ACODE-CFG-002": "configuration contradicts itself",
+    "ACODE-CFG-003": "setting acode cannot honour",
     "ACODE-CFG-004": "acode home or database not private to you (another user owns it)",
     "ACODE-CLI-001": "acode is already running",
     "ACODE-CLI-002": "session not found",
     "ACODE-CLI-003": "invalid argument",
     "ACODE-CLI-004": "session cannot do that in its current state",
     "ACODE-CLI-005": "answers do not match the session's questions",
+    "ACODE-CLI-006": "the workspace is held by an unfinished session",
 }
 
 

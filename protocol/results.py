@@ -15,7 +15,7 @@ import msgspec
 
 from protocol.errors import ErrorInfo
 from protocol.plan import TaskPlan
-from protocol.stages import Stage
+from protocol.stages import Stage, StepStatus
 from protocol.tools import Risk
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "ModelToolCall",
     "ReviewIssue",
     "ReviewerAnswer",
+    "Rework",
     "StageMetrics",
     "StageResult",
     "StepRecord",
@@ -40,31 +41,35 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pass
 
 
-class CriterionVerdict(_Wire, kw_only=True):
+class CriterionVerdict(_Wire, frozen=True, kw_only=True):
     label: str
     passed: bool
     evidence: str = ""
 
 
-class VerifierAnswer(_Wire, kw_only=True):
+class VerifierAnswer(_Wire, frozen=True, kw_only=True):
     passed: bool
     summary: str = ""
     criteria: list[CriterionVerdict] = []
 
 
-class ReviewIssue(_Wire, kw_only=True):
+class ReviewIssue(_Wire, frozen=True, kw_only=True):
     criterion: str = ""
     problem: str
     suggestion: str = ""
 
 
-class ReviewerAnswer(_Wire, kw_only=True):
-    decision: Literal["approve", "replan"]
+class ReviewerAnswer(_Wire, frozen=True, kw_only=True):
+    """The reviewer's decision: ``approve`` ends the session; ``request_changes`` sends its
+    issues to the executor (the approach is right, details are not); ``replan`` sends them
+    to the planner (the approach is wrong)."""
+
+    decision: Literal["approve", "request_changes", "replan"]
     summary: str = ""
     issues: list[ReviewIssue] = []
 
 
-class ToolResult(_Wire, kw_only=True):
+class ToolResult(_Wire, frozen=True, kw_only=True):
     """One tool call's outcome. ``outcome == "unknown"`` means an earlier run of the same
     call was interrupted after its intent was journaled: check the workspace, do not
     blindly repeat it."""
@@ -83,12 +88,12 @@ class ToolResult(_Wire, kw_only=True):
     isolation: str = ""  # run_terminal: the isolation the command ran under (see actors/sandbox/isolation.py)
 
 
-class Usage(_Wire, kw_only=True):
+class Usage(_Wire, frozen=True, kw_only=True):
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
 
 
-class ModelToolCall(_Wire, kw_only=True):
+class ModelToolCall(_Wire, frozen=True, kw_only=True):
     """One tool call of a model. ``invalid_arguments`` holds the raw text when the model's
     arguments were not a JSON object (``arguments`` is then empty); the executor sends the
     model a correction instead of running the call."""
@@ -99,13 +104,13 @@ class ModelToolCall(_Wire, kw_only=True):
     invalid_arguments: str = ""
 
 
-class ModelAnswer(_Wire, kw_only=True):
+class ModelAnswer(_Wire, frozen=True, kw_only=True):
     content: str = ""
     tool_calls: list[ModelToolCall] = []
     usage: Usage = Usage()
 
 
-class StepRecord(_Wire, kw_only=True):
+class StepRecord(_Wire, frozen=True, kw_only=True):
     """A finished step of one executor visit: the executor skips it when it resumes.
     ``blocked``: not run, because a step it depends on failed. ``code`` is a failed step's
     error code (ACODE-EXEC-003 when it ran out of turns)."""
@@ -114,7 +119,7 @@ class StepRecord(_Wire, kw_only=True):
     visit: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
     task: str
     step: str
-    status: Literal["completed", "failed", "blocked"]
+    status: StepStatus
     summary: str = ""
     turns: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
     tool_calls: Count = 0
@@ -123,21 +128,49 @@ class StepRecord(_Wire, kw_only=True):
     code: str = ""
 
 
-class ExecutionReport(_Wire, kw_only=True):
+class ExecutionReport(_Wire, frozen=True, kw_only=True):
+    """Every step of the plan: run in this visit, or ``kept`` (``task/step`` labels: the
+    steps of completed tasks and those the last verification kept) from an earlier visit,
+    whose record is included as it was written then (when there is one)."""
+
     steps: list[StepRecord] = []
     files_changed: list[str] = []
+    kept: list[str] = []
 
 
-class StageMetrics(_Wire, kw_only=True):
+class Rework(_Wire, frozen=True, kw_only=True):
+    """What a verification keeps and what the next executor visit runs again.
+
+    ``rule`` says how the steps to run again were chosen: ``passed`` (nothing failed),
+    ``criteria`` (the steps of the tasks whose criteria failed, plus their dependents),
+    ``files`` (a failure no task owns, e.g. the test suite: the steps that changed a file
+    its output names, plus their dependents), ``all`` (a failure nothing could be
+    attributed to). ``rerun`` and ``kept`` are ``task/step`` labels; ``completed_tasks``
+    are the tasks whose every step is kept and whose criteria passed.
+    """
+
+    rule: Literal["passed", "criteria", "files", "all"]
+    reason: str = ""
+    rerun: list[str] = []
+    kept: list[str] = []
+    completed_tasks: list[str] = []
+
+
+class StageMetrics(_Wire, frozen=True, kw_only=True):
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     model_calls: Count = 0
     replayed_model_calls: Count = 0
     tool_calls: Count = 0
-    tokens_in: Count = 0
+    tokens_in: Count = 0  # as the server counted them (0 when it did not say)
     tokens_out: Count = 0
+    # acode's own estimate (4 characters a token) of every prompt sent, the largest one,
+    # and the stage's prompt budget (its share of the model's context)
+    prompt_tokens_est: Count = 0
+    largest_prompt_est: Count = 0
+    budget_tokens: Count = 0
 
 
-class StageResult(_Wire, kw_only=True):
+class StageResult(_Wire, frozen=True, kw_only=True):
     """A stage's answer to ``RunStage``; ``(session_id, stage, visit, attempt)`` fences it."""
 
     session_id: str
@@ -152,3 +185,4 @@ class StageResult(_Wire, kw_only=True):
     review: ReviewerAnswer | None = None
     error: ErrorInfo | None = None
     metrics: StageMetrics = StageMetrics()
+    rework: Rework | None = None  # the verifier's: what the next executor visit runs again

@@ -28,6 +28,7 @@ from protocol.stages import (
 
 __all__ = [
     "CYCLE_KINDS",
+    "DEFAULT_TOKEN_BUDGET",
     "STAGES",
     "Clarification",
     "TERMINAL",
@@ -48,6 +49,8 @@ __all__ = [
 
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
+DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
 
 
@@ -55,14 +58,14 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pass
 
 
-class ScriptedProvider(_Wire, tag="scripted", tag_field="kind", kw_only=True):
+class ScriptedProvider(_Wire, frozen=True, tag="scripted", tag_field="kind", kw_only=True):
     """The deterministic model: answers come from a YAML script (see protocol.script)."""
 
     script_yaml: Annotated[str, msgspec.Meta(max_length=5_000_000)]
     script_name: str = ""
 
 
-class _HttpProvider(_Wire, kw_only=True):
+class _HttpProvider(_Wire, frozen=True, kw_only=True):
     """A model server reached over HTTP (fields shared by the Ollama and OpenAI-compatible kinds).
 
     ``model`` answers every stage unless ``stage_models`` names another for a stage.
@@ -92,13 +95,13 @@ class _HttpProvider(_Wire, kw_only=True):
         return self.stage_models.get(stage, self.model)
 
 
-class OllamaProvider(_HttpProvider, tag="ollama", tag_field="kind", kw_only=True):
+class OllamaProvider(_HttpProvider, frozen=True, tag="ollama", tag_field="kind", kw_only=True):
     """Ollama's native API: ``POST {base_url}/api/chat``, NDJSON streaming."""
 
     base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)] = "http://127.0.0.1:11434"
 
 
-class OpenAIProvider(_HttpProvider, tag="openai", tag_field="kind", kw_only=True):
+class OpenAIProvider(_HttpProvider, frozen=True, tag="openai", tag_field="kind", kw_only=True):
     """An OpenAI-compatible server (LM Studio, llama.cpp's server, vLLM):
     ``POST {base_url}/chat/completions``, SSE streaming. ``base_url`` includes ``/v1``.
     ``api_key_env`` names an environment variable of the stage actors holding a key; the
@@ -111,7 +114,7 @@ class OpenAIProvider(_HttpProvider, tag="openai", tag_field="kind", kw_only=True
 ProviderSpec = ScriptedProvider | OllamaProvider | OpenAIProvider
 
 
-class SessionSettings(_Wire, kw_only=True):
+class SessionSettings(_Wire, frozen=True, kw_only=True):
     """Resolved limits and model for one session (defaults match the seeds)."""
 
     stage_timeouts: dict[Stage, Seconds] = msgspec.field(
@@ -134,23 +137,42 @@ class SessionSettings(_Wire, kw_only=True):
     # How long a needs_input pause waits for ``acode answer`` before the planner goes on
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
+    # Each stage's prompt budget, in percent of the model's context less the answer's
+    # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
+    token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
+    # The planner (seed 003's planner block): a task's complexity may not exceed
+    # ``max_task_complexity``; files matching ``context_excludes`` (gitignore-style
+    # patterns) are never shown to it, and when ``context_includes`` is set only files
+    # matching it are shown for matching the task (key project files still are).
+    max_task_complexity: Annotated[int, msgspec.Meta(ge=1, le=34)] = 34
+    context_includes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    context_excludes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    # Transient tool failures are retried this many times, after 1x, 2x, 4x ... this wait (seed 004 FR-064/065)
+    tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    tool_retry_backoff_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    # A stage's own retry limit (seed 000's orchestration.stages.<stage>.retry_limit), else stage_retry_limit
+    stage_retry_limits: dict[Stage, Annotated[int, msgspec.Meta(ge=0, le=10)]] = {}
 
 
-class FeedbackItem(_Wire, kw_only=True):
+class FeedbackItem(_Wire, frozen=True, kw_only=True):
     label: str
     problem: str
     detail: str = ""
 
 
-class Feedback(_Wire, kw_only=True):
-    """What a later stage tells an earlier one when it sends the session back."""
+class Feedback(_Wire, frozen=True, kw_only=True):
+    """What a later stage tells an earlier one when it sends the session back (``target``:
+    the stage it goes to), or, in a session's history, what a re-plan changed (source
+    ``planner``)."""
 
     source: Stage
     summary: str
     items: list[FeedbackItem] = []
+    target: Stage | None = None
+    cycle: SmallCount = 0
 
 
-class Clarification(_Wire, kw_only=True):
+class Clarification(_Wire, frozen=True, kw_only=True):
     """A planner's question and the user's answer (or its default, when the wait ran out)."""
 
     label: str
@@ -159,13 +181,13 @@ class Clarification(_Wire, kw_only=True):
     defaulted: bool = False
 
 
-class PauseInfo(_Wire, kw_only=True):
+class PauseInfo(_Wire, frozen=True, kw_only=True):
     kind: PauseKind
     code: str
     message: str
 
 
-class SessionSnapshot(_Wire, kw_only=True):
+class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     id: str
     task: str
     workspace: str
@@ -186,6 +208,12 @@ class SessionSnapshot(_Wire, kw_only=True):
     updated_at: float = 0.0
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
+    # Finished work of the current plan version, as the last verification judged it: steps
+    # (``task/step``) the executor does not run again, and every task that is completed
+    # (those the plan carried over completed, until a verification says otherwise).
+    kept_steps: list[str] = []
+    completed_tasks: list[str] = []
+    history: list[Feedback] = []  # every cycle's feedback and re-plan summary, oldest first (the reviewer's)
 
     @property
     def visit(self) -> int:

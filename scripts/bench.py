@@ -204,6 +204,7 @@ def _run_terminal(calls: int) -> dict[str, object]:
         variants["bubblewrap"] = (full, True)
         variants["bubblewrap_unconfined_reads"] = (full, False)
     out: dict[str, object] = {"offered": full.describe()}
+    timings: dict[str, dict[str, float]] = {}
     from actors.sandbox import visible
     from actors.sandbox.policy import DEFAULT_ALLOW
 
@@ -231,14 +232,15 @@ def _run_terminal(calls: int) -> dict[str, object]:
                     assert outcome.exit_code == 0, outcome
             for name, terminal in terminals.items():
                 terminal.close()
-                out[name] = {"p50": _percentile(times[name], 0.5), "p99": _percentile(times[name], 0.99)}
-    reference = out.get("process_pidns") or out["process_subreaper"]
-    if "bubblewrap" in out:
-        out["bubblewrap_added_p50"] = round(out["bubblewrap"]["p50"] - reference["p50"], 3)  # type: ignore[index]
+                out[name] = timings[name] = {"p50": _percentile(times[name], 0.5),
+                                             "p99": _percentile(times[name], 0.99)}
+    reference = timings.get("process_pidns") or timings["process_subreaper"]
+    if "bubblewrap" in timings:
+        out["bubblewrap_added_p50"] = round(timings["bubblewrap"]["p50"] - reference["p50"], 3)
     for level in ("bubblewrap", "landlock"):
-        if level in out:
+        if level in timings:
             out[f"{level}_read_boundary_added_p50"] = round(
-                out[level]["p50"] - out[f"{level}_unconfined_reads"]["p50"], 3)  # type: ignore[index]
+                timings[level]["p50"] - timings[f"{level}_unconfined_reads"]["p50"], 3)
     return out
 
 

@@ -113,7 +113,7 @@ class Isolation(msgspec.Struct, frozen=True, kw_only=True):
     def describe(self) -> str:
         """One line for ``acode status``, ``acode doctor`` and every run_terminal result and
         ``tool_called`` event: the level first, then plainly what it does for reads."""
-        parts = [self.level]
+        parts: list[str] = [self.level]
         if self.level == "bubblewrap":
             parts.append("only the workspace, system and toolchain dirs exist for a command (reads confined), "
                          "writes to workspace only, no network, pid namespace")
@@ -157,7 +157,8 @@ def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = Tru
     """The strongest isolation this machine offers (the flags turn layers off: ``pidns=False``
     leaves the subreaper to contain a command's tree)."""
     probe = _probe()
-    abi = int(probe.get("landlock_abi", 0) or 0) if landlock else 0
+    found = probe.get("landlock_abi", 0)  # the launcher's JSON: an int, unless something is badly wrong
+    abi = found if landlock and isinstance(found, int) else 0
     pidns = pidns and bool(probe.get("pidns", False))
     pids: Literal["cgroup", "rlimit", "none"] = "none"
     if cgroup and PidsCgroup.base() is not None:

@@ -44,6 +44,8 @@ after "started" is bubblewrap's exit code, which is the command's.
 (``pidns``), and the Landlock ABI version (0: none).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
@@ -51,6 +53,12 @@ import os
 import resource
 import signal
 import sys
+
+# typing costs ~10 ms at the start of every command; mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -64,7 +72,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-def _syscall(name, *args):
+def _syscall(name: str, *args: object) -> int:
     number = _SYS.get(os.uname().machine, {}).get(name)
     if number is None:
         raise OSError(errno.ENOSYS, f"no {name} syscall number for {os.uname().machine}")
@@ -72,10 +80,10 @@ def _syscall(name, *args):
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return result
+    return int(result)
 
 
-def _prctl(option, arg):
+def _prctl(option: int, arg: int) -> None:
     if _libc.prctl(option, arg, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
@@ -102,7 +110,7 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def landlock_abi():
+def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
     try:
         return int(_syscall("create", None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
@@ -110,7 +118,7 @@ def landlock_abi():
         return 0
 
 
-def _landlock(abi, readable, writable):
+def _landlock(abi: int, readable: Iterable[str], writable: Iterable[str]) -> None:
     """Confine this process (and what it execs): reads beneath ``readable`` and
     ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
@@ -156,7 +164,7 @@ _DANGEROUS_CAPS = (2, 16, 17, 19, 21, 27, 38, 39)  # DAC_READ_SEARCH SYS_MODULE 
 _PR_CAPBSET_DROP = 24
 
 
-def _drop_capabilities():
+def _drop_capabilities() -> None:
     """Root keeps its other capabilities; these leave the bounding set, so the exec'd
     command never has them. A kernel that does not know one refuses it: nothing to drop."""
     if os.geteuid() != 0:
@@ -187,7 +195,7 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _deny_unix_sockets():
+def _deny_unix_sockets() -> None:
     machine = os.uname().machine
     if machine not in _AUDIT_ARCH:
         raise OSError(errno.ENOSYS, f"no seccomp filter for {machine}")
@@ -214,14 +222,14 @@ def _deny_unix_sockets():
 
 # --- the steps -----------------------------------------------------------------------------
 
-def _say(status_fd, **message):
+def _say(status_fd: int, **message: object) -> None:
     try:
         os.write(status_fd, (json.dumps(message) + "\n").encode())
     except OSError:
         pass  # the sandbox is gone; PDEATHSIG is on its way
 
 
-def _rlimits(limits):
+def _rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         which = getattr(resource, f"RLIMIT_{name.upper()}")
         soft, hard = resource.getrlimit(which)
@@ -229,7 +237,7 @@ def _rlimits(limits):
         resource.setrlimit(which, (value, value))
 
 
-def _exec(spec, exec_w):
+def _exec(spec: dict[str, Any], exec_w: int) -> None:
     """In the command's process: Landlock, then execve. Reports a failure on ``exec_w``."""
     try:
         os.set_blocking(exec_w, True)
@@ -245,7 +253,9 @@ def _exec(spec, exec_w):
     os._exit(127)
 
 
-def _fork_command(spec, status_fd, *, deathsig, unblock=frozenset()):
+def _fork_command(
+    spec: dict[str, Any], status_fd: int, *, deathsig: int, unblock: Iterable[signal.Signals] = frozenset()
+) -> int | None:
     """Fork the command; wait for its exec. Returns its pid, or None when it did not start."""
     exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
     parent = os.getpid()
@@ -270,15 +280,15 @@ def _fork_command(spec, status_fd, *, deathsig, unblock=frozenset()):
     return pid
 
 
-def _status(wait_status):
+def _status(wait_status: int) -> dict[str, int]:
     if os.WIFSIGNALED(wait_status):
         return {"signal": os.WTERMSIG(wait_status)}
     return {"exit": os.waitstatus_to_exitcode(wait_status)}
 
 
-def _children():
+def _children() -> list[int]:
     """Pids whose parent is this process (orphans re-parented to the subreaper included)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -292,7 +302,7 @@ def _children():
     return found
 
 
-def _sweep():
+def _sweep() -> None:
     """SIGKILL and reap every descendant: killed parents hand their children to us."""
     for _ in range(10_000):
         children = _children()
@@ -310,7 +320,7 @@ def _sweep():
                 pass
 
 
-def _run_subreaper(spec, status_fd):
+def _run_subreaper(spec: dict[str, Any], status_fd: int) -> None:
     """Fork the command, wait for it, then sweep; SIGTERM kills the command at any point.
 
     SIGTERM may come more than once: PDEATHSIG is sent each time the launcher's parent
@@ -323,9 +333,9 @@ def _run_subreaper(spec, status_fd):
     only then reaped; the handler never raises; and the sweep runs whatever happens.
     """
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    command = []
+    command: list[int] = []
 
-    def stop(*_):  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
+    def stop(*_: object) -> None:  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
         for pid in command:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -348,7 +358,7 @@ def _run_subreaper(spec, status_fd):
     _say(status_fd, **_status(wait_status))
 
 
-def _map_ids():
+def _map_ids() -> None:
     uid, gid = os.getuid(), os.getgid()
     _syscall("unshare", ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID))
     with open("/proc/self/setgroups", "w") as f:
@@ -359,14 +369,14 @@ def _map_ids():
         f.write(f"{gid} {gid} 1")
 
 
-def _unshare_pid():
+def _unshare_pid() -> None:
     if os.geteuid() == 0:
         _syscall("unshare", ctypes.c_int(_CLONE_NEWPID))
     else:
         _map_ids()
 
 
-def _run_pidns(spec, status_fd):
+def _run_pidns(spec: dict[str, Any], status_fd: int) -> None:
     _unshare_pid()
     life_r, life_w = os.pipe2(os.O_CLOEXEC)
     init = os.fork()
@@ -394,7 +404,7 @@ def _run_pidns(spec, status_fd):
             continue
 
 
-def probe():
+def probe() -> dict[str, object]:
     """What this machine allows: a PID namespace, and which Landlock ABI."""
     pidns = False
     child = os.fork()
@@ -413,7 +423,7 @@ def probe():
     return {"pidns": pidns, "landlock_abi": landlock_abi()}
 
 
-def main():
+def main() -> None:
     if sys.argv[1:] == ["--probe"]:
         print(json.dumps(probe()))
         return

@@ -209,7 +209,8 @@ def search_code(ws: Workspace, args: SearchCode, max_bytes: int, *, budget_s: fl
     try:
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             rules, ignored_start = ignore.for_start(ws, rel)
-            files = ((path, dir_fd) for kind, path, dir_fd in _walk(fd, rel, None, rules, tally) if kind == "file")
+            files: Iterator[tuple[str, int]] = (
+                (path, dir_fd) for kind, path, dir_fd in _walk(fd, rel, None, rules, tally) if kind == "file")
         else:
             files = iter([(rel, -1)])
         for path, dir_fd in files:

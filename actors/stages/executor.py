@@ -28,6 +28,16 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   dependencies), which are recorded as ``blocked``; independent steps still run. The
   stage then fails with the first failed step's code.
 
+Finished work stays finished (seed 000): the steps of tasks the plan marks ``completed``
+are not run, and the steps named in ``kept_steps`` (the last verification kept them,
+see :mod:`actors.stages.rework`) are reported with their earlier record instead of
+running again. When the reviewer sent the session back with ``request_changes``, one
+extra step (task ``review<cycle>``, step ``S1``) makes the changes it listed.
+
+Budget: the chat fits the executor's share of the model's context
+(:func:`context_budget`); a step whose own message does not fit beside the system
+prompt and the tool definitions fails the stage with ACODE-ORCH-005.
+
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
 unfinished step, a retried attempt makes the same model requests (answered from the
@@ -47,33 +57,33 @@ import msgspec
 from actors.llm import toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
+from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
 from protocol.errors import ErrorInfo
 from protocol.events import StepFinished, StepStarted
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
-from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
+from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
 from protocol.results import ExecutionReport, ModelToolCall, StageResult, StepRecord
-from protocol.session import SessionSettings
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepFailed, decode_args, tool_definitions
+from protocol.session import Feedback, SessionSettings
+from protocol.stages import StepStatus
+from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
 
-__all__ = ["context_budget", "run"]
+__all__ = ["context_budget", "review_task", "run"]
 
 _TOOLS = tool_definitions()
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
-_DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
 _TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
 
 
 def context_budget(settings: SessionSettings) -> int:
-    """Characters of chat the executor sends: 3/4 of the model's window (the rest is for the
-    answer), less the tool definitions."""
-    window = getattr(settings.provider, "num_ctx", None) or _DEFAULT_CONTEXT_TOKENS
-    return max(window * 3 // 4 * 4 - _TOOLS_CHARS, 4_000)
+    """Characters of chat the executor sends: its token budget (its share of the model's
+    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions."""
+    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _TOOLS_CHARS, 0)
 
 
 class _Step:
@@ -119,9 +129,14 @@ class _Step:
     def run(self) -> StepRecord:
         request = self.ctx.request
         assert request.plan is not None
+        system = prompts.executor_system(self.ctx.fence)
+        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
+        if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
+            raise too_large(request.settings, "executor", estimate(system + bare) + -(-_TOOLS_CHARS // CHARS_PER_TOKEN),
+                            f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback, files=self._context_files(),
                                    fence=self.ctx.fence)
-        self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
+        self.conversation = Conversation(system, text)
         limit = request.settings.max_turns_per_step
         for turn in range(1, limit + 1):
             answer = self.ctx.model.complete(ModelRequest(
@@ -161,7 +176,8 @@ class _Step:
             control = decode_args(call.name, call.arguments)
             if isinstance(control, StepFailed):
                 return self._finish("failed", control.reason, turn, code="ACODE-EXEC-001")
-            summary: str = control.summary  # type: ignore[attr-defined]
+            assert isinstance(control, StepComplete)  # CONTROL_TOOLS names these two
+            summary = control.summary
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
                 self.pushed_back = True
@@ -180,7 +196,7 @@ class _Step:
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
         return None
 
-    def _finish(self, status: str, summary: str, turns: int, *, code: str = "") -> StepRecord:
+    def _finish(self, status: StepStatus, summary: str, turns: int, *, code: str = "") -> StepRecord:
         return _record(self.ctx, self.task, self.step, status, summary, turns, self.calls, self.files, code)
 
 
@@ -198,16 +214,16 @@ def _base_key(session_id: str, visit: int, task: PlanTask, step: PlanStep) -> st
     return f"{session_id}:e{visit}:{where}"
 
 
-def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: str, summary: str, turns: int,
+def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatus, summary: str, turns: int,
             calls: int, files: list[str], code: str = "") -> StepRecord:
     request = ctx.request
     record = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
-                        status=status, summary=summary, turns=turns, tool_calls=calls,  # type: ignore[arg-type]
+                        status=status, summary=summary, turns=turns, tool_calls=calls,
                         files_changed=files, at=time.time(), code=code)
     ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
                                           "finished"),
                              session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
-                             status=status, summary=summary)],  # type: ignore[arg-type]
+                             status=status, summary=summary)],
                step=record)
     return record
 
@@ -235,6 +251,16 @@ def _which(where: str, state: str) -> str:
     return f"{where}, which {'failed' if state == 'failed' else 'was not run either'}"
 
 
+def review_task(feedback: Feedback, files: list[str]) -> PlanTask:
+    """The extra step of an executor visit the reviewer sent back with ``request_changes``:
+    make the changes it listed (shown as the step's feedback), in the files changed so far."""
+    step = PlanStep(label="S1", title="Make the changes the reviewer asked for", action="modify_file",
+                    description="Make each change listed in the reviewer's feedback below, and nothing else.",
+                    expected_output="the reviewer's issues resolved")
+    return PlanTask(label=f"review{feedback.cycle or 1}", title="Changes asked for by the reviewer",
+                    description=feedback.summary, resources=Resources(read=files[:_MAX_CONTEXT_FILES]), steps=[step])
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     plan = request.plan
@@ -246,11 +272,32 @@ def run(ctx: StageContext) -> StageResult:
     earlier = [r for v in range(1, request.visit)
                for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
     wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
+    latest = {(r.task, r.step): r for r in earlier}  # each step's last outcome before this visit
+    kept_labels = set(request.kept_steps)
     records: list[StepRecord] = []
+    kept: list[str] = []
+    for task in plan.tasks:  # completed tasks: reported as kept, with their last records
+        if task.status == "completed":
+            for step in task.steps:
+                kept.append(f"{task.label}/{step.label}")
+                if (task.label, step.label) in latest:
+                    records.append(latest[(task.label, step.label)])
     status: dict[tuple[str, str], str] = {}
-    for task, step in ordered_steps(plan):
-        record = finished.get((task.label, step.label))
-        if record is None:
+    work = ordered_steps(plan)
+    feedback = request.feedback
+    if feedback is not None and feedback.source == "reviewer":
+        so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
+        extra = review_task(feedback, so_far)
+        work = [*work, (extra, extra.steps[0])]
+    for task, step in work:
+        key = (task.label, step.label)
+        record = finished.get(key)
+        before = latest.get(key)
+        if record is None and f"{task.label}/{step.label}" in kept_labels and before is not None \
+                and before.status == "completed":
+            kept.append(f"{task.label}/{step.label}")
+            record = before
+        elif record is None:
             blocker = _blocker(plan, task, step, status)
             if blocker is not None:
                 record = _record(ctx, task, step, "blocked", f"it depends on {blocker}", 0, 0, [])
@@ -259,11 +306,11 @@ def run(ctx: StageContext) -> StageResult:
                                                      step.label, "started"),
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
-                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before).run()
+                record = _Step(ctx, task, step, key in wrote_before).run()
         records.append(record)
-        status[(task.label, step.label)] = record.status
+        status[key] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))
-    report = ExecutionReport(steps=records, files_changed=files)
+    report = ExecutionReport(steps=records, files_changed=files, kept=kept)
     failed = [r for r in records if r.status == "failed"]
     if failed:
         blocked = [f"{r.task}/{r.step}" for r in records if r.status == "blocked"]
@@ -272,6 +319,8 @@ def run(ctx: StageContext) -> StageResult:
             message += f"; blocked by it: {', '.join(blocked)}"
         return ctx.result(ok=False, summary=message[:2_000], execution=report,
                           error=ErrorInfo(code=failed[0].code or "ACODE-EXEC-001", message=message[:4_000]))
-    return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed so far",
-                      execution=report)
-
+    ran = sum(1 for r in records if r.visit == request.visit and r.status == "completed")
+    summary = f"{ran} step(s) done, {len(files)} file(s) changed so far"
+    if kept:
+        summary = f"{ran} step(s) done, {len(kept)} kept from earlier, {len(files)} file(s) changed so far"
+    return ctx.result(ok=True, summary=summary, execution=report)

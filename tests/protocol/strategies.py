@@ -121,9 +121,17 @@ settings = struct(
     planner_context_tokens=st.integers(500, 2_000_000),
     tool_result_tokens=st.integers(100, 1_000_000),
     clarification_timeout_s=st.floats(0, 30 * 86_400),
+    token_budget=st.dictionaries(stages, st.integers(1, 100)),
+    max_task_complexity=st.integers(1, 34),
+    context_includes=_few(short.filter(bool)),
+    context_excludes=_few(short.filter(bool)),
+    tool_retry_limit=st.integers(0, 10),
+    tool_retry_backoff_s=st.floats(0, 60),
+    stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
-feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
+feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items),
+                   target=st.none() | stages, cycle=small_counts)
 clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
                         defaulted=st.booleans())
 pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts})
@@ -147,6 +155,9 @@ snapshots = struct(
     updated_at=floats,
     finished_at=st.none() | floats,
     settings=settings,
+    kept_steps=_few(short),
+    completed_tasks=_few(short),
+    history=_few(feedbacks),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -185,7 +196,8 @@ verdicts = struct(rs.CriterionVerdict, {"label": short, "passed": st.booleans()}
 verifier_answers = struct(rs.VerifierAnswer, {"passed": st.booleans()}, summary=texts,
                           criteria=_few(verdicts))
 review_issues = struct(rs.ReviewIssue, {"problem": texts}, criterion=short, suggestion=texts)
-reviewer_answers = struct(rs.ReviewerAnswer, {"decision": st.sampled_from(["approve", "replan"])},
+reviewer_answers = struct(rs.ReviewerAnswer,
+                          {"decision": st.sampled_from(["approve", "request_changes", "replan"])},
                           summary=texts, issues=_few(review_issues))
 tool_results = struct(
     rs.ToolResult,
@@ -204,15 +216,20 @@ step_records = struct(
      "status": st.sampled_from(["completed", "failed", "blocked"])},
     summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats, code=short,
 )
-execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
+execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short),
+                           kept=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
-                       replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts)
-stage_results = struct(
+                       replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts,
+                       prompt_tokens_est=counts, largest_prompt_est=counts, budget_tokens=counts)
+rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
+reworks = struct(rs.Rework, {"rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
+                 completed_tasks=_few(short))
+stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
-    error=st.none() | error_infos, metrics=stage_metrics,
+    error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -226,13 +243,16 @@ def _event(cls: type, required: dict[str, st.SearchStrategy[Any]] | None = None,
     return struct(cls, {**_event_base, **(required or {})}, **_event_optional, **optional)
 
 
-_event(ev.SessionCreated, {"task": texts, "workspace": texts})
+_event(ev.SessionCreated, {"task": texts, "workspace": texts}, overrode_hold=texts)
 _event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
                          "target": st.sampled_from([*ss.STAGES, "completed"])},
        visit=visits, reason=texts, cycle_kind=st.none() | cycle_kinds, cycle=small_counts)
 _event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "reason": texts})
 _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
-       duration_ms=floats, summary=texts, error=st.none() | error_infos)
+       duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
+       largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals)
+_event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
+       completed_tasks=_few(short))
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
        status=short)
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
@@ -262,7 +282,8 @@ struct(m.Error, {"error": error_infos})
 struct(m.Ack, detail=texts)
 
 struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40),
-                      "workspace": st.text(min_size=1, max_size=40), "settings": settings})
+                      "workspace": st.text(min_size=1, max_size=40), "settings": settings},
+       force=st.booleans())
 struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
 struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications))
@@ -303,7 +324,7 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
-       clarifications=_few(clarifications))
+       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},

@@ -80,9 +80,9 @@ def _git(cwd: Path, *args: str) -> None:
 def _build(token: str, tmp: Path) -> Site:
     canary, control = f"CANARY-{secrets.token_hex(16)}", f"CONTROL-{secrets.token_hex(16)}"
     home_dir = Path(HOME) / f".acode-canary-{token}"
-    opt_dir = Path(f"/opt/acode-canary-{token}")
+    opt_dir: Path | None = Path(f"/opt/acode-canary-{token}")
     try:
-        opt_dir.mkdir()
+        opt_dir.mkdir()  # type: ignore[union-attr]
     except OSError:
         opt_dir = None  # /opt not writable here: that location is left out
     site = Site(token=token, canary=canary, control=control, home_dir=home_dir,

@@ -137,7 +137,7 @@ def _cut_after(full: Prepared, kinds: set[str]) -> int:
 
 def test_trimming_drops_matching_files_first_then_key_files_then_the_tree_never_the_task(
         shop: Path, terminal: Terminal) -> None:
-    extra = {"clarifications": [Clarification(label="Q1", question="where?", answer="in src/greet.py")]}
+    extra: dict[str, Any] = {"clarifications": [Clarification(label="Q1", question="where?", answer="in src/greet.py")]}
     full = _prepare(LocalTools(shop, terminal), **extra)
     assert full.omitted == ()
 
@@ -280,3 +280,13 @@ def test_no_term_is_searched_after_a_search_ran_out_of_the_sandboxs_time_budget(
         ("search", "unit", "skipped")]
     assert ("match", "src/greet.py") in [(s.kind, s.name) for s in prepared.sections]  # found by its name
     assert "search:farewell (skipped)" in next(e for e in logs if e["event"] == "context_trimmed")["omitted"]
+
+
+def test_context_excludes_are_never_shown_and_includes_narrow_the_matching_files(shop: Path,
+                                                                                  terminal: Terminal) -> None:
+    prepared = _prepare(LocalTools(shop, terminal), excludes=["tests/**", "pyproject.toml"])
+    assert [(s.kind, s.name) for s in prepared.sections if s.kind in ("key_file", "match")] == [
+        ("key_file", "README.md"), ("match", "src/greet.py"), ("match", "src/util.py")]
+    narrowed = _prepare(LocalTools(shop, terminal), includes=["src/greet.py"])
+    assert [(s.kind, s.name) for s in narrowed.sections if s.kind in ("key_file", "match")] == [
+        ("key_file", "README.md"), ("key_file", "pyproject.toml"), ("match", "src/greet.py")]
