@@ -108,9 +108,15 @@ def down(timeout: Annotated[float, typer.Option("--timeout", help="seconds per e
 
 
 @app.command()
-def status(json_out: Json = False) -> None:
-    """Every actor (pid, state, epoch, restarts, uptime, last heartbeat), then the sessions
-    running or paused, with their stage and step."""
+def status(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="whose sandbox paths to show")] = Path("."),
+    json_out: Json = False,
+) -> None:
+    """Every actor (pid, state, epoch, restarts, uptime, last heartbeat), the sandbox's
+    isolation, what commands read and the workspace's configured read and write paths,
+    then the sessions running or paused, with their stage and step."""
+    from cli.doctor import configured_paths
+
     with Connection(_state["home"]) as connection:
         report = connection.coordinator(GetStatus())
         if json_out:
@@ -119,10 +125,10 @@ def status(json_out: Json = False) -> None:
         active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
         where = {s.id: _where(connection, s) for s in active}
     typer.echo(render.status_table(report))
+    typer.echo(configured_paths(_paths(), workspace.expanduser().resolve()))
     if active:
         typer.echo("")
         typer.echo(render.active_sessions(active, where))
-
 
 def _where(connection: Connection, session: SessionSnapshot) -> str:
     """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""
@@ -188,7 +194,7 @@ def run(
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
-    settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags))
+    settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
     if settings.provider is None:
         raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
                          "--script FILE), or set model: in .agent/config.yml (README 'Models')",

@@ -23,8 +23,10 @@ import msgspec.yaml
 
 from actors.coordinator.actor import CoordinatorOptions
 from actors.coordinator.supervisor import SupervisionOptions
+from actors.paths import RunPaths
 from actors.private import USER_UMASK_ENV
-from actors.sandbox.isolation import FORCE_ENV, is_secret_name
+from actors.sandbox.isolation import FORCE_ENV, LEVELS, is_secret_name
+from actors.sandbox.visible import check_paths
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
@@ -118,6 +120,10 @@ class Sandbox(_Section, frozen=True):
     file_size_limit_mb: Annotated[int, msgspec.Meta(ge=0, le=1_048_576)] | None = None
     max_processes: Annotated[int, msgspec.Meta(ge=8, le=100_000)] | None = None
     pass_env: Names | None = None
+    min_isolation: Literal["process", "landlock", "bubblewrap"] | None = None  # require_isolation's issue name
+    read_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] | None = None
+    write_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] | None = None
+    read_opt: bool | None = None
 
 
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -392,8 +398,9 @@ def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:
     return no_verify_cycle
 
 
-def session_settings(config: AcodeConfig) -> SessionSettings:
-    """What a session is submitted with; the scripted model's file is read here."""
+def session_settings(config: AcodeConfig, *, home: Path | None = None) -> SessionSettings:
+    """What a session is submitted with; the scripted model's file is read here. ``home``
+    (acode's) is kept out of the sandbox's read and write paths."""
     defaults = SessionSettings()
     o = config.orchestration
     timeouts = {s: getattr(o, f"{s}_timeout") or defaults.stage_timeouts[s] for s in STAGES}
@@ -419,7 +426,7 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         max_turns_per_step=config.executor.max_turns_per_step or defaults.max_turns_per_step,
         command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
         output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
-        sandbox=sandbox_policy(config),
+        sandbox=sandbox_policy(config, home=home),
         provider=provider_spec(config),
         verify_commands=config.verification.commands or [],
         planner_context_tokens=config.planner.context_tokens or defaults.planner_context_tokens,
@@ -487,16 +494,26 @@ def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
     return OpenAIProvider(**values)
 
 
-def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:
-    """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name
-    is refused here, before a session starts."""
+def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxPolicy:
+    """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name,
+    and a read or write path that is not absolute, does not exist, is ``/``, the home
+    directory or an ancestor of it, or holds acode's ``home`` or a credential store, are
+    refused here, before a session starts (the sandbox checks them again).
+    ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies."""
     sandbox = config.sandbox
     secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]
     if secret:
         raise ConfigError(f"sandbox.pass_env names {', '.join(secret)}, which look like secrets (KEY, TOKEN, "
                           "SECRET, PASSWORD, CREDENTIAL, AUTH); commands never get those. Remove them, or pass a "
                           "non-secret setting instead")
+    hidden = [str(home), str(RunPaths(home).sock_dir)] if home is not None else []
+    user_home = os.path.expanduser("~")
+    for key in ("read_paths", "write_paths"):
+        check_paths(f"sandbox.{key}", getattr(sandbox, key) or (), home=user_home, hidden=hidden)
     values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f) is not None}
+    levels = [level for level in (sandbox.require_isolation, sandbox.min_isolation) if level is not None]
+    if levels:
+        values["require_isolation"] = max(levels, key=LEVELS.index)
     return SandboxPolicy(**values)
 
 

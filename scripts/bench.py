@@ -13,7 +13,9 @@
 - ``tool_dispatch_ms``: a journaled ``read_file`` of 1 KB, sent to the sandbox as the
   executor sends it (intent and result written through persistence), p50/p99.
 - ``run_terminal_ms``: ``true`` run through run_terminal under each isolation level this
-  machine offers, p50/p99, and what bubblewrap adds over process-level isolation.
+  machine offers, p50/p99, and what bubblewrap adds over process-level isolation; for
+  bubblewrap and Landlock also with the read boundary off (``*_unconfined_reads``) and
+  what the boundary adds (``*_read_boundary_added_p50``).
 - ``context_prep_ms``: the planner's context preparation (:func:`actors.stages.gather.prepare`:
   tree, key files, search per task term, matching files, trimming to the default budget)
   for a generated workspace of 2,000 files (Python, TypeScript, Go, docs; ``node_modules``
@@ -34,8 +36,9 @@
   (``keep=1.0``); ``after``: the window trimmed in large steps. ``--reread-only`` runs
   just this one (no actors).
 
-Usage: ``scripts/bench.py [--reread-only] [--sessions N] [--synchronous full|normal] [--commands N]
-[--context-runs N] [--turns N]``
+Usage: ``scripts/bench.py [--reread-only] [--only-run-terminal] [--sessions N] [--synchronous full|normal]
+[--commands N] [--context-runs N] [--turns N]`` (``--only-run-terminal`` times run_terminal alone, without
+starting the actors)
 (run it with the project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private
 acode home and stops everything it started.
 """
@@ -64,7 +67,7 @@ from actors.llm.provider import ModelRequest  # noqa: E402
 from actors.paths import RunPaths  # noqa: E402
 from actors.sandbox.confine import Workspace  # noqa: E402
 from actors.sandbox.dispatch import ToolCall  # noqa: E402
-from actors.sandbox.isolation import Isolation, detect  # noqa: E402
+from actors.sandbox.isolation import Isolation, command_env, detect  # noqa: E402
 from actors.sandbox.terminal import Terminal  # noqa: E402
 from actors.stages import (  # noqa: E402
     executor,  # noqa: E402
@@ -192,18 +195,33 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]
 
 def _run_terminal(calls: int) -> dict[str, object]:
     """``true`` through run_terminal under each isolation this machine offers, and the
-    cost of each over process-level isolation (plain ``subprocess.run`` for reference)."""
+    cost of each over process-level isolation (plain ``subprocess.run`` for reference).
+    Each level that confines reads is timed twice: with the read boundary (what acode
+    runs) and with the whole root readable (``unconfined_reads``, the figure before the
+    boundary); ``read_boundary_added_p50`` is the difference. ``view_first_ms`` is the
+    one-time cost of resolving the toolchains of the default allowlist on this PATH."""
     full = detect()
-    variants = {"process_subreaper": Isolation(level="process", pidns=False, pids=full.pids)}
+    variants: dict[str, tuple[Isolation, bool]] = {
+        "process_subreaper": (Isolation(level="process", pidns=False, pids=full.pids), True)}
     if full.pidns:
-        variants["process_pidns"] = Isolation(level="process", pidns=True, pids=full.pids)
+        variants["process_pidns"] = (Isolation(level="process", pidns=True, pids=full.pids), True)
     landlock = detect(bubblewrap=False)
     if landlock.level == "landlock":
-        variants["landlock"] = landlock
+        variants["landlock"] = (landlock, True)
+        variants["landlock_unconfined_reads"] = (landlock, False)
     if full.level == "bubblewrap":
-        variants["bubblewrap"] = full
+        variants["bubblewrap"] = (full, True)
+        variants["bubblewrap_unconfined_reads"] = (full, False)
     out: dict[str, object] = {"offered": full.describe()}
     timings: dict[str, dict[str, float]] = {}
+    from actors.sandbox import visible
+    from actors.sandbox.policy import DEFAULT_ALLOW
+
+    visible._cached.cache_clear()
+    t0 = time.perf_counter()
+    view = visible.view(DEFAULT_ALLOW, command_env(Path(tempfile.gettempdir()))["PATH"])
+    out["view_first_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+    out["view_paths"] = len(view.read)
     with tempfile.TemporaryDirectory(prefix="acode-bench-ws-") as root:
         base = []
         for _ in range(calls):
@@ -212,19 +230,26 @@ def _run_terminal(calls: int) -> dict[str, object]:
             base.append((time.perf_counter() - t0) * 1000)
         out["plain_subprocess_p50"] = _percentile(base, 0.5)
         with Workspace(root) as ws:
-            for name, isolation in variants.items():
-                terminal = Terminal(isolation)
-                times = []
-                for _ in range(calls):
+            terminals = {name: Terminal(isolation, read_boundary=boundary)
+                         for name, (isolation, boundary) in variants.items()}
+            times: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(calls):  # interleaved, so a load spike hits every variant alike
+                for name, terminal in terminals.items():
                     t0 = time.perf_counter()
                     outcome = terminal.run(ws, RunTerminal(command="true"), timeout_s=30, max_bytes=1024)
-                    times.append((time.perf_counter() - t0) * 1000)
+                    times[name].append((time.perf_counter() - t0) * 1000)
                     assert outcome.exit_code == 0, outcome
+            for name, terminal in terminals.items():
                 terminal.close()
-                out[name] = timings[name] = {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)}
+                out[name] = timings[name] = {"p50": _percentile(times[name], 0.5),
+                                             "p99": _percentile(times[name], 0.99)}
     reference = timings.get("process_pidns") or timings["process_subreaper"]
     if "bubblewrap" in timings:
         out["bubblewrap_added_p50"] = round(timings["bubblewrap"]["p50"] - reference["p50"], 3)
+    for level in ("bubblewrap", "landlock"):
+        if level in timings:
+            out[f"{level}_read_boundary_added_p50"] = round(
+                timings[level]["p50"] - timings[f"{level}_unconfined_reads"]["p50"], 3)
     return out
 
 
@@ -340,10 +365,14 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=400,
                         help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
     parser.add_argument("--reread-only", action="store_true", help="only the prompt re-read benchmark")
+    parser.add_argument("--only-run-terminal", action="store_true", help="time run_terminal only, start no actors")
     args = parser.parse_args()
     # the JSON on stdout is the output; in-process actors' log lines go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
                         wrapper_class=structlog.make_filtering_bound_logger(30))
+    if args.only_run_terminal:
+        print(json.dumps({"run_terminal_ms": _run_terminal(args.commands)}, indent=2))
+        return 0
     reread = {"before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
               "step": "20 executor turns, num_ctx 8192, a 2.4 KB read_file result a turn; tokens at 4 characters"}
     if args.reread_only:

@@ -107,6 +107,7 @@ sandbox_policies = struct(
     require_isolation=st.sampled_from(["process", "landlock", "bubblewrap"]), network=st.booleans(),
     memory_limit_mb=st.integers(0, 1_048_576), file_size_limit_mb=st.integers(0, 1_048_576),
     max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
+    read_paths=_few(texts.filter(bool)), write_paths=_few(texts.filter(bool)), read_opt=st.booleans(),
 )
 settings = struct(
     ss.SessionSettings,
