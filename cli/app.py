@@ -15,7 +15,6 @@ import typer
 
 from actors import private
 from actors.paths import RunPaths
-from actors.stages.untrusted import check_task
 from cli import daemon, render
 from cli.config import resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
@@ -39,7 +38,8 @@ from protocol.stages import STAGES
 __all__ = ["app", "main"]
 
 app = typer.Typer(name="acode", help="Local-first agentic coding: plan, execute, verify, review.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  rich_markup_mode=None)  # plain help: rich costs ~90 ms of start-up per command
 _state: dict[str, Any] = {"home": None}
 PROVIDERS = ("ollama", "openai", "scripted")
 
@@ -154,6 +154,8 @@ def run(
     if provider is not None and provider not in PROVIDERS:
         raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
                          code="ACODE-LLM-001")
+    from actors.stages.untrusted import check_task  # here: the other commands load no stage code
+
     check_task(task)
     flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
                              "model.model": model, "model.base_url": base_url,
@@ -330,7 +332,8 @@ def answer(
                         detach=detach, json_out=json_out)
 
 
-plan_app = typer.Typer(help="The plans of a session (every version is kept).", no_args_is_help=True)
+plan_app = typer.Typer(help="The plans of a session (every version is kept).", no_args_is_help=True,
+                       rich_markup_mode=None)
 app.add_typer(plan_app, name="plan")
 
 

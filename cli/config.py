@@ -15,20 +15,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 import msgspec.yaml
 
-from actors.coordinator.actor import CoordinatorOptions
-from actors.coordinator.supervisor import SupervisionOptions
 from actors.private import USER_UMASK_ENV
-from actors.sandbox.isolation import FORCE_ENV, is_secret_name
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
+
+if TYPE_CHECKING:
+    from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
 
@@ -210,6 +210,8 @@ def _container(section: _Section, field: str) -> str:
 
 
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
+    from actors.sandbox.isolation import FORCE_ENV  # here, not at the top: a client command loads no sandbox
+
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
@@ -329,6 +331,8 @@ def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
 def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:
     """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name
     is refused here, before a session starts."""
+    from actors.sandbox.isolation import is_secret_name
+
     sandbox = config.sandbox
     secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]
     if secret:
@@ -341,6 +345,10 @@ def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:
 
 def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:
     """The coordinator's options, heartbeat interval and liveness for ``acode up``."""
+    # imported here: only ``acode up`` needs the coordinator's types, client commands stay light
+    from actors.coordinator.actor import CoordinatorOptions
+    from actors.coordinator.supervisor import SupervisionOptions
+
     s = config.supervision
     supervision = SupervisionOptions(**{f: getattr(s, f) for f in SupervisionOptions.__struct_fields__
                                         if getattr(s, f, None) is not None})

@@ -7,17 +7,20 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
 import psutil
 
-from actors.coordinator.actor import CoordinatorOptions, run_coordinator
 from actors.paths import RunPaths
 from cli.connection import Connection, coordinator_pid
 from protocol import codec
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
 from protocol.spec import ActorSpec
+
+if TYPE_CHECKING:  # the coordinator is imported only by the command that runs it in this process
+    from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["coordinator_spec", "run_foreground", "start_detached", "stop", "wait_ready"]
 
@@ -31,6 +34,8 @@ def coordinator_spec(paths: RunPaths, options: CoordinatorOptions, *, heartbeat_
 
 def run_foreground(spec: ActorSpec) -> int:
     """``acode up``: the coordinator runs in this process until Ctrl-C or ``acode down``."""
+    from actors.coordinator.actor import run_coordinator
+
     return run_coordinator(spec)
 
 

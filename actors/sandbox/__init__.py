@@ -23,6 +23,21 @@ Modules, from the wire inwards::
 ``python -m actors.sandbox --spec <json>`` runs it.
 """
 
-from actors.sandbox.actor import SandboxActor
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.sandbox.actor import SandboxActor
 
 __all__ = ["SandboxActor"]
+
+
+def __getattr__(name: str) -> Any:
+    """``SandboxActor`` is loaded on first use: a process that needs one sandbox module
+    (the CLI reads :mod:`actors.sandbox.isolation`'s names) does not load the actor."""
+    if name == "SandboxActor":
+        from actors.sandbox.actor import SandboxActor
+
+        return SandboxActor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
