@@ -1,6 +1,7 @@
 """The SQLite store behind the persistence actor: one connection, one writer, no ZeroMQ.
 
-Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction and idempotent by the id
+Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction (or a savepoint of a
+group commit, :meth:`Store.group`: several writes, one transaction) and idempotent by the id
 the sender chose, because requests are delivered at least once and this process may be
 killed between its commit and its reply:
 
@@ -104,6 +105,7 @@ class Store:
         self._clock = clock
         self._redactor = redactor or default_redactor()
         self._conn: sqlite3.Connection | None = None
+        self._grouped = False  # inside group(): writes are savepoints of one transaction
         with self._errors("opening the database"):
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
@@ -164,17 +166,51 @@ class Store:
 
     @contextmanager
     def _write(self, action: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction: commit when the block ends, roll back if it raises."""
+        """One write transaction: commit when the block ends, roll back if it raises.
+
+        Inside :meth:`group` it is a savepoint of the group's transaction instead: its
+        writes are undone alone if it raises, and made durable only by the group's commit.
+        """
         with self._errors(action):
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            begin, end, undo = (("SAVEPOINT write", "RELEASE write", "ROLLBACK TO write") if self._grouped
+                                else ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
+            conn.execute(begin)
             try:
                 yield conn
+                conn.execute(end)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(undo)
+                    if self._grouped:
+                        conn.execute(end)
+                raise
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Group commit: every write made in the block shares one transaction, committed
+        (one fsync) when the block ends, or rolled back whole if the block raises or the
+        commit fails. The caller must not acknowledge any write of the block before it
+        ends: until then nothing of it is durable, and a crash loses all of it together.
+
+        A write that raises inside the block undoes only its own changes (a savepoint);
+        the others stay in the group. Reads inside the block see the group's writes.
+        """
+        if self._grouped:
+            raise RuntimeError(f"a group commit on {self.path} is already open; groups do not nest")
+        with self._errors("committing a group of writes"):
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            self._grouped = True
+            try:
+                yield
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._grouped = False
 
     # -- writes ---------------------------------------------------------------------------
 
