@@ -65,6 +65,7 @@ from protocol.tools import (
     ReadFile,
     RunTerminal,
     SearchCode,
+    SearchCodeTerms,
     StepComplete,
     StepFailed,
     WriteFile,
@@ -168,8 +169,8 @@ class Journal:
         if self._log is not None:
             self._log.warning("tool_call_resumed", key=call.request.key, tool=call.request.tool)
         match call.args:
-            case ReadFile() | ListDirectory() | SearchCode() | CreateDirectory() | StepComplete() | StepFailed() \
-                    | BaselineWorkspace() | DiffWorkspace() | None:
+            case ReadFile() | ListDirectory() | SearchCode() | SearchCodeTerms() | CreateDirectory() | StepComplete() \
+                    | StepFailed() | BaselineWorkspace() | DiffWorkspace() | None:
                 return call.run(self._terminal, self._baselines)
             case WriteFile(content=content, path=path):
                 current = call.image()
