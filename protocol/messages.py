@@ -181,7 +181,10 @@ class GetSteps(Message, tag="get_steps", kw_only=True):
 
 
 class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
-    """Journal a tool call's intent, or learn what an earlier call with this key did."""
+    """Journal a tool call's intent, or learn what an earlier call with this key did.
+
+    ``record_intent=False`` (a call with no side effect: it is run again whenever no result
+    is journaled) only looks: no intent row is written, so the answer is ``new`` or ``done``."""
 
     key: Id
     session_id: Id
@@ -189,6 +192,7 @@ class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
     arguments: dict[str, Any] = {}
     risk: Risk = "read"
     pre_image: str | None = None
+    record_intent: bool = True
 
 
 class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):

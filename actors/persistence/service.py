@@ -113,7 +113,7 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=request.risk,
-                                         pre_image=request.pre_image), []
+                                         pre_image=request.pre_image, record_intent=request.record_intent), []
         case ClaimModelAnswer():
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
                                             stage=request.stage), []

@@ -250,9 +250,19 @@ class Store:
 
     def begin_tool_call(self, key: str, *, session_id: str, tool: str,
                         arguments: dict[str, Any] | None = None, risk: Risk = "read",
-                        pre_image: str | None = None) -> ToolCallState:
-        """Journal a tool call's intent (``new``), or say what the call with ``key`` did."""
+                        pre_image: str | None = None, record_intent: bool = True) -> ToolCallState:
+        """Journal a tool call's intent (``new``), or say what the call with ``key`` did.
+
+        Without ``record_intent`` (a call without side effects) nothing is written: the
+        answer is ``done`` with the journaled result, or ``new`` (also for an intent an
+        older sandbox recorded, since such a call is simply run again)."""
         key = self._text(key)
+        if not record_intent:
+            with self._read(f"looking up tool call {key}") as conn:
+                row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?", (key,)).fetchone()
+            if row is None or row[1] is None:
+                return ToolCallState(state="new", pre_image=pre_image)
+            return ToolCallState(state="done", pre_image=row[0], result=_RESULT.decode(row[1]))
         with self._write(f"journaling tool call {key}") as conn:
             row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?",
                                (key,)).fetchone()

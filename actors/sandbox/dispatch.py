@@ -115,6 +115,12 @@ class ToolCall:
                 return "execute"
         return risk_of(self.request.tool)
 
+    @property
+    def side_effect_free(self) -> bool:
+        """A call that changes nothing anywhere (a read, a listing, a search): run again
+        whenever no result is journaled, so its intent need not be journaled first."""
+        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms))
+
     def image(self) -> str | None:
         """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""
         if self.workspace is None or not isinstance(self.args, (WriteFile, ModifyFile)):

@@ -10,6 +10,13 @@ after the other, the second then finds the first's result)::
                  pending  an earlier run was interrupted after its intent: see below
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
+A call without side effects (read_file, list_directory, search_code, search_code_terms:
+:attr:`ToolCall.side_effect_free`) journals no intent: ``begin`` only looks for a journaled
+result (``done``, replayed) and otherwise answers ``new``. The intent exists to tell, after a
+crash, whether a side effect may have happened; such a call has none and is run again in any
+case (see the table), so the intent row would cost a durable write and decide nothing. Its
+result is journaled as every result is: a replayed stage must get the bytes it got before.
+
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
 =================================  ==================================================
@@ -146,7 +153,7 @@ class Journal:
         request = call.request
         reply = self._send(BeginToolCall(key=request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=call.risk,
-                                         pre_image=call.image()))
+                                         pre_image=call.image(), record_intent=not call.side_effect_free))
         if not isinstance(reply, ToolCallState):
             raise ProtocolError(f"persistence answered begin_tool_call with {type(reply).__name__}, expected "
                                 "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
