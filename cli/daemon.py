@@ -10,11 +10,9 @@ import time
 from typing import TYPE_CHECKING
 
 import msgspec
-import psutil
 
 from actors.paths import RunPaths
 from cli.connection import Connection, coordinator_pid
-from protocol import codec
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
 from protocol.spec import ActorSpec
@@ -43,6 +41,10 @@ def wait_ready(connection: Connection, *, timeout: float, pid: int | None = None
     """Poll the coordinator until every actor is ready or one has failed past its restart
     intensity (the report then says ``degraded``); raise if the coordinator dies or the
     time runs out."""
+    import psutil
+
+    from protocol import codec
+
     deadline = time.monotonic() + timeout
     last: StatusReport | None = None
     while time.monotonic() < deadline:
@@ -106,6 +108,8 @@ def stop(paths: RunPaths, *, timeout: float = 30.0) -> int | None:
 def _wait_gone(pid: int, timeout: float) -> bool:
     """Wait until ``pid`` has exited. A zombie counts as gone: a detached coordinator is
     reaped by init, which may take its time, but it no longer runs anything."""
+    import psutil
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
