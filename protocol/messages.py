@@ -181,10 +181,7 @@ class GetSteps(Message, tag="get_steps", kw_only=True):
 
 
 class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
-    """Journal a tool call's intent, or learn what an earlier call with this key did.
-
-    ``record_intent=False`` (a call with no side effect: it is run again whenever no result
-    is journaled) only looks: no intent row is written, so the answer is ``new`` or ``done``."""
+    """Journal a tool call's intent, or learn what an earlier call with this key did."""
 
     key: Id
     session_id: Id
@@ -192,7 +189,6 @@ class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
     arguments: dict[str, Any] = {}
     risk: Risk = "read"
     pre_image: str | None = None
-    record_intent: bool = True
 
 
 class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):
@@ -219,7 +215,12 @@ class RecordModelAnswer(Message, tag="record_model_answer", kw_only=True):
 
 
 class Committed(Message, tag="committed", kw_only=True):
+    """What a write did: the seq of each event. Answering a FinishToolCall whose key already
+    had a result, ``result`` is that first result (the new one was not kept, and its event
+    was not appended): the caller answers with it."""
+
     seqs: list[int] = []
+    result: ToolResult | None = None
 
 
 class SessionFound(Message, tag="session_found", kw_only=True):

@@ -109,11 +109,11 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
         case FinishToolCall():
             appended = store.finish_tool_call(request.key, session_id=request.session_id,
                                               result=request.result, event=request.event)
-            return Committed(seqs=appended.seqs), appended.inserted
+            return Committed(seqs=appended.seqs, result=appended.first_result), appended.inserted
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=request.risk,
-                                         pre_image=request.pre_image, record_intent=request.record_intent), []
+                                         pre_image=request.pre_image), []
         case ClaimModelAnswer():
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
                                             stage=request.stage), []

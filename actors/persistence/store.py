@@ -71,10 +71,12 @@ _ANSWER = msgspec.msgpack.Decoder(ModelAnswer)
 
 class Appended(msgspec.Struct, frozen=True, kw_only=True):
     """What an append did: the seq of each event in request order, and the events it
-    inserted now (as stored: with ``seq`` and ``at``), which are the ones to publish."""
+    inserted now (as stored: with ``seq`` and ``at``), which are the ones to publish.
+    ``first_result``: a tool call's result journaled before, kept instead of the one sent."""
 
     seqs: list[int]
     inserted: list[Event]
+    first_result: ToolResult | None = None
 
 
 def _session_not_found(session_id: str) -> NotFoundError:
@@ -250,19 +252,9 @@ class Store:
 
     def begin_tool_call(self, key: str, *, session_id: str, tool: str,
                         arguments: dict[str, Any] | None = None, risk: Risk = "read",
-                        pre_image: str | None = None, record_intent: bool = True) -> ToolCallState:
-        """Journal a tool call's intent (``new``), or say what the call with ``key`` did.
-
-        Without ``record_intent`` (a call without side effects) nothing is written: the
-        answer is ``done`` with the journaled result, or ``new`` (also for an intent an
-        older sandbox recorded, since such a call is simply run again)."""
+                        pre_image: str | None = None) -> ToolCallState:
+        """Journal a tool call's intent (``new``), or say what the call with ``key`` did."""
         key = self._text(key)
-        if not record_intent:
-            with self._read(f"looking up tool call {key}") as conn:
-                row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?", (key,)).fetchone()
-            if row is None or row[1] is None:
-                return ToolCallState(state="new", pre_image=pre_image)
-            return ToolCallState(state="done", pre_image=row[0], result=_RESULT.decode(row[1]))
         with self._write(f"journaling tool call {key}") as conn:
             row = conn.execute("SELECT pre_image, result FROM tool_calls WHERE key = ?",
                                (key,)).fetchone()
@@ -279,10 +271,19 @@ class Store:
 
     def finish_tool_call(self, key: str, *, session_id: str, result: ToolResult,
                          event: Event) -> Appended:
-        """Journal the result (the first one stays) and append ``event``: one transaction."""
+        """Journal the result and append ``event``: one transaction. A call journaled without
+        an intent (one without side effects) gets its row here.
+
+        If ``key`` already has a result, the first one stays: nothing is written, the event is
+        not appended (unless it is this very event, resent: then its seq is answered), and that
+        first result is returned as ``first_result`` (None when ``result`` was stored now)."""
         key = self._text(key)
         with self._write(f"journaling the result of tool call {key}") as conn:
             self._require_session(conn, session_id)
+            row = conn.execute("SELECT result FROM tool_calls WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] is not None:
+                seq = conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()
+                return Appended(seqs=[seq[0]] if seq else [], inserted=[], first_result=_RESULT.decode(row[0]))
             now = self._clock()
             conn.execute(
                 "INSERT INTO tool_calls (key, session_id, tool, arguments, risk, intent_at, result, "

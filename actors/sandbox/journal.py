@@ -11,11 +11,13 @@ after the other, the second then finds the first's result)::
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
 A call without side effects (read_file, list_directory, search_code, search_code_terms:
-:attr:`ToolCall.side_effect_free`) journals no intent: ``begin`` only looks for a journaled
-result (``done``, replayed) and otherwise answers ``new``. The intent exists to tell, after a
-crash, whether a side effect may have happened; such a call has none and is run again in any
-case (see the table), so the intent row would cost a durable write and decide nothing. Its
-result is journaled as every result is: a replayed stage must get the bytes it got before.
+:attr:`ToolCall.side_effect_free`) skips ``begin``: it runs, then ``finish`` journals its
+result, and if a result was journaled first under its key (a replayed stage), persistence
+keeps that one, appends no second event and answers it (``Committed.result``), and so does
+the sandbox, ``replayed=True``: a replayed stage gets the bytes it got before. The intent
+exists to tell, after a crash, whether a side effect may have happened; such a call has none
+and is run again in any case (see the table), so writing it would cost a durable write and
+a round trip and decide nothing. One round trip to persistence instead of two.
 
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
@@ -133,6 +135,8 @@ class Journal:
 
     def run(self, request: RunTool) -> ToolResult:
         with self._keys.hold(request.key), ToolCall(request) as call:
+            if call.side_effect_free:
+                return self._run_read(call)
             state = self._begin(call)
             match state.state:
                 case "done":
@@ -149,17 +153,25 @@ class Journal:
             self._finish(call, result)
             return result
 
+    def _run_read(self, call: ToolCall) -> ToolResult:
+        """A call without side effects: run it, then journal its result; if a result was
+        journaled first (a replayed stage), answer that one, as ``done`` would have."""
+        result = call.run(self._terminal, self._baselines)
+        first = self._finish(call, result)
+        return result if first is None else msgspec.structs.replace(first, replayed=True)
+
     def _begin(self, call: ToolCall) -> ToolCallState:
         request = call.request
         reply = self._send(BeginToolCall(key=request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=call.risk,
-                                         pre_image=call.image(), record_intent=not call.side_effect_free))
+                                         pre_image=call.image()))
         if not isinstance(reply, ToolCallState):
             raise ProtocolError(f"persistence answered begin_tool_call with {type(reply).__name__}, expected "
                                 "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
         return reply
 
-    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+    def _finish(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        """Journal ``result``; return the result journaled before under the same key, if any."""
         request = call.request
         event = ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
                            tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
@@ -170,6 +182,7 @@ class Journal:
         if not isinstance(reply, (Committed, Ack)):
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")
+        return reply.result if isinstance(reply, Committed) else None
 
     def _resume(self, call: ToolCall, recorded: str | None) -> ToolResult:
         """Decide what to do with a call whose earlier run was interrupted."""

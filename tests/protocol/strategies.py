@@ -289,7 +289,7 @@ struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
 struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events})
 struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
 struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
-struct(m.Committed, seqs=_few(signed))
+struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))
 struct(m.EventList, events=_few(events))

@@ -259,16 +259,15 @@ def test_recording_an_answer_for_an_unclaimed_hash_is_not_found(store: Store) ->
                                "recording its answer (ACODE-STORE-002)")
 
 
-def test_a_lookup_without_intent_writes_nothing_and_answers_new_or_the_journaled_result(
+def test_a_finish_meeting_a_journaled_result_answers_it_and_appends_no_second_event(
         store: Store, session: str) -> None:
-    looked = store.begin_tool_call("r1", session_id=session, tool="read_file", record_intent=False)
-    assert looked == ToolCallState(state="new")
-    with closing(sqlite3.connect(store.path)) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM tool_calls").fetchone() == (0,)
-    store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1", "the bytes"),
-                           event=records.tool_called(session, "r1"))
-    again = store.begin_tool_call("r1", session_id=session, tool="read_file", record_intent=False)
-    assert again.state == "done" and again.result is not None and again.result.output == "the bytes"
-    # an intent an older sandbox journaled for a read, with no result: run it again
-    store.begin_tool_call("r2", session_id=session, tool="read_file")
-    assert store.begin_tool_call("r2", session_id=session, tool="read_file", record_intent=False).state == "new"
+    """A call without side effects is run before anything is journaled; a second run of it
+    (a replayed stage) learns from its finish that a result was journaled first."""
+    first = store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1", "the bytes"),
+                                   event=records.tool_called(session, "r1"))
+    assert first.first_result is None and first.seqs == [1]
+    again = store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1", "changed since"),
+                                   event=records.tool_called(session, "r1"))
+    assert again.first_result == records.tool_result("r1", "the bytes")
+    assert again.seqs == [] and again.inserted == []
+    assert [e.seq for e in store.events(session)] == [1]

@@ -51,9 +51,8 @@ class MemoryJournal:
             case BeginToolCall(key=key):
                 self.begins += 1
                 entry = self.entries.get(key)
-                if entry is None or (entry.result is None and not request.record_intent):
-                    if request.record_intent:  # a call without side effects journals no intent (as the store)
-                        self.entries[key] = _Entry(begin=request)
+                if entry is None:
+                    self.entries[key] = _Entry(begin=request)
                     return ToolCallState(state="new", pre_image=request.pre_image)
                 if entry.result is None:
                     return ToolCallState(state="pending", pre_image=entry.begin.pre_image)
@@ -62,11 +61,11 @@ class MemoryJournal:
                 entry = self.entries.get(key)
                 if entry is None:  # no intent journaled (a read): the result makes the row, as in the store
                     entry = self.entries[key] = _Entry(begin=BeginToolCall(
-                        key=key, session_id=request.session_id, tool=result.tool, risk=result.risk,
-                        record_intent=False))
-                if entry.result is None:
-                    entry.result = result
-                    self.events.append(event)
+                        key=key, session_id=request.session_id, tool=result.tool, risk=result.risk))
+                elif entry.result is not None:  # the first result stays and is answered, as in the store
+                    return Committed(result=entry.result)
+                entry.result = result
+                self.events.append(event)
                 return Committed()
             case _:
                 return Error(error=ErrorInfo(code="ACODE-PROTO-005",
