@@ -192,12 +192,18 @@ class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
 
 
 class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):
-    """Journal a tool call's result and append its ``tool_called`` event."""
+    """Journal a tool call's result and append its ``tool_called`` event.
+
+    ``rerun_safe``: the call has no side effects (a read, a listing, a search), so persistence
+    may commit it without waiting for the disk (``synchronous = normal``): it survives a crash
+    of any process; a power cut can lose it only with everything committed after it, and the
+    call is then simply run again."""
 
     key: Id
     session_id: Id
     result: ToolResult
     event: Event
+    rerun_safe: bool = False
 
 
 class ClaimModelAnswer(Message, tag="claim_model_answer", kw_only=True):

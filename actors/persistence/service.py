@@ -5,6 +5,11 @@ It is the single writer of the database. Requests are handled inline on the loop
 one fsync with ``synchronous = full`` (the default) and far less with ``normal``.
 ``capacity`` lets the broker queue requests here instead of in its own queue.
 
+**Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
+tool call without side effects (``FinishToolCall.rerun_safe``; a group commit of only such
+writes and reads): a power cut can lose that only with everything committed after it, and the
+call is run again. Transitions and side-effecting calls stay durable before any answer.
+
 **Group commit.** The handler only decodes a request and queues it (``DEFERRED``); when the
 worker has read every request waiting on its socket (``drained``), the queued ones are served
 in order inside one transaction (:meth:`Store.group`, one savepoint each, at most
@@ -108,7 +113,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return Committed(seqs=appended.seqs), appended.inserted
         case FinishToolCall():
             appended = store.finish_tool_call(request.key, session_id=request.session_id,
-                                              result=request.result, event=request.event)
+                                              result=request.result, event=request.event,
+                                              rerun_safe=request.rerun_safe)
             return Committed(seqs=appended.seqs, result=appended.first_result), appended.inserted
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
@@ -132,6 +138,18 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return StepList(steps=store.steps(request.session_id, request.visit)), []
         case _:
             assert_never(request)
+
+
+def _relaxed(request: PersistenceRequest) -> bool:
+    """Whether a group holding ``request`` may commit without waiting for the disk: it writes
+    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe)."""
+    match request:
+        case FinishToolCall(rerun_safe=rerun_safe):
+            return rerun_safe
+        case GetSession() | ListSessions() | GetEvents() | GetPlan() | GetSteps():
+            return True
+        case _:
+            return False
 
 
 class PersistenceActor(Actor):
@@ -182,7 +200,7 @@ class PersistenceActor(Actor):
         replies: list[PersistenceReply | Error] = []
         inserted: list[Event] = []
         try:
-            with self.store.group():
+            with self.store.group(relaxed=all(_relaxed(body) for _, body in group)):
                 for request, body in group:
                     reply, events = self._serve_one(request, body)
                     replies.append(reply)

@@ -108,6 +108,7 @@ class Store:
         self._redactor = redactor or default_redactor()
         self._conn: sqlite3.Connection | None = None
         self._grouped = False  # inside group(): writes are savepoints of one transaction
+        self._synchronous = _SYNCHRONOUS[synchronous]
         with self._errors("opening the database"):
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
@@ -167,13 +168,29 @@ class Store:
             yield self._connection()
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction: commit when the block ends, roll back if it raises.
+    def _relaxed(self, conn: sqlite3.Connection, relaxed: bool) -> Iterator[None]:
+        """A transaction committed with ``synchronous = normal`` when ``relaxed`` and the store
+        is ``full``: durable against any process crash, not against a power cut. In WAL mode
+        the next ``full`` commit syncs it too (the log is one file, synced whole), so a power
+        cut loses a relaxed commit only with every commit after it."""
+        if not relaxed or self._synchronous == "NORMAL":
+            yield
+            return
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+
+    @contextmanager
+    def _write(self, action: str, *, relaxed: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction: commit when the block ends, roll back if it raises
+        (``relaxed``: see :meth:`_relaxed`).
 
         Inside :meth:`group` it is a savepoint of the group's transaction instead: its
         writes are undone alone if it raises, and made durable only by the group's commit.
         """
-        with self._errors(action):
+        with self._errors(action), self._relaxed(self._connection(), relaxed and not self._grouped):
             conn = self._connection()
             begin, end, undo = (("SAVEPOINT write", "RELEASE write", "ROLLBACK TO write") if self._grouped
                                 else ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
@@ -189,7 +206,7 @@ class Store:
                 raise
 
     @contextmanager
-    def group(self) -> Iterator[None]:
+    def group(self, *, relaxed: bool = False) -> Iterator[None]:
         """Group commit: every write made in the block shares one transaction, committed
         (one fsync) when the block ends, or rolled back whole if the block raises or the
         commit fails. The caller must not acknowledge any write of the block before it
@@ -197,10 +214,11 @@ class Store:
 
         A write that raises inside the block undoes only its own changes (a savepoint);
         the others stay in the group. Reads inside the block see the group's writes.
+        ``relaxed`` (every write of the group may be): see :meth:`_relaxed`.
         """
         if self._grouped:
             raise RuntimeError(f"a group commit on {self.path} is already open; groups do not nest")
-        with self._errors("committing a group of writes"):
+        with self._errors("committing a group of writes"), self._relaxed(self._connection(), relaxed):
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             self._grouped = True
@@ -270,15 +288,16 @@ class Store:
             return ToolCallState(state="done", pre_image=first_pre_image, result=_RESULT.decode(result))
 
     def finish_tool_call(self, key: str, *, session_id: str, result: ToolResult,
-                         event: Event) -> Appended:
+                         event: Event, rerun_safe: bool = False) -> Appended:
         """Journal the result and append ``event``: one transaction. A call journaled without
         an intent (one without side effects) gets its row here.
 
         If ``key`` already has a result, the first one stays: nothing is written, the event is
         not appended (unless it is this very event, resent: then its seq is answered), and that
-        first result is returned as ``first_result`` (None when ``result`` was stored now)."""
+        first result is returned as ``first_result`` (None when ``result`` was stored now).
+        ``rerun_safe`` (a call without side effects) commits it relaxed (:meth:`_relaxed`)."""
         key = self._text(key)
-        with self._write(f"journaling the result of tool call {key}") as conn:
+        with self._write(f"journaling the result of tool call {key}", relaxed=rerun_safe) as conn:
             self._require_session(conn, session_id)
             row = conn.execute("SELECT result FROM tool_calls WHERE key = ?", (key,)).fetchone()
             if row is not None and row[0] is not None:

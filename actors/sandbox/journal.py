@@ -17,7 +17,9 @@ keeps that one, appends no second event and answers it (``Committed.result``), a
 the sandbox, ``replayed=True``: a replayed stage gets the bytes it got before. The intent
 exists to tell, after a crash, whether a side effect may have happened; such a call has none
 and is run again in any case (see the table), so writing it would cost a durable write and
-a round trip and decide nothing. One round trip to persistence instead of two.
+a round trip and decide nothing. One round trip to persistence instead of two, and its
+result is committed without waiting for the disk (``rerun_safe``: lost to a power cut, the
+call is just run again; any crash of a process keeps it).
 
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
@@ -178,7 +180,7 @@ class Journal:
                            outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
                            isolation=result.isolation)
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
-                                          event=event))
+                                          event=event, rerun_safe=call.side_effect_free))
         if not isinstance(reply, (Committed, Ack)):
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")

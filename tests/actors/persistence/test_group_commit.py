@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace as msgspec_replace
 
 from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT
 from actors.persistence.store import Store
@@ -134,3 +135,15 @@ def test_a_group_killed_before_its_commit_is_all_lost_unacknowledged_then_resent
     events = client.call("persistence", GetEvents(session_id=sid), timeout=10, decoder=REPLY).events
     assert [e.seq for e in events] == list(range(1, total + 1))
     assert sorted(e.id for e in events) == sorted(ids)
+
+
+def test_a_group_waits_for_the_disk_unless_every_request_in_it_is_a_read_or_a_rerun_safe_result() -> None:
+    from actors.persistence.service import _relaxed
+    from protocol.messages import FinishToolCall, GetSession
+
+    sid = new_id()
+    finish = FinishToolCall(key="k", session_id=sid, result=records.tool_result("k"),
+                            event=records.tool_called(sid, "k"))
+    assert _relaxed(msgspec_replace(finish, rerun_safe=True)) and _relaxed(GetSession(session_id=sid))
+    assert not _relaxed(finish)  # a side-effecting call's result
+    assert not _relaxed(Commit(session_id=sid, events=[records.transitioned(sid)]))  # a transition

@@ -271,3 +271,37 @@ def test_a_finish_meeting_a_journaled_result_answers_it_and_appends_no_second_ev
     assert again.first_result == records.tool_result("r1", "the bytes")
     assert again.seqs == [] and again.inserted == []
     assert [e.seq for e in store.events(session)] == [1]
+
+
+def _statements(store: Store) -> list[str]:
+    seen: list[str] = []
+    store._connection().set_trace_callback(seen.append)
+    return seen
+
+
+def test_a_rerun_safe_result_commits_without_waiting_for_the_disk_and_everything_else_with(
+        store: Store, session: str) -> None:
+    seen = _statements(store)
+    store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1"),
+                           event=records.tool_called(session, "r1"), rerun_safe=True)
+    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
+    assert seen.index("COMMIT") < len(seen) - 1  # the commit itself ran relaxed
+    seen.clear()
+    store.finish_tool_call("w1", session_id=session, result=records.tool_result("w1"),
+                           event=records.tool_called(session, "w1"))
+    store.commit(session, [records.transitioned(session)])
+    assert not [s for s in seen if s.startswith("PRAGMA")]  # the store's FULL, untouched
+    with closing(sqlite3.connect(store.path)) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE result IS NOT NULL").fetchone() == (2,)
+
+
+def test_a_group_is_relaxed_only_when_asked_and_a_store_at_normal_is_left_alone(store: Store, home: Path) -> None:
+    seen = _statements(store)
+    with store.group(relaxed=True):
+        pass
+    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
+    with Store(home / "normal.db", synchronous="normal") as normal:
+        seen = _statements(normal)
+        with normal.group(relaxed=True):
+            pass
+        assert not [s for s in seen if s.startswith("PRAGMA")]
