@@ -452,6 +452,7 @@ def group_memory(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
 
 def _concurrent(acode: _Acode, level: int) -> dict[str, Any]:
     workspaces = [acode.workspace() for _ in range(level)]
+    cpu_before = _cpu(acode.processes())
     t0 = time.time()
     ids = [acode.submit(ws) for ws in workspaces]
     submitted = time.time() - t0
@@ -459,12 +460,14 @@ def _concurrent(acode: _Acode, level: int) -> dict[str, Any]:
     deadline = time.monotonic() + 60 + 5 * level
     snapshots: dict[str, SessionSnapshot] = {}
     while time.monotonic() < deadline:
-        listed = acode.connection.persistence(ListSessions(limit=100_000)).sessions
+        listed = acode.connection.persistence(ListSessions(limit=level)).sessions  # the newest: these
         snapshots = {s.id: s for s in listed if s.id in wanted}
         if len(snapshots) == level and all(s.status in ("completed", "failed") or s.pause
                                            for s in snapshots.values()):
             break
         time.sleep(0.05)
+    cpu_after = _cpu(acode.processes())
+    busy = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
     statuses = [s.status for s in snapshots.values()]
     problems = []
     for session_id in ids:
@@ -483,7 +486,21 @@ def _concurrent(acode: _Acode, level: int) -> dict[str, Any]:
             "problems": problems[:5], "submit_s": round(submitted, 3), "wall_s": round(span, 3),
             "throughput_per_s": round(level / span, 2) if finished else 0.0,
             "latency_s": {"p50": _percentile(latencies, 0.5), "p99": _percentile(latencies, 0.99)} if latencies else {},
-            "cost_per_session_s": round(span / level, 4) if finished else None}
+            "cost_per_session_s": round(span / level, 4) if finished else None,
+            "cpu_s_per_process": dict(sorted(busy.items(), key=lambda item: -item[1]))}
+
+
+def _cpu(processes: list[psutil.Process]) -> dict[str, float]:
+    """CPU seconds (user + system) each actor has used so far, by instance name."""
+    out: dict[str, float] = {}
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        name = _name(process)
+        out[name] = out.get(name, 0.0) + times.user + times.system
+    return out
 
 
 def group_concurrency(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
