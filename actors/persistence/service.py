@@ -6,9 +6,12 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 ``capacity`` lets the broker queue requests here instead of in its own queue.
 
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
-tool call without side effects (``FinishToolCall.rerun_safe``; a group commit of only such
-writes and reads): a power cut can lose that only with everything committed after it, and the
-call is run again. Transitions and side-effecting calls stay durable before any answer.
+tool call without side effects (``FinishToolCall.rerun_safe``) and the model-answer cache
+(claims and answers), and a group commit of only such writes and reads. In WAL mode a power
+cut can lose such a commit only together with every commit after it (the next full commit
+syncs the log whole), so nothing durable ever depends on what was lost: the read runs again,
+the model is asked again. Transitions, steps, intents and the results of side-effecting calls
+stay durable before any answer.
 
 **Group commit.** The handler only decodes a request and queues it (``DEFERRED``); when the
 worker has read every request waiting on its socket (``drained``), the queued ones are served
@@ -146,7 +149,8 @@ def _relaxed(request: PersistenceRequest) -> bool:
     match request:
         case FinishToolCall(rerun_safe=rerun_safe):
             return rerun_safe
-        case GetSession() | ListSessions() | GetEvents() | GetPlan() | GetSteps():
+        case ClaimModelAnswer() | RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
+                | GetSteps():
             return True
         case _:
             return False

@@ -315,8 +315,12 @@ class Store:
 
     def claim_model_answer(self, request_hash: str, *, session_id: str, stage: Stage) -> ModelAnswerClaim:
         """The place (and answer, once recorded) of ``request_hash`` in its stage's sequence;
-        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``."""
-        with self._write(f"claiming model answer {request_hash}") as conn:
+        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``.
+
+        Claims and answers are a cache of the model: committed relaxed (:meth:`_relaxed`). A
+        power cut loses one only with every commit after it, so nothing durable depends on a
+        lost answer, and the stage asks the model again."""
+        with self._write(f"claiming model answer {request_hash}", relaxed=True) as conn:
             row = conn.execute("SELECT seq, answer FROM model_answers WHERE request_hash = ?",
                                (request_hash,)).fetchone()
             if row is not None:
@@ -330,7 +334,7 @@ class Store:
 
     def record_model_answer(self, request_hash: str, answer: ModelAnswer) -> None:
         """Store the answer of a claimed hash (the first recorded answer stays)."""
-        with self._write(f"recording model answer {request_hash}") as conn:
+        with self._write(f"recording model answer {request_hash}", relaxed=True) as conn:
             row = conn.execute("SELECT answer IS NULL FROM model_answers WHERE request_hash = ?",
                                (request_hash,)).fetchone()
             if row is None:

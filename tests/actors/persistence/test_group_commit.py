@@ -139,11 +139,12 @@ def test_a_group_killed_before_its_commit_is_all_lost_unacknowledged_then_resent
 
 def test_a_group_waits_for_the_disk_unless_every_request_in_it_is_a_read_or_a_rerun_safe_result() -> None:
     from actors.persistence.service import _relaxed
-    from protocol.messages import FinishToolCall, GetSession
+    from protocol.messages import ClaimModelAnswer, FinishToolCall, GetSession
 
     sid = new_id()
     finish = FinishToolCall(key="k", session_id=sid, result=records.tool_result("k"),
                             event=records.tool_called(sid, "k"))
     assert _relaxed(msgspec_replace(finish, rerun_safe=True)) and _relaxed(GetSession(session_id=sid))
+    assert _relaxed(ClaimModelAnswer(request_hash="a" * 64, session_id=sid, stage="executor"))  # a cache
     assert not _relaxed(finish)  # a side-effecting call's result
     assert not _relaxed(Commit(session_id=sid, events=[records.transitioned(sid)]))  # a transition

@@ -305,3 +305,10 @@ def test_a_group_is_relaxed_only_when_asked_and_a_store_at_normal_is_left_alone(
         with normal.group(relaxed=True):
             pass
         assert not [s for s in seen if s.startswith("PRAGMA")]
+
+
+def test_the_model_answer_cache_commits_relaxed(store: Store, session: str) -> None:
+    seen = _statements(store)
+    store.claim_model_answer("h" * 64, session_id=session, stage="executor")
+    store.record_model_answer("h" * 64, records.answer("hi"))
+    assert seen.count("PRAGMA synchronous = NORMAL") == 2 and seen.count("PRAGMA synchronous = FULL") == 2
