@@ -90,7 +90,7 @@ class Connection:
     def subscribe(self, topic: str) -> zmq.Socket[Any]:
         import zmq
 
-        sub = self.ctx.socket(zmq.SUB)
+        sub: zmq.Socket[Any] = self.ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
         sub.connect(self.endpoints.events_out)

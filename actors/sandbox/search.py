@@ -244,6 +244,7 @@ def _search(ws: Workspace, queries: list[str], path: str, use_regex: bool, max_b
     deadline = clock() + budget_s
     tally = _Tally()
     ignored_start = None
+    files: Iterator[tuple[str, int]]
     try:
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             rules, ignored_start = ignore.for_start(ws, rel)
