@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import itertools
+import math
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import zmq
@@ -125,7 +126,7 @@ class Loop:
         return min(self.max_wait, max(0.0, self._timers[0][0] - self.clock()))
 
     def run_once(self) -> None:
-        events = self._poller.poll(self.next_timeout() * 1000)
+        events = self._poller.poll(math.ceil(self.next_timeout() * 1000))
         for target, _ in events:
             callback = self._readers.get(target)
             if callback is not None:
@@ -163,7 +164,7 @@ class Actor:
         self.loop = Loop(clock)
         self.ctx: zmq.Context[Any] | None = None
         self.log: Any = None
-        self.state = "starting"
+        self.state: Literal["starting", "ready", "stopping"] = "starting"
         self._stop_reason: str | None = None
         self._failure = ""  # what escaped the loop, for the last log line the supervisor reports
         self._signals: list[int] = []
@@ -197,7 +198,7 @@ class Actor:
     def socket(self, kind: int) -> zmq.Socket[Any]:
         """A socket of this actor's context, closed at teardown (linger 0)."""
         assert self.ctx is not None
-        sock = self.ctx.socket(kind)
+        sock: zmq.Socket[Any] = self.ctx.socket(kind)
         sock.setsockopt(zmq.LINGER, 0)
         self._sockets.append(sock)
         return sock
@@ -311,7 +312,7 @@ class Actor:
         if self._supervisor is None:
             return
         beat = Heartbeat(instance=self.spec.instance, actor=self.actor, pid=os.getpid(),
-                         epoch=self.spec.epoch, state=self.state,  # type: ignore[arg-type]
+                         epoch=self.spec.epoch, state=self.state,
                          busy=self.busy(), info=self.info())
         try:
             self._supervisor.send(codec.encode(beat), zmq.NOBLOCK)

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 import structlog
+from structlog.typing import EventDict
 
 from protocol.redact import Redactor, default_redactor
 
@@ -33,7 +34,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
                      else structlog.dev.ConsoleRenderer(colors=False))
     identity = {"actor": actor, "instance": instance, "pid": os.getpid()}
 
-    def add_identity(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    def add_identity(logger: Any, method: str, event: EventDict) -> EventDict:
         # Static, not a contextvar: worker threads do not inherit the main thread's context.
         for key, value in identity.items():
             event.setdefault(key, value)
@@ -56,7 +57,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
     structlog.contextvars.clear_contextvars()
 
 
-def redact_secrets(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:
     """A structlog processor: ``event`` with the secrets in its values redacted.
 
     Strings, containers and Structs are redacted string by string; another object, which

@@ -18,6 +18,7 @@ A client is not thread-safe: one per thread.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -187,7 +188,7 @@ class Client:
                 if pending is None:
                     break
                 wait = max(0.0, min(pending.next_resend, pending.deadline) - self.clock())
-                if poller.poll(wait * 1000):
+                if poller.poll(math.ceil(wait * 1000)):
                     self.on_readable()
                 self.tick()
         finally:

@@ -16,18 +16,20 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Final
 
 import zmq
 
 from protocol import codec, frames
 from protocol.errors import AcodeError, ProtocolError
 from protocol.ids import new_id
-from protocol.messages import Envelope, Error, Message, WorkerInfo
+from protocol.messages import Ack, Envelope, Error, Message, WorkerInfo
 
 __all__ = ["DEFERRED", "Request", "Worker"]
 
-DEFERRED: Any = object()  # returned by a handler that will call Worker.reply() later
+# Returned by a handler that will call Worker.reply() later; never sent (it is known by
+# identity), and a Message so that a handler's ``-> Message`` holds for it too.
+DEFERRED: Final[Message] = Ack(detail="deferred: the handler replies later")
 
 
 class Request:

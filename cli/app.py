@@ -18,8 +18,9 @@ from actors.paths import RunPaths
 from cli import daemon, render
 from cli.config import resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
-from cli.follow import follow_and_print, print_json
+from cli.follow import attach_and_print, follow_and_print, print_json, read_events
 from protocol.errors import AcodeError, CliError, ModelError
+from protocol.events import StepStarted
 from protocol.ids import new_id
 from protocol.messages import (
     CancelSession,
@@ -34,6 +35,7 @@ from protocol.messages import (
 from protocol.plan import TaskPlan
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import STAGES
+from protocol.task import check_task
 
 __all__ = ["app", "main"]
 
@@ -108,13 +110,37 @@ def down(timeout: Annotated[float, typer.Option("--timeout", help="seconds per e
 
 @app.command()
 def status(json_out: Json = False) -> None:
-    """Every actor: pid, state, epoch, restarts, uptime, last heartbeat."""
+    """Every actor (pid, state, epoch, restarts, uptime, last heartbeat), then the sessions
+    running or paused, with their stage and step."""
     with Connection(_state["home"]) as connection:
         report = connection.coordinator(GetStatus())
-    if json_out:
-        print_json(report)
-    else:
-        typer.echo(render.status_table(report))
+        if json_out:
+            print_json(report)
+            return
+        active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
+        where = {s.id: _where(connection, s) for s in active}
+    typer.echo(render.status_table(report))
+    if active:
+        typer.echo("")
+        typer.echo(render.active_sessions(active, where))
+
+
+def _where(connection: Connection, session: SessionSnapshot) -> str:
+    """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""
+    if session.status == "paused":
+        kind = session.pause.kind if session.pause else "?"
+        return f"paused ({kind}) in {session.stage or '-'}"
+    where = f"{session.stage}" + (f" (visit {session.visit})" if session.visit > 1 else "")
+    if session.stage != "executor" or not session.plan_version:
+        return where
+    started = [e for e in read_events(connection, session.id) if isinstance(e, StepStarted)]
+    if not started:
+        return where
+    last = started[-1]
+    plan: TaskPlan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
+    order = [(task.label, step.label) for task in plan.tasks for step in task.steps]
+    number = order.index((last.task, last.step)) + 1 if (last.task, last.step) in order else 0
+    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "")
 
 
 # -- sessions ---------------------------------------------------------------------------------
@@ -125,7 +151,7 @@ def _session_id(connection: Connection, given: str) -> str:
     if len(given) >= 36:
         return given
     reply = connection.persistence(ListSessions(limit=100_000))
-    matches = [s.id for s in reply.sessions if s.id.startswith(given)]
+    matches: list[str] = [s.id for s in reply.sessions if s.id.startswith(given)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -146,6 +172,8 @@ def run(
     max_turns: Annotated[int | None, typer.Option("--max-turns", help="executor turns per step")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="submit and return the session id")] = False,
     json_out: Json = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="start although an unfinished session holds the workspace (recorded in the log)")] = False,
 ) -> None:
     """Submit a task and follow it through every stage to a final state."""
     root = workspace.expanduser().resolve()
@@ -154,8 +182,6 @@ def run(
     if provider is not None and provider not in PROVIDERS:
         raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
                          code="ACODE-LLM-001")
-    from actors.stages.untrusted import check_task  # here: the other commands load no stage code
-
     check_task(task)
     flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
                              "model.model": model, "model.base_url": base_url,
@@ -172,11 +198,24 @@ def run(
         connection.require_running()
         session_id = new_id()
         connection.coordinator(SubmitTask(session_id=session_id, task=task, workspace=str(root),
-                                          settings=settings), timeout=30.0)
+                                          settings=settings, force=force), timeout=30.0)
         if detach:
             typer.echo(session_id)
             return
         session = follow_and_print(connection, session_id, json_out=json_out)
+    raise typer.Exit(session.exit_code or 0)
+
+
+@app.command()
+def attach(
+    session_id: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    replay: Annotated[int, typer.Option("--replay", min=0, help="progress lines of the past shown first")] = 20,
+    json_out: Json = False,
+) -> None:
+    """Follow a running or paused session again: its recent progress, then live (any number of terminals)."""
+    with Connection(_state["home"]) as connection:
+        connection.require_running()
+        session = attach_and_print(connection, _session_id(connection, session_id), replay=replay, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 

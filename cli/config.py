@@ -24,7 +24,7 @@ from actors.private import USER_UMASK_ENV
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
-from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
+from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     pass
 
 
-class Orchestration(_Section):
+class Orchestration(_Section, frozen=True):
     planner_timeout: Seconds | None = None
     executor_timeout: Seconds | None = None
     verifier_timeout: Seconds | None = None
@@ -50,17 +50,17 @@ class Orchestration(_Section):
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
 
 
-class Planner(_Section):
+class Planner(_Section, frozen=True):
     context_tokens: Annotated[int, msgspec.Meta(ge=500, le=2_000_000)] | None = None
     clarification_timeout: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] | None = None
 
 
-class Executor(_Section):
+class Executor(_Section, frozen=True):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] | None = None
 
 
-class Verification(_Section):
+class Verification(_Section, frozen=True):
     """The workspace's own checks (e.g. its test suite), run by the verifier every time."""
 
     commands: list[Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]] | None = None
@@ -69,7 +69,7 @@ class Verification(_Section):
 Names = list[Annotated[str, msgspec.Meta(min_length=1, max_length=256)]]
 
 
-class Sandbox(_Section):
+class Sandbox(_Section, frozen=True):
     """Tool limits and the command policy (see README "Sandbox"; defaults in protocol/sandbox.py)."""
 
     command_timeout: Seconds | None = None
@@ -89,7 +89,7 @@ class Sandbox(_Section):
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
-class Model(_Section):
+class Model(_Section, frozen=True):
     """Which model answers the stages (see README "Models"); defaults in protocol/session.py."""
 
     provider: Literal["scripted", "ollama", "openai"] | None = None
@@ -110,7 +110,7 @@ class Model(_Section):
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
 
 
-class Supervision(_Section):
+class Supervision(_Section, frozen=True):
     heartbeat_interval: Annotated[float, msgspec.Meta(ge=0.05, le=60)] | None = None
     liveness: Annotated[int, msgspec.Meta(ge=2, le=100)] | None = None
     restart_intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] | None = None
@@ -121,18 +121,18 @@ class Supervision(_Section):
     stop_timeout: Seconds | None = None
 
 
-class Storage(_Section):
+class Storage(_Section, frozen=True):
     synchronous: Literal["full", "normal"] | None = None
 
 
-class Workers(_Section):
+class Workers(_Section, frozen=True):
     planner: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     executor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     verifier: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     reviewer: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
 
 
-class AcodeConfig(_Section):
+class AcodeConfig(_Section, frozen=True):
     orchestration: Orchestration = Orchestration()
     planner: Planner = Planner()
     executor: Executor = Executor()
@@ -259,8 +259,9 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
     o = config.orchestration
     timeouts = {s: getattr(o, f"{s}_timeout") or defaults.stage_timeouts[s] for s in STAGES}
     cycle = o.cycle_limit
-    limits = {"verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
-              "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
+    limits: dict[CycleKind, int | None] = {
+        "verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
+        "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,

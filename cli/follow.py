@@ -23,9 +23,10 @@ from protocol.events import Event, is_final
 from protocol.messages import GetEvents, GetSession
 from protocol.session import SessionSnapshot
 
-__all__ = ["follow", "follow_and_print", "print_json"]
+__all__ = ["attach_and_print", "follow", "follow_and_print", "print_json", "read_events"]
 
 CATCH_UP_EVERY = 1.0
+_PAGE = 10_000  # events per GetEvents read
 
 
 def follow(connection: Connection, session_id: str, on_event: Callable[[Event], None], *,
@@ -78,7 +79,7 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
                     raise
                 last_catch_up = time.monotonic()
         reply: Any = connection.persistence(GetSession(session_id=session_id))
-        return reply.session  # type: ignore[no-any-return]
+        return reply.session  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
     finally:
         sub.close(linger=0)
 
@@ -90,14 +91,64 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def follow_and_print(connection: Connection, session_id: str, *, json_out: bool = False,
-                     after_seq: int = 0) -> SessionSnapshot:
-    """Follow a session printing one line per event (or JSON lines), then the files changed.
-
-    Ctrl-C detaches: the session goes on inside the actors (exit 130).
-    """
+def read_events(connection: Connection, session_id: str, after_seq: int = 0) -> list[Event]:
+    """Every event of a session after ``after_seq``, read from persistence page by page."""
     events: list[Event] = []
+    while True:
+        page = connection.persistence(GetEvents(session_id=session_id, after_seq=after_seq, limit=_PAGE),
+                                      timeout=30.0).events
+        events += page
+        if len(page) < _PAGE:
+            return events
+        after_seq = page[-1].seq
+
+
+def attach_and_print(connection: Connection, session_id: str, *, replay: int = 20,
+                     json_out: bool = False) -> SessionSnapshot:
+    """``acode attach``: show a session's last ``replay`` progress lines (or events, as JSON),
+    then follow it live as ``acode run`` does. Any number of terminals may attach at once:
+    each has its own subscription. A session that is not running is shown and left."""
+    session: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
+    events = read_events(connection, session_id)
     progress = render.Progress()
+    if json_out:
+        for event in events[-replay:] if replay else []:
+            print_json(event)
+    else:
+        lines = [line for line in map(progress.line, events) if line]
+        shown = lines[-replay:] if replay else []
+        if len(lines) > len(shown):
+            typer.echo(f"[… {len(lines) - len(shown)} earlier line(s); `acode show {session_id}` has them all]")
+        for line in shown:
+            typer.echo(line)
+    if session.status == "running":
+        last = events[-1].seq if events else 0
+        return follow_and_print(connection, session_id, json_out=json_out, after_seq=last, progress=progress,
+                                earlier=events)
+    if json_out:
+        print_json({"session": session})
+    elif session.status == "paused":
+        typer.echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
+                   f"`acode cancel {session_id}` ends it")
+    else:
+        changed = render.files_changed(events)
+        typer.echo(f"session {session_id} is {session.status}; files changed: "
+                   f"{', '.join(changed) if changed else 'none'}")
+    return session
+
+
+def follow_and_print(connection: Connection, session_id: str, *, json_out: bool = False,
+                     after_seq: int = 0, progress: render.Progress | None = None,
+                     earlier: list[Event] | None = None) -> SessionSnapshot:
+    """Follow a session printing one line per event (or JSON lines), then the files changed
+    (``earlier``: events already shown, counted in the files changed; ``progress``: the
+    renderer that showed them).
+
+    Ctrl-C detaches: the session goes on inside the actors (exit 130), and ``acode attach``
+    follows it again.
+    """
+    events: list[Event] = list(earlier or [])
+    progress = progress or render.Progress()
 
     def on_event(event: Event) -> None:
         events.append(event)
@@ -112,9 +163,9 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
         session = follow(connection, session_id, on_event, after_seq=after_seq)
     except NotRunning:
         raise NotRunning(f"acode stopped while session {session_id} was running; the session goes on after "
-                         f"`acode up --detach` (follow it with `acode show {session_id}`)") from None
+                         f"`acode up --detach` (follow it with `acode attach {session_id}`)") from None
     except KeyboardInterrupt:
-        typer.echo(f"\ndetached: session {session_id} goes on; `acode show {session_id}` shows it, "
+        typer.echo(f"\ndetached: session {session_id} goes on; `acode attach {session_id}` follows it again, "
                    f"`acode cancel {session_id}` stops it", err=True)
         raise typer.Exit(130) from None
     if json_out:

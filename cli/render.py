@@ -81,6 +81,15 @@ def sessions_table(sessions: list[SessionSnapshot]) -> str:
     return table(rows)
 
 
+def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> str:
+    """`acode status`: the sessions running or paused, with where each stands."""
+    rows = [["SESSION", "STATUS", "WHERE", "TASK"]]
+    for s in sessions:
+        task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
+        rows.append([s.id, s.status, where.get(s.id, s.stage or "-"), task])
+    return table(rows)
+
+
 def _one_line(text: str, width: int = 160) -> str:
     """Progress lines stay on one line; the full text is in `acode show --json`."""
     flat = " ".join(text.split())
@@ -96,8 +105,9 @@ class Progress:
     def line(self, event: Event) -> str | None:
         """One line for ``acode run``; None for events not worth a line."""
         match event:
-            case SessionCreated(task=task, workspace=workspace):
-                return f"session {event.session_id}: {_one_line(task, 80)!r} in {workspace}"
+            case SessionCreated(task=task, workspace=workspace, overrode_hold=holder):
+                forced = f" (--force: session {holder} still holds it)" if holder else ""
+                return f"session {event.session_id}: {_one_line(task, 80)!r} in {workspace}{forced}"
             case Transitioned(target="completed"):
                 return None
             case Transitioned(source=source, target=target, visit=visit, cycle_kind=kind, cycle=cycle, reason=reason):

@@ -82,7 +82,7 @@ class TypedDecoder(Generic[T]):
     """An msgpack decoder for one union that raises ProtocolError (ACODE-PROTO-002)."""
 
     def __init__(self, type_: Any, name: str):
-        self._decoder = msgspec.msgpack.Decoder(type_)
+        self._decoder: msgspec.msgpack.Decoder[T] = msgspec.msgpack.Decoder(type_)
         self.name = name
 
     def decode(self, data: bytes) -> T:

@@ -132,6 +132,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-003": "invalid argument",
     "ACODE-CLI-004": "session cannot do that in its current state",
     "ACODE-CLI-005": "answers do not match the session's questions",
+    "ACODE-CLI-006": "the workspace is held by an unfinished session",
 }
 
 

@@ -14,7 +14,7 @@ import msgspec
 
 from protocol.errors import ErrorInfo
 from protocol.session import Clarification
-from protocol.stages import CycleKind, PauseKind, Stage
+from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
 __all__ = [
     "CheckRan",
@@ -43,12 +43,13 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, t
     at: float = 0.0
 
 
-class SessionCreated(EventBase, tag="session_created", kw_only=True):
+class SessionCreated(EventBase, frozen=True, tag="session_created", kw_only=True):
     task: str
     workspace: str
+    overrode_hold: str = ""  # the unfinished session holding the workspace that --force overrode
 
 
-class Transitioned(EventBase, tag="transitioned", kw_only=True):
+class Transitioned(EventBase, frozen=True, tag="transitioned", kw_only=True):
     """The coordinator moved the session: ``source`` → ``target`` (written before dispatch)."""
 
     source: Stage | Literal["start"]
@@ -59,14 +60,14 @@ class Transitioned(EventBase, tag="transitioned", kw_only=True):
     cycle: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
 
 
-class StageRetried(EventBase, tag="stage_retried", kw_only=True):
+class StageRetried(EventBase, frozen=True, tag="stage_retried", kw_only=True):
     stage: Stage
     visit: Visit
     attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
     reason: str
 
 
-class StageFinished(EventBase, tag="stage_finished", kw_only=True):
+class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     stage: Stage
     visit: Visit
     attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
@@ -76,7 +77,7 @@ class StageFinished(EventBase, tag="stage_finished", kw_only=True):
     error: ErrorInfo | None = None
 
 
-class PlanRecorded(EventBase, tag="plan_recorded", kw_only=True):
+class PlanRecorded(EventBase, frozen=True, tag="plan_recorded", kw_only=True):
     version: Annotated[int, msgspec.Meta(ge=1)]
     goal: str
     tasks: int
@@ -84,14 +85,14 @@ class PlanRecorded(EventBase, tag="plan_recorded", kw_only=True):
     status: str = "ready"
 
 
-class StepStarted(EventBase, tag="step_started", kw_only=True):
+class StepStarted(EventBase, frozen=True, tag="step_started", kw_only=True):
     visit: Visit
     task: str
     step: str
     title: str = ""
 
 
-class ToolCalled(EventBase, tag="tool_called", kw_only=True):
+class ToolCalled(EventBase, frozen=True, tag="tool_called", kw_only=True):
     key: str
     tool: str
     target: str = ""
@@ -103,15 +104,15 @@ class ToolCalled(EventBase, tag="tool_called", kw_only=True):
     isolation: str = ""
 
 
-class StepFinished(EventBase, tag="step_finished", kw_only=True):
+class StepFinished(EventBase, frozen=True, tag="step_finished", kw_only=True):
     visit: Visit
     task: str
     step: str
-    status: Literal["completed", "failed", "blocked"]  # blocked: not run, a step it depends on failed
+    status: StepStatus  # blocked: not run, a step it depends on failed
     summary: str = ""
 
 
-class CheckRan(EventBase, tag="check_ran", kw_only=True):
+class CheckRan(EventBase, frozen=True, tag="check_ran", kw_only=True):
     visit: Visit
     label: str
     command: str
@@ -120,19 +121,19 @@ class CheckRan(EventBase, tag="check_ran", kw_only=True):
     evidence: str = ""
 
 
-class SessionPaused(EventBase, tag="session_paused", kw_only=True):
+class SessionPaused(EventBase, frozen=True, tag="session_paused", kw_only=True):
     kind: PauseKind
     code: str
     message: str
     exit_code: int
 
 
-class SessionResumed(EventBase, tag="session_resumed", kw_only=True):
+class SessionResumed(EventBase, frozen=True, tag="session_resumed", kw_only=True):
     reason: str = ""
     answers: list[Clarification] = []  # the user's answers to the planner's questions, if any
 
 
-class SessionFinished(EventBase, tag="session_finished", kw_only=True):
+class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=True):
     status: Literal["completed", "failed", "cancelled"]
     exit_code: int
     error: ErrorInfo | None = None

@@ -65,48 +65,49 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag
 # --- replies shared by every service ---------------------------------------------------
 
 
-class Error(Message, tag="error", kw_only=True):
+class Error(Message, frozen=True, tag="error", kw_only=True):
     error: ErrorInfo
 
 
-class Ack(Message, tag="ack", kw_only=True):
+class Ack(Message, frozen=True, tag="ack", kw_only=True):
     detail: str = ""
 
 
 # --- coordinator -------------------------------------------------------------------------
 
 
-class SubmitTask(Message, tag="submit_task", kw_only=True):
+class SubmitTask(Message, frozen=True, tag="submit_task", kw_only=True):
     """Start a session; ``session_id`` is chosen by the client so a resend is idempotent."""
 
     session_id: Id
     task: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
     workspace: Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]
     settings: SessionSettings
+    force: bool = False  # start although an unfinished session holds the workspace (recorded)
 
 
-class GetStatus(Message, tag="get_status", kw_only=True):
+class GetStatus(Message, frozen=True, tag="get_status", kw_only=True):
     pass
 
 
-class CancelSession(Message, tag="cancel_session", kw_only=True):
+class CancelSession(Message, frozen=True, tag="cancel_session", kw_only=True):
     session_id: Id
     reason: str = "cancelled by the user"
 
 
-class ResumeSession(Message, tag="resume_session", kw_only=True):
+class ResumeSession(Message, frozen=True, tag="resume_session", kw_only=True):
     session_id: Id
     answers: list[Clarification] = []  # for a session paused on the planner's questions
 
 
-class Shutdown(Message, tag="shutdown", kw_only=True):
+class Shutdown(Message, frozen=True, tag="shutdown", kw_only=True):
     reason: str = "acode down"
 
 
 ActorState = Literal["starting", "ready", "backoff", "failed", "stopping", "stopped"]
 
 
-class ActorStatus(Message, tag="actor_status", kw_only=True):
+class ActorStatus(Message, frozen=True, tag="actor_status", kw_only=True):
     instance: str
     actor: str
     state: ActorState
@@ -121,7 +122,7 @@ class ActorStatus(Message, tag="actor_status", kw_only=True):
     info: dict[str, str] = {}  # what the actor reports of itself, e.g. the sandbox's isolation
 
 
-class StatusReport(Message, tag="status_report", kw_only=True):
+class StatusReport(Message, frozen=True, tag="status_report", kw_only=True):
     pid: int
     home: str
     started_at: float
@@ -131,7 +132,7 @@ class StatusReport(Message, tag="status_report", kw_only=True):
     sessions_active: int = 0
 
 
-class SessionAccepted(Message, tag="session_accepted", kw_only=True):
+class SessionAccepted(Message, frozen=True, tag="session_accepted", kw_only=True):
     session: SessionSnapshot
 
 
@@ -142,7 +143,7 @@ CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 # --- persistence -------------------------------------------------------------------------
 
 
-class Commit(Message, tag="commit", kw_only=True):
+class Commit(Message, frozen=True, tag="commit", kw_only=True):
     """Append events and update a session in one transaction (idempotent by event id).
 
     ``snapshot`` creates the session row when it does not exist yet.
@@ -155,32 +156,32 @@ class Commit(Message, tag="commit", kw_only=True):
     step: StepRecord | None = None
 
 
-class GetSession(Message, tag="get_session", kw_only=True):
+class GetSession(Message, frozen=True, tag="get_session", kw_only=True):
     session_id: Id
 
 
-class ListSessions(Message, tag="list_sessions", kw_only=True):
+class ListSessions(Message, frozen=True, tag="list_sessions", kw_only=True):
     statuses: list[str] = []
     limit: Limit = 100
 
 
-class GetEvents(Message, tag="get_events", kw_only=True):
+class GetEvents(Message, frozen=True, tag="get_events", kw_only=True):
     session_id: Id
     after_seq: Annotated[int, msgspec.Meta(ge=0)] = 0
     limit: Limit = 10_000
 
 
-class GetPlan(Message, tag="get_plan", kw_only=True):
+class GetPlan(Message, frozen=True, tag="get_plan", kw_only=True):
     session_id: Id
     version: Annotated[int, msgspec.Meta(ge=0)] = 0  # 0: the latest
 
 
-class GetSteps(Message, tag="get_steps", kw_only=True):
+class GetSteps(Message, frozen=True, tag="get_steps", kw_only=True):
     session_id: Id
     visit: Annotated[int, msgspec.Meta(ge=1)]
 
 
-class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
+class BeginToolCall(Message, frozen=True, tag="begin_tool_call", kw_only=True):
     """Journal a tool call's intent, or learn what an earlier call with this key did."""
 
     key: Id
@@ -191,7 +192,7 @@ class BeginToolCall(Message, tag="begin_tool_call", kw_only=True):
     pre_image: str | None = None
 
 
-class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):
+class FinishToolCall(Message, frozen=True, tag="finish_tool_call", kw_only=True):
     """Journal a tool call's result and append its ``tool_called`` event.
 
     ``rerun_safe``: the call has no side effects (a read, a listing, a search), so persistence
@@ -206,7 +207,7 @@ class FinishToolCall(Message, tag="finish_tool_call", kw_only=True):
     rerun_safe: bool = False
 
 
-class ClaimModelAnswer(Message, tag="claim_model_answer", kw_only=True):
+class ClaimModelAnswer(Message, frozen=True, tag="claim_model_answer", kw_only=True):
     """Find the recorded answer for a request hash, or reserve its place in the stage's
     sequence (the scripted model serves the response at that place)."""
 
@@ -215,12 +216,12 @@ class ClaimModelAnswer(Message, tag="claim_model_answer", kw_only=True):
     stage: Stage
 
 
-class RecordModelAnswer(Message, tag="record_model_answer", kw_only=True):
+class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only=True):
     request_hash: Id
     answer: ModelAnswer
 
 
-class Committed(Message, tag="committed", kw_only=True):
+class Committed(Message, frozen=True, tag="committed", kw_only=True):
     """What a write did: the seq of each event. Answering a FinishToolCall whose key already
     had a result, ``result`` is that first result (the new one was not kept, and its event
     was not appended): the caller answers with it."""
@@ -229,27 +230,27 @@ class Committed(Message, tag="committed", kw_only=True):
     result: ToolResult | None = None
 
 
-class SessionFound(Message, tag="session_found", kw_only=True):
+class SessionFound(Message, frozen=True, tag="session_found", kw_only=True):
     session: SessionSnapshot
 
 
-class SessionList(Message, tag="session_list", kw_only=True):
+class SessionList(Message, frozen=True, tag="session_list", kw_only=True):
     sessions: list[SessionSnapshot] = []
 
 
-class EventList(Message, tag="event_list", kw_only=True):
+class EventList(Message, frozen=True, tag="event_list", kw_only=True):
     events: list[Event] = []
 
 
-class PlanFound(Message, tag="plan_found", kw_only=True):
+class PlanFound(Message, frozen=True, tag="plan_found", kw_only=True):
     plan: TaskPlan
 
 
-class StepList(Message, tag="step_list", kw_only=True):
+class StepList(Message, frozen=True, tag="step_list", kw_only=True):
     steps: list[StepRecord] = []
 
 
-class ToolCallState(Message, tag="tool_call_state", kw_only=True):
+class ToolCallState(Message, frozen=True, tag="tool_call_state", kw_only=True):
     """``new``: intent journaled now, run it. ``pending``: journaled earlier without a result.
     ``done``: ``result`` is the journaled result. ``pre_image`` is the one recorded first."""
 
@@ -258,7 +259,7 @@ class ToolCallState(Message, tag="tool_call_state", kw_only=True):
     result: ToolResult | None = None
 
 
-class ModelAnswerClaim(Message, tag="model_answer_claim", kw_only=True):
+class ModelAnswerClaim(Message, frozen=True, tag="model_answer_claim", kw_only=True):
     seq: Annotated[int, msgspec.Meta(ge=0)]
     answer: ModelAnswer | None = None
 
@@ -276,7 +277,7 @@ PersistenceReply = (
 # --- stages ------------------------------------------------------------------------------
 
 
-class RunStage(Message, tag="run_stage", kw_only=True):
+class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     """Do one stage of one session; ``(session_id, stage, visit, attempt)`` fences the answer."""
 
     session_id: Id
@@ -292,7 +293,7 @@ class RunStage(Message, tag="run_stage", kw_only=True):
     clarifications: list[Clarification] = []  # the user's answers to the planner's questions
 
 
-class StageDone(Message, tag="stage_done", kw_only=True):
+class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):
     result: StageResult
 
 
@@ -302,7 +303,7 @@ StageReply = StageDone | Error
 # --- sandbox -----------------------------------------------------------------------------
 
 
-class RunTool(Message, tag="run_tool", kw_only=True):
+class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     """Run one tool call in ``workspace``; ``key`` makes it idempotent."""
 
     key: Id
@@ -315,7 +316,7 @@ class RunTool(Message, tag="run_tool", kw_only=True):
     policy: SandboxPolicy = SandboxPolicy()
 
 
-class ToolDone(Message, tag="tool_done", kw_only=True):
+class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):
     result: ToolResult
 
 
@@ -325,7 +326,7 @@ SandboxReply = ToolDone | Error
 # --- supervision channel (child <-> coordinator, not through the broker) -----------------
 
 
-class Heartbeat(Message, tag="heartbeat", kw_only=True):
+class Heartbeat(Message, frozen=True, tag="heartbeat", kw_only=True):
     instance: str
     actor: str
     pid: int
@@ -335,11 +336,11 @@ class Heartbeat(Message, tag="heartbeat", kw_only=True):
     info: dict[str, str] = {}  # facts for `acode status` (Actor.info)
 
 
-class Stop(Message, tag="stop", kw_only=True):
+class Stop(Message, frozen=True, tag="stop", kw_only=True):
     reason: str = ""
 
 
-class CancelWork(Message, tag="cancel_work", kw_only=True):
+class CancelWork(Message, frozen=True, tag="cancel_work", kw_only=True):
     """The coordinator abandoned these requests (a timeout, a cancel, a lost answer): stop
     working on them. The stage actor sets the attempt's cancel event, which closes an HTTP
     request to a model server; any answer still produced is dropped by fencing."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple, get_args
 
 import msgspec
 
@@ -51,7 +51,7 @@ Action = Literal[
     "analyze_code",
     "generate_code",
 ]
-ACTIONS: tuple[str, ...] = Action.__args__  # type: ignore[attr-defined]
+ACTIONS: tuple[str, ...] = get_args(Action)
 MAX_STEPS = 50
 MAX_CONTEXT_FILES = 100
 
@@ -60,7 +60,7 @@ class _PlanStruct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     pass
 
 
-class Check(_PlanStruct, kw_only=True):
+class Check(_PlanStruct, frozen=True, kw_only=True):
     """A command whose result decides a criterion: exit code and, optionally, output."""
 
     command: Annotated[str, msgspec.Meta(min_length=1, max_length=4_000)]
@@ -68,20 +68,20 @@ class Check(_PlanStruct, kw_only=True):
     expect_output: Text | None = None
 
 
-class Criterion(_PlanStruct, kw_only=True):
+class Criterion(_PlanStruct, frozen=True, kw_only=True):
     label: Label
     description: Text
     check: Check | None = None
 
 
-class Resources(_PlanStruct, kw_only=True):
+class Resources(_PlanStruct, frozen=True, kw_only=True):
     read: list[str] = []
     write: list[str] = []
     directories: list[str] = []
     commands: list[str] = []
 
 
-class PlanStep(_PlanStruct, kw_only=True):
+class PlanStep(_PlanStruct, frozen=True, kw_only=True):
     label: Label
     title: Text
     description: Text = ""
@@ -92,7 +92,7 @@ class PlanStep(_PlanStruct, kw_only=True):
     id: str = ""
 
 
-class PlanTask(_PlanStruct, kw_only=True):
+class PlanTask(_PlanStruct, frozen=True, kw_only=True):
     label: Label
     title: Text
     description: Text = ""
@@ -105,7 +105,7 @@ class PlanTask(_PlanStruct, kw_only=True):
     status: Literal["pending", "completed"] = "pending"
 
 
-class Question(_PlanStruct, kw_only=True):
+class Question(_PlanStruct, frozen=True, kw_only=True):
     label: Label
     question: Text
     options: list[str] = []
@@ -113,7 +113,7 @@ class Question(_PlanStruct, kw_only=True):
     default: str = ""  # the answer used when nobody answers in time (else the first option)
 
 
-class TaskPlan(_PlanStruct, kw_only=True):
+class TaskPlan(_PlanStruct, frozen=True, kw_only=True):
     goal: Text
     status: Literal["ready", "needs_clarification"] = "ready"
     tasks: list[PlanTask] = []

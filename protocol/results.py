@@ -15,7 +15,7 @@ import msgspec
 
 from protocol.errors import ErrorInfo
 from protocol.plan import TaskPlan
-from protocol.stages import Stage
+from protocol.stages import Stage, StepStatus
 from protocol.tools import Risk
 
 __all__ = [
@@ -40,31 +40,31 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pass
 
 
-class CriterionVerdict(_Wire, kw_only=True):
+class CriterionVerdict(_Wire, frozen=True, kw_only=True):
     label: str
     passed: bool
     evidence: str = ""
 
 
-class VerifierAnswer(_Wire, kw_only=True):
+class VerifierAnswer(_Wire, frozen=True, kw_only=True):
     passed: bool
     summary: str = ""
     criteria: list[CriterionVerdict] = []
 
 
-class ReviewIssue(_Wire, kw_only=True):
+class ReviewIssue(_Wire, frozen=True, kw_only=True):
     criterion: str = ""
     problem: str
     suggestion: str = ""
 
 
-class ReviewerAnswer(_Wire, kw_only=True):
+class ReviewerAnswer(_Wire, frozen=True, kw_only=True):
     decision: Literal["approve", "replan"]
     summary: str = ""
     issues: list[ReviewIssue] = []
 
 
-class ToolResult(_Wire, kw_only=True):
+class ToolResult(_Wire, frozen=True, kw_only=True):
     """One tool call's outcome. ``outcome == "unknown"`` means an earlier run of the same
     call was interrupted after its intent was journaled: check the workspace, do not
     blindly repeat it."""
@@ -83,12 +83,12 @@ class ToolResult(_Wire, kw_only=True):
     isolation: str = ""  # run_terminal: the isolation the command ran under (see actors/sandbox/isolation.py)
 
 
-class Usage(_Wire, kw_only=True):
+class Usage(_Wire, frozen=True, kw_only=True):
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
 
 
-class ModelToolCall(_Wire, kw_only=True):
+class ModelToolCall(_Wire, frozen=True, kw_only=True):
     """One tool call of a model. ``invalid_arguments`` holds the raw text when the model's
     arguments were not a JSON object (``arguments`` is then empty); the executor sends the
     model a correction instead of running the call."""
@@ -99,13 +99,13 @@ class ModelToolCall(_Wire, kw_only=True):
     invalid_arguments: str = ""
 
 
-class ModelAnswer(_Wire, kw_only=True):
+class ModelAnswer(_Wire, frozen=True, kw_only=True):
     content: str = ""
     tool_calls: list[ModelToolCall] = []
     usage: Usage = Usage()
 
 
-class StepRecord(_Wire, kw_only=True):
+class StepRecord(_Wire, frozen=True, kw_only=True):
     """A finished step of one executor visit: the executor skips it when it resumes.
     ``blocked``: not run, because a step it depends on failed. ``code`` is a failed step's
     error code (ACODE-EXEC-003 when it ran out of turns)."""
@@ -114,7 +114,7 @@ class StepRecord(_Wire, kw_only=True):
     visit: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
     task: str
     step: str
-    status: Literal["completed", "failed", "blocked"]
+    status: StepStatus
     summary: str = ""
     turns: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0
     tool_calls: Count = 0
@@ -123,12 +123,12 @@ class StepRecord(_Wire, kw_only=True):
     code: str = ""
 
 
-class ExecutionReport(_Wire, kw_only=True):
+class ExecutionReport(_Wire, frozen=True, kw_only=True):
     steps: list[StepRecord] = []
     files_changed: list[str] = []
 
 
-class StageMetrics(_Wire, kw_only=True):
+class StageMetrics(_Wire, frozen=True, kw_only=True):
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     model_calls: Count = 0
     replayed_model_calls: Count = 0
@@ -137,7 +137,7 @@ class StageMetrics(_Wire, kw_only=True):
     tokens_out: Count = 0
 
 
-class StageResult(_Wire, kw_only=True):
+class StageResult(_Wire, frozen=True, kw_only=True):
     """A stage's answer to ``RunStage``; ``(session_id, stage, visit, attempt)`` fences it."""
 
     session_id: str

@@ -37,12 +37,12 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     pass
 
 
-class ScriptedToolCall(_Strict, kw_only=True):
+class ScriptedToolCall(_Strict, frozen=True, kw_only=True):
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
     arguments: dict[str, Any] = {}
 
 
-class ScriptedResponse(_Strict, kw_only=True):
+class ScriptedResponse(_Strict, frozen=True, kw_only=True):
     content: str | None = None
     json: Any = None
     tool_calls: list[ScriptedToolCall] = []
@@ -57,12 +57,12 @@ class ScriptedResponse(_Strict, kw_only=True):
         return ""
 
 
-class Script(_Strict, kw_only=True):
+class Script(_Strict, frozen=True, kw_only=True):
     version: Literal[1]
     responses: dict[Stage, list[ScriptedResponse]] = {}
 
 
-class _ScriptShape(_Strict, kw_only=True):
+class _ScriptShape(_Strict, frozen=True, kw_only=True):
     """A script's top level with its responses left undecoded, so an error can name the stage."""
 
     version: Literal[1]

@@ -55,14 +55,14 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pass
 
 
-class ScriptedProvider(_Wire, tag="scripted", tag_field="kind", kw_only=True):
+class ScriptedProvider(_Wire, frozen=True, tag="scripted", tag_field="kind", kw_only=True):
     """The deterministic model: answers come from a YAML script (see protocol.script)."""
 
     script_yaml: Annotated[str, msgspec.Meta(max_length=5_000_000)]
     script_name: str = ""
 
 
-class _HttpProvider(_Wire, kw_only=True):
+class _HttpProvider(_Wire, frozen=True, kw_only=True):
     """A model server reached over HTTP (fields shared by the Ollama and OpenAI-compatible kinds).
 
     ``model`` answers every stage unless ``stage_models`` names another for a stage.
@@ -92,13 +92,13 @@ class _HttpProvider(_Wire, kw_only=True):
         return self.stage_models.get(stage, self.model)
 
 
-class OllamaProvider(_HttpProvider, tag="ollama", tag_field="kind", kw_only=True):
+class OllamaProvider(_HttpProvider, frozen=True, tag="ollama", tag_field="kind", kw_only=True):
     """Ollama's native API: ``POST {base_url}/api/chat``, NDJSON streaming."""
 
     base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)] = "http://127.0.0.1:11434"
 
 
-class OpenAIProvider(_HttpProvider, tag="openai", tag_field="kind", kw_only=True):
+class OpenAIProvider(_HttpProvider, frozen=True, tag="openai", tag_field="kind", kw_only=True):
     """An OpenAI-compatible server (LM Studio, llama.cpp's server, vLLM):
     ``POST {base_url}/chat/completions``, SSE streaming. ``base_url`` includes ``/v1``.
     ``api_key_env`` names an environment variable of the stage actors holding a key; the
@@ -111,7 +111,7 @@ class OpenAIProvider(_HttpProvider, tag="openai", tag_field="kind", kw_only=True
 ProviderSpec = ScriptedProvider | OllamaProvider | OpenAIProvider
 
 
-class SessionSettings(_Wire, kw_only=True):
+class SessionSettings(_Wire, frozen=True, kw_only=True):
     """Resolved limits and model for one session (defaults match the seeds)."""
 
     stage_timeouts: dict[Stage, Seconds] = msgspec.field(
@@ -136,13 +136,13 @@ class SessionSettings(_Wire, kw_only=True):
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
 
 
-class FeedbackItem(_Wire, kw_only=True):
+class FeedbackItem(_Wire, frozen=True, kw_only=True):
     label: str
     problem: str
     detail: str = ""
 
 
-class Feedback(_Wire, kw_only=True):
+class Feedback(_Wire, frozen=True, kw_only=True):
     """What a later stage tells an earlier one when it sends the session back."""
 
     source: Stage
@@ -150,7 +150,7 @@ class Feedback(_Wire, kw_only=True):
     items: list[FeedbackItem] = []
 
 
-class Clarification(_Wire, kw_only=True):
+class Clarification(_Wire, frozen=True, kw_only=True):
     """A planner's question and the user's answer (or its default, when the wait ran out)."""
 
     label: str
@@ -159,13 +159,13 @@ class Clarification(_Wire, kw_only=True):
     defaulted: bool = False
 
 
-class PauseInfo(_Wire, kw_only=True):
+class PauseInfo(_Wire, frozen=True, kw_only=True):
     kind: PauseKind
     code: str
     message: str
 
 
-class SessionSnapshot(_Wire, kw_only=True):
+class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     id: str
     task: str
     workspace: str

@@ -12,6 +12,7 @@ __all__ = [
     "PauseKind",
     "SessionStatus",
     "Stage",
+    "StepStatus",
 ]
 
 Stage = Literal["planner", "executor", "verifier", "reviewer"]
@@ -20,4 +21,5 @@ CycleKind = Literal["verify", "review"]  # verifier -> executor, reviewer -> pla
 CYCLE_KINDS: tuple[CycleKind, ...] = ("verify", "review")
 SessionStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+StepStatus = Literal["completed", "failed", "blocked"]  # blocked: not run, a step it depends on failed
 PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation"]

@@ -53,7 +53,7 @@ class _Args(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbi
     pass
 
 
-class ReadFile(_Args, kw_only=True):
+class ReadFile(_Args, frozen=True, kw_only=True):
     """Read a text file of the workspace. Each line is shown after its number (from 1) and a
     tab; the numbers are not part of the file. offset skips that many lines first."""
 
@@ -62,19 +62,19 @@ class ReadFile(_Args, kw_only=True):
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None
 
 
-class WriteFile(_Args, kw_only=True):
+class WriteFile(_Args, frozen=True, kw_only=True):
     """Create or replace a file of the workspace with the given content."""
 
     path: Path
     content: Annotated[str, msgspec.Meta(max_length=10_000_000)]
 
 
-class Edit(_Args, kw_only=True):
+class Edit(_Args, frozen=True, kw_only=True):
     search: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)]
     replace: Annotated[str, msgspec.Meta(max_length=1_000_000)]
 
 
-class ModifyFile(_Args, kw_only=True):
+class ModifyFile(_Args, frozen=True, kw_only=True):
     """Change a text file, with exactly one of `edits` or `diff`; all of it applies or nothing does.
     edits: search/replace pairs; each search is copied exactly from the file (without read_file's line
     numbers) and must match exactly once. diff: a unified diff of this one file: '@@ -l,n +l,n @@' hunks
@@ -86,20 +86,20 @@ class ModifyFile(_Args, kw_only=True):
     diff: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)] | None = None
 
 
-class CreateDirectory(_Args, kw_only=True):
+class CreateDirectory(_Args, frozen=True, kw_only=True):
     """Create a directory (and missing parents) inside the workspace."""
 
     path: Path
 
 
-class ListDirectory(_Args, kw_only=True):
+class ListDirectory(_Args, frozen=True, kw_only=True):
     """List a directory of the workspace."""
 
     path: Path = "."
     depth: Annotated[int, msgspec.Meta(ge=1, le=10)] = 1
 
 
-class SearchCode(_Args, kw_only=True):
+class SearchCode(_Args, frozen=True, kw_only=True):
     """Search the workspace's text files for a literal string (or a regex)."""
 
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]
@@ -107,37 +107,37 @@ class SearchCode(_Args, kw_only=True):
     regex: bool = False
 
 
-class RunTerminal(_Args, kw_only=True):
+class RunTerminal(_Args, frozen=True, kw_only=True):
     """Run a command (no shell) in the workspace and return its exit code and output."""
 
     command: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] | None = None
 
 
-class StepComplete(_Args, kw_only=True):
+class StepComplete(_Args, frozen=True, kw_only=True):
     """Declare the current step done, with a one-line summary of what it achieved."""
 
     summary: Annotated[str, msgspec.Meta(max_length=4_000)]
 
 
-class StepFailed(_Args, kw_only=True):
+class StepFailed(_Args, frozen=True, kw_only=True):
     """Declare the current step impossible, with the reason."""
 
     reason: Annotated[str, msgspec.Meta(max_length=4_000)]
 
 
-class BaselineWorkspace(_Args, kw_only=True):
+class BaselineWorkspace(_Args, frozen=True, kw_only=True):
     """Internal: record the workspace as it is now, as the session's baseline (the first call wins)."""
 
 
-class DiffWorkspace(_Args, kw_only=True):
+class DiffWorkspace(_Args, frozen=True, kw_only=True):
     """Internal: the unified diff between the session's baseline and the workspace now.
     max_bytes caps the output (default: the request's output limit)."""
 
     max_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
 
 
-class SearchCodeTerms(_Args, kw_only=True):
+class SearchCodeTerms(_Args, frozen=True, kw_only=True):
     """Internal: search_code for each of several queries, walking the tree once (the
     planner's context preparation); each query's output follows a ``[query N of M]`` line."""
 
@@ -226,7 +226,7 @@ def _inline(schema: Any, defs: dict[str, Any]) -> Any:
 
 def _parameters(args_type: type[_Args]) -> dict[str, Any]:
     raw = msgspec.json.schema(args_type)
-    params = _inline(raw, raw.get("$defs", {}))
+    params: dict[str, Any] = _inline(raw, raw.get("$defs", {}))
     params.pop("description", None)
     return params
 

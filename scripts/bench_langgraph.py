@@ -97,6 +97,7 @@ def _percentile(values: list[float], q: float) -> float:
 def measure(sessions: int, durability: str = "sync") -> dict[str, Any]:
     """LangGraph's W1, ``sessions`` times on one checkpoint database; seconds per session."""
     from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with tempfile.TemporaryDirectory(prefix="acode-bench-lg-") as tmp:
@@ -112,12 +113,12 @@ def measure(sessions: int, durability: str = "sync") -> dict[str, Any]:
             times: list[float] = []
             checkpoints = 0
             for n in range(sessions + 1):
-                config = {"configurable": {"thread_id": f"s{n}"}}
+                config: RunnableConfig = {"configurable": {"thread_id": f"s{n}"}}
                 t0 = time.perf_counter()
                 final = graph.invoke({"messages": [HumanMessage(content="read ten files")], "plan": [],
                                       "verified": False, "approved": False}, config, durability=durability)
                 elapsed = time.perf_counter() - t0
-                assert final["approved"] and sum(1 for m in final["messages"] if m.type == "tool") == STEPS
+                assert final["approved"] and len([m for m in final["messages"] if m.type == "tool"]) == STEPS
                 if n:  # the first session warms up imports and the database
                     times.append(elapsed)
                     checkpoints = sum(1 for _ in saver.list(config))

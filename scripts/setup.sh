@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv with acode and its test dependencies. Needs only Python 3.11+.
+# Create .venv with acode, its test dependencies and the dev tools scripts/check.sh runs
+# (ruff, mypy and its stub packages). Needs only Python 3.11+.
 # Re-running is cheap: it reinstalls only when pyproject.toml changed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +32,6 @@ fi
 stamp=.venv/.acode-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,dev]"
   touch "$stamp"
 fi

@@ -19,6 +19,7 @@ pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -90,21 +91,23 @@ class Decision:
         return self.snapshot.status == "running" and self.snapshot.stage is not None
 
 
-def _event(cls: type, snap: SessionSnapshot, now: float, **fields: object) -> Event:
-    return cls(id=new_id(), session_id=snap.id, at=now, **fields)  # type: ignore[no-any-return]
+def _event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
+    return cls(id=new_id(), session_id=snap.id, at=now, **fields)
 
 
 def _with(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:
     return msgspec.structs.replace(snap, updated_at=now, **changes)
 
 
-def create(session_id: str, task: str, workspace: str, settings: SessionSettings, now: float) -> Decision:
-    """A new session, entering the planner."""
+def create(session_id: str, task: str, workspace: str, settings: SessionSettings, now: float, *,
+           overrode_hold: str = "") -> Decision:
+    """A new session, entering the planner (``overrode_hold``: the session whose hold on the
+    workspace ``--force`` overrode)."""
     snap = SessionSnapshot(id=session_id, task=task, workspace=workspace, status="running",
                            stage="planner", visits={"planner": 1}, attempt=1, created_at=now,
                            updated_at=now, settings=settings)
     return Decision(snap, [
-        _event(SessionCreated, snap, now, task=task, workspace=workspace),
+        _event(SessionCreated, snap, now, task=task, workspace=workspace, overrode_hold=overrode_hold),
         _event(Transitioned, snap, now, source="start", target="planner", visit=1, reason="session started"),
     ])
 

@@ -278,7 +278,11 @@ class Orchestrator:
             if dispatch is not None and dispatch.request_id in busy:
                 self.abandon(session)
                 why = f"{reason} during {dispatch.stage} attempt {dispatch.attempt}"
-                self.decide(session, lambda snap, why=why: machine.on_lost(snap, why, time.time()))
+
+                def lost(snap: SessionSnapshot, why: str = why) -> Decision | None:
+                    return machine.on_lost(snap, why, time.time())
+
+                self.decide(session, lost)
 
     def on_actor_failed(self, actor: str, reason: str) -> None:
         """An actor is past its restart intensity: pause the sessions that need it."""

@@ -5,6 +5,13 @@ replies). A submit is idempotent by the client's session id, also across a coord
 restart (the session is looked up in persistence first). Cancel and resume load a
 session that is not in memory; a state that does not allow the request (cancelling a
 finished session, resuming a running one) is answered with ACODE-CLI-004.
+
+One session per workspace (seed 001 §2.3): an unfinished session (running or paused)
+holds its workspace, and a submit for the same directory is refused with the holder's id
+and what to do (ACODE-CLI-006), unless it says ``force``; the new session's
+``session_created`` event then names the holder it overrode. The hold is nothing but
+the holder's status, read from persistence (and from memory, for a submit racing another),
+so it ends with the session and a stale one cannot exist.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ from typing import Any
 from actors.coordinator import machine
 from actors.coordinator.machine import Decision
 from actors.coordinator.orchestrator import Orchestrator, Session
-from actors.stages.untrusted import TASK_MAX_CHARS
 from broker.worker import Request
 from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
 from protocol.messages import (
@@ -25,6 +31,7 @@ from protocol.messages import (
     Error,
     GetPlan,
     GetSession,
+    ListSessions,
     Message,
     ResumeSession,
     SessionAccepted,
@@ -34,10 +41,19 @@ from protocol.plan import TaskPlan
 from protocol.script import load_script
 from protocol.session import ScriptedProvider, SessionSnapshot
 from protocol.stages import STAGES
+from protocol.task import check_task
 
-__all__ = ["MAX_TASK_CHARS", "SessionRequests"]
+__all__ = ["SessionRequests"]
 
-MAX_TASK_CHARS = TASK_MAX_CHARS  # one limit, shared with the planner (actors.stages.untrusted)
+_HOLDING = ("running", "paused")  # the statuses of a session that holds its workspace
+
+
+def _same_dir(a: str, b: str) -> bool:
+    """Whether two workspace paths name one directory (a symlinked path included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 class SessionRequests:
@@ -58,7 +74,7 @@ class SessionRequests:
             if error is None:
                 self.orchestrator.reply(request, SessionAccepted(session=reply.session))  # a resend after we restarted
             elif isinstance(error, NotFoundError):
-                self._create(request, body)
+                self._check_hold(request, body)
             else:
                 self.orchestrator.reply(request, Error(error=error.info()))
 
@@ -67,9 +83,7 @@ class SessionRequests:
 
     @staticmethod
     def _validate(body: SubmitTask) -> None:
-        if len(body.task) > MAX_TASK_CHARS:
-            raise CliError(f"the task is {len(body.task)} characters; at most {MAX_TASK_CHARS} are accepted, "
-                           "put details in a file of the workspace and refer to it", code="ACODE-PLAN-001")
+        check_task(body.task)  # the CLI checked it already; another client may not have
         if not os.path.isabs(body.workspace) or not os.path.isdir(body.workspace):
             raise CliError(f"workspace {body.workspace!r} is not an existing directory (absolute path); "
                            "create it or pass --workspace DIR", code="ACODE-CLI-003")
@@ -83,11 +97,39 @@ class SessionRequests:
         if missing:
             raise CliError(f"settings lack a timeout for {', '.join(missing)}", code="ACODE-CFG-001")
 
-    def _create(self, request: Request, body: SubmitTask) -> None:
+    def _check_hold(self, request: Request, body: SubmitTask) -> None:
+        """Create the session unless an unfinished one holds its workspace (and ``force`` is off)."""
+
+        def listed(reply: Any, error: AcodeError | None) -> None:
+            if error is not None:
+                self.orchestrator.reply(request, Error(error=error.info()))
+                return
+            holders = [s for s in reply.sessions if s.id != body.session_id and _same_dir(s.workspace, body.workspace)]
+            self._create(request, body, holders[0] if holders else None)
+
+        self.orchestrator.persist(ListSessions(statuses=list(_HOLDING), limit=100_000), listed, body.session_id)
+
+    def _create(self, request: Request, body: SubmitTask, holder: SessionSnapshot | None = None) -> None:
         if body.session_id in self.orchestrator.sessions:  # two resends raced through the lookup
             self.orchestrator.sessions[body.session_id].waiters.append(request)
             return
-        decision = machine.create(body.session_id, body.task, body.workspace, body.settings, time.time())
+        holder = holder or next((s.snapshot for s in self.orchestrator.sessions.values()
+                                 if s.snapshot.status in _HOLDING and _same_dir(s.snapshot.workspace, body.workspace)),
+                                None)  # a submit that raced ours through the lookups
+        if holder is not None and not body.force:
+            what = f"paused ({holder.pause.kind})" if holder.status == "paused" and holder.pause else holder.status
+            error = CliError(
+                f"workspace {body.workspace} is held by session {holder.id} ({what}); one session works on a "
+                f"workspace at a time: follow it with `acode attach {holder.id}`, continue it with `acode resume "
+                f"{holder.id}` or end it with `acode cancel {holder.id}`; or start anyway with --force",
+                code="ACODE-CLI-006")
+            self.orchestrator.reply(request, Error(error=error.info()))
+            return
+        decision = machine.create(body.session_id, body.task, body.workspace, body.settings, time.time(),
+                                  overrode_hold=holder.id if holder is not None else "")
+        if holder is not None:
+            self.orchestrator.log.warning("workspace_hold_overridden", session_id=body.session_id, holder=holder.id,
+                                          workspace=body.workspace)
         session = Session(snapshot=decision.snapshot)
         self.orchestrator.sessions[session.id] = session
         self.orchestrator.log.info("session_submitted", session_id=session.id, workspace=body.workspace)

@@ -33,7 +33,7 @@ import zmq
 from actors.paths import RunPaths
 from actors.spawn import MODULES, spawn
 from protocol import codec
-from protocol.messages import ActorStatus, CancelWork, Heartbeat, Stop
+from protocol.messages import ActorState, ActorStatus, CancelWork, Heartbeat, Stop
 from protocol.spec import ActorSpec
 
 __all__ = ["Child", "SupervisionOptions", "Supervisor", "next_epoch"]
@@ -75,7 +75,7 @@ class Child:
     instance: str
     actor: str
     options: dict[str, Any] = field(default_factory=dict)
-    state: str = "stopped"
+    state: ActorState = "stopped"
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None
     epoch: int = 0
@@ -93,7 +93,7 @@ class Child:
     def status(self, now: float) -> ActorStatus:
         alive = self.proc is not None and self.state in ("starting", "ready")
         return ActorStatus(
-            instance=self.instance, actor=self.actor, state=self.state,  # type: ignore[arg-type]
+            instance=self.instance, actor=self.actor, state=self.state,
             pid=self.proc.pid if alive and self.proc else None, epoch=self.epoch, restarts=self.restarts,
             started_at=self.started_wall if alive else None,
             uptime_s=round(now - self.started_mono, 3) if alive else 0.0,

@@ -96,13 +96,14 @@ def run_watched(work: Callable[[Exchange], T], *, cancel: threading.Event, first
     """``work(exchange)`` on a helper thread; its result or exception, or :class:`Interrupted`."""
     exchange = Exchange(first_token_s=first_token_s, idle_s=idle_s, allow_remote=allow_remote)
     done = threading.Event()
-    outcome: list[Any] = []  # [result] or [None, exception]
+    outcome: list[T] = []  # the result, or nothing when ``failure`` holds the exception
+    failure: list[BaseException] = []
 
     def helper() -> None:
         try:
             outcome.append(work(exchange))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
-            outcome[:] = [None, exc]
+            failure.append(exc)
         finally:
             done.set()
 
@@ -119,9 +120,9 @@ def run_watched(work: Callable[[Exchange], T], *, cancel: threading.Event, first
         thread.join(JOIN)
         raise Interrupted(reason)
     thread.join()
-    if len(outcome) == 2:
-        raise outcome[1]
-    return outcome[0]  # type: ignore[no-any-return]
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -27,6 +27,7 @@ from actors.llm.http import HttpModel, Transient, parse_arguments
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, Usage
+from protocol.session import OpenAIProvider
 
 __all__ = ["OpenAICompatibleModel", "sse_data"]
 
@@ -113,9 +114,10 @@ class OpenAICompatibleModel(HttpModel):
     label = "the OpenAI-compatible server"
     chat_path = "/chat/completions"
     start_hint = "start the server (LM Studio: Developer tab, Start Server), or fix base_url (it ends in /v1)"
+    spec: OpenAIProvider  # HttpModel takes either spec; this model is only ever built with its own
 
     def headers(self) -> dict[str, str]:
-        variable = self.spec.api_key_env  # type: ignore[union-attr]
+        variable = self.spec.api_key_env
         if not variable:
             return {}
         key = os.environ.get(variable, "")

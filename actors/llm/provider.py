@@ -44,6 +44,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 class Provider(Protocol):
     """A model. ``cancel`` is set when the stage is abandoned: stop waiting, raise."""
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only, so a class attribute (HttpModel's) satisfies it
 
     def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer: ...

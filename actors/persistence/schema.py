@@ -104,7 +104,7 @@ def migrate(conn: sqlite3.Connection, path: str, steps: tuple[tuple[str, ...], .
     latest = len(steps)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if found > latest:
             raise StorageError(
                 f"database {path} has schema version {found}, newer than the version {latest} "

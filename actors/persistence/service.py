@@ -70,6 +70,7 @@ from protocol.messages import (
     GetSession,
     GetSteps,
     ListSessions,
+    Message,
     PersistenceReply,
     PersistenceRequest,
     PlanFound,
@@ -187,13 +188,13 @@ class PersistenceActor(Actor):
     def busy(self) -> list[str]:
         return self.worker.busy() if self.worker is not None else []
 
-    def handle(self, request: Request) -> PersistenceReply:
+    def handle(self, request: Request) -> Message:
         """Decode and queue; :meth:`serve_queued` answers once the group is durable."""
         body = codec.PERSISTENCE_REQUEST.decode(request.body)  # a bad body is answered at once
         self._queued.append((request, body))
         if len(self._queued) >= _GROUP:
             self.serve_queued()
-        return DEFERRED  # type: ignore[no-any-return]
+        return DEFERRED
 
     def serve_queued(self) -> None:
         """Serve the queued requests in one group commit, then answer them and publish."""

@@ -168,13 +168,13 @@ def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
             start = ends
     if b"\0" in out:
         raise _binary(args.path)
-    text = out.decode("utf-8", "replace")
+    output = out.decode("utf-8", "replace")
     if cut is not None:
-        separator = "" if not text or text.endswith("\n") else "\n"
-        text += separator + _marker(omitted, *cut)
-    elif not text:
-        text = f"[offset {skip} is past the end: the file has {number} lines]" if skip else f"[{rel} is empty]"
-    return Outcome(output=text, path=rel)
+        separator = "" if not output or output.endswith("\n") else "\n"
+        output += separator + _marker(omitted, *cut)
+    elif not output:
+        output = f"[offset {skip} is past the end: the file has {number} lines]" if skip else f"[{rel} is empty]"
+    return Outcome(output=output, path=rel)
 
 
 # -- writes -------------------------------------------------------------------------------------

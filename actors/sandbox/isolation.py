@@ -104,7 +104,7 @@ class Isolation(msgspec.Struct, frozen=True, kw_only=True):
     pids: Literal["cgroup", "rlimit", "none"] = "none"
 
     def describe(self) -> str:
-        parts = [self.level]
+        parts: list[str] = [self.level]
         if self.level == "bubblewrap":
             parts.append("read-only root, no network, pid namespace")
         elif self.level == "landlock":
@@ -146,7 +146,8 @@ def detect(*, bubblewrap: bool = True, landlock: bool = True, cgroup: bool = Tru
     """The strongest isolation this machine offers (the flags turn layers off: ``pidns=False``
     leaves the subreaper to contain a command's tree)."""
     probe = _probe()
-    abi = int(probe.get("landlock_abi", 0) or 0) if landlock else 0
+    found = probe.get("landlock_abi", 0)  # the launcher's JSON: an int, unless something is badly wrong
+    abi = found if landlock and isinstance(found, int) else 0
     pidns = pidns and bool(probe.get("pidns", False))
     pids: Literal["cgroup", "rlimit", "none"] = "none"
     if cgroup and PidsCgroup.base() is not None:

@@ -40,6 +40,8 @@ after "started" is bubblewrap's exit code, which is the command's.
 (``pidns``), and the Landlock ABI version (0: none).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
@@ -47,6 +49,12 @@ import os
 import resource
 import signal
 import sys
+
+# typing costs ~10 ms at the start of every command; mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -60,7 +68,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-def _syscall(name, *args):
+def _syscall(name: str, *args: object) -> int:
     number = _SYS.get(os.uname().machine, {}).get(name)
     if number is None:
         raise OSError(errno.ENOSYS, f"no {name} syscall number for {os.uname().machine}")
@@ -68,10 +76,10 @@ def _syscall(name, *args):
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return result
+    return int(result)
 
 
-def _prctl(option, arg):
+def _prctl(option: int, arg: int) -> None:
     if _libc.prctl(option, arg, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
@@ -97,7 +105,7 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def landlock_abi():
+def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
     try:
         return int(_syscall("create", None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
@@ -105,7 +113,7 @@ def landlock_abi():
         return 0
 
 
-def _landlock(abi, writable):
+def _landlock(abi: int, writable: Iterable[str]) -> None:
     """Confine this process (and what it execs): writes beneath ``writable`` only."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
@@ -139,14 +147,14 @@ def _landlock(abi, writable):
 
 # --- the steps -----------------------------------------------------------------------------
 
-def _say(status_fd, **message):
+def _say(status_fd: int, **message: object) -> None:
     try:
         os.write(status_fd, (json.dumps(message) + "\n").encode())
     except OSError:
         pass  # the sandbox is gone; PDEATHSIG is on its way
 
 
-def _rlimits(limits):
+def _rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         which = getattr(resource, f"RLIMIT_{name.upper()}")
         soft, hard = resource.getrlimit(which)
@@ -154,7 +162,7 @@ def _rlimits(limits):
         resource.setrlimit(which, (value, value))
 
 
-def _exec(spec, exec_w):
+def _exec(spec: dict[str, Any], exec_w: int) -> None:
     """In the command's process: Landlock, then execve. Reports a failure on ``exec_w``."""
     try:
         os.set_blocking(exec_w, True)
@@ -168,7 +176,9 @@ def _exec(spec, exec_w):
     os._exit(127)
 
 
-def _fork_command(spec, status_fd, *, deathsig, unblock=frozenset()):
+def _fork_command(
+    spec: dict[str, Any], status_fd: int, *, deathsig: int, unblock: Iterable[signal.Signals] = frozenset()
+) -> int | None:
     """Fork the command; wait for its exec. Returns its pid, or None when it did not start."""
     exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
     parent = os.getpid()
@@ -193,15 +203,15 @@ def _fork_command(spec, status_fd, *, deathsig, unblock=frozenset()):
     return pid
 
 
-def _status(wait_status):
+def _status(wait_status: int) -> dict[str, int]:
     if os.WIFSIGNALED(wait_status):
         return {"signal": os.WTERMSIG(wait_status)}
     return {"exit": os.waitstatus_to_exitcode(wait_status)}
 
 
-def _children():
+def _children() -> list[int]:
     """Pids whose parent is this process (orphans re-parented to the subreaper included)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -215,7 +225,7 @@ def _children():
     return found
 
 
-def _sweep():
+def _sweep() -> None:
     """SIGKILL and reap every descendant: killed parents hand their children to us."""
     for _ in range(10_000):
         children = _children()
@@ -233,7 +243,7 @@ def _sweep():
                 pass
 
 
-def _run_subreaper(spec, status_fd):
+def _run_subreaper(spec: dict[str, Any], status_fd: int) -> None:
     """Fork the command, wait for it, then sweep; SIGTERM kills the command at any point.
 
     SIGTERM may come more than once: PDEATHSIG is sent each time the launcher's parent
@@ -246,9 +256,9 @@ def _run_subreaper(spec, status_fd):
     only then reaped; the handler never raises; and the sweep runs whatever happens.
     """
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    command = []
+    command: list[int] = []
 
-    def stop(*_):  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
+    def stop(*_: object) -> None:  # the sandbox's deadline, or its death (PDEATHSIG): end the command now
         for pid in command:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -271,7 +281,7 @@ def _run_subreaper(spec, status_fd):
     _say(status_fd, **_status(wait_status))
 
 
-def _map_ids():
+def _map_ids() -> None:
     uid, gid = os.getuid(), os.getgid()
     _syscall("unshare", ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID))
     with open("/proc/self/setgroups", "w") as f:
@@ -282,14 +292,14 @@ def _map_ids():
         f.write(f"{gid} {gid} 1")
 
 
-def _unshare_pid():
+def _unshare_pid() -> None:
     if os.geteuid() == 0:
         _syscall("unshare", ctypes.c_int(_CLONE_NEWPID))
     else:
         _map_ids()
 
 
-def _run_pidns(spec, status_fd):
+def _run_pidns(spec: dict[str, Any], status_fd: int) -> None:
     _unshare_pid()
     life_r, life_w = os.pipe2(os.O_CLOEXEC)
     init = os.fork()
@@ -317,7 +327,7 @@ def _run_pidns(spec, status_fd):
             continue
 
 
-def probe():
+def probe() -> dict[str, object]:
     """What this machine allows: a PID namespace, and which Landlock ABI."""
     pidns = False
     child = os.fork()
@@ -336,7 +346,7 @@ def probe():
     return {"pidns": pidns, "landlock_abi": landlock_abi()}
 
 
-def main():
+def main() -> None:
     if sys.argv[1:] == ["--probe"]:
         print(json.dumps(probe()))
         return

@@ -7,7 +7,6 @@ naming the stage, the problem and the start of the answer.
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, TypeVar
 
@@ -39,7 +38,14 @@ def parse_answer(text: str, type_: type[T], *, stage: str) -> T:
                          f"with {head!r}", code="ACODE-LLM-003") from exc
 
 
-@functools.cache
-def schema_of(type_: Any) -> dict[str, Any]:
+# A plain dict rather than functools.cache: the checker does not take a class for Hashable.
+# Two threads may build the same schema at once; both results are equal, either is kept.
+_schemas: dict[object, dict[str, Any]] = {}
+
+
+def schema_of(type_: object) -> dict[str, Any]:
     """The JSON schema of a contract type (built once per type; do not mutate it)."""
-    return msgspec.json.schema(type_)
+    schema = _schemas.get(type_)
+    if schema is None:
+        schema = _schemas[type_] = msgspec.json.schema(type_)
+    return schema

@@ -113,7 +113,7 @@ class StageContext:
                     arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
                     policy=settings.sandbox),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
-        return reply.result  # type: ignore[no-any-return]
+        return reply.result  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
                       timeout_s: float | None = None) -> ToolResult:
@@ -169,7 +169,7 @@ class StageContext:
                 site = f"{call_site}/retry{attempt + 1}"
         raise AssertionError("unreachable")
 
-    def chat(self, type_: type[Any], *, call_site: str, messages: list[ChatMessage]) -> ModelAnswer:
+    def chat(self, type_: type[object], *, call_site: str, messages: list[ChatMessage]) -> ModelAnswer:
         """One model call with a whole conversation (e.g. a correction after an invalid
         answer), asking for ``type_``'s JSON schema; the caller parses the raw answer."""
         return self.model.complete(ModelRequest(

@@ -56,7 +56,8 @@ from protocol.messages import GetSteps, StepList
 from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
 from protocol.results import ExecutionReport, ModelToolCall, StageResult, StepRecord
 from protocol.session import SessionSettings
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepFailed, decode_args, tool_definitions
+from protocol.stages import StepStatus
+from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
 
 __all__ = ["context_budget", "run"]
 
@@ -161,7 +162,8 @@ class _Step:
             control = decode_args(call.name, call.arguments)
             if isinstance(control, StepFailed):
                 return self._finish("failed", control.reason, turn, code="ACODE-EXEC-001")
-            summary: str = control.summary  # type: ignore[attr-defined]
+            assert isinstance(control, StepComplete)  # CONTROL_TOOLS names these two
+            summary = control.summary
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
                 self.pushed_back = True
@@ -180,7 +182,7 @@ class _Step:
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
         return None
 
-    def _finish(self, status: str, summary: str, turns: int, *, code: str = "") -> StepRecord:
+    def _finish(self, status: StepStatus, summary: str, turns: int, *, code: str = "") -> StepRecord:
         return _record(self.ctx, self.task, self.step, status, summary, turns, self.calls, self.files, code)
 
 
@@ -198,16 +200,16 @@ def _base_key(session_id: str, visit: int, task: PlanTask, step: PlanStep) -> st
     return f"{session_id}:e{visit}:{where}"
 
 
-def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: str, summary: str, turns: int,
+def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatus, summary: str, turns: int,
             calls: int, files: list[str], code: str = "") -> StepRecord:
     request = ctx.request
     record = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
-                        status=status, summary=summary, turns=turns, tool_calls=calls,  # type: ignore[arg-type]
+                        status=status, summary=summary, turns=turns, tool_calls=calls,
                         files_changed=files, at=time.time(), code=code)
     ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
                                           "finished"),
                              session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
-                             status=status, summary=summary)],  # type: ignore[arg-type]
+                             status=status, summary=summary)],
                step=record)
     return record
 

@@ -2,7 +2,7 @@
 
 Within a token budget (4 characters a token), :func:`prepare` gathers, in priority order:
 
-1. the task (always shown; :func:`~actors.stages.untrusted.check_task` bounds it);
+1. the task (always shown; :func:`~protocol.task.check_task` bounds it);
 2. the user's answers to earlier questions, the reviewer's feedback and the plan being revised;
 3. the workspace tree (``list_directory``, so ``.gitignore`` applies), cut to the deepest
    level that fits its share of the budget, deeper directories summarised by their entry count;

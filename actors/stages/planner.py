@@ -26,10 +26,10 @@ import msgspec
 from actors.llm.provider import ChatMessage
 from actors.stages import gather, plancheck, prompts
 from actors.stages.context import StageContext
-from actors.stages.untrusted import check_task
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
 from protocol.results import StageResult
+from protocol.task import check_task
 
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 

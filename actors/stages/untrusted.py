@@ -18,11 +18,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from protocol.errors import PlanError
-
-__all__ = ["TASK_MAX_CHARS", "Fence", "check_task", "strip_hidden"]
-
-TASK_MAX_CHARS = 10_000
+__all__ = ["Fence", "strip_hidden"]
 
 # Tag characters (U+E0000-E007F) spell invisible ASCII; zero-width characters and joiners,
 # the word joiner and invisible operators, the BOM; bidi embeddings, overrides, isolates
@@ -37,17 +33,6 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def strip_hidden(text: str) -> str:
     """``text`` without invisible and direction-changing characters."""
     return _HIDDEN.sub("", text)
-
-
-def check_task(task: str) -> str:
-    """The task as the planner may see it; refuses one over :data:`TASK_MAX_CHARS` (ACODE-PLAN-001)."""
-    if len(task) > TASK_MAX_CHARS:
-        raise PlanError(f"the task is {len(task):,} characters; the limit is {TASK_MAX_CHARS:,}. Shorten it, or "
-                        "write the details to a file in the workspace and name that file in the task",
-                        code="ACODE-PLAN-001")
-    if not task.strip():
-        raise PlanError("the task is empty; say what you want changed", code="ACODE-PLAN-001")
-    return task
 
 
 class Fence:

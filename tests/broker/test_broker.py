@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import msgspec
 import pytest
@@ -14,7 +15,7 @@ from broker.client import Client
 from protocol import codec, frames
 from protocol.errors import RequestTimeout, TransportError
 from protocol.ids import new_id
-from protocol.messages import Ack, Envelope, GetStatus
+from protocol.messages import Ack, Envelope, GetStatus, Message
 from tests.harness import Harness, wait_until
 
 ECHO = "tests.broker.echo_actor"
@@ -27,7 +28,7 @@ def broker(harness: Harness) -> Harness:
     return harness
 
 
-def _pump(client: Client, box: list[object], count: int, *, what: str, timeout: float = 10.0) -> None:
+def _pump(client: Client, box: list[Any], count: int, *, what: str, timeout: float = 10.0) -> None:
     """Drive a client's replies and resends until ``box`` holds ``count`` answers."""
 
     def answered() -> bool:
@@ -39,7 +40,7 @@ def _pump(client: Client, box: list[object], count: int, *, what: str, timeout: 
     wait_until(answered, timeout, what=what)
 
 
-def _call(client: Client, service: str = "echo", body: object = None, timeout: float = 10.0) -> Ack:
+def _call(client: Client, service: str = "echo", body: Message | None = None, timeout: float = 10.0) -> Ack:
     return client.call(service, body or GetStatus(), timeout=timeout, decoder=REPLY)
 
 

@@ -206,7 +206,7 @@ step_records = struct(
 execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
                        replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts)
-stage_results = struct(
+stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
@@ -225,7 +225,7 @@ def _event(cls: type, required: dict[str, st.SearchStrategy[Any]] | None = None,
     return struct(cls, {**_event_base, **(required or {})}, **_event_optional, **optional)
 
 
-_event(ev.SessionCreated, {"task": texts, "workspace": texts})
+_event(ev.SessionCreated, {"task": texts, "workspace": texts}, overrode_hold=texts)
 _event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
                          "target": st.sampled_from([*ss.STAGES, "completed"])},
        visit=visits, reason=texts, cycle_kind=st.none() | cycle_kinds, cycle=small_counts)
@@ -261,7 +261,8 @@ struct(m.Error, {"error": error_infos})
 struct(m.Ack, detail=texts)
 
 struct(m.SubmitTask, {"session_id": ids, "task": st.text(min_size=1, max_size=40),
-                      "workspace": st.text(min_size=1, max_size=40), "settings": settings})
+                      "workspace": st.text(min_size=1, max_size=40), "settings": settings},
+       force=st.booleans())
 struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
 struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications))

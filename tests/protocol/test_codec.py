@@ -24,18 +24,17 @@ from protocol.messages import (
     RunStage,
     RunTool,
     SandboxReply,
-    SessionSettings,
     StageReply,
     Stop,
     SubmitTask,
     WorkerInfo,
 )
 from protocol.plan import TaskPlan
-from protocol.session import SessionSnapshot
+from protocol.session import SessionSettings, SessionSnapshot
 from tests.protocol import strategies as s
 
 #: Each decoder and the types it accepts.
-DECODERS: dict[str, tuple[codec.TypedDecoder[Any], tuple[type, ...]]] = {
+DECODERS: dict[str, tuple[codec.TypedDecoder[Any], tuple[type[msgspec.Struct], ...]]] = {
     "envelope": (codec.ENVELOPE, (Envelope,)),
     "worker_info": (codec.WORKER_INFO, (WorkerInfo,)),
     "event": (codec.EVENT, get_args(Event)),

@@ -112,7 +112,7 @@ def test_the_schema_carries_the_struct_bounds() -> None:
 
 
 def test_a_parameter_named_title_stays_in_the_schema() -> None:
-    class CreateNote(tools._Args, kw_only=True):
+    class CreateNote(tools._Args, frozen=True, kw_only=True):
         """Write a note."""
 
         title: str

@@ -195,6 +195,7 @@ def test_any_sequence_of_inputs_keeps_the_machine_inside_its_whitelist(
         elif item == "timeout":
             decision = machine.on_timeout(snap, NOW)
         elif item == "fail":
+            assert snap.stage is not None  # a running session is always in a stage
             decision = machine.on_result(snap, StageResult(
                 session_id="s1", stage=snap.stage, visit=snap.visit, attempt=snap.attempt, ok=False), NOW)
         elif item == "cycle" and snap.stage == "verifier":

@@ -89,7 +89,7 @@ def stream(persistence: Harness) -> Iterator[_Stream]:
 def test_a_commit_through_the_broker_is_stored_and_read_back(persistence: Harness) -> None:
     client = persistence.client()
     session_id = new_id()
-    events = [records.created(session_id), records.transitioned(session_id)]
+    events: list[Event] = [records.created(session_id), records.transitioned(session_id)]
     reply = _call(client, Commit(session_id=session_id, events=events, snapshot=records.snapshot(session_id)))
     assert reply == Committed(seqs=[1, 2])
     assert _call(client, GetSession(session_id=session_id)) == SessionFound(session=records.snapshot(session_id))
@@ -172,9 +172,11 @@ def test_killing_persistence_mid_stream_loses_no_commit_and_duplicates_none(pers
         """Keep ``window`` commits in flight (each resent with its own id until answered)."""
         nonlocal sent
         while sent < total and sent - len(answers) < window:
+            def answered(reply: Any, error: Exception | None, n: int = sent) -> None:
+                answers[n] = reply or error
+
             client.send("persistence", Commit(session_id=sid, events=[records.transitioned(sid, ids[sent])]),
-                        timeout=30, decoder=REPLY,
-                        on_reply=lambda reply, error, n=sent: answers.__setitem__(n, reply or error))
+                        timeout=30, decoder=REPLY, on_reply=answered)
             sent += 1
         if client.socket.poll(50):
             client.on_readable()

@@ -99,9 +99,11 @@ def test_a_group_killed_before_its_commit_is_all_lost_unacknowledged_then_resent
         """Keep ``window`` commits in flight, each resent with its own request id until answered."""
         nonlocal sent
         while sent < total and sent - len(answers) < window:
+            def answered(reply: Any, error: Exception | None, n: int = sent) -> None:
+                answers[n] = reply or error
+
             client.send("persistence", Commit(session_id=sid, events=[records.transitioned(sid, ids[sent])]),
-                        timeout=60, decoder=REPLY,
-                        on_reply=lambda reply, error, n=sent: answers.__setitem__(n, reply or error))
+                        timeout=60, decoder=REPLY, on_reply=answered)
             sent += 1
         if client.socket.poll(20):
             client.on_readable()

@@ -51,10 +51,10 @@ def test_no_record_leaves_a_secret_in_the_database_file(store: Store) -> None:
         snapshot=snapshot, plan=records.plan(1, goal=LEAK),
         step=records.step(session_id, summary=LEAK))
     key = f"{session_id}:e1:T1/S1:t0:c0"
-    store.begin_tool_call(key, session_id=session_id, tool="run_terminal", risk="exec",
+    store.begin_tool_call(key, session_id=session_id, tool="run_terminal", risk="execute",
                           arguments={"command": f"curl -H 'X-Token: {KNOWN}' {GITHUB}"})
     result = ToolResult(key=key, tool="run_terminal", ok=False, output=LEAK, error=failure,
-                        exit_code=1, risk="exec")
+                        exit_code=1, risk="execute")
     finished = store.finish_tool_call(key, session_id=session_id, result=result, event=ToolCalled(
         id=new_id(), session_id=session_id, key=key, tool="run_terminal", ok=False, summary=LEAK))
     request_hash = hashlib.sha256(b"a model request").hexdigest()

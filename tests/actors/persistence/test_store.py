@@ -6,13 +6,16 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors.persistence.store import Store
 from protocol.errors import NotFoundError, ProtocolError
+from protocol.events import Event
 from protocol.ids import new_id
 from protocol.messages import ModelAnswerClaim, ToolCallState
+from protocol.stages import SessionStatus
 from tests.actors.persistence import records
 
 NOW = 1_000.0
@@ -41,7 +44,7 @@ def _rows(store: Store, table: str) -> int:
 
 def test_a_commit_with_a_snapshot_creates_the_session_and_numbers_events_from_1(store: Store) -> None:
     session_id = new_id()
-    events = [records.created(session_id), records.transitioned(session_id)]
+    events: list[Event] = [records.created(session_id), records.transitioned(session_id)]
     appended = store.commit(session_id, events, snapshot=records.snapshot(session_id))
     assert appended.seqs == [1, 2]
     assert [e.seq for e in appended.inserted] == [1, 2]
@@ -50,7 +53,7 @@ def test_a_commit_with_a_snapshot_creates_the_session_and_numbers_events_from_1(
 
 
 def test_a_retried_commit_returns_the_same_seqs_and_stores_nothing_new(store: Store, session: str) -> None:
-    events = [records.created(session), records.transitioned(session)]
+    events: list[Event] = [records.created(session), records.transitioned(session)]
     first = store.commit(session, events)
     again = store.commit(session, events)
     assert again.seqs == first.seqs == [1, 2]
@@ -132,7 +135,7 @@ def test_a_later_snapshot_replaces_the_session_but_keeps_its_creation_time(store
 
 def test_sessions_are_listed_newest_first_and_filtered_by_status(store: Store) -> None:
     ids = [new_id() for _ in range(4)]
-    statuses = ["running", "completed", "running", "failed"]
+    statuses: list[SessionStatus] = ["running", "completed", "running", "failed"]
     for n, (session_id, status) in enumerate(zip(ids, statuses, strict=True)):
         store.commit(session_id, snapshot=records.snapshot(session_id, status=status, created_at=float(n)))
     assert [s.id for s in store.sessions()] == ids[::-1]
@@ -192,7 +195,7 @@ def test_the_first_write_of_a_step_wins_and_a_visit_lists_steps_in_insertion_ord
 
 
 def test_a_tool_call_goes_from_new_to_pending_to_done_keeping_the_first_pre_image(store: Store, session: str) -> None:
-    begin = dict(session_id=session, tool="write_file", arguments={"path": "hello.py"}, risk="write")
+    begin: dict[str, Any] = dict(session_id=session, tool="write_file", arguments={"path": "hello.py"}, risk="write")
     assert store.begin_tool_call("k1", pre_image="v1", **begin) == ToolCallState(state="new", pre_image="v1")
     assert store.begin_tool_call("k1", pre_image="v2", **begin) == ToolCallState(state="pending", pre_image="v1")
     result = records.tool_result("k1")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -53,7 +54,7 @@ def journal(harness: Harness) -> Harness:
     return harness
 
 
-def _options(level: Level, tree: Tree | None) -> dict[str, str]:
+def _options(level: Level, tree: Tree | None) -> dict[str, Any]:
     return {"isolation": level, **({"tree": tree} if tree else {})}
 
 

@@ -38,6 +38,7 @@ from protocol.messages import Commit, GetEvents, RunStage, RunTool
 from protocol.plan import TaskPlan, finalize
 from protocol.results import ModelAnswer, ToolResult
 from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
+from protocol.stages import Stage
 from tests.harness import Harness
 
 FAST_RETRIES = (0.01, 0.02, 0.04)
@@ -82,7 +83,7 @@ class Stack:
         self.harness.start("sandbox", module=sandbox_module)
         return self
 
-    def stage(self, stage: str, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
+    def stage(self, stage: Stage, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
               files: dict[str, str] | None = None, feedback: Any = None, visit: int = 1,
               session_id: str | None = None, workspace: Path | None = None, **settings: Any) -> Run:
         session_id = session_id or new_id()

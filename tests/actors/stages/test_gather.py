@@ -140,7 +140,7 @@ def _cut_after(full: Prepared, kinds: set[str]) -> int:
 
 def test_trimming_drops_matching_files_first_then_key_files_then_the_tree_never_the_task(
         shop: Path, terminal: Terminal) -> None:
-    extra = {"clarifications": [Clarification(label="Q1", question="where?", answer="in src/greet.py")]}
+    extra: dict[str, Any] = {"clarifications": [Clarification(label="Q1", question="where?", answer="in src/greet.py")]}
     full = _prepare(LocalTools(shop, terminal), **extra)
     assert full.omitted == ()
 

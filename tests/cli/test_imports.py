@@ -1,0 +1,42 @@
+"""The CLI's dependencies: it takes the task contract from protocol/, nothing from the stages."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import cli
+
+CLI_DIR = Path(cli.__file__).parent
+ROOT = CLI_DIR.parent
+MODULES = sorted(f"cli.{p.stem}" for p in CLI_DIR.glob("*.py") if p.stem != "__init__")
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_cli_module_names_the_stages_in_an_import() -> None:
+    offenders = {str(path.relative_to(ROOT)): sorted(n for n in _imported(path) if n.startswith("actors.stages"))
+                 for path in CLI_DIR.glob("*.py")}
+    assert {path: names for path, names in offenders.items() if names} == {}
+    assert "cli.app" in MODULES  # the glob found the CLI
+
+
+def test_importing_every_cli_module_loads_nothing_from_the_stages() -> None:
+    """Transitively too: what the CLI imports (the coordinator's options, say) must not pull them in."""
+    code = (f"import sys\nfor name in {MODULES!r}:\n    __import__(name)\n"
+            "print(sorted(m for m in sys.modules if m == 'actors.stages' or m.startswith('actors.stages.')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
