@@ -117,9 +117,10 @@ class ToolCall:
 
     @property
     def side_effect_free(self) -> bool:
-        """A call that changes nothing anywhere (a read, a listing, a search): run again
-        whenever no result is journaled, so its intent need not be journaled first."""
-        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms))
+        """A call that changes nothing anywhere (a read, a listing, a search, the diff against
+        the baseline): run again whenever no result is journaled, so its intent need not be
+        journaled first."""
+        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms, DiffWorkspace))
 
     def image(self) -> str | None:
         """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""

@@ -10,8 +10,8 @@ after the other, the second then finds the first's result)::
                  pending  an earlier run was interrupted after its intent: see below
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
-A call without side effects (read_file, list_directory, search_code, search_code_terms:
-:attr:`ToolCall.side_effect_free`) skips ``begin``: it runs, then ``finish`` journals its
+A call without side effects (read_file, list_directory, search_code, search_code_terms,
+diff_workspace: :attr:`ToolCall.side_effect_free`) skips ``begin``: it runs, then ``finish`` journals its
 result, and if a result was journaled first under its key (a replayed stage), persistence
 keeps that one, appends no second event and answers it (``Committed.result``), and so does
 the sandbox, ``replayed=True``: a replayed stage gets the bytes it got before. The intent

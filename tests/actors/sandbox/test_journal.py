@@ -156,7 +156,7 @@ def test_a_persistence_failure_raises_instead_of_answering(tree: Tree) -> None:
 
 @pytest.mark.parametrize(("tool", "arguments"), [
     ("read_file", {"path": "src/a.py"}), ("list_directory", {"path": "."}), ("search_code", {"query": "inside"}),
-    ("search_code_terms", {"queries": ["inside", "print"]})])
+    ("search_code_terms", {"queries": ["inside", "print"]}), ("diff_workspace", {})])
 def test_a_call_without_side_effects_journals_no_intent_but_its_result_and_replays_it(
         journal: Journal, memory: MemoryJournal, tree: Tree, tool: str, arguments: dict[str, Any]) -> None:
     sent: list[Message] = []
