@@ -32,7 +32,7 @@ from protocol.messages import (
     ResumeSession,
     SubmitTask,
 )
-from protocol.plan import TaskPlan
+from protocol.plan import TaskPlan, with_status
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import STAGES
 from protocol.task import check_task
@@ -246,7 +246,7 @@ def show(
         events = connection.persistence(GetEvents(session_id=session_id)).events
         plan = None
         if snapshot.plan_version:
-            plan = connection.persistence(GetPlan(session_id=session_id)).plan
+            plan = _real_status(connection, snapshot, connection.persistence(GetPlan(session_id=session_id)).plan)
     if json_out:
         print_json({"session": snapshot, "plan": plan, "events": events})
     else:
@@ -371,6 +371,18 @@ def answer(
                         detach=detach, json_out=json_out)
 
 
+def _real_status(connection: Connection, snapshot: SessionSnapshot, plan: TaskPlan) -> TaskPlan:
+    """``plan`` with each task's status as the session has it now: a plan version is stored
+    as the planner made it; the session's verifications complete its tasks. For the current
+    version that is the session's ``completed_tasks``; for an older one, the tasks the next
+    version carried over as completed (same id)."""
+    if plan.version >= snapshot.plan_version:
+        return with_status(plan, snapshot.completed_tasks)
+    after = connection.persistence(GetPlan(session_id=snapshot.id, version=plan.version + 1)).plan
+    carried = {t.id for t in after.tasks if t.status == "completed"}
+    return with_status(plan, [t.label for t in plan.tasks if t.id in carried or t.status == "completed"])
+
+
 plan_app = typer.Typer(help="The plans of a session (every version is kept).", no_args_is_help=True,
                        rich_markup_mode=None)
 app.add_typer(plan_app, name="plan")
@@ -386,6 +398,7 @@ def plan_show(
     with Connection(_state["home"]) as connection:
         session_id = _session_id(connection, session)
         plan = connection.persistence(GetPlan(session_id=session_id, version=version)).plan
+        plan = _real_status(connection, connection.persistence(GetSession(session_id=session_id)).session, plan)
     if json_out:
         print_json(plan)
     else:

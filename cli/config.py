@@ -13,7 +13,8 @@ planner, executor, verification, sandbox, model).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -39,6 +40,27 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     pass
 
 
+Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
+Patterns = list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]]
+
+
+StageName = Literal["planner", "executor", "verifier", "reviewer"]
+# What each stage shows its model (seed 000's context_strategy names), fixed by acode's design
+CONTEXT_STRATEGIES: dict[str, str] = {"planner": "full", "executor": "focused", "verifier": "minimal",
+                                      "reviewer": "summary"}
+
+
+class StageOptions(_Section, frozen=True):
+    """Seed 000's ``orchestration.stages.<stage>`` block (its ``timeout`` and
+    ``retry_limit`` are aliases, see :data:`ALIASES`): each key is accepted with the value
+    that describes what acode does, and refused (ACODE-CFG-003) with one it cannot honour."""
+
+    context_strategy: Literal["full", "focused", "minimal", "summary"] | None = None
+    parallel_steps: bool | None = None
+    auto_retry_on_failure: bool | None = None
+    require_human_approval: bool | None = None
+
+
 class Orchestration(_Section, frozen=True):
     planner_timeout: Seconds | None = None
     executor_timeout: Seconds | None = None
@@ -48,16 +70,28 @@ class Orchestration(_Section, frozen=True):
     cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     verify_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    step_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    # percent of the model's context (less the answer's reserve) per stage; see README "Token budgets"
+    token_budget: dict[StageName, Percent] | None = None
+    stage_retry_limits: dict[StageName, Annotated[int, msgspec.Meta(ge=0, le=10)]] | None = None
+    stages: dict[StageName, StageOptions] | None = None
 
 
 class Planner(_Section, frozen=True):
     context_tokens: Annotated[int, msgspec.Meta(ge=500, le=2_000_000)] | None = None
     clarification_timeout: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] | None = None
+    max_complexity: Literal[1, 2, 3, 5, 8, 13, 21, 34] | None = None
+    context_includes: Patterns | None = None
+    context_excludes: Patterns | None = None
 
 
 class Executor(_Section, frozen=True):
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     tool_result_tokens: Annotated[int, msgspec.Meta(ge=100, le=1_000_000)] | None = None
+    step_timeout_seconds: Seconds | None = None
+    tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
+    tool_retry_backoff: Annotated[float, msgspec.Meta(ge=0, le=60)] | None = None
+    workspace_only: bool | None = None  # always true: acode's tools never leave the workspace
 
 
 class Verification(_Section, frozen=True):
@@ -108,6 +142,9 @@ class Model(_Section, frozen=True):
     backoff_max: Annotated[float, msgspec.Meta(ge=0, le=600)] | None = None
     allow_remote: bool | None = None
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] | None = None
+    stage_max_tokens: dict[Literal["planner", "executor", "verifier", "reviewer"],
+                           Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]] | None = None
 
 
 class Supervision(_Section, frozen=True):
@@ -149,21 +186,94 @@ def _merge(base: AcodeConfig, over: AcodeConfig) -> AcodeConfig:
     sections = {}
     for name in AcodeConfig.__struct_fields__:
         low, high = getattr(base, name), getattr(over, name)
-        values = {f: getattr(high, f) if getattr(high, f) is not None else getattr(low, f)
-                  for f in type(low).__struct_fields__}
+        values = {f: _pick(getattr(low, f), getattr(high, f)) for f in type(low).__struct_fields__}
         sections[name] = type(low)(**values)
     return AcodeConfig(**sections)
 
 
-def load_file(path: Path) -> AcodeConfig:
+def _pick(low: Any, high: Any) -> Any:
+    """A setting of the higher layer wins; mappings (token_budget, stage_models) merge key by key."""
+    if isinstance(low, dict) and isinstance(high, dict):
+        return {**low, **high}
+    return high if high is not None else low
+
+
+# Keys of the seeds' sample configurations that acode names otherwise: (section, key) ->
+# (the key's path in acode's config, conversion). Each is accepted with a deprecation notice.
+ALIASES: dict[tuple[str, str], tuple[tuple[str, ...], Callable[[Any], Any]]] = {
+    ("planner", "timeout"): (("orchestration", "planner_timeout"), lambda v: v),
+    ("planner", "max_context_tokens"): (("planner", "context_tokens"), lambda v: v),
+    ("executor", "retry_count"): (("executor", "tool_retry_limit"), lambda v: v),
+    ("executor", "retry_backoff_base_ms"): (("executor", "tool_retry_backoff"),
+                                            lambda v: v / 1000 if isinstance(v, int | float) else v),
+    ("executor", "token_budget_percent"): (("orchestration", "token_budget", "executor"), lambda v: v),
+    ("executor", "allowed_commands"): (("sandbox", "allowed_commands"), lambda v: v),
+}
+
+
+def _stage_aliases(raw: dict[str, Any]) -> list[tuple[tuple[str, ...], tuple[str, ...], Callable[[Any], Any]]]:
+    """The per-stage aliases present in ``orchestration.stages`` (seed 000's advanced block):
+    ``timeout`` and ``retry_limit`` of each stage."""
+    stages = raw.get("orchestration", {}).get("stages") if isinstance(raw.get("orchestration"), dict) else None
+    if not isinstance(stages, dict):
+        return []
+    found: list[tuple[tuple[str, ...], tuple[str, ...], Callable[[Any], Any]]] = []
+    for stage, options in stages.items():
+        if isinstance(options, dict) and isinstance(stage, str):
+            base = ("orchestration", "stages", stage)
+            found.append(((*base, "timeout"), ("orchestration", f"{stage}_timeout"), _same))
+            found.append(((*base, "retry_limit"), ("orchestration", "stage_retry_limits", stage), _same))
+    return found
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _dealias(raw: Any, path: Path, notices: list[str]) -> Any:
+    """``raw`` (a decoded file) with every alias moved to acode's key, one notice each. An
+    alias and its key both set to different values is a contradiction (ACODE-CFG-002)."""
+    if not isinstance(raw, dict):
+        return raw
+    aliases = [((section, key), target, convert) for (section, key), (target, convert) in ALIASES.items()]
+    for (*where_path, key), target, convert in [*aliases, *_stage_aliases(raw)]:
+        values: Any = raw
+        for part in where_path:
+            values = values.get(part) if isinstance(values, dict) else None
+        section = ".".join(where_path)
+        if not isinstance(values, dict) or key not in values:
+            continue
+        value = convert(values.pop(key))
+        where: dict[str, Any] = raw
+        for part in target[:-1]:
+            nested = where.setdefault(part, {})
+            if not isinstance(nested, dict):
+                break
+            where = nested
+        else:
+            new = ".".join(target)
+            if target[-1] in where and where[target[-1]] != value:
+                raise ConfigError(f"config file {path} sets both {section}.{key} ({value!r}) and {new} "
+                                  f"({where[target[-1]]!r}); {section}.{key} is the old name of {new}: keep only "
+                                  f"{new}", code="ACODE-CFG-002")
+            where[target[-1]] = value
+            notices.append(f"config file {path}: {section}.{key} is deprecated; use {new}"
+                           + (" (in seconds)" if key.endswith("_ms") else ""))
+    return raw
+
+
+def load_file(path: Path, notices: list[str] | None = None) -> AcodeConfig:
     """Decode one config file (a missing file is an empty layer); relative script paths
-    are taken from the file's directory."""
+    are taken from the file's directory. The seeds' names for settings acode names
+    otherwise (:data:`ALIASES`) are accepted, each adding a deprecation notice to ``notices``."""
     try:
         text = path.read_bytes()
     except FileNotFoundError:
         return AcodeConfig()
     try:
-        config = msgspec.yaml.decode(text, type=AcodeConfig) if text.strip() else AcodeConfig()
+        raw = msgspec.yaml.decode(text) if text.strip() else None
+        raw = _dealias(raw, path, notices if notices is not None else [])
+        config = msgspec.convert(raw, AcodeConfig) if raw is not None else AcodeConfig()
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ConfigError(f"config file {path} is invalid: {exc}; valid sections: "
                           f"{', '.join(AcodeConfig.__struct_fields__)} (see README 'Configuration')") from exc
@@ -234,11 +344,18 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
 
 
 def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str] | None = None,
-            flags: Mapping[str, Any] | None = None) -> AcodeConfig:
-    """Every layer merged: defaults < user < workspace < environment < flags."""
-    config = load_file(home / "config.yml")
+            flags: Mapping[str, Any] | None = None, notices: list[str] | None = None) -> AcodeConfig:
+    """Every layer merged: defaults < user < workspace < environment < flags. Deprecation
+    notices go to ``notices``, or to stderr (one line each, ``acode: …``) when it is None."""
+    found: list[str] = []
+    config = load_file(home / "config.yml", found)
     if workspace is not None:
-        config = _merge(config, load_file(workspace / ".agent" / "config.yml"))
+        config = _merge(config, load_file(workspace / ".agent" / "config.yml", found))
+    if notices is None:
+        for notice in found:
+            print(f"acode: {notice}", file=sys.stderr)
+    else:
+        notices.extend(found)
     config = _merge(config, _from_env(os.environ if env is None else env))
     if flags:
         sections: dict[str, dict[str, Any]] = {}
@@ -253,6 +370,30 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
     return config
 
 
+def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:
+    """Check seed 000's per-stage options against what acode does (ACODE-CFG-003 for a value
+    it cannot honour); True when the verifier's ``auto_retry_on_failure`` is false."""
+    no_verify_cycle = False
+    for stage, options in stages.items():
+        where = f"orchestration.stages.{stage}"
+        if options.context_strategy is not None and options.context_strategy != CONTEXT_STRATEGIES[stage]:
+            raise ConfigError(f"{where}.context_strategy is {options.context_strategy!r}, but acode's {stage} always "
+                              f"works with {CONTEXT_STRATEGIES[stage]!r} context (see README 'The pipeline'); remove "
+                              f"it or set it to {CONTEXT_STRATEGIES[stage]!r}", code="ACODE-CFG-003")
+        if options.parallel_steps:
+            raise ConfigError(f"{where}.parallel_steps is true, but acode runs one step at a time (steps share the "
+                              "workspace); remove it or set it to false", code="ACODE-CFG-003")
+        if options.require_human_approval:
+            raise ConfigError(f"{where}.require_human_approval is true, which this version cannot do; remove it or "
+                              "set it to false", code="ACODE-CFG-003")
+        if options.auto_retry_on_failure is not None and stage != "verifier":
+            raise ConfigError(f"{where}.auto_retry_on_failure is for the verifier (a failed verification goes back "
+                              "to the executor); remove it here", code="ACODE-CFG-003")
+        if options.auto_retry_on_failure is False:
+            no_verify_cycle = True
+    return no_verify_cycle
+
+
 def session_settings(config: AcodeConfig) -> SessionSettings:
     """What a session is submitted with; the scripted model's file is read here."""
     defaults = SessionSettings()
@@ -262,6 +403,17 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
     limits: dict[CycleKind, int | None] = {
         "verify": o.verify_cycle_limit if o.verify_cycle_limit is not None else cycle,
         "review": o.review_cycle_limit if o.review_cycle_limit is not None else cycle}
+    if config.executor.workspace_only is False:
+        raise ConfigError("executor.workspace_only is false, but acode's tools always stay inside the workspace; "
+                          "remove the setting or set it to true", code="ACODE-CFG-003")
+    budget = {**defaults.token_budget, **(o.token_budget or {})}
+    if sum(budget.values()) > 100:
+        shares = ", ".join(f"{stage} {percent}" for stage, percent in budget.items())
+        raise ConfigError(f"orchestration.token_budget adds up to {sum(budget.values())}% ({shares}); the stages "
+                          "share one context: make the percentages add up to 100 at most", code="ACODE-CFG-002")
+    p, e = config.planner, config.executor
+    if _stage_options(o.stages or {}):
+        limits["verify"] = 0  # the verifier's auto_retry_on_failure: false: a failed verification pauses
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
@@ -277,6 +429,14 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         clarification_timeout_s=(config.planner.clarification_timeout
                                  if config.planner.clarification_timeout is not None
                                  else defaults.clarification_timeout_s),
+        token_budget=budget,
+        max_task_complexity=p.max_complexity or defaults.max_task_complexity,
+        context_includes=p.context_includes or [],
+        context_excludes=p.context_excludes or [],
+        stage_retry_limits=dict(o.stage_retry_limits or {}),
+        tool_retry_limit=e.tool_retry_limit if e.tool_retry_limit is not None else defaults.tool_retry_limit,
+        tool_retry_backoff_s=(e.tool_retry_backoff if e.tool_retry_backoff is not None
+                              else defaults.tool_retry_backoff_s),
     )
 
 
@@ -285,7 +445,7 @@ _HTTP_FIELDS = {  # config key -> provider spec field
     "temperature": "temperature", "seed": "seed", "connect_timeout": "connect_timeout_s",
     "first_token_timeout": "first_token_timeout_s", "idle_timeout": "idle_timeout_s", "max_retries": "max_retries",
     "backoff_initial": "backoff_initial_s", "backoff_max": "backoff_max_s",
-    "allow_remote": "allow_remote",
+    "allow_remote": "allow_remote", "max_tokens": "max_tokens", "stage_max_tokens": "stage_max_tokens",
 }
 
 

@@ -21,7 +21,7 @@ import structlog
 
 from actors import private
 from actors.paths import RunPaths
-from cli.config import provider_spec, resolve
+from cli.config import provider_spec, resolve, session_settings
 from cli.connection import Connection, coordinator_pid
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
@@ -40,7 +40,8 @@ class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
     try:
-        spec = provider_spec(resolve(home=paths.home, workspace=workspace))
+        config = resolve(home=paths.home, workspace=workspace)
+        spec = provider_spec(config)
     except AcodeError as exc:
         return [Check(name="config", ok=False, detail=str(exc), fix="correct the setting named above")]
     checks = [Check(name="config", ok=True, detail=f"resolved for workspace {workspace}")]
@@ -52,7 +53,7 @@ def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
         return [*checks, Check(name="model", ok=True, detail=f"scripted model {spec.script_name} (no server)")]
     from actors.llm.doctor import probe
 
-    for result in probe(spec):
+    for result in probe(spec, planner_context_tokens=session_settings(config).planner_context_tokens):
         checks.append(Check(name=result.name, ok=result.ok, detail=result.detail, fix=result.fix or "",
                             warning=bool(getattr(result, "warning", False))))
     return checks

@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
+from protocol.errors import with_code
 from protocol.events import (
     CheckRan,
     Event,
     PlanRecorded,
+    ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -19,6 +21,7 @@ from protocol.events import (
     StepStarted,
     ToolCalled,
     Transitioned,
+    TurnAnswered,
 )
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
@@ -131,16 +134,28 @@ class Progress:
                     return None  # context reads (planner, executor) are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
+            case TurnAnswered(task=task, step=step, turn=turn, tool_calls=calls, correction=correction):
+                tokens = "" if event.estimated or not event.prompt_tokens else \
+                    f" ({event.prompt_tokens}+{event.completion_tokens} tokens)"
+                if correction:
+                    return f"{_tag('executor')} {task}/{step} turn {turn}: no tool call ran{tokens}; sent: " \
+                           f"{_one_line(correction, 100)}"
+                return f"{_tag('executor')} {task}/{step} turn {turn}: {calls} tool call{'s' * (calls != 1)}{tokens}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
                 return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
+            case ReworkChosen(rule=rule, reason=reason, kept=kept):
+                if rule == "passed":
+                    return None
+                return f"{_tag('verifier')} rework ({rule}): {_one_line(reason, 300)}; kept {len(kept)} step(s)"
             case CheckRan(label=label, command=command, passed=passed):
                 return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
             case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code):
-                return f"paused ({kind}): {_one_line(message, 400)} ({code}); exit {exit_code}"
+                return f"paused ({kind}): {with_code(_one_line(message, 400), code)}; exit {exit_code}"
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
-                detail = f": {_one_line(error.message, 400)} ({error.code})" if error and status != "completed" else ""
+                failed = error is not None and status != "completed"
+                detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""
                 return f"{status}{detail} (exit {exit_code})"
         return None
 
@@ -148,6 +163,20 @@ class Progress:
 def files_changed(events: Iterable[Event]) -> list[str]:
     return list(dict.fromkeys(e.target for e in events
                               if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
+
+
+def _tokens(event: StageFinished) -> str:
+    """A stage's token figures: its largest prompt (acode's estimate) against its budget,
+    and what the server counted, when it said."""
+    if not event.tokens_est and not event.tokens_in:
+        return ""  # the model was not asked
+    parts = []
+    if event.budget_tokens:
+        parts.append(f"largest prompt ~{event.largest_prompt_est:,} of {event.budget_tokens:,} tokens budgeted, "
+                     f"~{event.tokens_est:,} in all")
+    if event.tokens_in or event.tokens_out:
+        parts.append(f"server: {event.tokens_in:,} in, {event.tokens_out:,} out")
+    return f" [{'; '.join(parts)}]"
 
 
 def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
@@ -158,9 +187,9 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         f"status    {session.status}" + (f" (exit {session.exit_code})" if session.exit_code is not None else ""),
     ]
     if session.pause:
-        lines.append(f"paused    {session.pause.kind}: {session.pause.message} ({session.pause.code})")
+        lines.append(f"paused    {session.pause.kind}: {with_code(session.pause.message, session.pause.code)}")
     if session.error:
-        lines.append(f"error     {session.error.message} ({session.error.code})")
+        lines.append(f"error     {with_code(session.error.message, session.error.code)}")
     cycles = ", ".join(f"{k} {v}" for k, v in session.cycles.items()) or "none"
     lines.append(f"plan      v{session.plan_version}; cycles: {cycles}")
     lines.append("")
@@ -176,7 +205,10 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageFinished):
             took = f"{event.duration_ms / 1000:.3f}s"
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} finished in {took}: "
-                         f"{_one_line(event.summary, 100)}")
+                         f"{_one_line(event.summary, 100)}{_tokens(event)}")
+        elif isinstance(event, ReworkChosen) and event.rule != "passed":
+            lines.append(f"  +{event.at - start:8.3f}s  {'verifier':>8} rework ({event.rule}): "
+                         f"{_one_line(event.reason, 200)}")
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")

@@ -20,6 +20,7 @@ __all__ = [
     "CheckRan",
     "Event",
     "PlanRecorded",
+    "ReworkChosen",
     "SessionCreated",
     "SessionFinished",
     "SessionPaused",
@@ -30,6 +31,7 @@ __all__ = [
     "StepStarted",
     "ToolCalled",
     "Transitioned",
+    "TurnAnswered",
     "is_final",
 ]
 
@@ -75,6 +77,25 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     duration_ms: float = 0.0
     summary: str = ""
     error: ErrorInfo | None = None
+    # Prompt tokens: acode's estimate (all prompts, the largest one), the stage's budget,
+    # and what the server counted (0 when it did not say, or every answer was replayed)
+    tokens_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    largest_prompt_est: Annotated[int, msgspec.Meta(ge=0)] = 0
+    budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
+    """After a verification: which finished work is kept and what the executor runs again,
+    and by which rule (see :class:`protocol.results.Rework`)."""
+
+    visit: Visit
+    rule: Literal["passed", "criteria", "files", "all"]
+    reason: str = ""
+    rerun: list[str] = []
+    kept: list[str] = []
+    completed_tasks: list[str] = []
 
 
 class PlanRecorded(EventBase, frozen=True, tag="plan_recorded", kw_only=True):
@@ -102,6 +123,24 @@ class ToolCalled(EventBase, frozen=True, tag="tool_called", kw_only=True):
     duration_ms: float = 0.0
     risk: str = "read"
     isolation: str = ""
+
+
+class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
+    """The executor's model answered a turn of a step. ``tool_calls`` counts the calls it
+    made (native or written as text); ``correction`` is what went back instead when the
+    turn made no call that could run (no call at all, broken JSON, output the server could
+    not parse). Token counts and ``finish_reason`` are the server's (``estimated``: acode's)."""
+
+    visit: Visit
+    task: str
+    step: str
+    turn: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    tool_calls: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0
+    prompt_tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] = 0
+    completion_tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] = 0
+    estimated: bool = False
+    finish_reason: str = ""
+    correction: str = ""
 
 
 class StepFinished(EventBase, frozen=True, tag="step_finished", kw_only=True):
@@ -142,7 +181,8 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
 
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
-    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | ReworkChosen
 )
 
 

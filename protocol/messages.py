@@ -291,6 +291,8 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     feedback: Feedback | None = None
     previous: StageResult | None = None  # what the stage before this one answered
     clarifications: list[Clarification] = []  # the user's answers to the planner's questions
+    kept_steps: list[str] = []  # executor: ``task/step`` labels finished earlier and not to run again
+    history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):

@@ -36,7 +36,9 @@ __all__ = [
     "ordered_steps",
     "path_problem",
     "problems",
+    "same_content",
     "validate",
+    "with_status",
 ]
 
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -260,26 +262,49 @@ def validate(plan: TaskPlan) -> None:
                     code="ACODE-PLAN-004")
 
 
+def same_content(a: PlanTask, b: PlanTask) -> bool:
+    """Whether two tasks ask for the same thing: equal but for what acode adds (ids, status)."""
+    def bare(task: PlanTask) -> PlanTask:
+        return msgspec.structs.replace(task, id="", status="pending",
+                                       steps=[msgspec.structs.replace(s, id="") for s in task.steps])
+    return bare(a) == bare(b)
+
+
 def carry_completed(draft: TaskPlan, previous: TaskPlan | None) -> TaskPlan:
-    """``draft`` with every task completed in ``previous`` kept as it was (same label, id,
-    content, status ``completed``): a re-plan may not undo or rewrite finished work. A
-    completed task the draft left out goes back in, before the draft's tasks."""
+    """``draft`` with every task completed in ``previous`` that the draft did not change
+    kept as it was (same label, id, content, status ``completed``): a re-plan does not
+    redo finished work. A completed task the draft left out goes back in, before the
+    draft's tasks; one the draft changed is the draft's, to run again (the reviewer's
+    feedback may be about it)."""
     done = [t for t in previous.tasks if t.status == "completed"] if previous else []
     if not done:
         return draft
     by_label = {t.label: t for t in done}
-    tasks = [by_label.get(t.label, t) for t in draft.tasks]
+    tasks = [by_label[t.label] if t.label in by_label and same_content(t, by_label[t.label]) else t
+             for t in draft.tasks]
     present = {t.label for t in draft.tasks}
     missing = [t for t in done if t.label not in present]
     return msgspec.structs.replace(draft, tasks=[*missing, *tasks])
 
 
+def with_status(plan: TaskPlan, completed: list[str]) -> TaskPlan:
+    """``plan`` with exactly the tasks named in ``completed`` marked ``completed`` and the
+    others ``pending``: the session's verified work (a stored plan version keeps the status
+    it was recorded with)."""
+    wanted = set(completed)
+    if all((t.status == "completed") == (t.label in wanted) for t in plan.tasks):
+        return plan
+    return msgspec.structs.replace(plan, tasks=[
+        msgspec.structs.replace(t, status="completed" if t.label in wanted else "pending") for t in plan.tasks])
+
+
 def finalize(draft: TaskPlan, *, version: int, previous: TaskPlan | None = None) -> TaskPlan:
     """Validate ``draft`` and give it ids and a version.
 
-    Tasks that were completed in ``previous`` (same label) are kept as they were, with
-    their ids, and stay completed (:func:`carry_completed`), so a re-plan never repeats
-    finished work. Every other task and step gets a new id and starts ``pending``.
+    Tasks that were completed in ``previous`` (same label) and that the draft did not
+    change are kept as they were, with their ids, and stay completed
+    (:func:`carry_completed`), so a re-plan never repeats finished work. Every other task
+    and step gets a new id and starts ``pending``.
     """
     draft = carry_completed(draft, previous)
     validate(draft)

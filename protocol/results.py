@@ -25,6 +25,7 @@ __all__ = [
     "ModelToolCall",
     "ReviewIssue",
     "ReviewerAnswer",
+    "Rework",
     "StageMetrics",
     "StageResult",
     "StepRecord",
@@ -59,7 +60,11 @@ class ReviewIssue(_Wire, frozen=True, kw_only=True):
 
 
 class ReviewerAnswer(_Wire, frozen=True, kw_only=True):
-    decision: Literal["approve", "replan"]
+    """The reviewer's decision: ``approve`` ends the session; ``request_changes`` sends its
+    issues to the executor (the approach is right, details are not); ``replan`` sends them
+    to the planner (the approach is wrong)."""
+
+    decision: Literal["approve", "request_changes", "replan"]
     summary: str = ""
     issues: list[ReviewIssue] = []
 
@@ -84,8 +89,12 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
 
 
 class Usage(_Wire, frozen=True, kw_only=True):
+    """Token counts of one model call; ``estimated`` when the server gave none and acode
+    counted characters instead (then the figures are rough, never calibration data)."""
+
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
+    estimated: bool = False
 
 
 class ModelToolCall(_Wire, frozen=True, kw_only=True):
@@ -100,9 +109,15 @@ class ModelToolCall(_Wire, frozen=True, kw_only=True):
 
 
 class ModelAnswer(_Wire, frozen=True, kw_only=True):
+    """``finish_reason`` is the server's (``stop``, ``tool_calls``, ``length``…; ``""`` when
+    it gave none). ``format_error`` is the server's complaint when it could not parse the
+    model's output (llama.cpp's chat parser); the executor corrects the model with it."""
+
     content: str = ""
     tool_calls: list[ModelToolCall] = []
     usage: Usage = Usage()
+    finish_reason: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    format_error: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
 
 
 class StepRecord(_Wire, frozen=True, kw_only=True):
@@ -124,8 +139,31 @@ class StepRecord(_Wire, frozen=True, kw_only=True):
 
 
 class ExecutionReport(_Wire, frozen=True, kw_only=True):
+    """Every step of the plan: run in this visit, or ``kept`` (``task/step`` labels: the
+    steps of completed tasks and those the last verification kept) from an earlier visit,
+    whose record is included as it was written then (when there is one)."""
+
     steps: list[StepRecord] = []
     files_changed: list[str] = []
+    kept: list[str] = []
+
+
+class Rework(_Wire, frozen=True, kw_only=True):
+    """What a verification keeps and what the next executor visit runs again.
+
+    ``rule`` says how the steps to run again were chosen: ``passed`` (nothing failed),
+    ``criteria`` (the steps of the tasks whose criteria failed, plus their dependents),
+    ``files`` (a failure no task owns, e.g. the test suite: the steps that changed a file
+    its output names, plus their dependents), ``all`` (a failure nothing could be
+    attributed to). ``rerun`` and ``kept`` are ``task/step`` labels; ``completed_tasks``
+    are the tasks whose every step is kept and whose criteria passed.
+    """
+
+    rule: Literal["passed", "criteria", "files", "all"]
+    reason: str = ""
+    rerun: list[str] = []
+    kept: list[str] = []
+    completed_tasks: list[str] = []
 
 
 class StageMetrics(_Wire, frozen=True, kw_only=True):
@@ -133,8 +171,13 @@ class StageMetrics(_Wire, frozen=True, kw_only=True):
     model_calls: Count = 0
     replayed_model_calls: Count = 0
     tool_calls: Count = 0
-    tokens_in: Count = 0
+    tokens_in: Count = 0  # as the server counted them (0 when it did not say)
     tokens_out: Count = 0
+    # acode's own estimate (4 characters a token) of every prompt sent, the largest one,
+    # and the stage's prompt budget (its share of the model's context)
+    prompt_tokens_est: Count = 0
+    largest_prompt_est: Count = 0
+    budget_tokens: Count = 0
 
 
 class StageResult(_Wire, frozen=True, kw_only=True):
@@ -152,3 +195,4 @@ class StageResult(_Wire, frozen=True, kw_only=True):
     review: ReviewerAnswer | None = None
     error: ErrorInfo | None = None
     metrics: StageMetrics = StageMetrics()
+    rework: Rework | None = None  # the verifier's: what the next executor visit runs again

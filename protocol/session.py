@@ -28,7 +28,9 @@ from protocol.stages import (
 
 __all__ = [
     "CYCLE_KINDS",
+    "DEFAULT_TOKEN_BUDGET",
     "STAGES",
+    "STAGE_MAX_TOKENS",
     "Clarification",
     "TERMINAL",
     "CycleKind",
@@ -48,6 +50,13 @@ __all__ = [
 
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
+DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
+OutputTokens = Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]
+# What each stage's answer may take when ``max_tokens`` and ``stage_max_tokens`` say
+# nothing: a plan of a few tasks, a tool call writing a whole file, a verdict, a review.
+# Each request is also capped to the context left after its prompt (actors.llm.http).
+STAGE_MAX_TOKENS: dict[Stage, int] = {"planner": 4_096, "executor": 4_096, "verifier": 1_024, "reviewer": 2_048}
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
 
 
@@ -72,6 +81,10 @@ class _HttpProvider(_Wire, frozen=True, kw_only=True):
     refused or reset, 429, 5xx, timeouts) are retried ``max_retries`` times with
     exponential backoff and jitter. A ``base_url`` that is not loopback or private is
     refused unless ``allow_remote`` (the seeds forbid external API calls).
+
+    ``max_tokens`` caps every answer (sent as ``max_tokens`` / ``options.num_predict``);
+    ``stage_max_tokens`` overrides it per stage; without either a stage gets its
+    :data:`STAGE_MAX_TOKENS` default.
     """
 
     base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)]
@@ -87,9 +100,15 @@ class _HttpProvider(_Wire, frozen=True, kw_only=True):
     backoff_initial_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
     backoff_max_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = 30.0
     allow_remote: bool = False
+    max_tokens: OutputTokens | None = None
+    stage_max_tokens: dict[Stage, OutputTokens] = {}
 
     def model_for(self, stage: Stage) -> str:
         return self.stage_models.get(stage, self.model)
+
+    def max_tokens_for(self, stage: Stage) -> int:
+        """The answer cap for ``stage``: its override, else ``max_tokens``, else its default."""
+        return self.stage_max_tokens.get(stage) or self.max_tokens or STAGE_MAX_TOKENS[stage]
 
 
 class OllamaProvider(_HttpProvider, frozen=True, tag="ollama", tag_field="kind", kw_only=True):
@@ -134,6 +153,21 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # How long a needs_input pause waits for ``acode answer`` before the planner goes on
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
+    # Each stage's prompt budget, in percent of the model's context less the answer's
+    # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
+    token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
+    # The planner (seed 003's planner block): a task's complexity may not exceed
+    # ``max_task_complexity``; files matching ``context_excludes`` (gitignore-style
+    # patterns) are never shown to it, and when ``context_includes`` is set only files
+    # matching it are shown for matching the task (key project files still are).
+    max_task_complexity: Annotated[int, msgspec.Meta(ge=1, le=34)] = 34
+    context_includes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    context_excludes: list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]] = []
+    # Transient tool failures are retried this many times, after 1x, 2x, 4x ... this wait (seed 004 FR-064/065)
+    tool_retry_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    tool_retry_backoff_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    # A stage's own retry limit (seed 000's orchestration.stages.<stage>.retry_limit), else stage_retry_limit
+    stage_retry_limits: dict[Stage, Annotated[int, msgspec.Meta(ge=0, le=10)]] = {}
 
 
 class FeedbackItem(_Wire, frozen=True, kw_only=True):
@@ -143,11 +177,15 @@ class FeedbackItem(_Wire, frozen=True, kw_only=True):
 
 
 class Feedback(_Wire, frozen=True, kw_only=True):
-    """What a later stage tells an earlier one when it sends the session back."""
+    """What a later stage tells an earlier one when it sends the session back (``target``:
+    the stage it goes to), or, in a session's history, what a re-plan changed (source
+    ``planner``)."""
 
     source: Stage
     summary: str
     items: list[FeedbackItem] = []
+    target: Stage | None = None
+    cycle: SmallCount = 0
 
 
 class Clarification(_Wire, frozen=True, kw_only=True):
@@ -186,6 +224,12 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     updated_at: float = 0.0
     finished_at: float | None = None
     settings: SessionSettings = SessionSettings()
+    # Finished work of the current plan version, as the last verification judged it: steps
+    # (``task/step``) the executor does not run again, and every task that is completed
+    # (those the plan carried over completed, until a verification says otherwise).
+    kept_steps: list[str] = []
+    completed_tasks: list[str] = []
+    history: list[Feedback] = []  # every cycle's feedback and re-plan summary, oldest first (the reviewer's)
 
     @property
     def visit(self) -> int:

@@ -31,9 +31,16 @@ Groups (each against a private acode home; everything started is stopped):
   actors; with ``--profile`` the functions where that time goes (cProfile, this process).
 - ``terminal``: ``true`` through run_terminal under each isolation level this machine offers.
 - ``context``: the planner's context preparation over a generated 2,000-file workspace.
+- ``reread``: the prompt tokens a server with a prompt cache must read again on each
+  executor turn of a 20-turn step whose history exceeds the window (num_ctx 8192, a 2.4 KB
+  tool result a turn), as the stand-in model server (``tests/modelserver.py``) sees it: the
+  tokens after the common prefix with the previous request, at 4 characters a token.
+  ``before``: the old window, which dropped the oldest turn every turn (``keep=1.0``);
+  ``after``: the window trimmed in large steps. ``--reread-only`` is ``--only reread``.
 
 Usage: ``.venv/bin/python scripts/bench.py [--only GROUPS] [--sessions N] [--levels 1,10,50]
-[--synchronous full|normal] [--profile] ...`` (``--help`` lists every option).
+[--synchronous full|normal] [--profile] [--reread-only] ...`` (``--help`` lists every option).
+The JSON alone goes to stdout; log lines of actors run in this process go to stderr.
 """
 
 from __future__ import annotations
@@ -95,7 +102,7 @@ from protocol.results import ModelAnswer, ModelToolCall, ToolResult  # noqa: E40
 from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot  # noqa: E402
 from protocol.tools import RunTerminal  # noqa: E402
 
-GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context")
+GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context", "reread")
 STEPS = 10
 
 
@@ -314,6 +321,36 @@ def _context_prep(runs: int) -> dict[str, object]:
             "sections": len(prepared.sections), "omitted": len(prepared.omitted)}
 
 
+
+
+def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
+    from actors.llm.openai import OpenAICompatibleModel
+    from actors.stages.conversation import Conversation
+    from protocol.session import OpenAIProvider
+    from tests.modelserver import ModelServer, Text
+
+    spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=8_192)
+    budget = executor.context_budget(SessionSettings(provider=spec))
+    fence = Fence()
+    conversation = Conversation(prompts.executor_system(fence), "Step T1/S1: read the modules and fix the bug.\n"
+                                + "context line\n" * 80, keep=keep)
+    with ModelServer() as server:
+        model = OpenAICompatibleModel(msgspec.structs.replace(spec, base_url=server.openai_url))
+        try:
+            for turn in range(1, turns + 1):
+                server.queue(Text("ok"))
+                model.complete(ModelRequest(stage="executor", call_site=f"turn{turn}", nonce=fence.nonce,
+                                            messages=conversation.messages(budget), tools=executor._TOOLS),
+                               seq=turn, cancel=threading.Event())
+                call = ModelToolCall(id=f"call_{turn}", name="read_file", arguments={"path": f"src/m{turn}.py"})
+                conversation.answer("", [call])
+                conversation.reply_tool(call.id, "read_file", f"{turn}\tdef f{turn}():\n" + "    x = 1\n" * 240)
+        finally:
+            model.close()
+        reread = [r.reread_tokens for r in server.chats][1:]  # the first request is all new
+        prompts_ = [r.prompt_tokens for r in server.chats][1:]
+    return {"per_turn_mean": round(statistics.mean(reread)), "per_turn_max": max(reread), "total": sum(reread),
+            "prompt_tokens_mean": round(statistics.mean(prompts_)), "turns": turns}
 
 
 # -- the actor set ------------------------------------------------------------------------------
@@ -678,8 +715,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=400,
                         help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
     parser.add_argument("--profile", action="store_true", help="profile the executor's turns (turn group)")
+    parser.add_argument("--reread-only", action="store_true", help="only the prompt re-read benchmark (--only reread)")
     args = parser.parse_args(argv)
-    args.groups = [g for g in args.only.split(",") if g]
+    args.groups = ["reread"] if args.reread_only else [g for g in args.only.split(",") if g]
     unknown = [g for g in args.groups if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
@@ -731,11 +769,18 @@ def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
         timed("terminal", lambda: _run_terminal(args.commands))
     if "context" in groups:
         timed("context", lambda: {"context_prep_ms": _context_prep(args.context_runs), "target_p50": 200.0})
+    if "reread" in groups:
+        timed("reread", lambda: {"prompt_reread_tokens": {
+            "before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
+            "step": "20 executor turns, num_ctx 8192, a 2.4 KB read_file result a turn; tokens at 4 characters"}})
     return result
 
 
 def main() -> int:
     args = parse_args()
+    # the JSON on stdout is the output; in-process actors' log lines go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(30))
     started = _load()
     result: dict[str, Any] = {"machine": _machine(), "synchronous": args.synchronous, "groups": args.groups}
     result.update(run_groups(args.groups, args))

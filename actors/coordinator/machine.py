@@ -8,13 +8,22 @@ user's cancel or resume.
 Stage transitions are a whitelist::
 
     start -> planner -> executor -> verifier -> reviewer -> completed
-                           ^            |           |
-                           +-- verify --+           |      (cycle kinds; each limited,
-              planner <-------- review -------------+       default 3 per kind)
+                ^          ^  ^        |           |  |
+                |          |  +-verify-+           |  |   (cycle kinds; each limited,
+                |          +------ review ---------+  |    default 3 per kind)
+                +------------------ review -----------+
+
+The reviewer's three decisions: ``approve`` completes the session, ``request_changes``
+sends its issues to the executor, ``replan`` sends them to the planner; both count as a
+review cycle. Finished work is kept: a verification's :class:`Rework` (which steps are
+kept, which tasks completed, by which rule) is recorded (``rework_chosen``) and goes with
+the session until the next plan version. Every cycle's feedback and every re-plan's change
+summary are appended to the session's ``history``, which the reviewer sees.
 
 A session completes only after every stage has been visited. The 4th cycle of one kind
 pauses the session (ACODE-ORCH-003, exit 21); a stage that times out more than
-``stage_retry_limit`` times pauses it (ACODE-ORCH-002, exit 20).
+``stage_retry_limit`` times (or its own ``stage_retry_limits`` entry) pauses it
+(ACODE-ORCH-002, exit 20).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     Event,
     PlanRecorded,
+    ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -65,6 +75,7 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("verifier", "executor"),
     ("verifier", "reviewer"),
     ("reviewer", "planner"),
+    ("reviewer", "executor"),  # request_changes: the approach is right, the executor applies the issues
     ("reviewer", "completed"),
 })
 PAUSE_EXIT: dict[PauseKind, int] = {
@@ -76,6 +87,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit, whatever the reason: past it a human must look
+HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,8 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
            events: list[Event], last_result: StageResult) -> Decision:
     limit = snap.settings.cycle_limits.get(kind, 3)
     done = snap.cycles.get(kind, 0)
+    feedback = msgspec.structs.replace(feedback, target=target, cycle=done + 1)
+    snap = _with(snap, now, history=[*snap.history, feedback][-HISTORY_LIMIT:])
     if done + 1 > limit:
         # Stay at the stage that asked for the cycle, keeping what the next stage needs;
         # `acode resume` makes the transition with a fresh round of cycles.
@@ -176,10 +190,13 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
     assert stage is not None and result.stage == stage
     events: list[Event] = [_event(
         StageFinished, snap, now, stage=stage, visit=result.visit, attempt=result.attempt, ok=result.ok,
-        duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error)]
+        duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
+        tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
+        budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
+        tokens_out=result.metrics.tokens_out)]
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
-        if error.retryable and snap.attempt <= snap.settings.stage_retry_limit:
+        if error.retryable and snap.attempt <= _retry_limit(snap):
             return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
         return _finish(snap, "failed", now, events=events, error=error,
                        summary=f"{stage} failed: {error.message}")
@@ -198,14 +215,25 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
                                  f"`acode answer {snap.id[:8]}`", now, events,
                                  plan_version=plan.version, last_result=result)
                 return Decision(decision.snapshot, decision.events, plan)
+            history = snap.history
+            if plan.change_summary:
+                history = [*history, Feedback(source="planner", summary=f"plan v{plan.version}: "
+                                                                         f"{plan.change_summary}")][-HISTORY_LIMIT:]
             decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,
-                              plan_version=plan.version, feedback=None, last_result=result)
+                              plan_version=plan.version, feedback=None, last_result=result, history=history,
+                              kept_steps=[], completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
             return Decision(decision.snapshot, decision.events, plan)
         case "executor":
             return _enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,
                           feedback=None, last_result=result)
         case "verifier":
             verdict = result.verification
+            rework = result.rework
+            if rework is not None:
+                events.append(_event(ReworkChosen, snap, now, visit=result.visit, rule=rework.rule,
+                                     reason=rework.reason, rerun=rework.rerun, kept=rework.kept,
+                                     completed_tasks=rework.completed_tasks))
+                snap = _with(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
             if verdict is not None and verdict.passed:
                 return _enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
                               feedback=None, last_result=result)
@@ -220,11 +248,22 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
             if review is not None and review.decision == "approve":
                 return _finish(snap, "completed", now, events=events, summary=review.summary or "approved")
             issues = review.issues if review else []
+            changes = review is not None and review.decision == "request_changes"
             feedback = Feedback(
-                source="reviewer", summary=(review.summary if review else "") or "the reviewer asked for a re-plan",
-                items=[FeedbackItem(label=i.criterion, problem=i.problem, detail=i.suggestion) for i in issues])
-            return _cycle(snap, "review", "planner", now, feedback=feedback, events=events, last_result=result)
+                source="reviewer", summary=(review.summary if review else "") or
+                ("the reviewer asked for changes" if changes else "the reviewer asked for a re-plan"),
+                items=[FeedbackItem(label=i.criterion or f"issue {n}", problem=i.problem, detail=i.suggestion)
+                       for n, i in enumerate(issues, start=1)])
+            return _cycle(snap, "review", "executor" if changes else "planner", now, feedback=feedback,
+                          events=events, last_result=result)
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
+
+
+def _retry_limit(snap: SessionSnapshot) -> int:
+    """Retries of the current stage: its own limit if it has one, else ``stage_retry_limit``."""
+    settings = snap.settings
+    return settings.stage_retry_limits.get(snap.stage, settings.stage_retry_limit) if snap.stage \
+        else settings.stage_retry_limit
 
 
 def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] | None = None,
@@ -252,7 +291,7 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
     assert snap.stage is not None
     limit = snap.settings.stage_timeouts.get(snap.stage, 300.0)
     timeouts = snap.timeouts + 1
-    if timeouts > snap.settings.stage_retry_limit:
+    if timeouts > _retry_limit(snap):
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
                      f"{snap.stage} timed out {timeouts} times ({limit:g}s each); raise "
                      f"orchestration.{snap.stage}_timeout or check the model, then `acode resume`", now,
@@ -291,7 +330,7 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0)
     if kind == "cycle_limit" and snap.feedback is not None:
         cycle_kind: CycleKind = "verify" if snap.feedback.source == "verifier" else "review"
-        target: Stage = "executor" if cycle_kind == "verify" else "planner"
+        target: Stage = snap.feedback.target or ("executor" if cycle_kind == "verify" else "planner")
         running = msgspec.structs.replace(running, cycles={**snap.cycles, cycle_kind: 0})
         return _enter(running, target, now, events=events,
                       reason=f"resumed after the {cycle_kind} cycle limit: {snap.feedback.summary}")

@@ -10,6 +10,10 @@ Fencing: each dispatch is a request with its own id, for ``(session, stage, visi
 attempt)``. An answer is accepted only for the dispatch the session waits on; anything
 else (a late answer from an abandoned attempt) is logged and dropped.
 
+Each dispatch sends the session's plan with every task's status as the session has it
+(``completed_tasks``: a stored plan version keeps the status it was recorded with), the
+executor the steps the last verification kept, the reviewer the cycle history.
+
 Recovery: when persistence is ready after the coordinator starts, every session still
 ``running`` is loaded with its plan and dispatched again with ``attempt + 1``; sessions
 paused because an actor failed resume by themselves.
@@ -44,7 +48,7 @@ from protocol.messages import (
     RunStage,
     SessionAccepted,
 )
-from protocol.plan import TaskPlan
+from protocol.plan import TaskPlan, with_status
 from protocol.results import StageResult
 from protocol.session import Clarification, SessionSnapshot
 from protocol.stages import TERMINAL
@@ -231,9 +235,12 @@ class Orchestrator:
             self._pause_for(session, failed[0], "it is failed")
             return
         request_id = new_id()
+        plan = with_status(session.plan, snap.completed_tasks) if session.plan is not None else None
         body = RunStage(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt, task=snap.task,
-                        workspace=snap.workspace, settings=snap.settings, plan=session.plan, feedback=snap.feedback,
-                        previous=snap.last_result, clarifications=snap.clarifications)
+                        workspace=snap.workspace, settings=snap.settings, plan=plan, feedback=snap.feedback,
+                        previous=snap.last_result, clarifications=snap.clarifications,
+                        kept_steps=snap.kept_steps if snap.stage == "executor" else [],
+                        history=snap.history if snap.stage == "reviewer" else [])
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

@@ -14,13 +14,25 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from actors.llm.provider import ModelRequest, Provider
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer
 
-__all__ = ["RecordedModel", "request_hash"]
+__all__ = ["RecordedModel", "prompt_tokens", "request_hash"]
+
+
+def prompt_tokens(request: ModelRequest) -> int:
+    """The request's prompt in tokens, estimated at 4 characters a token: every message's
+    text and tool calls, and the tool definitions."""
+    chars = sum(len(m.content) + (len(msgspec.json.encode(m.tool_calls)) if m.tool_calls else 0)
+                for m in request.messages)
+    if request.tools:
+        chars += len(msgspec.json.encode(request.tools))
+    return -(-chars // 4)
 
 
 def request_hash(session_id: str, visit: int, request: ModelRequest) -> str:
@@ -46,11 +58,16 @@ class RecordedModel:
         self.replayed = 0
         self.tokens_in = 0
         self.tokens_out = 0
+        self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
+        self.largest_prompt_est = 0
 
     def complete(self, request: ModelRequest) -> ModelAnswer:
         if self.cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
                              code="ACODE-LLM-011")
+        estimated = prompt_tokens(request)
+        self.prompt_tokens_est += estimated
+        self.largest_prompt_est = max(self.largest_prompt_est, estimated)
         digest = request_hash(self.session_id, self.visit, request)
         claim: ModelAnswerClaim = self.persistence(
             ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage))

@@ -11,7 +11,8 @@ end calls :meth:`StageContext.release_thread` so its socket does not outlive it.
 is asked from the stage's own thread only.
 
 Transient tool failures (a result whose error is ``retryable``) are retried by
-:meth:`StageContext.tool_retrying` after :data:`TOOL_RETRY_WAITS` (1 s, 2 s, 4 s; seed 004
+:meth:`StageContext.tool_retrying` ``tool_retry_limit`` times, after ``tool_retry_backoff_s``
+doubling each time (by default :data:`TOOL_RETRY_WAITS`: 1 s, 2 s, 4 s; seed 004
 FR-064/065), each retry under its own key (``<key>:retry1`` …): the sandbox's journal
 answers a repeated key with the result it recorded, and the suffixes are deterministic so
 a resumed stage replays the same sequence.
@@ -29,6 +30,8 @@ from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
+from actors.stages.budget import stage_budget
+from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
@@ -84,9 +87,12 @@ class StageContext:
         self.log = log
         self.started = time.monotonic()
         self.tool_calls = 0
-        self.retry_waits = TOOL_RETRY_WAITS  # tests shorten them
+        settings = request.settings
+        self.retry_waits = tuple(settings.tool_retry_backoff_s * 2**n  # tests shorten them
+                                 for n in range(settings.tool_retry_limit))
         self._lock = threading.Lock()
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
+        self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel)
 
@@ -163,9 +169,9 @@ class StageContext:
                 if attempt == corrections:
                     raise
                 self.log.info("answer_corrected", call_site=site, problem=exc.message[:300])
-                messages = [*messages, ChatMessage(role="assistant", content=answer.content),
-                            ChatMessage(role="user", content=f"That answer was refused: {exc.message}. Answer "
-                                                             "again with one JSON object of the shape asked for.")]
+                messages = correction(messages, answer, f"That answer was refused: {exc.message}. Answer again "
+                                      "with one JSON object of the shape asked for.",
+                                      settings=self.request.settings, stage=self.request.stage)
                 site = f"{call_site}/retry{attempt + 1}"
         raise AssertionError("unreachable")
 
@@ -181,6 +187,8 @@ class StageContext:
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
-                               tokens_out=self.model.tokens_out)
+                               tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
+                               largest_prompt_est=self.model.largest_prompt_est,
+                               budget_tokens=self.budget_tokens)
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,
                            attempt=request.attempt, ok=ok, summary=summary, metrics=metrics, **fields)

@@ -22,11 +22,29 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   window of the step's turns within a budget (:mod:`actors.stages.conversation`); a
   tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
   the window at most) with a note of what was cut. Untrusted text is fenced.
+- Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
+  the server's token counts), which ``acode run`` shows.
+- Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
+  with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
+  when the server's prompt counts show it left the tool definitions out
+  (:func:`tools_left_out`); only turns the server answered now count for that early
+  stop, so a step resumed after the server was fixed asks it again. Output the server
+  could not parse (``format_error``) is answered with a correction naming its complaint.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
   A failed step blocks the steps that depend on it (directly or through their task's
   dependencies), which are recorded as ``blocked``; independent steps still run. The
   stage then fails with the first failed step's code.
+
+Finished work stays finished (seed 000): the steps of tasks the plan marks ``completed``
+are not run, and the steps named in ``kept_steps`` (the last verification kept them,
+see :mod:`actors.stages.rework`) are reported with their earlier record instead of
+running again. When the reviewer sent the session back with ``request_changes``, one
+extra step (task ``review<cycle>``, step ``S1``) makes the changes it listed.
+
+Budget: the chat fits the executor's share of the model's context
+(:func:`context_budget`); a step whose own message does not fit beside the system
+prompt and the tool definitions fails the stage with ACODE-ORCH-005.
 
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
@@ -44,37 +62,47 @@ from typing import Any
 
 import msgspec
 
-from actors.llm import toolcalls
+from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
+from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
-from protocol.errors import ErrorInfo
-from protocol.events import StepFinished, StepStarted
+from protocol.errors import ErrorInfo, ModelError
+from protocol.events import StepFinished, StepStarted, TurnAnswered
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
-from protocol.plan import PlanStep, PlanTask, TaskPlan, ordered_steps
-from protocol.results import ExecutionReport, ModelToolCall, StageResult, StepRecord
-from protocol.session import SessionSettings
+from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
+from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
+from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
 
-__all__ = ["context_budget", "run"]
+__all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 _TOOLS = tool_definitions()
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
-_DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
 _TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
+_SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
+_DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
+
+
+def tools_left_out(request: ModelRequest, usage: Usage) -> bool:
+    """Did the server leave the tools out of the prompt? Its exact count is far below the
+    request's own estimate, tool definitions included, at 4 characters a token (a real
+    tokenizer needs more tokens than that for code and JSON, not fewer)."""
+    if usage.estimated or not usage.prompt_tokens or not request.tools:
+        return False
+    return usage.prompt_tokens < _DROPPED_SHARE * tokens.estimate(tokens.request_chars(request), tokens.UNCALIBRATED)
 
 
 def context_budget(settings: SessionSettings) -> int:
-    """Characters of chat the executor sends: 3/4 of the model's window (the rest is for the
-    answer), less the tool definitions."""
-    window = getattr(settings.provider, "num_ctx", None) or _DEFAULT_CONTEXT_TOKENS
-    return max(window * 3 // 4 * 4 - _TOOLS_CHARS, 4_000)
+    """Characters of chat the executor sends: its token budget (its share of the model's
+    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions."""
+    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _TOOLS_CHARS, 0)
 
 
 class _Step:
@@ -120,31 +148,80 @@ class _Step:
     def run(self) -> StepRecord:
         request = self.ctx.request
         assert request.plan is not None
+        system = prompts.executor_system(self.ctx.fence)
+        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
+        if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
+            raise too_large(request.settings, "executor", estimate(system + bare) + -(-_TOOLS_CHARS // CHARS_PER_TOKEN),
+                            f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback, files=self._context_files(),
                                    fence=self.ctx.fence)
-        self.conversation = Conversation(prompts.executor_system(self.ctx.fence), text)
+        self.conversation = Conversation(system, text)
         limit = request.settings.max_turns_per_step
+        silent = 0  # turns so far without any attempt at a tool call
+        live_silent = 0  # of those, the ones the server answered now (not replayed from the record)
+        dropped = False  # a live turn's prompt count showed the server left the tools out
         for turn in range(1, limit + 1):
-            answer = self.ctx.model.complete(ModelRequest(
+            model_request = ModelRequest(
                 stage="executor", call_site=f"{self.task.label}/{self.step.label}/turn{turn}",
-                nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS))
+                nonce=self.ctx.fence.nonce, messages=self.conversation.messages(self.budget), tools=_TOOLS)
+            replayed = self.ctx.model.replayed
+            answer = self.ctx.model.complete(model_request)
+            live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
             calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
+            correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
-                self.conversation.reply_user(f"error: {calls.message}")
+                correction = f"error: {calls.message}"
                 self.conversation.note("a tool call that was not valid JSON")
-                continue
-            if not calls:
-                self.conversation.reply_user(prompts.NO_TOOL_CALL)
+            elif not calls and answer.format_error:
+                correction = prompts.render_format_error(answer.format_error)
+                self.conversation.note("a tool call the server could not read")
+            elif not calls:
+                correction = prompts.NO_TOOL_CALL
                 self.conversation.note("no tool call")
+                silent += 1
+                if live:  # after a resume, recorded silent turns say nothing about the server as it is now
+                    live_silent += 1
+                    dropped = dropped or tools_left_out(model_request, answer.usage)
+            self._turn(turn, answer, 0 if isinstance(calls, toolcalls.ParseProblem) else len(calls), correction)
+            if correction:
+                if silent == turn and (turn == limit or (dropped and live_silent >= _SILENT_TURNS)):
+                    raise self._ignored(turn, dropped)
+                self.conversation.reply_user(correction)
                 continue
+            assert not isinstance(calls, toolcalls.ParseProblem)
             for index, call in enumerate(calls):
                 record = self._call(turn, index, call, native=native, last_turn=turn == limit)
                 if record is not None:
                     return record
         return self._finish("failed", f"no step_complete after {limit} turns (ACODE-EXEC-003); split the step, or "
                                       "raise max_turns_per_step", limit, code="ACODE-EXEC-003")
+
+    def _turn(self, turn: int, answer: ModelAnswer, calls: int, correction: str) -> None:
+        """The turn as an event (``acode run`` shows each one)."""
+        request = self.ctx.request
+        task, step = self.task.label, self.step.label
+        usage = answer.usage
+        self.ctx.commit([TurnAnswered(
+            id=stable_id(request.session_id, "executor", request.visit, task, step, f"turn{turn}"),
+            session_id=request.session_id, at=time.time(), visit=request.visit, task=task, step=step, turn=turn,
+            tool_calls=calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            estimated=usage.estimated, finish_reason=answer.finish_reason, correction=correction[:500])])
+
+    def _ignored(self, turns: int, dropped: bool) -> ModelError:
+        where = f"step {self.task.label}/{self.step.label}"
+        if dropped:
+            why = ("the server counted far fewer prompt tokens than the request's messages and tool definitions "
+                   "take, so it left the tools out of the prompt (llama-server does that without a word when the "
+                   "chat template has no tool support)")
+        else:
+            why = ("the server may have left the tools out of the prompt (llama-server does that without a word "
+                   "when the chat template has no tool support), or the model does not call tools")
+        return ModelError(
+            f"the model made no tool call in {turns} turn(s) of {where}: {why}; start llama-server with --jinja and "
+            "a chat template that supports tools (`acode doctor` tries a tool call), or use a model that calls "
+            "tools", code="ACODE-LLM-015")
 
     def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
         if native and call.id:
@@ -237,6 +314,16 @@ def _which(where: str, state: str) -> str:
     return f"{where}, which {'failed' if state == 'failed' else 'was not run either'}"
 
 
+def review_task(feedback: Feedback, files: list[str]) -> PlanTask:
+    """The extra step of an executor visit the reviewer sent back with ``request_changes``:
+    make the changes it listed (shown as the step's feedback), in the files changed so far."""
+    step = PlanStep(label="S1", title="Make the changes the reviewer asked for", action="modify_file",
+                    description="Make each change listed in the reviewer's feedback below, and nothing else.",
+                    expected_output="the reviewer's issues resolved")
+    return PlanTask(label=f"review{feedback.cycle or 1}", title="Changes asked for by the reviewer",
+                    description=feedback.summary, resources=Resources(read=files[:_MAX_CONTEXT_FILES]), steps=[step])
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     plan = request.plan
@@ -248,11 +335,32 @@ def run(ctx: StageContext) -> StageResult:
     earlier = [r for v in range(1, request.visit)
                for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
     wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
+    latest = {(r.task, r.step): r for r in earlier}  # each step's last outcome before this visit
+    kept_labels = set(request.kept_steps)
     records: list[StepRecord] = []
+    kept: list[str] = []
+    for task in plan.tasks:  # completed tasks: reported as kept, with their last records
+        if task.status == "completed":
+            for step in task.steps:
+                kept.append(f"{task.label}/{step.label}")
+                if (task.label, step.label) in latest:
+                    records.append(latest[(task.label, step.label)])
     status: dict[tuple[str, str], str] = {}
-    for task, step in ordered_steps(plan):
-        record = finished.get((task.label, step.label))
-        if record is None:
+    work = ordered_steps(plan)
+    feedback = request.feedback
+    if feedback is not None and feedback.source == "reviewer":
+        so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
+        extra = review_task(feedback, so_far)
+        work = [*work, (extra, extra.steps[0])]
+    for task, step in work:
+        key = (task.label, step.label)
+        record = finished.get(key)
+        before = latest.get(key)
+        if record is None and f"{task.label}/{step.label}" in kept_labels and before is not None \
+                and before.status == "completed":
+            kept.append(f"{task.label}/{step.label}")
+            record = before
+        elif record is None:
             blocker = _blocker(plan, task, step, status)
             if blocker is not None:
                 record = _record(ctx, task, step, "blocked", f"it depends on {blocker}", 0, 0, [])
@@ -261,11 +369,11 @@ def run(ctx: StageContext) -> StageResult:
                                                      step.label, "started"),
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
-                record = _Step(ctx, task, step, (task.label, step.label) in wrote_before).run()
+                record = _Step(ctx, task, step, key in wrote_before).run()
         records.append(record)
-        status[(task.label, step.label)] = record.status
+        status[key] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))
-    report = ExecutionReport(steps=records, files_changed=files)
+    report = ExecutionReport(steps=records, files_changed=files, kept=kept)
     failed = [r for r in records if r.status == "failed"]
     if failed:
         blocked = [f"{r.task}/{r.step}" for r in records if r.status == "blocked"]
@@ -274,6 +382,8 @@ def run(ctx: StageContext) -> StageResult:
             message += f"; blocked by it: {', '.join(blocked)}"
         return ctx.result(ok=False, summary=message[:2_000], execution=report,
                           error=ErrorInfo(code=failed[0].code or "ACODE-EXEC-001", message=message[:4_000]))
-    return ctx.result(ok=True, summary=f"{len(records)} step(s) done, {len(files)} file(s) changed so far",
-                      execution=report)
-
+    ran = sum(1 for r in records if r.visit == request.visit and r.status == "completed")
+    summary = f"{ran} step(s) done, {len(files)} file(s) changed so far"
+    if kept:
+        summary = f"{ran} step(s) done, {len(kept)} kept from earlier, {len(files)} file(s) changed so far"
+    return ctx.result(ok=True, summary=summary, execution=report)

@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pathspec
+
 from actors.stages.terms import task_terms
 from actors.stages.untrusted import Fence
 from protocol.plan import TaskPlan
@@ -222,7 +224,10 @@ class _Budget:
 
 
 class _Gatherer:
-    def __init__(self, tool: ToolFn, key_prefix: str, fence: Fence, budget: _Budget):
+    def __init__(self, tool: ToolFn, key_prefix: str, fence: Fence, budget: _Budget,
+                 includes: Sequence[str] = (), excludes: Sequence[str] = ()):
+        self.includes = pathspec.GitIgnoreSpec.from_lines(includes) if includes else None
+        self.excludes = pathspec.GitIgnoreSpec.from_lines(excludes)
         self.tool = tool
         self.key_prefix = key_prefix
         self.fence = fence
@@ -283,6 +288,8 @@ class _Gatherer:
                 wanted.append(name)
         shown: set[str] = set()
         for path in wanted:
+            if self.excludes.match_file(path):
+                continue
             if self.budget.left < MIN_SECTION_CHARS:
                 self.budget.leave_out("key_file", path, "budget")
                 continue
@@ -371,7 +378,8 @@ class _Gatherer:
                     kept.append(f"{hit.group(2)}: {hit.group(3)}")
             for path, count in per_file.items():
                 scores[path] = scores.get(path, 0) + weight * min(count, 3)
-        ranked = sorted((p for p in scores if p not in shown), key=lambda p: (-scores[p], p))
+        ranked = sorted((p for p in scores if p not in shown and not self.excludes.match_file(p)
+                         and (self.includes is None or self.includes.match_file(p))), key=lambda p: (-scores[p], p))
         for index, path in enumerate(ranked):
             if index >= MAX_MATCH_FILES:
                 self.budget.leave_out("match", path, "limit")
@@ -425,14 +433,16 @@ def _render_plan(plan: TaskPlan) -> str:
 
 def prepare(tool: ToolFn, *, task: str, fence: Fence, key_prefix: str, budget_tokens: int,
             clarifications: Sequence[Clarification] = (), feedback: Feedback | None = None,
-            previous: TaskPlan | None = None, log: Any = None) -> Prepared:
+            previous: TaskPlan | None = None, log: Any = None, includes: Sequence[str] = (),
+            excludes: Sequence[str] = ()) -> Prepared:
     """The planner's user message for ``task``, within ``budget_tokens`` (see the module
     docstring). ``tool(key, name, arguments)`` runs a sandbox tool; ``key_prefix`` makes
     the keys (``f"{session_id}:p{visit}"``). Logs ``context_trimmed`` on ``log`` when
     something was left out or shortened, and ``context_over_budget`` when the task alone
-    does not fit."""
+    does not fit. Files matching ``excludes`` are never shown; when ``includes`` is given,
+    only files matching it are shown for matching the task (gitignore-style patterns)."""
     budget = _Budget(chars=max(budget_tokens, 0) * CHARS_PER_TOKEN)
-    gatherer = _Gatherer(tool, key_prefix, fence, budget)
+    gatherer = _Gatherer(tool, key_prefix, fence, budget, includes, excludes)
     task_section = gatherer.fenced("task", "task", "The task:", "task", task)
     budget.take(task_section)
     if clarifications and not budget.take(gatherer.fenced(

@@ -70,11 +70,15 @@ def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:
     return None
 
 
-def plan_problems(plan: TaskPlan, sandbox: SandboxPolicy) -> list[PlanProblem]:
-    """Every problem of ``plan`` under the session's sandbox policy; empty when it is good."""
+def plan_problems(plan: TaskPlan, sandbox: SandboxPolicy, max_complexity: int = 34) -> list[PlanProblem]:
+    """Every problem of ``plan`` under the session's sandbox policy and complexity cap
+    (``planner.max_complexity``); empty when it is good."""
     found = problems(plan)
     rules = command_policy_of(sandbox)
     for task in plan.tasks:
+        if task.complexity > max_complexity and task.status != "completed":
+            found.append(PlanProblem("ACODE-PLAN-004", f"task {task.label} has complexity {task.complexity}; at most "
+                                                       f"{max_complexity} is allowed: split it into smaller tasks"))
         for field in ("write", "directories"):
             for path in getattr(task.resources, field):
                 if path_problem(path):

@@ -1,13 +1,16 @@
 """The planner stage: the task and what the workspace shows of it become a checked TaskPlan (seed 003).
 
 1. The task must be at most 10,000 characters and not empty (ACODE-PLAN-001).
-2. :func:`actors.stages.gather.prepare` gathers the context within the session's
-   ``planner_context_tokens`` (less the system prompt): earlier answers, the reviewer's
+2. :func:`actors.stages.gather.prepare` gathers the context within the planner's budget
+   (its share of the model's context, :mod:`actors.stages.budget`, capped by
+   ``planner_context_tokens``, less the system prompt): earlier answers, the reviewer's
    feedback and the plan being revised, the workspace tree, key files, matching files.
+   When not even the system prompt and the task fit, the stage fails with ACODE-ORCH-005.
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
    command against the session's sandbox policy. An answer with problems goes back to
-   the model with all of them listed, in the same conversation, at most
+   the model with all of them listed and the head of the answer (sized to fit the
+   context, :mod:`actors.stages.corrections`), in the same conversation, at most
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
    recorded, so a re-dispatched planner replays the whole exchange); after that the
    stage fails with ACODE-PLAN-004 naming the problems, and the coordinator takes over.
@@ -25,7 +28,9 @@ import msgspec
 
 from actors.llm.provider import ChatMessage
 from actors.stages import gather, plancheck, prompts
+from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
+from actors.stages.corrections import correction
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
 from protocol.results import StageResult
@@ -34,8 +39,8 @@ from protocol.task import check_task
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 
 MAX_CORRECTIONS = 2
-_ANSWER_CHARS = 20_000  # of an invalid answer, repeated to the model with its problems
 _ERRORS_CHARS = 3_000  # of the problems, in the stage's error
+_LEAST_CONTEXT_TOKENS = 200  # of the workspace: the planner does not plan blind
 
 
 def _content(task: PlanTask) -> PlanTask:
@@ -80,13 +85,13 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
         draft, problems = plancheck.read_plan(answer.content)
         if draft is not None:
             draft = carry_completed(draft, request.plan)
-            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox)]
+            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
+                                                                   request.settings.max_task_complexity)]
             if not problems:
                 return draft, attempt
         ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
                         retrying=attempt < MAX_CORRECTIONS)
-        messages = [*messages, ChatMessage(role="assistant", content=answer.content[:_ANSWER_CHARS]),
-                    ChatMessage(role="user", content=_correction(problems))]
+        messages = correction(messages, answer, _correction(problems), settings=request.settings, stage="planner")
     listed = "; ".join(problems)
     if len(listed) > _ERRORS_CHARS:
         listed = listed[:_ERRORS_CHARS] + "…"
@@ -106,10 +111,18 @@ def run(ctx: StageContext) -> StageResult:
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
-    budget = request.settings.planner_context_tokens - gather.estimate_tokens(system)
+    settings = request.settings
+    whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
+    ctx.budget_tokens = whole  # reported with the stage's token figures
+    budget = whole - gather.estimate_tokens(system)
+    needed = gather.estimate_tokens(system) + gather.estimate_tokens(task) + _LEAST_CONTEXT_TOKENS
+    if needed > whole:
+        raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace",
+                        cap=(settings.planner_context_tokens, "planner.context_tokens"))
     prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
                               budget_tokens=budget, clarifications=request.clarifications,
-                              feedback=request.feedback, previous=previous, log=ctx.log)
+                              feedback=request.feedback, previous=previous, log=ctx.log,
+                              includes=settings.context_includes, excludes=settings.context_excludes)
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))

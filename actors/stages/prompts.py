@@ -20,6 +20,8 @@ __all__ = [
     "VERIFIER",
     "executor_system",
     "render_feedback",
+    "render_history",
+    "render_format_error",
     "render_plan",
     "render_pushback",
     "render_step",
@@ -86,9 +88,14 @@ change meets it, using the evidence given. Answer with one JSON object only:
 {"passed": bool, "summary": str, "criteria": [{"label": "A1", "passed": bool, "evidence": str}]}"""
 
 REVIEWER = """You are the reviewer of acode. Judge the whole change against the user's request, the plan
-and the verification results. Approve it, or ask for a re-plan citing the criterion concerned.
+and the verification results, and decide:
+- "approve": the change does what was asked.
+- "request_changes": the approach is right but details need fixing (naming, a missed case,
+  tidying); list each change as an issue. The executor makes them, then you review again.
+- "replan": the approach is wrong; list the issues, each citing the acceptance criterion it
+  concerns. The planner revises the plan.
 Answer with one JSON object only:
-{"decision": "approve" | "replan", "summary": str,
+{"decision": "approve" | "request_changes" | "replan", "summary": str,
  "issues": [{"criterion": "A1", "problem": str, "suggestion": str}]}"""
 
 
@@ -97,6 +104,24 @@ def render_feedback(feedback: Feedback | None) -> str:
         return ""
     lines = [f"Feedback from the {feedback.source}: {feedback.summary}"]
     lines += [f"- {item.label}: {item.problem}. {item.detail}".rstrip() for item in feedback.items]
+    return "\n".join(lines)
+
+
+def render_history(history: list[Feedback]) -> str:
+    """A session's earlier cycles for the reviewer, oldest first: verifier failures, review
+    issues, re-plan change summaries ("" when there were none)."""
+    if not history:
+        return ""
+    lines = ["Earlier cycles of this session, oldest first:"]
+    for entry in history:
+        if entry.source == "planner":
+            lines.append(f"- re-plan: {entry.summary}")
+            continue
+        kind = "verify" if entry.source == "verifier" else "review"
+        where = f" -> {entry.target}" if entry.target else ""
+        lines.append(f"- {kind} cycle {entry.cycle} ({entry.source}{where}): {entry.summary}")
+        lines += [f"  - {item.label}: {item.problem}" + (f" ({item.detail})" if item.detail and entry.source ==
+                                                         "reviewer" else "") for item in entry.items]
     return "\n".join(lines)
 
 
@@ -209,3 +234,11 @@ def render_verification(previous: StageResult | None) -> str:
     lines = [f"Verification {'passed' if verdict.passed else 'failed'}: {verdict.summary}"]
     lines += [f"- {c.label}: {'passed' if c.passed else 'FAILED'} {c.evidence}".rstrip() for c in verdict.criteria]
     return "\n".join(lines)
+
+
+def render_format_error(complaint: str) -> str:
+    """The correction for an answer the server could not parse into a tool call."""
+    said = " ".join(complaint.split())[:300]
+    return (f"error: the model server could not read your answer as a tool call ({said}); call exactly one tool "
+            "with JSON arguments and no other text, e.g. "
+            '{"name": "read_file", "arguments": {"path": "src/app.py"}} (ACODE-EXEC-007)')

@@ -1,16 +1,30 @@
-"""The reviewer stage: the model judges the whole change and approves or asks for a re-plan.
+"""The reviewer stage: the model judges the whole change and decides one of three things.
 
-It sees the task, the plan, the verifier's verdicts and the exact diff of the workspace
-since the session began (``diff_workspace``: the sandbox compares against the baseline the
-planner recorded, through a private git ref or a content manifest). A ``replan`` must
-cite the plan's acceptance criteria: an answer that cites none, or cites labels the plan
-does not have, goes back to the model once with the problem; its issues become the
-planner's input.
+It sees the task, the plan (with each task's status), the verifier's verdicts, the
+session's earlier cycles (verifier failures, review issues, re-plan summaries: the
+``history`` the coordinator sends) and the exact diff of the workspace since the session
+began (``diff_workspace``: the sandbox compares against the baseline the planner
+recorded). Its decision:
+
+- ``approve``: the session completes.
+- ``request_changes``: the approach is right, details are not; its issues go to the
+  executor, which applies them in one extra step, then the change is verified and
+  reviewed again (a review cycle).
+- ``replan``: the approach is wrong; its issues go to the planner (a review cycle).
+
+A ``replan`` must cite the plan's acceptance criteria, and a ``request_changes`` must list
+at least one issue (citing a criterion is optional, but a cited label must exist): an
+answer that does not goes back to the model once with the problem.
+
+The prompt fits the reviewer's token budget (:mod:`actors.stages.budget`): the diff is
+trimmed first, then the history, the verification and the plan, each with a note saying
+what was left out; the system prompt and the task are shown whole.
 """
 
 from __future__ import annotations
 
 from actors.stages import prompts
+from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from protocol.errors import ModelError
 from protocol.results import ReviewerAnswer, StageResult
@@ -21,12 +35,15 @@ _RETRIES = 1
 
 
 def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
-    """Why a ``replan`` answer does not cite the plan's criteria properly ("" when it does)."""
-    if review.decision != "replan":
+    """Why a ``replan`` or ``request_changes`` answer does not list or cite properly ("" when it does)."""
+    if review.decision == "approve":
         return ""
     if not review.issues:
+        if review.decision == "request_changes":
+            return "request_changes must list the changes to make, one issue each"
         return "a replan must list issues, each citing the acceptance criterion it concerns"
-    unknown = sorted({i.criterion for i in review.issues if i.criterion not in labels})
+    cited = [i.criterion for i in review.issues if i.criterion or review.decision == "replan"]
+    unknown = sorted({c for c in cited if c not in labels})
     if unknown:
         known = ", ".join(sorted(labels)) or "none"
         return (f"issues cite {', '.join(repr(u) for u in unknown)}, which are not criteria of the plan; "
@@ -34,24 +51,41 @@ def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
     return ""
 
 
-def run(ctx: StageContext) -> StageResult:
+def _parts(ctx: StageContext, system: str) -> list[Part]:
     request = ctx.request
     fence = ctx.fence
-    sections = [f"Task:\n{fence.wrap('task', request.task)}"]
+    parts = [Part("the system prompt", system, fixed=True),
+             Part("the task", f"Task:\n{fence.wrap('task', request.task)}", fixed=True)]
     if request.plan is not None:
-        sections.append(fence.wrap("plan", prompts.render_plan(request.plan)))
-    sections.append(prompts.render_verification(request.previous))
-    sections.append(f"Changes since the session began:\n{fence.wrap('diff', ctx.diff('r'))}")
+        parts.append(Part("the plan", fence.wrap("plan", prompts.render_plan(request.plan)), rank=3, keep=1_500))
+    parts.append(Part("the verification", prompts.render_verification(request.previous), rank=2, keep=800))
+    history = prompts.render_history(request.history)
+    if history:
+        parts.append(Part("the earlier cycles", history, rank=1, keep=600))
+    parts.append(Part("the diff", ctx.diff("r"), rank=0, keep=1_000, cutter=cut_diff,
+                      frame=lambda text: f"Changes since the session began:\n{fence.wrap('diff', text)}"))
+    return parts
+
+
+def run(ctx: StageContext) -> StageResult:
+    request = ctx.request
+    system = f"{prompts.REVIEWER}\n{ctx.fence.preamble()}"
+    parts = fit(request.settings, "reviewer", _parts(ctx, system), extra_tokens=60)  # the note below
+    trimmed = [p.name for p in parts if p.cut]
+    if trimmed:
+        ctx.log.info("prompt_trimmed", stage="reviewer", parts=trimmed, saved_chars=sum(p.cut for p in parts))
+    user = "\n\n".join(p.text for p in parts[1:])
+    if trimmed:
+        user += (f"\n\nNote: to fit your context, parts of {', '.join(trimmed)} were left out (marked where "
+                 "they were cut). Judge from what is shown; do not ask for a re-plan only because of it.")
     labels = {c.label for c in request.plan.criteria()} if request.plan else set()
-    system = f"{prompts.REVIEWER}\n{fence.preamble()}"
-    user = "\n\n".join(sections)
     review = ctx.ask(ReviewerAnswer, call_site="review", system=system, user=user)
     for retry in range(1, _RETRIES + 2):
         problem = citation_problem(review, labels)
         if not problem:
             break
         if retry > _RETRIES:
-            raise ModelError(f"the reviewer asked for a re-plan without citing the plan's criteria: {problem}",
+            raise ModelError(f"the reviewer answered {review.decision} without a usable list of issues: {problem}",
                              code="ACODE-LLM-003")
         ctx.log.info("review_corrected", problem=problem)
         review = ctx.ask(ReviewerAnswer, call_site=f"review/retry{retry}", system=system,

@@ -12,6 +12,11 @@ The model is asked only about criteria without a check, shown the check results 
 change (:func:`_workspace_diff`). A failed check fails the verification; its evidence
 (command, exit code, the tail of its output) goes back to the executor as feedback.
 
+After the verdicts, :func:`actors.stages.rework.choose` decides what finished work is
+kept and what the executor runs again on a verify cycle (the result's ``rework``). The
+model's prompt fits the verifier's token budget (:mod:`actors.stages.budget`): the diff
+is trimmed first, then the largest check outputs, each with a note.
+
 A check's key has no attempt in it: a retried attempt reuses a finished check's result.
 A check interrupted by a sandbox crash (outcome unknown) is run again under a new key:
 checks are meant to be free of side effects.
@@ -22,7 +27,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from actors.stages import prompts
+from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
+from actors.stages.rework import choose as rework_for
 from protocol.events import CheckRan
 from protocol.ids import stable_id
 from protocol.plan import Check, Criterion
@@ -97,16 +104,29 @@ def _workspace_diff(ctx: StageContext) -> str:
 
 def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict],
                diff: str) -> list[CriterionVerdict]:
+    """The model's verdicts on ``criteria``, from the check results and the diff, trimmed
+    to the verifier's budget (the diff first, then the largest check outputs)."""
     request = ctx.request
     fence = ctx.fence
-    lines = [fence.preamble(), fence.wrap("task", request.task), "Criteria to judge:"]
-    lines += [f"- {c.label}: {c.description}" for c in criteria]
+    fixed = [fence.preamble(), fence.wrap("task", request.task), "Criteria to judge:"]
+    fixed += [f"- {c.label}: {c.description}" for c in criteria]
+    parts = [Part("the system prompt", prompts.VERIFIER, fixed=True),
+             Part("the criteria", "\n".join(fixed), fixed=True)]
     if checked:
-        lines.append("Results of the checks that ran:")
-        lines += [f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n{fence.wrap(f'evidence {v.label}', v.evidence)}"
-                  for v in checked]
-    lines.append(fence.wrap("change", diff))
-    verdict = ctx.ask(VerifierAnswer, call_site="judge", system=prompts.VERIFIER, user="\n".join(lines))
+        parts.append(Part("the check list", "Results of the checks that ran:", fixed=True))
+        parts += [Part(f"the output of check {v.label}", f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n"
+                                                         f"{fence.wrap(f'evidence {v.label}', v.evidence)}",
+                       rank=1, keep=400) for v in checked]
+    parts.append(Part("the diff", diff, rank=0, keep=800, cutter=cut_diff,
+                      frame=lambda text: fence.wrap("change", text)))
+    parts = fit(request.settings, "verifier", parts, extra_tokens=60)
+    trimmed = [p.name for p in parts if p.cut]
+    user = "\n".join(p.text for p in parts[1:])
+    if trimmed:
+        ctx.log.info("prompt_trimmed", stage="verifier", parts=trimmed, saved_chars=sum(p.cut for p in parts))
+        user += (f"\nNote: to fit your context, parts of {', '.join(trimmed)} were left out (marked where they "
+                 "were cut). Judge from what is shown.")
+    verdict = ctx.ask(VerifierAnswer, call_site="judge", system=prompts.VERIFIER, user=user)
     by_label = {v.label: v for v in verdict.criteria}
     return [by_label.get(c.label) or CriterionVerdict(label=c.label, passed=False,
                                                       evidence="the verifier's model gave no verdict")
@@ -128,4 +148,5 @@ def run(ctx: StageContext) -> StageResult:
         summary = f"all {len(verdicts)} criteria passed" if verdicts else "no acceptance criteria to check"
     answer = VerifierAnswer(passed=not failed, summary=summary[:2000], criteria=verdicts)
     execution = request.previous.execution if request.previous else None
-    return ctx.result(ok=True, summary=summary[:300], verification=answer, execution=execution)
+    rework = rework_for(request.plan, verdicts, execution, request.workspace) if request.plan is not None else None
+    return ctx.result(ok=True, summary=summary[:300], verification=answer, execution=execution, rework=rework)

@@ -92,6 +92,8 @@ _http_fields = dict(
     temperature=st.floats(0, 2), seed=st.none() | st.integers(0, 2**31 - 1), connect_timeout_s=seconds,
     first_token_timeout_s=seconds, idle_timeout_s=seconds, max_retries=st.integers(0, 10),
     backoff_initial_s=st.floats(0, 60), backoff_max_s=st.floats(0, 600), allow_remote=st.booleans(),
+    max_tokens=st.none() | st.integers(16, 1_048_576),
+    stage_max_tokens=st.dictionaries(stages, st.integers(16, 1_048_576)),
 )
 ollama_providers = struct(ss.OllamaProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
                           **_http_fields)
@@ -120,9 +122,17 @@ settings = struct(
     planner_context_tokens=st.integers(500, 2_000_000),
     tool_result_tokens=st.integers(100, 1_000_000),
     clarification_timeout_s=st.floats(0, 30 * 86_400),
+    token_budget=st.dictionaries(stages, st.integers(1, 100)),
+    max_task_complexity=st.integers(1, 34),
+    context_includes=_few(short.filter(bool)),
+    context_excludes=_few(short.filter(bool)),
+    tool_retry_limit=st.integers(0, 10),
+    tool_retry_backoff_s=st.floats(0, 60),
+    stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
 )
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
-feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items))
+feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items),
+                   target=st.none() | stages, cycle=small_counts)
 clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
                         defaulted=st.booleans())
 pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts})
@@ -146,6 +156,9 @@ snapshots = struct(
     updated_at=floats,
     finished_at=st.none() | floats,
     settings=settings,
+    kept_steps=_few(short),
+    completed_tasks=_few(short),
+    history=_few(feedbacks),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -184,7 +197,8 @@ verdicts = struct(rs.CriterionVerdict, {"label": short, "passed": st.booleans()}
 verifier_answers = struct(rs.VerifierAnswer, {"passed": st.booleans()}, summary=texts,
                           criteria=_few(verdicts))
 review_issues = struct(rs.ReviewIssue, {"problem": texts}, criterion=short, suggestion=texts)
-reviewer_answers = struct(rs.ReviewerAnswer, {"decision": st.sampled_from(["approve", "replan"])},
+reviewer_answers = struct(rs.ReviewerAnswer,
+                          {"decision": st.sampled_from(["approve", "request_changes", "replan"])},
                           summary=texts, issues=_few(review_issues))
 tool_results = struct(
     rs.ToolResult,
@@ -193,25 +207,31 @@ tool_results = struct(
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
     risk=risks, path=short, isolation=short,
 )
-usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
+usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans())
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
                           invalid_arguments=texts)
-model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages)
+model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages,
+                       finish_reason=st.text(max_size=64), format_error=texts)
 step_records = struct(
     rs.StepRecord,
     {"session_id": ids, "visit": visits, "task": short, "step": short,
      "status": st.sampled_from(["completed", "failed", "blocked"])},
     summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats, code=short,
 )
-execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short))
+execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short),
+                           kept=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
-                       replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts)
+                       replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts,
+                       prompt_tokens_est=counts, largest_prompt_est=counts, budget_tokens=counts)
+rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
+reworks = struct(rs.Rework, {"rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
+                 completed_tasks=_few(short))
 stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
-    error=st.none() | error_infos, metrics=stage_metrics,
+    error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -231,12 +251,18 @@ _event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
        visit=visits, reason=texts, cycle_kind=st.none() | cycle_kinds, cycle=small_counts)
 _event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "reason": texts})
 _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
-       duration_ms=floats, summary=texts, error=st.none() | error_infos)
+       duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
+       largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals)
+_event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
+       completed_tasks=_few(short))
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
        status=short)
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
 _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
        outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
+_event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
+       tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
+       finish_reason=short, correction=texts)
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
@@ -304,7 +330,7 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
-       clarifications=_few(clarifications))
+       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},

@@ -25,6 +25,7 @@ from protocol.plan import (
     ordered_steps,
     problems,
     validate,
+    with_status,
 )
 
 #: The example TaskPlan of issue 2 ("Contracts"), verbatim.
@@ -374,12 +375,22 @@ def test_a_completed_task_the_model_left_out_comes_back_first_and_others_may_dep
     assert carry_completed(draft, previous).tasks[0] is previous.tasks[0]
 
 
-def test_a_completed_task_the_model_rewrote_stays_as_it_was() -> None:
-    previous = _completed(finalize(plan(task("T1", steps=[step("S1")])), version=1), "T1")
-    second = finalize(plan(task("T1", steps=[step("S1"), step("S2")]), task("T2", "T1")), version=2,
+def test_a_completed_task_the_model_rewrote_runs_again_and_one_it_kept_stays_completed() -> None:
+    previous = _completed(finalize(plan(task("T1", steps=[step("S1")]), task("T2", steps=[step("S1")])),
+                                   version=1), "T1", "T2")
+    second = finalize(plan(task("T1", steps=[step("S1"), step("S2")]), task("T2", steps=[step("S1")])), version=2,
                       previous=previous)
-    assert second.tasks[0] == previous.tasks[0]
-    assert [s.label for s in second.tasks[0].steps] == ["S1"]
+    assert [(t.label, t.status) for t in second.tasks] == [("T1", "pending"), ("T2", "completed")]
+    assert [s.label for s in second.tasks[0].steps] == ["S1", "S2"]  # the re-plan's change wins
+    assert second.tasks[1] == previous.tasks[1]  # unchanged: exactly as it was, ids included
+
+
+def test_with_status_marks_exactly_the_named_tasks_completed() -> None:
+    first = finalize(plan(task("T1"), task("T2")), version=1)
+    marked = with_status(first, ["T2", "T9"])
+    assert [(t.label, t.status) for t in marked.tasks] == [("T1", "pending"), ("T2", "completed")]
+    assert with_status(first, []) is first
+    assert [t.status for t in with_status(marked, ["T1"]).tasks] == ["completed", "pending"]
 
 
 def test_the_model_cannot_mark_its_own_tasks_completed_or_choose_ids() -> None:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.coordinator import machine
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import SessionFinished, SessionPaused, StageRetried, Transitioned
+from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageRetried, Transitioned
 from protocol.plan import PlanTask, Question, TaskPlan
-from protocol.results import CriterionVerdict, ReviewerAnswer, ReviewIssue, StageResult, VerifierAnswer
+from protocol.results import CriterionVerdict, ReviewerAnswer, ReviewIssue, Rework, StageResult, VerifierAnswer
 from protocol.session import SessionSettings, SessionSnapshot
 
 NOW = 1_000.0
@@ -220,3 +221,62 @@ def test_any_sequence_of_inputs_keeps_the_machine_inside_its_whitelist(
             assert new.exit_code in (20, 21, 22) and new.pause is not None
         assert all(new.visits.get(s, 0) >= snap.visits.get(s, 0) for s in snap.visits)
         snap = new
+
+
+# --- the reviewer's three decisions, finished work, history --------------------------------
+
+def _changes(snap: SessionSnapshot) -> StageResult:
+    return _result(snap, review=ReviewerAnswer(decision="request_changes", summary="two names",
+                                               issues=[ReviewIssue(problem="rename x", suggestion="call it total")]))
+
+
+def test_request_changes_goes_back_to_the_executor_as_a_review_cycle_with_its_issues() -> None:
+    snap = _advance(_new(), "reviewer")
+    decision = machine.on_result(snap, _changes(snap), NOW)
+    new = decision.snapshot
+    assert new.stage == "executor" and new.visits["executor"] == 2 and new.cycles == {"review": 1}
+    assert new.feedback is not None and new.feedback.source == "reviewer" and new.feedback.target == "executor"
+    assert [(i.label, i.problem, i.detail) for i in new.feedback.items] == [("issue 1", "rename x", "call it total")]
+    moved = [e for e in decision.events if isinstance(e, Transitioned)]
+    assert [(e.source, e.target, e.cycle_kind, e.cycle) for e in moved] == [("reviewer", "executor", "review", 1)]
+    new = _advance(new, "reviewer")  # executor -> verifier -> reviewer, then approve
+    assert machine.on_result(new, _ok(new), NOW).snapshot.status == "completed"
+
+
+def test_request_changes_past_the_review_cycle_limit_pauses_and_resume_goes_to_the_executor() -> None:
+    snap = _advance(_new(cycle_limits={"verify": 3, "review": 0}), "reviewer")
+    paused = machine.on_result(snap, _changes(snap), NOW).snapshot
+    assert paused.status == "paused" and paused.pause is not None and paused.pause.kind == "cycle_limit"
+    resumed = machine.resume(paused, NOW).snapshot
+    assert resumed.status == "running" and resumed.stage == "executor"
+
+
+def test_a_verification_records_its_rework_and_the_session_keeps_it_until_the_next_plan() -> None:
+    snap = _advance(_new(), "verifier")
+    rework = Rework(rule="criteria", reason="A1 failed: the steps of T1 run again", rerun=["T1/S1"],
+                    kept=["T2/S1"], completed_tasks=["T2"])
+    decision = machine.on_result(snap, _result(snap, verification=_verify_fail(snap).verification, rework=rework),
+                                 NOW)
+    chosen = [e for e in decision.events if isinstance(e, ReworkChosen)]
+    assert [(e.rule, e.rerun, e.kept, e.completed_tasks) for e in chosen] == [
+        ("criteria", ["T1/S1"], ["T2/S1"], ["T2"])]
+    new = decision.snapshot
+    assert (new.stage, new.kept_steps, new.completed_tasks) == ("executor", ["T2/S1"], ["T2"])
+    new = _advance(new, "reviewer")
+    replanned = machine.on_result(new, _replan(new), NOW).snapshot
+    assert replanned.stage == "planner" and replanned.completed_tasks == ["T2"]  # the planner keeps T2
+    second = msgspec.structs.replace(PLAN, version=2, change_summary="tasks added: none; changed: T1")
+    after = machine.on_result(replanned, _result(replanned, plan=second), NOW).snapshot
+    assert (after.kept_steps, after.completed_tasks) == ([], [])  # the new plan carries what is completed
+
+
+def test_the_history_holds_every_cycle_and_re_plan_for_the_reviewer() -> None:
+    snap = _advance(_new(), "verifier")
+    snap = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
+    snap = _advance(snap, "reviewer")
+    snap = machine.on_result(snap, _replan(snap), NOW).snapshot
+    second = msgspec.structs.replace(PLAN, version=2, change_summary="tasks added: T2")
+    snap = machine.on_result(snap, _result(snap, plan=second), NOW).snapshot
+    assert [(h.source, h.target, h.cycle, h.summary) for h in snap.history] == [
+        ("verifier", "executor", 1, "A1 failed"), ("reviewer", "planner", 1, "missing docs"),
+        ("planner", None, 0, "plan v2: tasks added: T2")]

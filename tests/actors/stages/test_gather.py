@@ -330,3 +330,13 @@ def test_one_walk_for_every_term_chooses_what_one_search_per_term_chose(
             assert [(s.kind, s.name) for s in one_walk.sections] == [(s.kind, s.name) for s in per_term.sections]
             assert one_walk.text == per_term.text
             assert one_walk.omitted == per_term.omitted
+
+
+def test_context_excludes_are_never_shown_and_includes_narrow_the_matching_files(shop: Path,
+                                                                                  terminal: Terminal) -> None:
+    prepared = _prepare(LocalTools(shop, terminal), excludes=["tests/**", "pyproject.toml"])
+    assert [(s.kind, s.name) for s in prepared.sections if s.kind in ("key_file", "match")] == [
+        ("key_file", "README.md"), ("match", "src/greet.py"), ("match", "src/util.py")]
+    narrowed = _prepare(LocalTools(shop, terminal), includes=["src/greet.py"])
+    assert [(s.kind, s.name) for s in narrowed.sections if s.kind in ("key_file", "match")] == [
+        ("key_file", "README.md"), ("key_file", "pyproject.toml"), ("match", "src/greet.py")]

@@ -129,3 +129,10 @@ def test_structural_problems_come_first_then_sandbox_ones() -> None:
         ("ACODE-PLAN-004", "task T1 resources.commands[0]"),
     ]
     assert all(isinstance(p, PlanProblem) for p in found)
+
+
+def test_a_task_above_the_complexity_cap_is_sent_back_to_be_split() -> None:
+    plan = _plan(_task("T1", complexity=34), _task("T2", complexity=21))
+    assert [p.message for p in plan_problems(plan, SandboxPolicy(), 21)] == [
+        "task T1 has complexity 34; at most 21 is allowed: split it into smaller tasks"]
+    assert plan_problems(plan, SandboxPolicy()) == []  # no cap by default

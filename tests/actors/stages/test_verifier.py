@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.coordinator import machine
@@ -17,6 +18,7 @@ from actors.stages import prompts, verifier
 from protocol.errors import ModelError
 from protocol.events import CheckRan
 from protocol.plan import PlanStep, PlanTask, TaskPlan
+from protocol.results import ExecutionReport, StageResult, StepRecord
 from protocol.session import SessionSnapshot
 from tests.actors.stages.conftest import Stack
 
@@ -165,3 +167,22 @@ def test_three_answers_that_are_not_verdicts_fail_with_llm_003(stack: Stack) -> 
         verifier.run(run.ctx)
     assert info.value.code == "ACODE-LLM-003"
     assert len(run.spy.requests) == 3
+
+
+def test_a_failing_test_suite_reruns_the_step_that_changed_the_file_its_output_names(stack: Stack) -> None:
+    two = {"goal": "g", "status": "ready", "tasks": [
+        {"label": "T1", "title": "calc", "steps": [{"label": "S1", "title": "calc.py", "action": "write_file"}]},
+        {"label": "T2", "title": "docs", "steps": [{"label": "S1", "title": "docs.md", "action": "write_file"}]}]}
+    suite = "import sys\nprint('FAILED test_calc.py - calc.py:2: AssertionError')\nsys.exit(1)\n"
+    run = stack.stage("verifier", [], two, files={"suite.py": suite}, verify_commands=["python suite.py"])
+    records = [StepRecord(session_id=run.ctx.session_id, visit=1, task=t, step="S1", status="completed",
+                          files_changed=[f]) for t, f in (("T1", "calc.py"), ("T2", "docs.md"))]
+    previous = StageResult(session_id=run.ctx.session_id, stage="executor", visit=1, attempt=1, ok=True,
+                           execution=ExecutionReport(steps=records))
+    run.ctx.request = msgspec.structs.replace(run.ctx.request, previous=previous)
+    result = verifier.run(run.ctx)
+    assert result.rework is not None
+    assert (result.rework.rule, result.rework.rerun, result.rework.kept) == ("files", ["T1/S1"], ["T2/S1"])
+    assert result.rework.completed_tasks == ["T2"]
+    assert result.rework.reason == ("V1 failed, owned by no task; its output names files changed by T1/S1: those "
+                                    "run again")
