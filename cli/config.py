@@ -16,22 +16,20 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 import msgspec.yaml
 
-from actors.coordinator.actor import CoordinatorOptions
-from actors.coordinator.supervisor import SupervisionOptions
-from actors.paths import RunPaths
 from actors.private import USER_UMASK_ENV
-from actors.sandbox.isolation import FORCE_ENV, LEVELS, is_secret_name
-from actors.sandbox.visible import check_paths
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
+
+if TYPE_CHECKING:
+    from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
 
@@ -326,6 +324,8 @@ def _container(section: _Section, field: str) -> str:
 
 
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
+    from actors.sandbox.isolation import FORCE_ENV  # here, not at the top: a client command loads no sandbox
+
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
@@ -500,6 +500,11 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     directory or an ancestor of it, or holds acode's ``home`` or a credential store, are
     refused here, before a session starts (the sandbox checks them again).
     ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies."""
+    # imported here, not at the top: a client command that needs no policy loads no sandbox code
+    from actors.paths import RunPaths
+    from actors.sandbox.isolation import LEVELS, is_secret_name
+    from actors.sandbox.visible import check_paths
+
     sandbox = config.sandbox
     secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]
     if secret:
@@ -519,6 +524,10 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
 
 def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:
     """The coordinator's options, heartbeat interval and liveness for ``acode up``."""
+    # imported here: only ``acode up`` needs the coordinator's types, client commands stay light
+    from actors.coordinator.actor import CoordinatorOptions
+    from actors.coordinator.supervisor import SupervisionOptions
+
     s = config.supervision
     supervision = SupervisionOptions(**{f: getattr(s, f) for f in SupervisionOptions.__struct_fields__
                                         if getattr(s, f, None) is not None})

@@ -314,10 +314,11 @@ struct(m.GetPlan, {"session_id": ids}, version=naturals)
 struct(m.GetSteps, {"session_id": ids, "visit": st.integers(1, INT64)})
 struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
        arguments=arguments, risk=risks, pre_image=st.none() | texts)
-struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events})
+struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events,
+                          "rerun_safe": st.booleans()})
 struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
 struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
-struct(m.Committed, seqs=_few(signed))
+struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))
 struct(m.EventList, events=_few(events))
