@@ -54,10 +54,14 @@ class Worker:
     """Serve one service through the broker from an actor's loop."""
 
     def __init__(self, actor: Any, service: str, handle: Handler, *, capacity: int = 1,
-                 threads: int = 0, reply_cache: int = 256):
+                 threads: int = 0, reply_cache: int = 256, drained: Callable[[], None] | None = None):
         self.actor = actor
         self.service = service
         self.handle = handle
+        # called on the loop's thread after every burst of requests has been read off the
+        # socket (it would block now): a handler that DEFERRED its requests serves them
+        # together here (persistence's group commit)
+        self.drained = drained
         self.capacity = capacity
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix=service) if threads else None
         self._cache_size = reply_cache
@@ -126,6 +130,8 @@ class Worker:
             try:
                 parts = self._socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
+                if self.drained is not None:
+                    self.drained()
                 return
             self._last_heard = self.actor.loop.clock()
             try:

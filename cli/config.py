@@ -16,20 +16,20 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 import msgspec.yaml
 
-from actors.coordinator.actor import CoordinatorOptions
-from actors.coordinator.supervisor import SupervisionOptions
 from actors.private import USER_UMASK_ENV
-from actors.sandbox.isolation import FORCE_ENV, is_secret_name
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
+
+if TYPE_CHECKING:
+    from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
 
@@ -118,6 +118,10 @@ class Sandbox(_Section, frozen=True):
     file_size_limit_mb: Annotated[int, msgspec.Meta(ge=0, le=1_048_576)] | None = None
     max_processes: Annotated[int, msgspec.Meta(ge=8, le=100_000)] | None = None
     pass_env: Names | None = None
+    min_isolation: Literal["process", "landlock", "bubblewrap"] | None = None  # require_isolation's issue name
+    read_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] | None = None
+    write_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] | None = None
+    read_opt: bool | None = None
 
 
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -142,6 +146,9 @@ class Model(_Section, frozen=True):
     backoff_max: Annotated[float, msgspec.Meta(ge=0, le=600)] | None = None
     allow_remote: bool | None = None
     api_key_env: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] | None = None
+    stage_max_tokens: dict[Literal["planner", "executor", "verifier", "reviewer"],
+                           Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]] | None = None
 
 
 class Supervision(_Section, frozen=True):
@@ -317,6 +324,8 @@ def _container(section: _Section, field: str) -> str:
 
 
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
+    from actors.sandbox.isolation import FORCE_ENV  # here, not at the top: a client command loads no sandbox
+
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
@@ -389,8 +398,9 @@ def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:
     return no_verify_cycle
 
 
-def session_settings(config: AcodeConfig) -> SessionSettings:
-    """What a session is submitted with; the scripted model's file is read here."""
+def session_settings(config: AcodeConfig, *, home: Path | None = None) -> SessionSettings:
+    """What a session is submitted with; the scripted model's file is read here. ``home``
+    (acode's) is kept out of the sandbox's read and write paths."""
     defaults = SessionSettings()
     o = config.orchestration
     timeouts = {s: getattr(o, f"{s}_timeout") or defaults.stage_timeouts[s] for s in STAGES}
@@ -416,7 +426,7 @@ def session_settings(config: AcodeConfig) -> SessionSettings:
         max_turns_per_step=config.executor.max_turns_per_step or defaults.max_turns_per_step,
         command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
         output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
-        sandbox=sandbox_policy(config),
+        sandbox=sandbox_policy(config, home=home),
         provider=provider_spec(config),
         verify_commands=config.verification.commands or [],
         planner_context_tokens=config.planner.context_tokens or defaults.planner_context_tokens,
@@ -442,7 +452,7 @@ _HTTP_FIELDS = {  # config key -> provider spec field
     "temperature": "temperature", "seed": "seed", "connect_timeout": "connect_timeout_s",
     "first_token_timeout": "first_token_timeout_s", "idle_timeout": "idle_timeout_s", "max_retries": "max_retries",
     "backoff_initial": "backoff_initial_s", "backoff_max": "backoff_max_s",
-    "allow_remote": "allow_remote",
+    "allow_remote": "allow_remote", "max_tokens": "max_tokens", "stage_max_tokens": "stage_max_tokens",
 }
 
 
@@ -486,21 +496,40 @@ def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
     return OpenAIProvider(**values)
 
 
-def sandbox_policy(config: AcodeConfig) -> SandboxPolicy:
-    """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name
-    is refused here, before a session starts."""
+def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxPolicy:
+    """The sandbox section's command policy and limits; a secret-looking ``pass_env`` name,
+    and a read or write path that is not absolute, does not exist, is ``/``, the home
+    directory or an ancestor of it, or holds acode's ``home`` or a credential store, are
+    refused here, before a session starts (the sandbox checks them again).
+    ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies."""
+    # imported here, not at the top: a client command that needs no policy loads no sandbox code
+    from actors.paths import RunPaths
+    from actors.sandbox.isolation import LEVELS, is_secret_name
+    from actors.sandbox.visible import check_paths
+
     sandbox = config.sandbox
     secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]
     if secret:
         raise ConfigError(f"sandbox.pass_env names {', '.join(secret)}, which look like secrets (KEY, TOKEN, "
                           "SECRET, PASSWORD, CREDENTIAL, AUTH); commands never get those. Remove them, or pass a "
                           "non-secret setting instead")
+    hidden = [str(home), str(RunPaths(home).sock_dir)] if home is not None else []
+    user_home = os.path.expanduser("~")
+    for key in ("read_paths", "write_paths"):
+        check_paths(f"sandbox.{key}", getattr(sandbox, key) or (), home=user_home, hidden=hidden)
     values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f) is not None}
+    levels = [level for level in (sandbox.require_isolation, sandbox.min_isolation) if level is not None]
+    if levels:
+        values["require_isolation"] = max(levels, key=LEVELS.index)
     return SandboxPolicy(**values)
 
 
 def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:
     """The coordinator's options, heartbeat interval and liveness for ``acode up``."""
+    # imported here: only ``acode up`` needs the coordinator's types, client commands stay light
+    from actors.coordinator.actor import CoordinatorOptions
+    from actors.coordinator.supervisor import SupervisionOptions
+
     s = config.supervision
     supervision = SupervisionOptions(**{f: getattr(s, f) for f in SupervisionOptions.__struct_fields__
                                         if getattr(s, f, None) is not None})

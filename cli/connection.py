@@ -1,18 +1,21 @@
-"""A CLI's link to a running actor set: the broker's endpoint, a client, liveness checks."""
+"""A CLI's link to a running actor set: the broker's endpoint, a client, liveness checks.
+
+ZeroMQ, the broker client and the codec are imported when a connection is made, not with
+this module: ``acode --help`` and a command that fails its checks never pay for them
+(start-up is part of every command's time; see README "Performance").
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import psutil
-import zmq
+from typing import TYPE_CHECKING, Any
 
 from actors.paths import RunPaths
-from broker.client import Client
-from protocol import codec
 from protocol.errors import NotRunning
 from protocol.messages import Message
+
+if TYPE_CHECKING:
+    import zmq
 
 __all__ = ["Connection", "coordinator_pid"]
 
@@ -23,19 +26,34 @@ def coordinator_pid(paths: RunPaths) -> int | None:
         pid = int(paths.pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+    return pid if _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie: from ``/proc`` where there is one (importing
+    psutil costs every command some 10 ms of start-up), else through psutil."""
+    if Path("/proc/self/stat").exists():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]  # the state follows the (command)
+    import psutil
+
     try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
-        return None
-    return pid
+        return False
 
 
 class Connection:
     """Talks to the coordinator and persistence services of one acode home."""
 
     def __init__(self, home: Path | None = None):
+        import zmq
+
+        from broker.client import Client
+
         self.paths = RunPaths.for_home(home)
         self.endpoints = self.paths.endpoints()
         self.ctx: zmq.Context[Any] = zmq.Context()
@@ -58,14 +76,20 @@ class Connection:
         return pid
 
     def coordinator(self, body: Message, *, timeout: float = 15.0) -> Any:
+        from protocol import codec
+
         self.require_running()
         return self.client.call("coordinator", body, timeout=timeout, decoder=codec.COORDINATOR_REPLY)
 
     def persistence(self, body: Message, *, timeout: float = 15.0) -> Any:
+        from protocol import codec
+
         self.require_running()
         return self.client.call("persistence", body, timeout=timeout, decoder=codec.PERSISTENCE_REPLY)
 
     def subscribe(self, topic: str) -> zmq.Socket[Any]:
+        import zmq
+
         sub: zmq.Socket[Any] = self.ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.SUBSCRIBE, topic.encode())

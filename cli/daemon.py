@@ -7,17 +7,18 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
-import psutil
 
-from actors.coordinator.actor import CoordinatorOptions, run_coordinator
 from actors.paths import RunPaths
 from cli.connection import Connection, coordinator_pid
-from protocol import codec
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
 from protocol.spec import ActorSpec
+
+if TYPE_CHECKING:  # the coordinator is imported only by the command that runs it in this process
+    from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["coordinator_spec", "run_foreground", "start_detached", "stop", "wait_ready"]
 
@@ -31,6 +32,8 @@ def coordinator_spec(paths: RunPaths, options: CoordinatorOptions, *, heartbeat_
 
 def run_foreground(spec: ActorSpec) -> int:
     """``acode up``: the coordinator runs in this process until Ctrl-C or ``acode down``."""
+    from actors.coordinator.actor import run_coordinator
+
     return run_coordinator(spec)
 
 
@@ -38,6 +41,10 @@ def wait_ready(connection: Connection, *, timeout: float, pid: int | None = None
     """Poll the coordinator until every actor is ready or one has failed past its restart
     intensity (the report then says ``degraded``); raise if the coordinator dies or the
     time runs out."""
+    import psutil
+
+    from protocol import codec
+
     deadline = time.monotonic() + timeout
     last: StatusReport | None = None
     while time.monotonic() < deadline:
@@ -101,6 +108,8 @@ def stop(paths: RunPaths, *, timeout: float = 30.0) -> int | None:
 def _wait_gone(pid: int, timeout: float) -> bool:
     """Wait until ``pid`` has exited. A zombie counts as gone: a detached coordinator is
     reaped by init, which may take its time, but it no longer runs anything."""
+    import psutil
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

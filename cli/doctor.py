@@ -4,8 +4,10 @@ Checks, in the order a user would fix them: the configuration resolves; the mode
 answers, has the configured model(s), their context length, and the model produces a
 valid native tool call and a valid JSON-schema answer on a tiny probe (delegated to
 :mod:`actors.llm.doctor`); the sandbox's isolation level (from the running sandbox when
-acode is up, else probed here); who can read acode's home and database (modes and owner);
-and the actors' health. A failed check carries a
+acode is up, else probed here) and what it protects; what a command may see (the
+configured ``read_paths``/``write_paths``, ``/opt``, the toolchain prefixes found on
+this PATH); files of the workspace with a hard link outside it; who can read acode's
+home and database (modes and owner); and the actors' health. A failed check carries a
 one-line ``fix``.
 """
 
@@ -21,13 +23,13 @@ import structlog
 
 from actors import private
 from actors.paths import RunPaths
-from cli.config import provider_spec, resolve
+from cli.config import provider_spec, resolve, sandbox_policy, session_settings
 from cli.connection import Connection, coordinator_pid
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
 from protocol.session import ScriptedProvider
 
-__all__ = ["Check", "diagnose", "render_checks"]
+__all__ = ["Check", "configured_paths", "diagnose", "render_checks"]
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -40,7 +42,8 @@ class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
     try:
-        spec = provider_spec(resolve(home=paths.home, workspace=workspace))
+        config = resolve(home=paths.home, workspace=workspace)
+        spec = provider_spec(config)
     except AcodeError as exc:
         return [Check(name="config", ok=False, detail=str(exc), fix="correct the setting named above")]
     checks = [Check(name="config", ok=True, detail=f"resolved for workspace {workspace}")]
@@ -52,7 +55,7 @@ def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
         return [*checks, Check(name="model", ok=True, detail=f"scripted model {spec.script_name} (no server)")]
     from actors.llm.doctor import probe
 
-    for result in probe(spec):
+    for result in probe(spec, planner_context_tokens=session_settings(config).planner_context_tokens):
         checks.append(Check(name=result.name, ok=result.ok, detail=result.detail, fix=result.fix or "",
                             warning=bool(getattr(result, "warning", False))))
     return checks
@@ -69,7 +72,8 @@ def _status(paths: RunPaths) -> StatusReport | None:
         return None
 
 
-def _sandbox_check(report: StatusReport | None) -> Check:
+def _sandbox_checks(paths: RunPaths, workspace: Path, report: StatusReport | None) -> list[Check]:
+    """The isolation level and what it protects; the paths commands see; hard links out."""
     described = ""
     if report is not None:
         for actor in report.actors:
@@ -81,9 +85,63 @@ def _sandbox_check(report: StatusReport | None) -> Check:
         described = detect().describe()
     level = described.split(";")[0]
     if level == "process":
-        return Check(name="sandbox", ok=True, warning=True, detail=f"isolation {described}",
-                     fix="install bubblewrap (e.g. apt install bubblewrap) for a read-only root and no network")
-    return Check(name="sandbox", ok=True, detail=f"isolation {described}")
+        checks = [Check(name="sandbox", ok=True, warning=True, detail=f"isolation {described}",
+                        fix="install bubblewrap (e.g. apt install bubblewrap), or use Linux 5.13+ with Landlock, so "
+                            "commands cannot read outside the workspace and their toolchains")]
+    else:
+        checks = [Check(name="sandbox", ok=True, detail=f"isolation {described}")]
+    return [*checks, _paths_check(paths, workspace, level), _hardlink_check(workspace)]
+
+
+def _paths_check(paths: RunPaths, workspace: Path, level: str) -> Check:
+    from actors.sandbox.actor import describe_view
+    from actors.sandbox.isolation import Isolation
+    from actors.sandbox.terminal import Terminal
+
+    try:
+        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace), home=paths.home)
+    except AcodeError as exc:
+        return Check(name="sandbox paths", ok=False, detail=str(exc), fix="correct sandbox.read_paths or write_paths")
+    terminal = Terminal(Isolation(level="process" if level == "process" else "bubblewrap"))
+    terminal.hide(str(paths.home), str(paths.sock_dir))
+    try:
+        sees = describe_view(terminal, policy)
+    except AcodeError as exc:
+        return Check(name="sandbox paths", ok=False, detail=str(exc), fix="correct sandbox.read_paths or write_paths")
+    configured = (f"read_paths {', '.join(policy.read_paths) or 'none'}; write_paths "
+                  f"{', '.join(policy.write_paths) or 'none'}; /opt {'seen' if policy.read_opt else 'not seen'}")
+    if level == "process":
+        return Check(name="sandbox paths", ok=True, warning=True,
+                     detail=f"{configured}; NOT enforced at the process level: commands read {sees}",
+                     fix="install bubblewrap or use Linux 5.13+ with Landlock")
+    return Check(name="sandbox paths", ok=True, detail=f"{configured}; commands see {sees}")
+
+
+def configured_paths(paths: RunPaths, workspace: Path) -> str:
+    """The configured read and write paths for ``workspace``, in one line (``acode status``)."""
+    try:
+        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace), home=paths.home)
+    except AcodeError as exc:
+        return f"sandbox paths for {workspace}: configuration error: {exc}"
+    return (f"sandbox paths for {workspace}: read_paths {', '.join(policy.read_paths) or 'none'} (read-only); "
+            f"write_paths {', '.join(policy.write_paths) or 'none'} (read-write); "
+            f"/opt {'seen' if policy.read_opt else 'not seen'}; minimum isolation {policy.require_isolation}")
+
+
+def _hardlink_check(workspace: Path) -> Check:
+    from actors.sandbox.hardlinks import outside
+
+    if not workspace.is_dir():
+        return Check(name="hard links", ok=True, detail=f"workspace {workspace} does not exist; nothing to check")
+    found = outside(str(workspace))
+    walked = f"{found.walked} entries walked" + ("" if found.complete else ", stopped at the limit")
+    if not found.paths:
+        return Check(name="hard links", ok=True, detail=f"no file in {workspace} has a hard link outside it ({walked})")
+    shown = ", ".join(found.paths[:10]) + (f" and {len(found.paths) - 10} more" if len(found.paths) > 10 else "")
+    return Check(name="hard links", ok=True, warning=True,
+                 detail=f"{len(found.paths)} file(s) in {workspace} have another name outside it: {shown} ({walked}); "
+                        "read_file shows their content (writes to them are refused)",
+                 fix="if one should not be readable, replace it with a copy (cp --remove-destination) or remove it")
 
 
 def _home_check(paths: RunPaths) -> Check:
@@ -130,7 +188,7 @@ def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
     # The providers log every answer at info level; the doctor's lines say what matters.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
-    return [*_model_checks(paths, workspace), _sandbox_check(report), _home_check(paths),
+    return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report), _home_check(paths),
             *_actor_checks(paths, report)]
 
 

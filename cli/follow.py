@@ -15,11 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
-import zmq
 
 from cli import render
 from cli.connection import Connection
-from protocol import codec
 from protocol.errors import AcodeError, NotRunning, ProtocolError
 from protocol.events import Event, is_final
 from protocol.messages import GetEvents, GetSession
@@ -34,6 +32,10 @@ _PAGE = 10_000  # events per GetEvents read
 def follow(connection: Connection, session_id: str, on_event: Callable[[Event], None], *,
            after_seq: int = 0, on_silence: Callable[[], None] | None = None) -> SessionSnapshot:
     """Hand every event of the session to ``on_event`` until it finishes or pauses."""
+    import zmq
+
+    from protocol import codec
+
     sub = connection.subscribe(session_id)
     next_seq = after_seq + 1
     final = False
@@ -83,6 +85,8 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
 
 
 def print_json(value: Any) -> None:
+    from protocol import codec
+
     sys.stdout.write(codec.to_json(value).decode() + "\n")
     sys.stdout.flush()
 

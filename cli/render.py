@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
+from protocol.errors import with_code
 from protocol.events import (
     CheckRan,
     Event,
@@ -22,6 +23,7 @@ from protocol.events import (
     StepStarted,
     ToolCalled,
     Transitioned,
+    TurnAnswered,
 )
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
@@ -136,6 +138,13 @@ class Progress:
                     return None  # context reads (planner, executor) are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
+            case TurnAnswered(task=task, step=step, turn=turn, tool_calls=calls, correction=correction):
+                tokens = "" if event.estimated or not event.prompt_tokens else \
+                    f" ({event.prompt_tokens}+{event.completion_tokens} tokens)"
+                if correction:
+                    return f"{_tag('executor')} {task}/{step} turn {turn}: no tool call ran{tokens}; sent: " \
+                           f"{_one_line(correction, 100)}"
+                return f"{_tag('executor')} {task}/{step} turn {turn}: {calls} tool call{'s' * (calls != 1)}{tokens}"
             case StepFinished(task=task, step=step, status=status, summary=summary):
                 return f"{_tag('executor')} {task}/{step} {status}: {_one_line(summary)}"
             case StepRetried(task=task, step=step, attempt=attempt, of=of, reason=reason):
@@ -150,7 +159,7 @@ class Progress:
             case CheckRan(label=label, command=command, passed=passed):
                 return f"{_tag('verifier')} {label} `{_one_line(command, 80)}`: {'passed' if passed else 'FAILED'}"
             case SessionPaused(kind=kind, code=code, message=message, exit_code=exit_code, fix=fix, command=command):
-                lines = [f"paused ({kind}): {_one_line(message, 400)} ({code}); exit {exit_code}"]
+                lines = [f"paused ({kind}): {with_code(_one_line(message, 400), code)}; exit {exit_code}"]
                 if fix:
                     lines.append(f"  fix: {_one_line(fix, 300)}")
                 if command:
@@ -159,7 +168,8 @@ class Progress:
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
-                detail = f": {_one_line(error.message, 400)} ({error.code})" if error and status != "completed" else ""
+                failed = error is not None and status != "completed"
+                detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""
                 after = f"\n  continue with: acode resume {event.session_id}" if status == "failed" else ""
                 return f"{status}{detail} (exit {exit_code}){after}"
         return None
@@ -193,7 +203,7 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
     ]
     if session.pause:
         pause = session.pause
-        lines.append(f"paused    {pause.kind}: {pause.message} ({pause.code})")
+        lines.append(f"paused    {pause.kind}: {with_code(pause.message, pause.code)}")
         if pause.task:
             lines.append(f"step      {pause.task}/{pause.step}")
         if pause.fix:
@@ -201,7 +211,7 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         if pause.command:
             lines.append(f"continue  {pause.command}")
     if session.error:
-        lines.append(f"error     {session.error.message} ({session.error.code})")
+        lines.append(f"error     {with_code(session.error.message, session.error.code)}")
     if session.status == "failed":
         lines.append(f"continue  acode resume {session.id}")
     cycles = ", ".join(f"{k} {v}" for k, v in session.cycles.items()) or "none"

@@ -37,6 +37,7 @@ from protocol.redact import redact
 
 __all__ = [
     "CODES",
+    "with_code",
     "AcodeError",
     "CliError",
     "ConfigError",
@@ -123,6 +124,11 @@ CODES: dict[str, str] = {
     "ACODE-LLM-009": "remote model server refused by configuration",
     "ACODE-LLM-010": "model server's answer could not be read",
     "ACODE-LLM-011": "model answer cancelled",
+    "ACODE-LLM-012": "model answer cut at the token limit",
+    "ACODE-LLM-013": "prompt exceeds the model's context",
+    "ACODE-LLM-014": "model server configuration error (permanent)",
+    "ACODE-LLM-015": "the server ignored the tools",
+    "ACODE-LLM-016": "model server refused the request (permanent)",
     "ACODE-STORE-001": "database error",
     "ACODE-STORE-002": "record not found",
     "ACODE-STORE-003": "database schema is newer than this acode",
@@ -149,6 +155,12 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     retryable: bool = False
 
 
+def with_code(message: str, code: str) -> str:
+    """``"<message> (<code>)"``, unless the message already names the code (a step's
+    summary often does): every place that shows an error to a human goes through here."""
+    return message if not code or code in message else f"{message} ({code})"
+
+
 class AcodeError(Exception):
     """Base of every acode error; ``str()`` is ``"<message> (<code>)"``."""
 
@@ -164,7 +176,7 @@ class AcodeError(Exception):
             self.retryable = retryable
 
     def __str__(self) -> str:
-        return f"{self.message} ({self.code})"
+        return with_code(self.message, self.code)
 
     def info(self) -> ErrorInfo:
         return ErrorInfo(code=self.code, message=self.message, retryable=self.retryable)

@@ -33,6 +33,7 @@ __all__ = [
     "StepStarted",
     "ToolCalled",
     "Transitioned",
+    "TurnAnswered",
     "is_final",
 ]
 
@@ -126,6 +127,24 @@ class ToolCalled(EventBase, frozen=True, tag="tool_called", kw_only=True):
     isolation: str = ""
 
 
+class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
+    """The executor's model answered a turn of a step. ``tool_calls`` counts the calls it
+    made (native or written as text); ``correction`` is what went back instead when the
+    turn made no call that could run (no call at all, broken JSON, output the server could
+    not parse). Token counts and ``finish_reason`` are the server's (``estimated``: acode's)."""
+
+    visit: Visit
+    task: str
+    step: str
+    turn: Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+    tool_calls: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 0
+    prompt_tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] = 0
+    completion_tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] = 0
+    estimated: bool = False
+    finish_reason: str = ""
+    correction: str = ""
+
+
 class StepFinished(EventBase, frozen=True, tag="step_finished", kw_only=True):
     visit: Visit
     task: str
@@ -187,8 +206,8 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
 
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
-    | ToolCalled | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished | ReworkChosen
-    | StepRetried | SettingsChanged
+    | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
+    | ReworkChosen | StepRetried | SettingsChanged
 )
 
 

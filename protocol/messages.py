@@ -194,12 +194,18 @@ class BeginToolCall(Message, frozen=True, tag="begin_tool_call", kw_only=True):
 
 
 class FinishToolCall(Message, frozen=True, tag="finish_tool_call", kw_only=True):
-    """Journal a tool call's result and append its ``tool_called`` event."""
+    """Journal a tool call's result and append its ``tool_called`` event.
+
+    ``rerun_safe``: the call has no side effects (a read, a listing, a search), so persistence
+    may commit it without waiting for the disk (``synchronous = normal``): it survives a crash
+    of any process; a power cut can lose it only with everything committed after it, and the
+    call is then simply run again."""
 
     key: Id
     session_id: Id
     result: ToolResult
     event: Event
+    rerun_safe: bool = False
 
 
 class ClaimModelAnswer(Message, frozen=True, tag="claim_model_answer", kw_only=True):
@@ -217,7 +223,12 @@ class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only
 
 
 class Committed(Message, frozen=True, tag="committed", kw_only=True):
+    """What a write did: the seq of each event. Answering a FinishToolCall whose key already
+    had a result, ``result`` is that first result (the new one was not kept, and its event
+    was not appended): the caller answers with it."""
+
     seqs: list[int] = []
+    result: ToolResult | None = None
 
 
 class SessionFound(Message, frozen=True, tag="session_found", kw_only=True):

@@ -89,8 +89,12 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
 
 
 class Usage(_Wire, frozen=True, kw_only=True):
+    """Token counts of one model call; ``estimated`` when the server gave none and acode
+    counted characters instead (then the figures are rough, never calibration data)."""
+
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
+    estimated: bool = False
 
 
 class ModelToolCall(_Wire, frozen=True, kw_only=True):
@@ -105,9 +109,15 @@ class ModelToolCall(_Wire, frozen=True, kw_only=True):
 
 
 class ModelAnswer(_Wire, frozen=True, kw_only=True):
+    """``finish_reason`` is the server's (``stop``, ``tool_calls``, ``length``…; ``""`` when
+    it gave none). ``format_error`` is the server's complaint when it could not parse the
+    model's output (llama.cpp's chat parser); the executor corrects the model with it."""
+
     content: str = ""
     tool_calls: list[ModelToolCall] = []
     usage: Usage = Usage()
+    finish_reason: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    format_error: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
 
 
 class StepRecord(_Wire, frozen=True, kw_only=True):

@@ -30,3 +30,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     file_size_limit_mb: Annotated[int, msgspec.Meta(ge=0, le=1_048_576)] = 1_024  # largest file; 0: none
     max_processes: Annotated[int, msgspec.Meta(ge=8, le=100_000)] = 512  # per command tree
     pass_env: list[Name] = []  # more environment names a command may inherit (never secrets)
+    # The read boundary (actors/sandbox/visible.py): more paths a command may see, read-only
+    # or read-write (absolute, existing, checked again by the sandbox), and whether /opt is seen.
+    read_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] = []
+    write_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] = []
+    read_opt: bool = True

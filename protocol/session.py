@@ -31,6 +31,7 @@ __all__ = [
     "CYCLE_KINDS",
     "DEFAULT_TOKEN_BUDGET",
     "STAGES",
+    "STAGE_MAX_TOKENS",
     "Clarification",
     "TERMINAL",
     "CycleKind",
@@ -53,6 +54,11 @@ __all__ = [
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
 DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
+OutputTokens = Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]
+# What each stage's answer may take when ``max_tokens`` and ``stage_max_tokens`` say
+# nothing: a plan of a few tasks, a tool call writing a whole file, a verdict, a review.
+# Each request is also capped to the context left after its prompt (actors.llm.http).
+STAGE_MAX_TOKENS: dict[Stage, int] = {"planner": 4_096, "executor": 4_096, "verifier": 1_024, "reviewer": 2_048}
 SmallCount = Annotated[int, msgspec.Meta(ge=0, le=1_000)]
 
 
@@ -77,6 +83,10 @@ class _HttpProvider(_Wire, frozen=True, kw_only=True):
     refused or reset, 429, 5xx, timeouts) are retried ``max_retries`` times with
     exponential backoff and jitter. A ``base_url`` that is not loopback or private is
     refused unless ``allow_remote`` (the seeds forbid external API calls).
+
+    ``max_tokens`` caps every answer (sent as ``max_tokens`` / ``options.num_predict``);
+    ``stage_max_tokens`` overrides it per stage; without either a stage gets its
+    :data:`STAGE_MAX_TOKENS` default.
     """
 
     base_url: Annotated[str, msgspec.Meta(min_length=1, max_length=2_048)]
@@ -92,9 +102,15 @@ class _HttpProvider(_Wire, frozen=True, kw_only=True):
     backoff_initial_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
     backoff_max_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = 30.0
     allow_remote: bool = False
+    max_tokens: OutputTokens | None = None
+    stage_max_tokens: dict[Stage, OutputTokens] = {}
 
     def model_for(self, stage: Stage) -> str:
         return self.stage_models.get(stage, self.model)
+
+    def max_tokens_for(self, stage: Stage) -> int:
+        """The answer cap for ``stage``: its override, else ``max_tokens``, else its default."""
+        return self.stage_max_tokens.get(stage) or self.max_tokens or STAGE_MAX_TOKENS[stage]
 
 
 class OllamaProvider(_HttpProvider, frozen=True, tag="ollama", tag_field="kind", kw_only=True):

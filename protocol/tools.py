@@ -35,6 +35,7 @@ __all__ = [
     "Risk",
     "RunTerminal",
     "SearchCode",
+    "SearchCodeTerms",
     "StepComplete",
     "StepFailed",
     "ToolArgs",
@@ -136,9 +137,19 @@ class DiffWorkspace(_Args, frozen=True, kw_only=True):
     max_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
 
 
+class SearchCodeTerms(_Args, frozen=True, kw_only=True):
+    """Internal: search_code for each of several queries, walking the tree once (the
+    planner's context preparation); each query's output follows a ``[query N of M]`` line."""
+
+    queries: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=1_000)]],
+                       msgspec.Meta(min_length=1, max_length=16)]
+    path: Path = "."
+    regex: bool = False
+
+
 ToolArgs = (
     ReadFile | WriteFile | ModifyFile | CreateDirectory | ListDirectory | SearchCode | RunTerminal
-    | StepComplete | StepFailed | BaselineWorkspace | DiffWorkspace
+    | StepComplete | StepFailed | BaselineWorkspace | DiffWorkspace | SearchCodeTerms
 )
 
 TOOL_ARGS: dict[str, type[_Args]] = {
@@ -159,6 +170,7 @@ SANDBOX_TOOLS = frozenset(TOOL_ARGS) - CONTROL_TOOLS
 INTERNAL_TOOL_ARGS: dict[str, type[_Args]] = {
     "baseline_workspace": BaselineWorkspace,
     "diff_workspace": DiffWorkspace,
+    "search_code_terms": SearchCodeTerms,
 }
 INTERNAL_TOOLS = frozenset(INTERNAL_TOOL_ARGS)
 
@@ -173,6 +185,7 @@ _RISK: dict[str, Risk] = {
     # the baseline writes only git objects, a private ref and acode's own store: nothing the user sees
     "baseline_workspace": "read",
     "diff_workspace": "read",
+    "search_code_terms": "read",
 }
 
 

@@ -1,47 +1,68 @@
 #!/usr/bin/env python3
-"""acode benchmarks: prints one JSON object with the figures the runtime issue asks for.
+"""acode benchmarks: one JSON object with every figure of the performance issue.
 
-- ``transition_ms``: stage transition latency, from a stage's answer reaching the
-  coordinator, through the durable commit and its acknowledgement, to the next dispatch
-  (p50/p99 over every transition of every session; read from the coordinator's log).
-- ``session_s``: wall time of the workload "plan, then 10 steps each doing one read_file of
-  a small file, then verify, then review" with a zero-delay scripted model (submit to the
-  final event, as `acode run` sees it), p50/min/max over ``--sessions`` runs.
-- ``rss_mb``: total resident memory of the actor set (coordinator and children) at start and
-  after the runs, and the growth per session.
-- ``status_rtt_ms``: a CLI request to the coordinator through the broker and back.
-- ``tool_dispatch_ms``: a journaled ``read_file`` of 1 KB, sent to the sandbox as the
-  executor sends it (intent and result written through persistence), p50/p99.
-- ``run_terminal_ms``: ``true`` run through run_terminal under each isolation level this
-  machine offers, p50/p99, and what bubblewrap adds over process-level isolation.
-- ``context_prep_ms``: the planner's context preparation (:func:`actors.stages.gather.prepare`:
-  tree, key files, search per task term, matching files, trimming to the default budget)
-  for a generated workspace of 2,000 files (Python, TypeScript, Go, docs; ``node_modules``
-  and ``build`` listed in ``.gitignore``), through the sandbox's own tool dispatch in
-  process (no journal), p50/p99; and the prompt's size, tool calls and items left out.
-- ``executor_turn_overhead_ms``: what the executor's loop adds to each turn of a step,
-  with a model that answers at once (a ``read_file`` of a 1 KB file each turn): from the
-  model's answer to the next request, i.e. recording the answer, checking and running
-  the call through the journaled sandbox, rendering the result and building the next
-  request's window, claiming it. The real executor code, in this process, against the
-  running actors; p50/p99 over ``--turns`` turns (steps of 20 turns).
+Every group is selectable (``--only w1,cli,...``; all by default) and reports the load
+average (``os.getloadavg()``) before and after it, and its figures beside a floor or a peer
+measured in the same run, so a noisy machine shows as noise and not as a regression.
 
-Usage: ``scripts/bench.py [--sessions N] [--synchronous full|normal] [--commands N] [--context-runs N] [--turns N]``
-(run it with the project's venv: ``.venv/bin/python scripts/bench.py``). It uses a private
-acode home and stops everything it started.
+Groups (each against a private acode home; everything started is stopped):
+
+- ``w1``: the workload "plan, then 10 steps each doing one read_file of a small file, then
+  verify, then review" with a zero-delay scripted model; ``session_s.server_p50`` is one
+  session's first event to its last (as stored), ``client_p50`` submit to the final event as
+  `acode run` sees it. The peer, LangGraph with its SQLite checkpointer doing the same steps
+  in one process (``scripts/bench_langgraph.py``, extra ``bench``), runs in the same run;
+  ``ratio`` is acode over LangGraph (target ≤ 1.0). ``transition_ms``: stage transition
+  latency, answer in to the next dispatch, durable commit included (coordinator log).
+- ``memory``: RSS, PSS and USS of every actor process at rest, after warm-up sessions, after
+  ``--sessions`` more and once they have ended; growth per session.
+- ``concurrency``: W1 sessions submitted at once from one client (``--levels``, up to 50),
+  with 1 and 2 executors: all complete, none lost or duplicated (events checked), throughput,
+  p50/p99 latency, cost per session against one session alone, where throughput saturates.
+- ``eventlog``: 10,000 events appended through persistence (one event per commit, 16 commits
+  in flight, then one at a time), none lost (seqs 1..N), ms per event per thousand.
+- ``cli``: wall time of ``acode --help``, ``acode status`` and ``acode run --detach``, p50, with
+  the floor ``python -c pass`` and ``python -c "import cli.app"`` beside them (target 150 ms).
+- ``tool``: a journaled ``read_file`` of 1 KB as the executor sends it (round trip to the
+  sandbox, journal through persistence), p50/p99, beside the floor of a broker round trip
+  to the coordinator (``GetStatus``).
+- ``turn``: the executor loop's own cost per turn (the model's answer to the next request,
+  a 1 KB ``read_file`` each turn), the real executor code in this process against the running
+  actors; with ``--profile`` the functions where that time goes (cProfile, this process).
+- ``terminal``: ``true`` through run_terminal under each isolation level this machine offers; for
+  bubblewrap and Landlock also with the read boundary off (``*_unconfined_reads``) and what the
+  boundary adds (``*_read_boundary_added_p50``).
+- ``context``: the planner's context preparation over a generated 2,000-file workspace.
+- ``reread``: the prompt tokens a server with a prompt cache must read again on each
+  executor turn of a 20-turn step whose history exceeds the window (num_ctx 8192, a 2.4 KB
+  tool result a turn), as the stand-in model server (``tests/modelserver.py``) sees it: the
+  tokens after the common prefix with the previous request, at 4 characters a token.
+  ``before``: the old window, which dropped the oldest turn every turn (``keep=1.0``);
+  ``after``: the window trimmed in large steps. ``--reread-only`` is ``--only reread``.
+
+Usage: ``.venv/bin/python scripts/bench.py [--only GROUPS] [--sessions N] [--levels 1,10,50]
+[--synchronous full|normal] [--profile] [--reread-only] ...`` (``--help`` lists every option).
+The JSON alone goes to stdout; log lines of actors run in this process go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import functools
 import json
+import os
+import platform
+import pstats
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import psutil
@@ -55,13 +76,9 @@ from actors.llm.provider import ModelRequest  # noqa: E402
 from actors.paths import RunPaths  # noqa: E402
 from actors.sandbox.confine import Workspace  # noqa: E402
 from actors.sandbox.dispatch import ToolCall  # noqa: E402
-from actors.sandbox.isolation import Isolation, detect  # noqa: E402
+from actors.sandbox.isolation import Isolation, command_env, detect  # noqa: E402
 from actors.sandbox.terminal import Terminal  # noqa: E402
-from actors.stages import (  # noqa: E402
-    executor,  # noqa: E402
-    gather,
-    prompts,
-)
+from actors.stages import executor, gather, prompts  # noqa: E402
 from actors.stages.context import StageContext  # noqa: E402
 from actors.stages.untrusted import Fence  # noqa: E402
 from broker.threads import ThreadClients  # noqa: E402
@@ -70,21 +87,24 @@ from cli.config import resolve, session_settings, up_options  # noqa: E402
 from cli.connection import Connection  # noqa: E402
 from cli.follow import follow  # noqa: E402
 from protocol import codec  # noqa: E402
+from protocol.events import ToolCalled, Transitioned  # noqa: E402
 from protocol.ids import new_id  # noqa: E402
-from protocol.messages import Commit, GetStatus, RunStage, RunTool, SubmitTask, ToolDone  # noqa: E402  # noqa: E402
+from protocol.messages import (  # noqa: E402
+    Commit,
+    GetEvents,
+    GetStatus,
+    ListSessions,
+    RunStage,
+    RunTool,
+    SubmitTask,
+    ToolDone,
+)
 from protocol.plan import MAX_STEPS, PlanTask, TaskPlan, finalize  # noqa: E402
-from protocol.results import (  # noqa: E402
-    ModelAnswer,
-    ModelToolCall,
-    ToolResult,  # noqa: E402
-)
-from protocol.session import (  # noqa: E402
-    ScriptedProvider,
-    SessionSettings,  # noqa: E402
-    SessionSnapshot,
-)
+from protocol.results import ModelAnswer, ModelToolCall, ToolResult  # noqa: E402
+from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot  # noqa: E402
 from protocol.tools import RunTerminal  # noqa: E402
 
+GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context", "reread")
 STEPS = 10
 
 
@@ -110,6 +130,10 @@ def _script() -> str:
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _tool_dispatch(connection: Connection, session_id: str, workspace: Path, calls: int = 300) -> list[float]:
@@ -152,8 +176,9 @@ class _InstantModel:
         return ModelAnswer(tool_calls=[call])
 
 
-def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]:
-    """The executor's own cost per turn (see ``executor_turn_overhead_ms``)."""
+def _executor_turns(paths: RunPaths, workspace: Path, turns: int,
+                    profile: cProfile.Profile | None = None) -> list[float]:
+    """The executor's own cost per turn (the ``turn`` group), under ``profile`` if given."""
     steps = min(MAX_STEPS, max(1, turns // (TURNS_PER_STEP - 1)))  # a plan holds at most MAX_STEPS
     for i in range(1, 11):
         (workspace / f"f{i}.txt").write_text("x" * 1023 + "\n")
@@ -173,7 +198,13 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]
             created_at=time.time(), updated_at=time.time())))
         model = _InstantModel()
         ctx.model.provider = model
-        result = executor.run(ctx)
+        if profile is not None:
+            profile.enable()
+        try:
+            result = executor.run(ctx)
+        finally:
+            if profile is not None:
+                profile.disable()
         assert result.ok, result.summary
     finally:
         clients.close()
@@ -183,18 +214,33 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int) -> list[float]
 
 def _run_terminal(calls: int) -> dict[str, object]:
     """``true`` through run_terminal under each isolation this machine offers, and the
-    cost of each over process-level isolation (plain ``subprocess.run`` for reference)."""
+    cost of each over process-level isolation (plain ``subprocess.run`` for reference).
+    Each level that confines reads is timed twice: with the read boundary (what acode
+    runs) and with the whole root readable (``unconfined_reads``, the figure before the
+    boundary); ``read_boundary_added_p50`` is the difference. ``view_first_ms`` is the
+    one-time cost of resolving the toolchains of the default allowlist on this PATH."""
     full = detect()
-    variants = {"process_subreaper": Isolation(level="process", pidns=False, pids=full.pids)}
+    variants: dict[str, tuple[Isolation, bool]] = {
+        "process_subreaper": (Isolation(level="process", pidns=False, pids=full.pids), True)}
     if full.pidns:
-        variants["process_pidns"] = Isolation(level="process", pidns=True, pids=full.pids)
+        variants["process_pidns"] = (Isolation(level="process", pidns=True, pids=full.pids), True)
     landlock = detect(bubblewrap=False)
     if landlock.level == "landlock":
-        variants["landlock"] = landlock
+        variants["landlock"] = (landlock, True)
+        variants["landlock_unconfined_reads"] = (landlock, False)
     if full.level == "bubblewrap":
-        variants["bubblewrap"] = full
+        variants["bubblewrap"] = (full, True)
+        variants["bubblewrap_unconfined_reads"] = (full, False)
     out: dict[str, object] = {"offered": full.describe()}
     timings: dict[str, dict[str, float]] = {}
+    from actors.sandbox import visible
+    from actors.sandbox.policy import DEFAULT_ALLOW
+
+    visible._cached.cache_clear()
+    t0 = time.perf_counter()
+    view = visible.view(DEFAULT_ALLOW, command_env(Path(tempfile.gettempdir()))["PATH"])
+    out["view_first_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+    out["view_paths"] = len(view.read)
     with tempfile.TemporaryDirectory(prefix="acode-bench-ws-") as root:
         base = []
         for _ in range(calls):
@@ -203,19 +249,26 @@ def _run_terminal(calls: int) -> dict[str, object]:
             base.append((time.perf_counter() - t0) * 1000)
         out["plain_subprocess_p50"] = _percentile(base, 0.5)
         with Workspace(root) as ws:
-            for name, isolation in variants.items():
-                terminal = Terminal(isolation)
-                times = []
-                for _ in range(calls):
+            terminals = {name: Terminal(isolation, read_boundary=boundary)
+                         for name, (isolation, boundary) in variants.items()}
+            times: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(calls):  # interleaved, so a load spike hits every variant alike
+                for name, terminal in terminals.items():
                     t0 = time.perf_counter()
                     outcome = terminal.run(ws, RunTerminal(command="true"), timeout_s=30, max_bytes=1024)
-                    times.append((time.perf_counter() - t0) * 1000)
+                    times[name].append((time.perf_counter() - t0) * 1000)
                     assert outcome.exit_code == 0, outcome
+            for name, terminal in terminals.items():
                 terminal.close()
-                out[name] = timings[name] = {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)}
+                out[name] = timings[name] = {"p50": _percentile(times[name], 0.5),
+                                             "p99": _percentile(times[name], 0.99)}
     reference = timings.get("process_pidns") or timings["process_subreaper"]
     if "bubblewrap" in timings:
         out["bubblewrap_added_p50"] = round(timings["bubblewrap"]["p50"] - reference["p50"], 3)
+    for level in ("bubblewrap", "landlock"):
+        if level in timings:
+            out[f"{level}_read_boundary_added_p50"] = round(
+                timings[level]["p50"] - timings[f"{level}_unconfined_reads"]["p50"], 3)
     return out
 
 
@@ -289,91 +342,473 @@ def _context_prep(runs: int) -> dict[str, object]:
     assert prepared is not None
     return {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99), "runs": runs, "files": files,
             "budget_tokens": budget, "prompt_tokens": prepared.tokens, "tool_calls": prepared.tool_calls,
-            "sections": len(prepared.sections), "omitted": len(prepared.omitted), "target": 5_000.0}
+            "sections": len(prepared.sections), "omitted": len(prepared.omitted)}
 
 
-def main() -> int:
+
+
+def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
+    from actors.llm.openai import OpenAICompatibleModel
+    from actors.stages.conversation import Conversation
+    from protocol.session import OpenAIProvider
+    from tests.modelserver import ModelServer, Text
+
+    spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=8_192)
+    budget = executor.context_budget(SessionSettings(provider=spec))
+    fence = Fence()
+    conversation = Conversation(prompts.executor_system(fence), "Step T1/S1: read the modules and fix the bug.\n"
+                                + "context line\n" * 80, keep=keep)
+    with ModelServer() as server:
+        model = OpenAICompatibleModel(msgspec.structs.replace(spec, base_url=server.openai_url))
+        try:
+            for turn in range(1, turns + 1):
+                server.queue(Text("ok"))
+                model.complete(ModelRequest(stage="executor", call_site=f"turn{turn}", nonce=fence.nonce,
+                                            messages=conversation.messages(budget), tools=executor._TOOLS),
+                               seq=turn, cancel=threading.Event())
+                call = ModelToolCall(id=f"call_{turn}", name="read_file", arguments={"path": f"src/m{turn}.py"})
+                conversation.answer("", [call])
+                conversation.reply_tool(call.id, "read_file", f"{turn}\tdef f{turn}():\n" + "    x = 1\n" * 240)
+        finally:
+            model.close()
+        reread = [r.reread_tokens for r in server.chats][1:]  # the first request is all new
+        prompts_ = [r.prompt_tokens for r in server.chats][1:]
+    return {"per_turn_mean": round(statistics.mean(reread)), "per_turn_max": max(reread), "total": sum(reread),
+            "prompt_tokens_mean": round(statistics.mean(prompts_)), "turns": turns}
+
+
+# -- the actor set ------------------------------------------------------------------------------
+
+
+class _Acode:
+    """A running actor set in a private home, and W1 sessions submitted to it."""
+
+    def __init__(self, tmp: Path, *, synchronous: str, executors: int = 1, name: str = "home"):
+        self.tmp = tmp
+        self.home = tmp / name
+        self.paths = RunPaths(self.home)
+        flags = {"workers.executor": executors} if executors > 1 else {}
+        config = resolve(home=self.home, env={"ACODE_STORAGE__SYNCHRONOUS": synchronous}, flags=flags)
+        options, interval, liveness = up_options(config)
+        spec = daemon.coordinator_spec(self.paths, options, heartbeat_interval=interval, liveness=liveness)
+        started = time.monotonic()
+        self.report, _ = daemon.start_detached(spec)
+        self.up_s = time.monotonic() - started
+        self.script = tmp / "w1.yaml"
+        self.script.write_text(_script())
+        self.connection = Connection(self.home)
+
+    def stop(self) -> None:
+        self.connection.close()
+        daemon.stop(self.paths)
+
+    def workspace(self) -> Path:
+        workspace = Path(tempfile.mkdtemp(dir=self.tmp, prefix="ws-"))
+        for i in range(1, STEPS + 1):
+            (workspace / f"f{i}.txt").write_text(f"file {i}\n" * 20)
+        return workspace
+
+    def submit(self, workspace: Path | None = None) -> str:
+        workspace = workspace or self.workspace()
+        settings = session_settings(resolve(home=self.home, workspace=workspace, env={}, flags={
+            "model.provider": "scripted", "model.script": str(self.script)}))
+        session_id = new_id()
+        self.connection.coordinator(SubmitTask(session_id=session_id, task="read ten files",
+                                               workspace=str(workspace), settings=settings), timeout=30)
+        return session_id
+
+    def w1(self) -> tuple[float, float]:
+        """One W1 session: (submit to the final event as a follower sees it, first event to last as stored)."""
+        t0 = time.perf_counter()
+        session_id = self.submit()
+        final = follow(self.connection, session_id, lambda event: None)
+        client = time.perf_counter() - t0
+        assert final.status == "completed", final
+        events = self.connection.persistence(GetEvents(session_id=session_id)).events
+        return client, events[-1].at - events[0].at
+
+    def processes(self) -> list[psutil.Process]:
+        root = psutil.Process(self.report.pid)
+        return [root, *root.children(recursive=True)]
+
+    def transitions_ms(self) -> list[float]:
+        out = []
+        for line in self.paths.log_file("coordinator").read_text().splitlines():
+            if '"stage_dispatched"' in line:
+                out.append(json.loads(line)["transition_ms"])
+        return out
+
+
+def _name(process: psutil.Process) -> str:
+    """An actor process's instance name (from its spec), or its command."""
+    try:
+        cmdline = process.cmdline()
+    except psutil.Error:
+        return "?"
+    if "--spec" in cmdline:
+        try:
+            return str(json.loads(cmdline[cmdline.index("--spec") + 1]).get("instance", "?"))
+        except (ValueError, IndexError):
+            pass
+    return os.path.basename(cmdline[0]) if cmdline else "?"
+
+
+def _memory(processes: list[psutil.Process]) -> dict[str, Any]:
+    per: dict[str, dict[str, float]] = {}
+    totals = {"rss": 0, "pss": 0, "uss": 0}
+    for process in processes:
+        try:
+            info = process.memory_full_info()
+        except psutil.Error:
+            continue
+        figures = {"rss": info.rss, "pss": getattr(info, "pss", 0), "uss": info.uss}
+        for key, value in figures.items():
+            totals[key] += value
+        per[_name(process)] = {k: round(v / 2**20, 1) for k, v in figures.items()}
+    return {"total_mb": {k: round(v / 2**20, 1) for k, v in totals.items()}, "processes": len(per),
+            "per_process_mb": per}
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+def group_w1(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    acode.w1()  # warm-up: imports, caches and the first session's tables
+    client, server = [], []
+    for _ in range(args.sessions):
+        c, s = acode.w1()
+        client.append(c)
+        server.append(s)
+    out: dict[str, Any] = {"session_s": {
+        "server_p50": round(statistics.median(server), 4), "server_min": round(min(server), 4),
+        "server_max": round(max(server), 4), "client_p50": round(statistics.median(client), 4),
+        "sessions": args.sessions, "workload": f"plan, {STEPS} steps of one read_file each, verify, review"}}
+    if not args.no_peer:
+        try:
+            import bench_langgraph
+            peer = bench_langgraph.measure(args.sessions)
+        except ImportError as exc:
+            out["peer"] = f"not measured: {exc}; pip install -e .[bench]"
+        else:
+            out["peer_langgraph_s"] = peer
+            out["ratio"] = round(out["session_s"]["server_p50"] / peer["p50"], 2)
+            out["target_ratio"] = 1.0
+    return out
+
+
+def group_memory(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    at_rest = _memory(acode.processes())
+    for _ in range(3):
+        acode.w1()
+    warm = _memory(acode.processes())
+    for _ in range(args.sessions):
+        acode.w1()
+    after = _memory(acode.processes())
+    time.sleep(1.0)  # the sessions have ended; let the actors go idle
+    ended = _memory(acode.processes())
+    per_session = {k: round((after["total_mb"][k] - warm["total_mb"][k]) / args.sessions, 3) for k in ("rss", "uss")}
+    return {"at_rest": at_rest, "after_warm_up_total_mb": warm["total_mb"], "after_sessions": after,
+            "after_end_total_mb": ended["total_mb"], "sessions": args.sessions,
+            "growth_per_session_mb": per_session,
+            "targets": {"total_rss_mb": 200, "growth_per_session_mb": 0.5}}
+
+
+def _concurrent(acode: _Acode, level: int) -> dict[str, Any]:
+    workspaces = [acode.workspace() for _ in range(level)]
+    cpu_before = _cpu(acode.processes())
+    t0 = time.time()
+    ids = [acode.submit(ws) for ws in workspaces]
+    submitted = time.time() - t0
+    wanted = set(ids)
+    deadline = time.monotonic() + 60 + 5 * level
+    snapshots: dict[str, SessionSnapshot] = {}
+    while time.monotonic() < deadline:
+        listed = acode.connection.persistence(ListSessions(limit=level)).sessions  # the newest: these
+        snapshots = {s.id: s for s in listed if s.id in wanted}
+        if len(snapshots) == level and all(s.status in ("completed", "failed") or s.pause
+                                           for s in snapshots.values()):
+            break
+        time.sleep(0.05)
+    cpu_after = _cpu(acode.processes())
+    busy = {name: round(cpu_after[name] - cpu_before.get(name, 0.0), 2) for name in cpu_after}
+    statuses = [s.status for s in snapshots.values()]
+    problems = []
+    for session_id in ids:
+        events = acode.connection.persistence(GetEvents(session_id=session_id)).events
+        reads = [e for e in events if isinstance(e, ToolCalled) and e.tool == "read_file"]
+        if [e.seq for e in events] != list(range(1, len(events) + 1)) or len({e.id for e in events}) != len(events):
+            problems.append(f"{session_id}: event seqs not 1..N or an event twice")
+        if len(reads) != STEPS or len({e.key for e in reads}) != STEPS:
+            problems.append(f"{session_id}: {len(reads)} read_file calls, expected {STEPS}")
+        if len([e for e in events if isinstance(e, Transitioned) and e.target == "completed"]) != 1:
+            problems.append(f"{session_id}: not completed exactly once")
+    finished = [s for s in snapshots.values() if s.finished_at]
+    latencies = [s.finished_at - s.created_at for s in finished if s.finished_at]
+    span = (max(s.finished_at or 0 for s in finished) - t0) if finished else float("nan")
+    return {"sessions": level, "completed": statuses.count("completed"), "lost": level - len(snapshots),
+            "problems": problems[:5], "submit_s": round(submitted, 3), "wall_s": round(span, 3),
+            "throughput_per_s": round(level / span, 2) if finished else 0.0,
+            "latency_s": {"p50": _percentile(latencies, 0.5), "p99": _percentile(latencies, 0.99)} if latencies else {},
+            "cost_per_session_s": round(span / level, 4) if finished else None,
+            "cpu_s_per_process": dict(sorted(busy.items(), key=lambda item: -item[1]))}
+
+
+def _cpu(processes: list[psutil.Process]) -> dict[str, float]:
+    """CPU seconds (user + system) each actor has used so far, by instance name."""
+    out: dict[str, float] = {}
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        name = _name(process)
+        out[name] = out.get(name, 0.0) + times.user + times.system
+    return out
+
+
+def group_concurrency(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"levels": args.levels}
+    for executors in (1, 2):
+        acode = _Acode(tmp, synchronous=args.synchronous, executors=executors, name=f"home-x{executors}")
+        try:
+            acode.w1()  # warm-up
+            runs = [_concurrent(acode, level) for level in args.levels]
+        finally:
+            acode.stop()
+        alone = runs[0]["cost_per_session_s"] if args.levels[0] == 1 else None
+        for run in runs:
+            if alone and run["cost_per_session_s"]:
+                run["cost_vs_alone"] = round(run["cost_per_session_s"] / alone, 2)
+        best = max(runs, key=lambda r: r["throughput_per_s"])
+        out[f"executors_{executors}"] = {"runs": runs, "saturates_at": best["sessions"],
+                                         "peak_throughput_per_s": best["throughput_per_s"]}
+    out["target_cost_vs_alone_at_50"] = 1.5
+    return out
+
+
+def group_eventlog(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    from protocol.events import Transitioned as Ev
+
+    client = acode.connection.client
+    out: dict[str, Any] = {}
+    for window, total in ((16, args.events), (1, max(1_000, args.events // 5))):
+        session_id = new_id()
+        acode.connection.persistence(Commit(session_id=session_id, snapshot=SessionSnapshot(
+            id=session_id, task="bench", workspace="/", created_at=time.time(), updated_at=time.time())))
+        answered: list[float] = []
+        errors: list[Any] = []
+        sent = 0
+        t0 = time.perf_counter()
+        def on_reply(reply: Any, error: Exception | None, errors: list[Any] = errors,
+                     answered: list[float] = answered) -> None:
+            if error is not None:
+                errors.append(error)
+            else:
+                answered.append(time.perf_counter())
+
+        while len(answered) + len(errors) < total:
+            while sent < total and sent - len(answered) - len(errors) < window:
+                event = Ev(id=new_id(), session_id=session_id, source="executor", target="verifier")
+                client.send("persistence", Commit(session_id=session_id, events=[event]), timeout=60,
+                            decoder=codec.PERSISTENCE_REPLY, on_reply=on_reply)
+                sent += 1
+            if client.socket.poll(50):
+                client.on_readable()
+            client.tick()
+        stored = []
+        after = 0
+        while True:
+            batch = acode.connection.persistence(GetEvents(session_id=session_id, after_seq=after, limit=5_000)).events
+            if not batch:
+                break
+            stored += batch
+            after = batch[-1].seq
+        marks = [t0, *sorted(answered)]
+        per_thousand = [round((marks[min(i + 1_000, len(marks) - 1)] - marks[i]), 4)
+                        for i in range(0, len(marks) - 1, 1_000)]
+        out[f"window_{window}"] = {
+            "events": total, "errors": len(errors), "stored": len(stored),
+            "none_lost": [e.seq for e in stored] == list(range(1, total + 1)),
+            "ms_per_event": round((marks[-1] - t0) * 1000 / total, 4),
+            "ms_per_event_first_thousand": round(per_thousand[0], 4),
+            "ms_per_event_last_thousand": round(per_thousand[-1], 4),
+            "last_over_first": round(per_thousand[-1] / per_thousand[0], 2)}
+    return out
+
+
+def _wall(command: list[str], runs: int, between: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Wall and CPU time (user + system, which the machine's load disturbs less) of ``command``,
+    after one untimed run; bytecode is written (this sandbox sets PYTHONDONTWRITEBYTECODE,
+    which a user's shell does not: every import would compile its source each time)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    wall, cpu = [], []
+    for n in range(runs + 1):
+        t0 = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = (time.perf_counter() - t0) * 1000
+        out = process.stdout.read().decode() if process.stdout else ""
+        err = process.stderr.read().decode() if process.stderr else ""
+        process.returncode = os.waitstatus_to_exitcode(status)
+        process.communicate()
+        assert process.returncode == 0, (command, err)
+        if n:
+            wall.append(elapsed)
+            cpu.append((usage.ru_utime + usage.ru_stime) * 1000)
+        if between is not None:
+            between(out.strip())
+    return {"p50": _percentile(wall, 0.5), "min": round(min(wall), 1), "cpu_p50": _percentile(cpu, 0.5)}
+
+
+def group_cli(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    script = Path(sys.executable).with_name("acode")
+    acode_cmd = [str(script)] if script.exists() else [sys.executable, "-m", "cli.app"]
+    home = ["--home", str(acode.home)]
+    workspace = acode.workspace()
+    runs = args.cli_runs
+
+    def wait_done(session_id: str) -> None:  # a detached session must not slow the next measurement
+        follow(acode.connection, session_id, lambda event: None)
+
+    floor = _wall([sys.executable, "-c", "pass"], runs)
+    out: dict[str, Any] = {
+        "floor_python_ms": floor,
+        "import_cli_app_ms": _wall([sys.executable, "-c", "import cli.app"], runs),
+        "help_ms": _wall([*acode_cmd, "--help"], runs),
+        "status_ms": _wall([*acode_cmd, *home, "status"], runs),
+        "run_detach_ms": _wall([*acode_cmd, *home, "run", "read ten files", "-w", str(workspace), "--provider",
+                                "scripted", "--script", str(acode.script), "--detach"], runs, between=wait_done),
+        "runs": runs, "target_ms": 150}
+    for key in ("help_ms", "status_ms", "run_detach_ms"):
+        out[key]["over_floor"] = round(out[key]["p50"] / floor["p50"], 2)
+        out[key]["cpu_over_floor"] = round(out[key]["cpu_p50"] / max(floor["cpu_p50"], 1.0), 2)
+    return out
+
+
+def group_tool(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    session_id = new_id()
+    acode.connection.persistence(Commit(session_id=session_id, snapshot=SessionSnapshot(
+        id=session_id, task="bench", workspace="/", created_at=time.time(), updated_at=time.time())))
+    rtt = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        acode.connection.coordinator(GetStatus())
+        rtt.append((time.perf_counter() - t0) * 1000)
+    tool_ms = _tool_dispatch(acode.connection, session_id, acode.workspace(), calls=args.tool_calls)
+    p50 = _percentile(tool_ms, 0.5)
+    return {"tool_dispatch_ms": {"p50": p50, "p99": _percentile(tool_ms, 0.99), "count": len(tool_ms),
+                                 "call": "executor -> sandbox -> executor, read_file of 1 KB, journaled",
+                                 "target_p50": 1.0},
+            "floor_broker_rtt_ms": {"p50": _percentile(rtt, 0.5), "p99": _percentile(rtt, 0.99)},
+            "over_floor": round(p50 / _percentile(rtt, 0.5), 2)}
+
+
+def _profile_summary(profile: cProfile.Profile, top: int = 25) -> list[dict[str, Any]]:
+    stats = pstats.Stats(profile)
+    rows = []
+    for (filename, line, function), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(filename).name}:{line}({function})", "calls": calls,
+                     "tottime_ms": round(tottime * 1000, 1), "cumtime_ms": round(cumtime * 1000, 1)})
+    return sorted(rows, key=lambda r: -r["tottime_ms"])[:top]
+
+
+def group_turn(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
+    profile = cProfile.Profile() if args.profile else None
+    turns = _executor_turns(acode.paths, Path(tempfile.mkdtemp(dir=acode.tmp)), args.turns, profile)
+    out: dict[str, Any] = {"executor_turn_overhead_ms": {
+        "p50": _percentile(turns, 0.5), "p99": _percentile(turns, 0.99), "count": len(turns),
+        "turns_per_step": TURNS_PER_STEP,
+        "turn": "zero-latency model -> read_file of 1 KB (journaled) -> next request", "target_p50": 1.0}}
+    if profile is not None:
+        out["profile_by_own_time"] = _profile_summary(profile)
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--only", default=",".join(GROUPS), help=f"groups to run, comma-separated: {','.join(GROUPS)}")
+    parser.add_argument("--sessions", type=int, default=20, help="W1 sessions timed (w1, memory)")
+    parser.add_argument("--no-peer", action="store_true", help="w1 without the LangGraph peer")
+    parser.add_argument("--levels", default="1,10,25,50", help="concurrent sessions per concurrency run")
+    parser.add_argument("--events", type=int, default=10_000, help="events appended (eventlog)")
+    parser.add_argument("--cli-runs", type=int, default=10)
+    parser.add_argument("--tool-calls", type=int, default=300)
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
     parser.add_argument("--commands", type=int, default=50, help="run_terminal calls per isolation level")
     parser.add_argument("--context-runs", type=int, default=20, help="context preparations to time")
     parser.add_argument("--turns", type=int, default=400,
                         help=f"executor turns timed for the turn overhead (at most {MAX_STEPS * (TURNS_PER_STEP - 1)})")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp:
-        home = Path(tmp) / "home"
-        paths = RunPaths(home)
-        config = resolve(home=home, env={"ACODE_STORAGE__SYNCHRONOUS": args.synchronous})
-        options, interval, liveness = up_options(config)
-        spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness)
-        started = time.monotonic()
-        report, _ = daemon.start_detached(spec)
-        up_s = time.monotonic() - started
-        script = Path(tmp) / "bench.yaml"
-        script.write_text(_script())
-        session_s: list[float] = []
-        server_s: list[float] = []
-        rtt_ms: list[float] = []
-        def actor_set_rss() -> tuple[int, int]:
-            root = psutil.Process(report.pid)
-            processes = [root, *root.children(recursive=True)]
-            return sum(p.memory_info().rss for p in processes), len(processes)
+    parser.add_argument("--profile", action="store_true", help="profile the executor's turns (turn group)")
+    parser.add_argument("--reread-only", action="store_true", help="only the prompt re-read benchmark (--only reread)")
+    args = parser.parse_args(argv)
+    args.groups = ["reread"] if args.reread_only else [g for g in args.only.split(",") if g]
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    args.levels = [int(n) for n in args.levels.split(",")]
+    return args
 
-        rss_before, _ = actor_set_rss()
-        try:
-            with Connection(home) as connection:
-                for _ in range(200):
-                    t0 = time.perf_counter()
-                    connection.coordinator(GetStatus())
-                    rtt_ms.append((time.perf_counter() - t0) * 1000)
-                for _ in range(args.sessions):
-                    workspace = Path(tempfile.mkdtemp(dir=tmp))
-                    for i in range(1, STEPS + 1):
-                        (workspace / f"f{i}.txt").write_text(f"file {i}\n" * 20)
-                    settings = session_settings(resolve(home=home, workspace=workspace, env={}, flags={
-                        "model.provider": "scripted", "model.script": str(script)}))
-                    session_id = new_id()
-                    t0 = time.perf_counter()
-                    connection.coordinator(SubmitTask(session_id=session_id, task="read ten files",
-                                                      workspace=str(workspace), settings=settings))
-                    final = follow(connection, session_id, lambda event: None)
-                    session_s.append(time.perf_counter() - t0)
-                    assert final.status == "completed", final
-                    server_s.append((final.finished_at or 0) - final.created_at)
-                tool_ms = _tool_dispatch(connection, session_id, workspace)
-            turn_ms = _executor_turns(paths, Path(tempfile.mkdtemp(dir=tmp)), args.turns)
-            rss, processes = actor_set_rss()
-        finally:
-            daemon.stop(paths)
-        transitions = []
-        for line in paths.log_file("coordinator").read_text().splitlines():
-            if '"stage_dispatched"' in line:
-                transitions.append(json.loads(line)["transition_ms"])
-    result = {
-        "machine": {"cpus": psutil.cpu_count(), "python": sys.version.split()[0]},
-        "synchronous": args.synchronous,
-        "sessions": args.sessions,
-        "up_s": round(up_s, 3),
-        "transition_ms": {"p50": _percentile(transitions, 0.5), "p99": _percentile(transitions, 0.99),
-                          "count": len(transitions), "target": 50.0},
-        "session_s": {"p50": round(statistics.median(session_s), 3), "min": round(min(session_s), 3),
-                      "max": round(max(session_s), 3), "server_p50": round(statistics.median(server_s), 3),
-                      "workload": f"plan, {STEPS} steps of one read_file each, verify, review"},
-        "rss_mb": {"total": round(rss / 2**20, 1), "at_start": round(rss_before / 2**20, 1), "processes": processes,
-                   "growth_per_session": round((rss - rss_before) / 2**20 / args.sessions, 2),
-                   "target_per_session": 200},
-        "status_rtt_ms": {"p50": _percentile(rtt_ms, 0.5), "p99": _percentile(rtt_ms, 0.99)},
-        "tool_dispatch_ms": {"p50": _percentile(tool_ms, 0.5), "p99": _percentile(tool_ms, 0.99),
-                             "count": len(tool_ms),
-                             "call": "executor -> sandbox -> executor, read_file of 1 KB, journaled"},
-        "executor_turn_overhead_ms": {"p50": _percentile(turn_ms, 0.5), "p99": _percentile(turn_ms, 0.99),
-                                      "count": len(turn_ms), "turns_per_step": TURNS_PER_STEP,
-                                      "turn": "zero-latency model -> read_file of 1 KB (journaled) -> next request",
-                                      "target": 50.0},
-        "run_terminal_ms": _run_terminal(args.commands),
-        "context_prep_ms": _context_prep(args.context_runs),
-    }
+
+def _machine() -> dict[str, Any]:
+    model = ""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": psutil.cpu_count(), "cpu": model, "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``groups`` in a fixed order; one actor set serves every group that needs one."""
+    result: dict[str, Any] = {}
+
+    def timed(name: str, run: Callable[[], dict[str, Any]]) -> None:
+        before = _load()
+        figures = run()
+        figures["loadavg"] = {"before": before, "after": _load()}
+        result[name] = figures
+
+    with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        shared = [g for g in ("w1", "memory", "eventlog", "tool", "turn", "cli") if g in groups]
+        if shared:
+            acode = _Acode(tmp, synchronous=args.synchronous)
+            try:
+                for name in shared:
+                    group: Callable[[_Acode, argparse.Namespace], dict[str, Any]] = globals()[f"group_{name}"]
+                    timed(name, functools.partial(group, acode, args))
+            finally:
+                acode.stop()
+            if "w1" in groups:
+                transitions = acode.transitions_ms()
+                result["w1"]["transition_ms"] = {"p50": _percentile(transitions, 0.5),
+                                                 "p99": _percentile(transitions, 0.99),
+                                                 "count": len(transitions), "target_p99": 5.0}
+                result["w1"]["up_s"] = round(acode.up_s, 3)
+        if "concurrency" in groups:
+            timed("concurrency", lambda: group_concurrency(tmp, args))
+    if "terminal" in groups:
+        timed("terminal", lambda: _run_terminal(args.commands))
+    if "context" in groups:
+        timed("context", lambda: {"context_prep_ms": _context_prep(args.context_runs), "target_p50": 200.0})
+    if "reread" in groups:
+        timed("reread", lambda: {"prompt_reread_tokens": {
+            "before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
+            "step": "20 executor turns, num_ctx 8192, a 2.4 KB read_file result a turn; tokens at 4 characters"}})
+    return result
+
+
+def main() -> int:
+    args = parse_args()
+    # the JSON on stdout is the output; in-process actors' log lines go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(30))
+    started = _load()
+    result: dict[str, Any] = {"machine": _machine(), "synchronous": args.synchronous, "groups": args.groups}
+    result.update(run_groups(args.groups, args))
+    result["loadavg"] = {"start": started, "end": _load()}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -18,7 +18,23 @@ Chat requests are answered from a programmable responder::
 
 Replies: :class:`Text`, :class:`Json`, :class:`ToolCalls` (native), :class:`TextToolCalls`
 (calls written as text), :class:`Status` (any status, body, headers), :class:`MissingModel`,
-:class:`Stall`, :class:`Disconnect`, :class:`StreamError`. A request for a model not in
+:class:`Stall`, :class:`Disconnect`, :class:`StreamError`, :class:`ToolCallsThenError`.
+``finish="length"`` on :class:`Text`/:class:`Json` ends the answer as cut at the token limit.
+
+Server options that play what a real llama.cpp server does (its own bodies and strings):
+
+- ``jinja=False``: llama-server without ``--jinja``: an OpenAI-format request with tools
+  gets HTTP 500 ``tools param requires --jinja flag`` (no reply is consumed);
+- ``n_ctx=N``: the context size. It is reported in ``GET /v1/models`` (``meta.n_ctx``) and
+  ``GET /props`` (``props=False``: an older server without it); an OpenAI-format prompt over it gets llama.cpp's 400
+  ``exceed_context_size_error``;
+- ``chars_per_token``: how the stand-in "tokenizes" (prompt counts, the overflow check);
+- ``tools_in_prompt=False``: a chat template without tool support: the tools silently
+  leave the prompt (the prompt count shows it, as a real server's does).
+
+Each chat request's prompt is rendered as a template would (system, tool block, messages);
+``Received.reread_tokens`` is what a prompt cache could not reuse from the same stage's
+previous request (the tokens after the common prefix). A request for a model not in
 ``models`` gets each server's real 404 without consuming a reply; a request no reply is
 queued for gets a 400 naming the stage (recorded in ``unanswered``), so a test fails fast.
 Every request is recorded (:class:`Received`); connections the client closed before the
@@ -29,6 +45,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import select
 import socket
@@ -56,6 +73,7 @@ __all__ = [
     "Text",
     "TextToolCalls",
     "ToolCalls",
+    "ToolCallsThenError",
 ]
 
 Kind = Literal["ollama", "openai"]
@@ -73,6 +91,7 @@ class Text:
     text: str
     chunks: int = 3
     usage: UsageFigures = "auto"
+    finish: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,7 @@ class Json:
     value: Any
     chunks: int = 3
     usage: UsageFigures = "auto"
+    finish: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -149,7 +169,17 @@ class StreamError:
     chunks: int = 1
 
 
-Reply = Text | Json | ToolCalls | TextToolCalls | Status | MissingModel | Stall | Disconnect | StreamError
+@dataclass(frozen=True)
+class ToolCallsThenError:
+    """Complete native tool calls, then an error in the stream (what llama.cpp sends when its
+    chat parser fails on what the model wrote after a valid call), no normal end."""
+
+    calls: list[tuple[str, dict[str, Any]]]
+    message: str = "Failed to parse input at pos 57: </tool_call>\n<tool_call>"
+
+
+Reply = (Text | Json | ToolCalls | TextToolCalls | Status | MissingModel | Stall | Disconnect | StreamError
+         | ToolCallsThenError)
 
 
 @dataclass
@@ -164,6 +194,9 @@ class Received:
     stage: str | None = None
     reply: Reply | None = None
     at: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic())
+    prompt: str = ""  # a chat request's prompt as a template renders it
+    prompt_tokens: int = 0  # at the server's chars_per_token
+    reread_tokens: int = 0  # after the common prefix with the same stage's previous chat request
 
     @property
     def model(self) -> str:
@@ -220,9 +253,16 @@ class ModelServer:
     """The stand-in server; a context manager (``with ModelServer() as server:``)."""
 
     def __init__(self, responder: Responder | None = None, *, models: Iterable[str] | None = ("test-model",),
-                 context_length: int = 32_768, architecture: str = "llama", port: int = 0):
+                 context_length: int = 32_768, architecture: str = "llama", jinja: bool = True,
+                 n_ctx: int | None = None, chars_per_token: float = 4.0, tools_in_prompt: bool = True,
+                 props: bool = True, port: int = 0):
         self.responder: Responder = responder or Queue()
         self.requested_port = port  # 0: a free one; a server "restarted" passes the old one
+        self.jinja = jinja
+        self.n_ctx = n_ctx
+        self.chars_per_token = chars_per_token
+        self.tools_in_prompt = tools_in_prompt
+        self.props = props
         self.models: list[str] | None = None if models is None else list(models)  # None: any model
         self.context_length = context_length
         self.architecture = architecture
@@ -307,6 +347,13 @@ class ModelServer:
 
     def _record(self, received: Received) -> None:
         with self._changed:
+            if received.path in ("/api/chat", "/v1/chat/completions") and isinstance(received.body, dict):
+                received.prompt = _render(received.body, tools=self.tools_in_prompt)
+                received.prompt_tokens = self.tokens(len(received.prompt))
+                before = next((r.prompt for r in reversed(self.requests) if r.prompt and r.stage == received.stage),
+                              "")
+                common = len(os.path.commonprefix([before, received.prompt]))
+                received.reread_tokens = self.tokens(len(received.prompt) - common)
             self.requests.append(received)
             self._changed.notify_all()
 
@@ -314,6 +361,9 @@ class ModelServer:
         with self._changed:
             self.early_closes += 1
             self._changed.notify_all()
+
+    def tokens(self, chars: int) -> int:
+        return int(-(-chars // self.chars_per_token))
 
     def _known(self, model: str) -> bool:
         if self.models is None:
@@ -330,6 +380,22 @@ def _split(text: str, parts: int) -> list[str]:
     size = -(-len(text) // parts) or 1
     pieces = [text[i:i + size] for i in range(0, len(text), size)]
     return pieces or [""]
+
+
+def _render(body: dict[str, Any], *, tools: bool) -> str:
+    """The prompt a chat template makes of a request: the system message, then the tool
+    block (as templates put it), then each message with its tool calls."""
+    parts: list[str] = []
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for index, message in enumerate(messages):
+        parts.append(f"<|{message.get('role')}|>{message.get('content') or ''}")
+        for call in message.get("tool_calls") or []:
+            parts.append(json.dumps(call.get("function") or call, sort_keys=True))
+        if index == 0 and tools and body.get("tools"):
+            parts.append("<|tools|>" + json.dumps(body["tools"]))
+    if not messages and tools and body.get("tools"):
+        parts.append("<|tools|>" + json.dumps(body["tools"]))
+    return "\n".join(parts)
 
 
 def _stage_of(body: Any) -> str | None:
@@ -392,8 +458,13 @@ class _Handler(BaseHTTPRequestHandler):
                 case ("POST", "/api/show"):
                     self._show(received)
                 case ("GET", "/v1/models"):
-                    self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "standin"}
-                                                                for m in owner.models or []]})
+                    meta = {} if owner.n_ctx is None else {"meta": {"n_ctx": owner.n_ctx, "n_ctx_train": 32_768,
+                                                                    "n_vocab": 262_144}}
+                    self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "standin",
+                                                                 **meta} for m in owner.models or []]})
+                case ("GET", "/props") if owner.n_ctx is not None and owner.props:
+                    self._json(200, {"default_generation_settings": {"n_ctx": owner.n_ctx}, "total_slots": 1,
+                                     "chat_template": "{{ messages }}"})
                 case ("POST", "/api/chat") | ("POST", "/v1/chat/completions"):
                     self._chat(received)
                 case _:
@@ -460,6 +531,23 @@ class _Handler(BaseHTTPRequestHandler):
         if not owner._known(received.model):
             self._missing(received)
             return
+        if received.kind == "openai" and received.body.get("tools") and not owner.jinja:
+            self._json(500, {"error": {"code": 500, "message": "tools param requires --jinja flag",
+                                       "type": "server_error"}})
+            return
+        broken = _unparsable_arguments(received)
+        if broken is not None:  # llama.cpp's template path parses every call in the history
+            message = ("Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error "
+                       f"at line 1, column {len(broken) + 1}: syntax error while parsing value")
+            self._json(500, {"error": {"code": 500, "message": message, "type": "server_error"}})
+            return
+        if received.kind == "openai" and owner.n_ctx is not None and received.prompt_tokens > owner.n_ctx:
+            n = received.prompt_tokens
+            self._json(400, {"error": {"code": 400, "message": f"request ({n} tokens) exceeds the available context "
+                                                               f"size ({owner.n_ctx} tokens), try increasing it",
+                                       "type": "exceed_context_size_error", "n_prompt_tokens": n,
+                                       "n_ctx": owner.n_ctx}})
+            return
         reply = owner.responder(received)
         received.reply = reply
         if reply is None:
@@ -511,6 +599,22 @@ def _invalid(received: Received) -> str:
     return ""
 
 
+def _unparsable_arguments(received: Received) -> str | None:
+    """The first tool-call arguments in an OpenAI-format history that are not JSON, or None."""
+    if received.kind != "openai":
+        return None
+    for message in received.messages:
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments")
+            if not isinstance(arguments, str):
+                continue  # the shape check (_invalid) answers that one
+            try:
+                json.loads(arguments)
+            except ValueError:
+                return arguments
+    return None
+
+
 class _Stream:
     """One streamed chat answer in the request's format (chunked transfer encoding)."""
 
@@ -520,13 +624,22 @@ class _Stream:
         self.kind = received.kind
         self.model = received.model
         self.sent = 0  # content pieces sent
+        self.sent_chars = 0
 
     def play(self, reply: Reply) -> None:
         match reply:
-            case Text(text=text, chunks=chunks, usage=usage):
-                self.answer(_split(text, chunks), [], usage)
-            case Json(value=value, chunks=chunks, usage=usage):
-                self.answer(_split(json.dumps(value), chunks), [], usage)
+            case Text(text=text, chunks=chunks, usage=usage, finish=finish):
+                self.answer(_split(text, chunks), [], usage, finish=finish)
+            case Json(value=value, chunks=chunks, usage=usage, finish=finish):
+                self.answer(_split(json.dumps(value), chunks), [], usage, finish=finish)
+            case ToolCallsThenError(calls=calls, message=message):
+                self.start()
+                self.calls(list(calls))
+                if self.kind == "ollama":
+                    self.event({"error": message})
+                else:
+                    self.event({"error": {"code": 500, "message": message, "type": "server_error"}})
+                self.write(b"0\r\n\r\n")
             case ToolCalls(calls=calls, text=text, usage=usage):
                 self.answer(_split(text, 1) if text else [], list(calls), usage)
             case TextToolCalls(calls=calls, style=style, usage=usage):
@@ -591,6 +704,7 @@ class _Stream:
 
     def content(self, piece: str) -> None:
         self.sent += 1
+        self.sent_chars += len(piece)
         if self.kind == "ollama":
             self.event({"model": self.model, "created_at": _now(), "done": False,
                         "message": {"role": "assistant", "content": piece}})
@@ -617,34 +731,39 @@ class _Stream:
                 stop.wait(min(0.05, left))  # unexpected bytes from the client: ignore them
         raise _Left  # the server is closing
 
-    def answer(self, pieces: list[str], calls: list[tuple[str, Any]], usage: UsageFigures, *,
-               started: bool = False) -> None:
-        if not started:
-            self.start()
-        for piece in pieces:
-            self.content(piece)
-        figures = self._usage(usage, len(calls))
+    def calls(self, calls: list[tuple[str, Any]]) -> None:
+        """Native tool calls: one Ollama chunk; OpenAI deltas (id and name, then the arguments in pieces)."""
         if self.kind == "ollama":
             if calls:
                 self.event({"model": self.model, "created_at": _now(), "done": False, "message": {
                     "role": "assistant", "content": "",
                     "tool_calls": [{"function": {"index": i, "name": n, "arguments": a}}
                                    for i, (n, a) in enumerate(calls)]}})
-            final: dict[str, Any] = {"model": self.model, "created_at": _now(), "done": True, "done_reason": "stop",
+            return
+        for i, (name, arguments) in enumerate(calls):
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            self.event(self._openai_chunk({"tool_calls": [{"index": i, "id": f"call_{next(_CALL_IDS)}",
+                                                           "type": "function",
+                                                           "function": {"name": name, "arguments": ""}}]}))
+            for fragment in _split(text, 2) if text else []:
+                self.event(self._openai_chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}))
+
+    def answer(self, pieces: list[str], calls: list[tuple[str, Any]], usage: UsageFigures, *,
+               started: bool = False, finish: str = "stop") -> None:
+        if not started:
+            self.start()
+        for piece in pieces:
+            self.content(piece)
+        figures = self._usage(usage, len(calls))
+        self.calls(calls)
+        if self.kind == "ollama":
+            final: dict[str, Any] = {"model": self.model, "created_at": _now(), "done": True, "done_reason": finish,
                                      "message": {"role": "assistant", "content": ""}, "total_duration": 1}
             if figures is not None:
                 final.update(prompt_eval_count=figures[0], eval_count=figures[1])
             self.event(final)
         else:
-            for i, (name, arguments) in enumerate(calls):
-                text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                self.event(self._openai_chunk({"tool_calls": [{"index": i, "id": f"call_{next(_CALL_IDS)}",
-                                                               "type": "function",
-                                                               "function": {"name": name, "arguments": ""}}]}))
-                for fragment in _split(text, 2) if text else []:
-                    self.event(self._openai_chunk({"tool_calls": [{"index": i,
-                                                                   "function": {"arguments": fragment}}]}))
-            self.event(self._openai_chunk({}, finish="tool_calls" if calls else "stop"))
+            self.event(self._openai_chunk({}, finish="tool_calls" if calls else finish))
             if figures is not None:
                 self.event({"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 0,
                             "model": self.model, "choices": [],
@@ -662,8 +781,7 @@ class _Stream:
         if usage == "omit":
             return None
         if usage == "auto":
-            prompt = sum(len(str(m.get("content") or "")) for m in self.received.messages) // 4 + 1
-            return prompt, self.sent + 5 * calls
+            return self.received.prompt_tokens, max(1, self.handler.server.owner.tokens(self.sent_chars)) + 5 * calls
         return usage
 
 

@@ -6,6 +6,7 @@ import sys
 
 import msgspec
 
+from actors import lean  # noqa: F401  (first: keeps this process lean)
 from actors.coordinator.actor import run_coordinator
 from protocol.errors import AcodeError
 from protocol.spec import ActorSpec

@@ -20,9 +20,10 @@ from actors.llm.locality import check_base_url
 from actors.llm.ollama import OllamaModel, same_model
 from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest
+from actors.llm.schemas import schema_of
 from protocol.errors import AcodeError
 from protocol.session import OllamaProvider, OpenAIProvider
-from protocol.stages import Stage
+from protocol.stages import STAGES, Stage
 
 __all__ = ["DoctorCheck", "probe"]
 
@@ -31,11 +32,11 @@ _TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}}
 
 
-_SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
-
-
 class _Sum(msgspec.Struct):
     answer: Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
+
+
+_PROBE_TOKENS = 512  # a probe's answer cap: a tool call or {"answer": 5} needs a few dozen
 
 
 class DoctorCheck(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -43,6 +44,7 @@ class DoctorCheck(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # ok, but worth a look
 
 
 def _models_for(spec: OllamaProvider | OpenAIProvider, stages: tuple[Stage, ...]) -> list[str]:
@@ -50,9 +52,10 @@ def _models_for(spec: OllamaProvider | OpenAIProvider, stages: tuple[Stage, ...]
 
 
 def probe(spec: OllamaProvider | OpenAIProvider, *, timeout_s: float = 5.0,
-          generate_timeout_s: float = 60.0) -> list[DoctorCheck]:
+          generate_timeout_s: float = 60.0, planner_context_tokens: int | None = None) -> list[DoctorCheck]:
     """Check the server ``spec`` names; ``generate_timeout_s`` bounds each tiny generation
-    (a model that is not loaded yet may take that long to answer its first token)."""
+    (a model that is not loaded yet may take that long to answer its first token).
+    ``planner_context_tokens`` (the session setting) is compared with the context too."""
     checks: list[DoctorCheck] = []
     try:
         check_base_url(spec.base_url, allow_remote=spec.allow_remote)
@@ -76,6 +79,7 @@ def probe(spec: OllamaProvider | OpenAIProvider, *, timeout_s: float = 5.0,
             if check.ok:
                 available.add(name)
         checks += _context(model, spec, sorted(available), timeout_s)
+        checks.append(_budgets(spec, planner_context_tokens))
         for name in _models_for(spec, ("executor",)):
             if name in available:
                 checks.append(_tool_probe(model, name))
@@ -127,51 +131,83 @@ def _model(model: HttpModel, name: str, listed: list[str]) -> DoctorCheck:
 
 def _context(model: HttpModel, spec: OllamaProvider | OpenAIProvider, names: list[str],
              timeout_s: float) -> list[DoctorCheck]:
-    if not isinstance(model, OllamaModel):
-        return [DoctorCheck(name="context length", ok=True, detail=(
-            f"unknown: an OpenAI-compatible server does not report it; load the model with a context of at least "
-            f"num_ctx ({spec.num_ctx}) tokens"))]
+    """The context each model gets on the server, where the server says, against num_ctx."""
     checks = []
     for name in names:
+        check = f"context length {name}"
         try:
-            length = model.context_length(name, timeout=timeout_s)
+            if isinstance(model, OllamaModel):
+                length = model.context_length(name, timeout=timeout_s)
+                found = None if length is None else (length, "Ollama /api/show model_info")
+            else:
+                assert isinstance(model, OpenAICompatibleModel)
+                found = model.context_length(name, timeout=timeout_s)
         except AcodeError as exc:
-            checks.append(DoctorCheck(name=f"context length {name}", ok=False, detail=exc.message,
-                                      fix="check the server's log"))
+            checks.append(DoctorCheck(name=check, ok=False, detail=exc.message, fix="check the server's log"))
             continue
-        if length is None:
-            checks.append(DoctorCheck(name=f"context length {name}", ok=True,
-                                      detail=f"unknown: /api/show reports no context length for {name}"))
-        elif spec.num_ctx > length:
-            checks.append(DoctorCheck(name=f"context length {name}", ok=False,
-                                      detail=f"num_ctx {spec.num_ctx} exceeds {name}'s context length {length}",
-                                      fix=f"set num_ctx to {length} or less"))
+        if found is None:
+            checks.append(DoctorCheck(name=check, ok=True, warning=True, detail=(
+                f"unknown: the server does not report {name}'s context; make sure it gives at least num_ctx "
+                f"({spec.num_ctx}) tokens (llama-server --ctx-size {spec.num_ctx})")))
+            continue
+        length, source = found
+        if spec.num_ctx > length:
+            fix = (f"set num_ctx to {length} or less" if isinstance(model, OllamaModel) else
+                   f"start the server with a context of {spec.num_ctx} (llama-server --ctx-size {spec.num_ctx}; LM "
+                   f"Studio: the model's context length), or set model.num_ctx to {length}")
+            checks.append(DoctorCheck(name=check, ok=False, fix=fix, detail=(
+                f"{name}'s context is {length} tokens ({source}), less than num_ctx {spec.num_ctx}: longer prompts "
+                "will be refused (ACODE-LLM-013)")))
         else:
-            checks.append(DoctorCheck(name=f"context length {name}", ok=True,
-                                      detail=f"num_ctx {spec.num_ctx} fits {name}'s context length {length}"))
+            checks.append(DoctorCheck(name=check, ok=True, detail=(
+                f"{name}'s context is {length} tokens ({source}); num_ctx {spec.num_ctx} fits")))
     return checks
 
 
-def _ask(model: HttpModel, name: str, request: ModelRequest) -> tuple[object, str]:
-    """(answer, '') or (None, the error) for one tiny request to ``name``."""
+def _budgets(spec: OllamaProvider | OpenAIProvider, planner_context_tokens: int | None) -> DoctorCheck:
+    """The stages' answer caps and the planner's prompt budget against num_ctx."""
+    caps = {stage: spec.max_tokens_for(stage) for stage in STAGES}
+    shown = ", ".join(f"{stage} {cap}" for stage, cap in caps.items())
+    planner = (planner_context_tokens or 0) + caps["planner"]
+    if planner_context_tokens and planner > spec.num_ctx:
+        return DoctorCheck(name="token budgets", ok=True, warning=True, detail=(
+            f"planner.context_tokens {planner_context_tokens} + the planner's answer cap {caps['planner']} = "
+            f"{planner} > num_ctx {spec.num_ctx}: a full prompt leaves the plan less room (answer caps: {shown})"),
+            fix=f"raise num_ctx (and the server's context) to {planner}, or lower planner.context_tokens")
+    return DoctorCheck(name="token budgets", ok=True, detail=f"answer caps within num_ctx {spec.num_ctx}: {shown}")
+
+
+_SLOW_FIX = "check the server's log, or raise first_token_timeout_s for a slow first load"
+# A probe that failed with a permanent server error gets that error's fix, not the slow-load one.
+_FIXES = {
+    "ACODE-LLM-012": "raise model.max_tokens; the probe's answer ran past its cap",
+    "ACODE-LLM-013": "start the server with a larger context (llama-server --ctx-size N) and set model.num_ctx to it",
+    "ACODE-LLM-014": "start llama-server with --jinja and a chat template that supports tools",
+    "ACODE-LLM-016": "use a model (or chat template) that writes valid tool calls",
+}
+
+
+def _ask(model: HttpModel, name: str, request: ModelRequest) -> tuple[object, str, str]:
+    """(answer, '', '') or (None, the error, its fix) for one tiny request to ``name``."""
     spec = msgspec.structs.replace(model.spec, model=name, stage_models={})
     asker = type(model)(spec)
     try:
-        return asker.complete(request, seq=0, cancel=threading.Event()), ""
+        return asker.complete(request, seq=0, cancel=threading.Event()), "", ""
     except AcodeError as exc:
-        return None, str(exc)
+        return None, str(exc), _FIXES.get(exc.code, _SLOW_FIX)
     finally:
         asker.close()
 
 
 def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
-    answer, error = _ask(model, name, ModelRequest(stage="executor", call_site="doctor/tools", tools=[_TOOL], messages=[
+    answer, error, fix = _ask(model, name, ModelRequest(stage="executor", call_site="doctor/tools", tools=[_TOOL],
+                                                   max_tokens=_PROBE_TOKENS, messages=[
         ChatMessage(role="system", content="You are a test of tool calling. Answer only by calling a tool."),
         ChatMessage(role="user", content="Call record_number with number 7.")]))
     check = f"tool calls {name}"
     if answer is None:
         return DoctorCheck(name=check, ok=False, detail=f"the tool-call probe failed: {error}",
-                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+                           fix=fix)
     calls = getattr(answer, "tool_calls", [])
     good = [c for c in calls if c.name == "record_number" and not c.invalid_arguments]
     if good:
@@ -185,14 +221,14 @@ def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
 
 
 def _json_probe(model: HttpModel, name: str) -> DoctorCheck:
-    answer, error = _ask(model, name, ModelRequest(stage="planner", call_site="doctor/json", json_schema=_SCHEMA,
-                                                   messages=[
+    answer, error, fix = _ask(model, name, ModelRequest(stage="planner", call_site="doctor/json",
+                                                   json_schema=schema_of(_Sum), max_tokens=_PROBE_TOKENS, messages=[
         ChatMessage(role="system", content="You are a test of structured output. Answer with one JSON object."),
         ChatMessage(role="user", content='What is 2 + 3? Answer as {"answer": <integer>}.')]))
     check = f"structured output {name}"
     if answer is None:
         return DoctorCheck(name=check, ok=False, detail=f"the JSON-schema probe failed: {error}",
-                           fix="check the server's log, or raise first_token_timeout_s for a slow first load")
+                           fix=fix)
     text = getattr(answer, "content", "")
     try:
         value = msgspec.json.decode(text.strip(), type=_Sum)

@@ -11,8 +11,16 @@
 - transient failures (connection refused or reset, 429, 5xx, timeouts, a stream cut
   short) are retried with exponential backoff and full jitter, honouring a 429's
   ``Retry-After``; anything else fails at once with the server's own message;
-- the prompt is estimated at 4 characters a token before the call (a warning when it may
-  not fit ``num_ctx``); the server's usage figures win when it reports them.
+- every request carries an answer cap (:meth:`~protocol.session.OllamaProvider.max_tokens_for`
+  the stage), never more than the context left after the prompt, estimated with the
+  characters a token the server's last count showed for the model
+  (:class:`actors.llm.tokens.Calibration`); a warning when the prompt may not fit
+  ``num_ctx``. The server's usage figures win when it reports them;
+- what the server says is sorted (:mod:`actors.llm.server_errors`): an answer cut at the cap
+  (``finish_reason``/``done_reason`` ``length``) is ACODE-LLM-012, a prompt over the
+  context ACODE-LLM-013, a known configuration error ACODE-LLM-014 (llama-server without
+  ``--jinja``), a known request error ACODE-LLM-016. None of them is retried: the same
+  request would get the same answer.
 
 Connections are never reused (the watcher learns each new connection's socket when it
 opens): a local connection costs a fraction of a millisecond, a model answer seconds.
@@ -24,7 +32,6 @@ Subclasses own a wire format: :meth:`request_body`, :meth:`read_stream` and
 from __future__ import annotations
 
 import email.utils
-import math
 import random
 import threading
 import time
@@ -35,9 +42,11 @@ import httpx
 import msgspec
 import structlog
 
+from actors.llm import tokens
 from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm.locality import check_base_url
 from actors.llm.provider import ModelRequest
+from actors.llm.server_errors import classify, is_format_error
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
 from protocol.session import OllamaProvider, OpenAIProvider
@@ -46,7 +55,7 @@ __all__ = ["HttpModel", "Transient", "estimate_tokens", "parse_arguments", "retr
 
 _log = structlog.get_logger()
 _ERROR_BODY_LIMIT = 64 * 1024
-
+MIN_ANSWER_TOKENS = 256  # the cap never goes below this, even when the prompt (estimated) fills the context
 
 class Transient(Exception):
     """A failure worth retrying. When the retries run out, ``what`` (what happened) and
@@ -64,14 +73,9 @@ class Transient(Exception):
         return ModelError(f"{self.what}{tries}" + (f"; {self.fix}" if self.fix else ""), code=self.code)
 
 
-def estimate_tokens(request: ModelRequest) -> int:
-    """About 4 characters a token, over the messages, tool calls, tools and schema."""
-    chars = sum(len(m.content) + len(msgspec.json.encode(m.tool_calls)) * bool(m.tool_calls) for m in request.messages)
-    if request.tools:
-        chars += len(msgspec.json.encode(request.tools))
-    if request.json_schema is not None:
-        chars += len(msgspec.json.encode(request.json_schema))
-    return math.ceil(chars / 4)
+def estimate_tokens(request: ModelRequest, chars_per_token: float = tokens.UNCALIBRATED) -> int:
+    """The request's tokens at ``chars_per_token``, over the messages, tool calls, tools and schema."""
+    return tokens.estimate(tokens.request_chars(request), chars_per_token)
 
 
 def parse_arguments(call_id: str, name: str, raw: Any) -> ModelToolCall:
@@ -131,6 +135,7 @@ class HttpModel:
         self.spec = spec
         self.base_url = spec.base_url.rstrip("/")
         self._rng = rng or random.Random()
+        self.calibration = tokens.Calibration()
         safety = max(spec.first_token_timeout_s, spec.idle_timeout_s) + 5  # the watcher fires first
         self._client = httpx.Client(
             timeout=httpx.Timeout(safety, connect=spec.connect_timeout_s, pool=spec.connect_timeout_s),
@@ -146,7 +151,7 @@ class HttpModel:
 
     # -- the wire format (subclasses) ------------------------------------------------------
 
-    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+    def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
@@ -166,12 +171,36 @@ class HttpModel:
     def stream_error(self, error: object, model: str, status: int) -> Exception:
         """What an error chunk in the middle of a stream means: the model is missing (as
         the server says it with ``status``), else a transient failure worth a retry."""
-        message = self.error_message(msgspec.json.encode({"error": error}).decode())
+        raw = msgspec.json.encode({"error": error}).decode()
+        message = self.error_message(raw)
         missing = self.missing_model(status, message, model)
         if missing is not None:
             return missing
+        permanent = classify(raw, where=f"{self.label} at {self.base_url}", model=model, said=message)
+        if permanent is not None:
+            return permanent
         return Transient(f"{self.label} at {self.base_url} failed in the middle of {model}'s answer: {message}",
                          code="ACODE-LLM-007", fix="check the server's log")
+
+    def interrupted(self, error: object, model: str, status: int, *, content: str, calls: list[ModelToolCall],
+                    usage: Usage) -> ModelAnswer:
+        """What an error chunk in the middle of a stream leaves. Complete tool calls streamed
+        before it are kept (llama.cpp may fail on what the model wrote after a valid call);
+        when the server could not parse the model's output, the partial answer comes back
+        with the complaint in ``format_error``, for the stage to correct the model (the same
+        request would get the same output). Anything else raises :meth:`stream_error`."""
+        raw = msgspec.json.encode({"error": error}).decode()
+        complete = [c for c in calls if c.name and not c.invalid_arguments]
+        log = _log.bind(provider=self.name, model=model)
+        if complete:
+            log.warning("stream_error_after_tool_calls", kept=len(complete), error=self.error_message(raw))
+            return ModelAnswer(content=content, tool_calls=complete, usage=usage, finish_reason="tool_calls")
+        if is_format_error(raw):
+            message = self.error_message(raw)
+            log.warning("model_output_unparsed", error=message)
+            return ModelAnswer(content=content, tool_calls=calls, usage=usage, finish_reason="error",
+                               format_error=message[:2_000])
+        raise self.stream_error(error, model, status)
 
     def error_message(self, text: str) -> str:
         """The server's own message out of an error body (JSON ``error`` field or plain text)."""
@@ -191,22 +220,43 @@ class HttpModel:
         model = spec.model_for(request.stage)
         check_base_url(spec.base_url, allow_remote=spec.allow_remote)
         log = _log.bind(provider=self.name, model=model, stage=request.stage, call_site=request.call_site)
-        estimate = estimate_tokens(request)
+        chars = tokens.request_chars(request, schema=False)
+        ratio = self.calibration.ratio(model)
+        estimate = tokens.estimate(chars, ratio)
         if estimate > spec.num_ctx:
             log.warning("prompt_may_exceed_context", estimated_tokens=estimate, num_ctx=spec.num_ctx)
-        body = msgspec.json.encode(self.request_body(request, model))
+        cap = self.max_tokens(request, estimate)
+        body = msgspec.json.encode(self.request_body(request, model, cap))
         started = time.monotonic()
         answer, attempts = self._with_retries(lambda: self._attempt(body, model, request, cancel), cancel,
                                               request, model, log)
         usage = answer.usage
-        completion = math.ceil((len(answer.content) + len(msgspec.json.encode(answer.tool_calls))
-                                * bool(answer.tool_calls)) / 4)
-        answer = msgspec.structs.replace(answer, usage=Usage(
-            prompt_tokens=usage.prompt_tokens or estimate, completion_tokens=usage.completion_tokens or completion))
+        self.calibration.observe(model, chars, usage)
+        if not usage.prompt_tokens or not usage.completion_tokens:
+            answer_chars = len(answer.content) + len(msgspec.json.encode(answer.tool_calls)) * bool(answer.tool_calls)
+            answer = msgspec.structs.replace(answer, usage=Usage(
+                prompt_tokens=usage.prompt_tokens or estimate,
+                completion_tokens=usage.completion_tokens or tokens.estimate(answer_chars, ratio), estimated=True))
         log.info("model_answered", attempts=attempts, duration_ms=round((time.monotonic() - started) * 1000, 1),
                  prompt_tokens=answer.usage.prompt_tokens, completion_tokens=answer.usage.completion_tokens,
-                 tool_calls=len(answer.tool_calls))
+                 tool_calls=len(answer.tool_calls), finish_reason=answer.finish_reason, max_tokens=cap,
+                 chars_per_token=round(ratio, 2))
+        if answer.finish_reason == "length":
+            raise self._cut(request, model, answer, cap)
         return answer
+
+    def max_tokens(self, request: ModelRequest, estimate: int) -> int:
+        """The answer's cap: the request's or the stage's, within the context the prompt leaves."""
+        cap = request.max_tokens or self.spec.max_tokens_for(request.stage)
+        return max(min(MIN_ANSWER_TOKENS, cap), min(cap, self.spec.num_ctx - estimate))
+
+    def _cut(self, request: ModelRequest, model: str, answer: ModelAnswer, cap: int) -> ModelError:
+        stage = request.stage
+        return ModelError(
+            f"{model}'s answer to the {stage} was cut at the token limit after {answer.usage.completion_tokens} "
+            f"tokens (max_tokens {cap}, num_ctx {self.spec.num_ctx}); a cut answer is not worth correcting: raise "
+            f"model.stage_max_tokens.{stage} (or model.max_tokens) and the context (model.num_ctx, llama-server "
+            "--ctx-size), or use a stronger model that answers more briefly", code="ACODE-LLM-012")
 
     def _with_retries(self, attempt: Callable[[], ModelAnswer], cancel: threading.Event, request: ModelRequest,
                       model: str, log: Any) -> tuple[ModelAnswer, int]:
@@ -302,6 +352,9 @@ class HttpModel:
         missing = self.missing_model(status, message, model)
         if missing is not None:
             return missing
+        permanent = classify(text, where=f"{self.label} at {self.base_url}", model=model, said=message)
+        if permanent is not None:
+            return permanent
         what = f"{self.label} at {self.base_url} answered HTTP {status}" + (f": {message}" if message else "")
         if status == 429:
             return Transient(what, code="ACODE-LLM-007", fix="the server is busy; try again later",
@@ -318,10 +371,11 @@ class HttpModel:
 
     # -- small synchronous calls (acode doctor) -------------------------------------------------
 
-    def fetch_json(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0) -> Any:
-        """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure."""
+    def fetch_json(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0, root: bool = False) -> Any:
+        """One short JSON call without retries; ModelError ACODE-LLM-005/006/007/010 on failure.
+        ``root``: ``path`` is on the server's root, not under the base URL's ``/v1``."""
         check_base_url(self.spec.base_url, allow_remote=self.spec.allow_remote)
-        url = self.base_url + path
+        url = (self.base_url.removesuffix("/v1") if root else self.base_url) + path
         exchange = Exchange(first_token_s=timeout, idle_s=timeout, allow_remote=self.spec.allow_remote)
         try:
             response = self._client.request(

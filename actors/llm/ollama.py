@@ -3,7 +3,8 @@
 Each line of the stream is a chunk: ``message.content`` deltas, ``message.tool_calls``
 (whole calls, arguments as JSON objects), an ``error`` field when the server fails
 mid-answer, and a last chunk with ``done: true`` carrying ``prompt_eval_count`` and
-``eval_count``. The request sets ``num_ctx`` explicitly: Ollama's own default window is
+``eval_count`` and ``done_reason`` (``length`` when the answer hit ``num_predict``, the
+cap every request sets). The request sets ``num_ctx`` explicitly: Ollama's own default window is
 small and silently truncates a long prompt from the front, losing the system prompt.
 
 A model that is not pulled answers 404 ``{"error": "model \\"x\\" not found, try pulling
@@ -48,6 +49,7 @@ class _Chunk(msgspec.Struct):
     error: Any = None
     prompt_eval_count: int | None = None
     eval_count: int | None = None
+    done_reason: str | None = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -75,9 +77,10 @@ class OllamaModel(HttpModel):
     chat_path = "/api/chat"
     start_hint = "start it with `ollama serve`, or fix base_url"
 
-    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+    def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         spec = self.spec
-        options: dict[str, Any] = {"num_ctx": spec.num_ctx, "temperature": spec.temperature}
+        options: dict[str, Any] = {"num_ctx": spec.num_ctx, "num_predict": max_tokens,
+                                   "temperature": spec.temperature}
         if spec.seed is not None:
             options["seed"] = spec.seed
         body: dict[str, Any] = {"model": model, "messages": [_message(m) for m in request.messages],
@@ -107,7 +110,8 @@ class OllamaModel(HttpModel):
                 raise ModelError(f"Ollama at {self.base_url} sent a line that is not an answer chunk ({exc}): "
                                  f"{line[:120]!r}; is base_url an Ollama server?", code="ACODE-LLM-010") from exc
             if chunk.error is not None:
-                raise self.stream_error(chunk.error, model, 404)
+                return self.interrupted(chunk.error, model, 404, content="".join(content), calls=calls,
+                                        usage=Usage())
             if chunk.message is not None:
                 content.append(chunk.message.content)
                 for call in chunk.message.tool_calls or []:
@@ -115,7 +119,8 @@ class OllamaModel(HttpModel):
                                                  call.function.arguments))
             if chunk.done:
                 return ModelAnswer(content="".join(content), tool_calls=calls, usage=Usage(
-                    prompt_tokens=chunk.prompt_eval_count or 0, completion_tokens=chunk.eval_count or 0))
+                    prompt_tokens=chunk.prompt_eval_count or 0, completion_tokens=chunk.eval_count or 0),
+                    finish_reason=(chunk.done_reason or "")[:64])
         raise Transient(f"Ollama at {self.base_url} ended the stream before {model}'s answer was done",
                         code="ACODE-LLM-010", fix="check the server's log")
 

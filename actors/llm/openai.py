@@ -6,7 +6,8 @@ The answer streams as server-sent events: ``data: {chunk}`` lines ending with ``
 assembled here. Arguments that do not decode to a JSON object are kept as text in
 ``ModelToolCall.invalid_arguments``: the executor tells the model what was wrong instead
 of failing the stage. ``stream_options.include_usage`` asks for a last chunk with the
-token counts.
+token counts, and ``max_tokens`` caps the answer (``finish_reason: "length"`` when it
+hit the cap).
 
 A model the server does not have answers (LM Studio) 404 ``{"error": {"message": "Model
 \\"x\\" not found...", "code": "model_not_found"}}``: ACODE-LLM-006, never retried. The key
@@ -26,7 +27,7 @@ import msgspec
 from actors.llm.http import HttpModel, Transient, parse_arguments
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, Usage
+from protocol.results import ModelAnswer, ModelToolCall, Usage
 from protocol.session import OpenAIProvider
 
 __all__ = ["OpenAICompatibleModel", "sse_data"]
@@ -88,10 +89,12 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
+        # Arguments that were not JSON go back as {}: llama.cpp's template path parses every
+        # call in the history and refuses the whole request otherwise; the raw text and the
+        # problem are in the correction the executor sends.
         out["tool_calls"] = [
             {"id": c.id, "type": "function",
-             "function": {"name": c.name,
-                          "arguments": c.invalid_arguments or msgspec.json.encode(c.arguments).decode()}}
+             "function": {"name": c.name, "arguments": msgspec.json.encode(c.arguments).decode()}}
             for c in message.tool_calls]
     return out
 
@@ -126,10 +129,10 @@ class OpenAICompatibleModel(HttpModel):
                              f"export {variable} before `acode up`, or clear api_key_env", code="ACODE-LLM-001")
         return {"Authorization": f"Bearer {key}"}
 
-    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+    def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         spec = self.spec
         body: dict[str, Any] = {"model": model, "messages": [_message(m) for m in request.messages],
-                                "temperature": spec.temperature, "stream": True,
+                                "temperature": spec.temperature, "max_tokens": max_tokens, "stream": True,
                                 "stream_options": {"include_usage": True}}
         if spec.seed is not None:
             body["seed"] = spec.seed
@@ -152,6 +155,7 @@ class OpenAICompatibleModel(HttpModel):
         calls: dict[int, _Call] = {}
         usage = Usage()
         finished = False
+        reason = ""
         for data in sse_data(lines):
             if data.strip() == "[DONE]":
                 finished = True
@@ -162,12 +166,14 @@ class OpenAICompatibleModel(HttpModel):
                 raise ModelError(f"{self.label} at {self.base_url} sent an event that is not a chat chunk ({exc}): "
                                  f"{data[:120]!r}; does base_url end in /v1?", code="ACODE-LLM-010") from exc
             if chunk.error is not None:
-                raise self.stream_error(chunk.error, model, 400)
+                return self.interrupted(chunk.error, model, 400, content="".join(content),
+                                        calls=self._calls(calls), usage=usage)
             if chunk.usage is not None:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens or 0,
                               completion_tokens=chunk.usage.completion_tokens or 0)
             for choice in (chunk.choices or [])[:1]:
                 finished = finished or choice.finish_reason is not None
+                reason = (choice.finish_reason or reason)[:64]
                 delta = choice.delta
                 if delta is None:
                     continue
@@ -177,9 +183,13 @@ class OpenAICompatibleModel(HttpModel):
         if not finished:
             raise Transient(f"{self.label} at {self.base_url} ended the stream before {model}'s answer was done",
                             code="ACODE-LLM-010", fix="check the server's log")
-        tool_calls = [parse_arguments(call.id or f"call_{i}", call.name, "".join(call.arguments))
-                      for i, call in enumerate(calls[k] for k in sorted(calls))]
-        return ModelAnswer(content="".join(content), tool_calls=tool_calls, usage=usage)
+        return ModelAnswer(content="".join(content), tool_calls=self._calls(calls), usage=usage,
+                           finish_reason=reason)
+
+    @staticmethod
+    def _calls(calls: dict[int, _Call]) -> list[ModelToolCall]:
+        return [parse_arguments(call.id or f"call_{i}", call.name, "".join(call.arguments))
+                for i, call in enumerate(calls[k] for k in sorted(calls))]
 
     @staticmethod
     def _add(calls: dict[int, _Call], piece: _ToolCallDelta) -> None:
@@ -209,3 +219,38 @@ class OpenAICompatibleModel(HttpModel):
             raise ModelError(f"{self.label} at {self.base_url} answered GET /models without a model list; does "
                              "base_url end in /v1?", code="ACODE-LLM-010")
         return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+
+    def context_length(self, model: str, *, timeout: float = 5.0) -> tuple[int, str] | None:
+        """The context the server gives ``model``, and where it said so; None when it does not say.
+
+        llama.cpp: ``GET /props`` ``default_generation_settings.n_ctx`` (what one request gets),
+        else ``GET /v1/models`` ``data[].meta.n_ctx``; vLLM: ``data[].max_model_len``; LM Studio:
+        ``GET /api/v0/models`` ``loaded_context_length`` (else ``max_context_length``).
+        """
+        found = self._quietly(lambda: self.fetch_json("GET", "/props", timeout=timeout, root=True))
+        settings = found.get("default_generation_settings") if isinstance(found, dict) else None
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            return settings["n_ctx"], "llama.cpp GET /props default_generation_settings.n_ctx"
+        for path, root, source in (("/models", False, "GET /v1/models"), ("/api/v0/models", True,
+                                                                           "LM Studio GET /api/v0/models")):
+            listed = self._quietly(lambda p=path, r=root: self.fetch_json("GET", p, timeout=timeout, root=r))
+            data = listed.get("data") if isinstance(listed, dict) else None
+            entry = next((m for m in data or [] if isinstance(m, dict) and m.get("id") == model), None)
+            if entry is None:
+                continue
+            meta = entry.get("meta")
+            if not isinstance(meta, dict):
+                meta = {}
+            for value, field in ((meta.get("n_ctx"), "meta.n_ctx"), (entry.get("max_model_len"), "max_model_len"),
+                                 (entry.get("loaded_context_length"), "loaded_context_length"),
+                                 (entry.get("max_context_length"), "max_context_length")):
+                if isinstance(value, int) and value > 0:
+                    return value, f"{source} {field}"
+        return None
+
+    @staticmethod
+    def _quietly(call: Any) -> Any:
+        try:
+            return call()
+        except ModelError:
+            return None  # this server does not have that endpoint

@@ -9,6 +9,7 @@ scripted provider uses it (it serves response number ``seq``).
 ``nonce`` is the random marker the stage wrapped untrusted text in (see
 ``actors.stages.untrusted``); it changes on every dispatch, so the recorded-answer hash
 replaces it with a placeholder and a replayed stage still finds its answers.
+``max_tokens`` overrides the provider's answer cap (``acode doctor``'s tiny probes).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     tools: list[dict[str, Any]] = []
     json_schema: dict[str, Any] | None = None
     nonce: str = ""
+    max_tokens: int = 0  # the answer's cap; 0: the provider's setting for the stage
 
 
 class Provider(Protocol):

@@ -45,4 +45,5 @@ class ScriptedModel:
                  for i, c in enumerate(response.tool_calls)]
         prompt = sum(len(m.content) for m in request.messages) // 4
         return ModelAnswer(content=text, tool_calls=calls,
-                           usage=Usage(prompt_tokens=prompt, completion_tokens=len(text) // 4 + 8 * len(calls)))
+                           usage=Usage(prompt_tokens=prompt, completion_tokens=len(text) // 4 + 8 * len(calls),
+                                       estimated=True))  # a count of characters, not of a tokenizer

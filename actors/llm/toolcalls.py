@@ -87,13 +87,24 @@ def check(call: ModelToolCall) -> str | None:
         return (f"tool {_quote(call.name)} is not available; call one of: {', '.join(TOOL_ARGS)} "
                 "(ACODE-SBX-001)")
     if call.invalid_arguments:
-        return (f"arguments must be a JSON object: the arguments of {call.name} were {_quote(call.invalid_arguments)}; "
-                f"call it again as {signature(call.name)} (ACODE-EXEC-007)")
+        return (f"arguments must be a JSON object: the arguments of {call.name} were {_quote(call.invalid_arguments)}"
+                f"{_json_problem(call.invalid_arguments)}; call it again as {signature(call.name)} (ACODE-EXEC-007)")
     try:
         decode_args(call.name, call.arguments)
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         return f"invalid arguments for {call.name}: {exc}; it takes {signature(call.name)} (ACODE-EXEC-007)"
     return None
+
+
+def _json_problem(text: str) -> str:
+    """`` (not JSON: <why>)`` for text that does not decode, '' for JSON that is not an object."""
+    try:
+        _decoder.decode(text.strip())
+    except json.JSONDecodeError as exc:
+        return f" (not JSON: {exc.msg} at column {exc.colno})"
+    except (ValueError, RecursionError):
+        return " (not JSON)"
+    return ""
 
 
 def signature(tool: str) -> str:

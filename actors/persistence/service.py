@@ -3,7 +3,25 @@
 It is the single writer of the database. Requests are handled inline on the loop thread
 (``Worker(threads=0)``): one connection, one writer, no locks of our own; a commit costs
 one fsync with ``synchronous = full`` (the default) and far less with ``normal``.
-``capacity`` only lets the broker queue requests here instead of in its own queue.
+``capacity`` lets the broker queue requests here instead of in its own queue.
+
+**Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
+tool call without side effects (``FinishToolCall.rerun_safe``) and the model-answer cache
+(claims and answers), and a group commit of only such writes and reads. In WAL mode a power
+cut can lose such a commit only together with every commit after it (the next full commit
+syncs the log whole), so nothing durable ever depends on what was lost: the read runs again,
+the model is asked again. Transitions, steps, intents and the results of side-effecting calls
+stay durable before any answer.
+
+**Group commit.** The handler only decodes a request and queues it (``DEFERRED``); when the
+worker has read every request waiting on its socket (``drained``), the queued ones are served
+in order inside one transaction (:meth:`Store.group`, one savepoint each, at most
+:data:`_GROUP` of them) and committed with one fsync. Only then is any of them answered and
+any of their events published: a reply is never sent for a write that is not durable, and a
+crash before the commit loses the whole group, none of it acknowledged, so every sender
+resends and the idempotent writes apply once. A request that fails answers its own error
+(its savepoint is undone); a failed commit answers every request of the group with it.
+A lone request costs what it did before: it is served as soon as it has been read.
 
 :func:`dispatch` maps each request type to one store call with ``match``; adding a type
 to :data:`PersistenceRequest` without a case fails type checking (``assert_never``) and
@@ -20,6 +38,9 @@ Options (``spec.options``, unknown keys refused):
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -31,9 +52,9 @@ from actors._base import Actor
 from actors.paths import RunPaths
 from actors.persistence.schema import LATEST
 from actors.persistence.store import Store, Synchronous
-from broker.worker import Request, Worker
+from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
-from protocol.errors import ConfigError
+from protocol.errors import AcodeError, ConfigError
 from protocol.events import Event
 from protocol.messages import (
     Ack,
@@ -41,6 +62,7 @@ from protocol.messages import (
     ClaimModelAnswer,
     Commit,
     Committed,
+    Error,
     EventList,
     FinishToolCall,
     GetEvents,
@@ -48,6 +70,7 @@ from protocol.messages import (
     GetSession,
     GetSteps,
     ListSessions,
+    Message,
     PersistenceReply,
     PersistenceRequest,
     PlanFound,
@@ -62,6 +85,10 @@ __all__ = ["SERVICE", "PersistenceActor", "PersistenceOptions", "dispatch", "loa
 
 SERVICE = "persistence"
 _CAPACITY = 32
+_GROUP = 64  # requests per group commit at most
+# Test hook for the group-commit drill: the first group of at least this many requests
+# kills this process (SIGKILL) after its writes ran and before its commit.
+FAULT_KILL_BEFORE_COMMIT = "ACODE_FAULT_KILL_BEFORE_GROUP_COMMIT"
 
 
 class PersistenceOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -90,8 +117,9 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return Committed(seqs=appended.seqs), appended.inserted
         case FinishToolCall():
             appended = store.finish_tool_call(request.key, session_id=request.session_id,
-                                              result=request.result, event=request.event)
-            return Committed(seqs=appended.seqs), appended.inserted
+                                              result=request.result, event=request.event,
+                                              rerun_safe=request.rerun_safe)
+            return Committed(seqs=appended.seqs, result=appended.first_result), appended.inserted
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=request.risk,
@@ -116,6 +144,19 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             assert_never(request)
 
 
+def _relaxed(request: PersistenceRequest) -> bool:
+    """Whether a group holding ``request`` may commit without waiting for the disk: it writes
+    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe)."""
+    match request:
+        case FinishToolCall(rerun_safe=rerun_safe):
+            return rerun_safe
+        case ClaimModelAnswer() | RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
+                | GetSteps():
+            return True
+        case _:
+            return False
+
+
 class PersistenceActor(Actor):
     actor = "persistence"
 
@@ -124,6 +165,9 @@ class PersistenceActor(Actor):
         self.store: Store | None = None
         self.worker: Worker | None = None
         self._events: zmq.Socket[Any] | None = None
+        self._queued: list[tuple[Request, PersistenceRequest]] = []
+        fault = os.environ.get(FAULT_KILL_BEFORE_COMMIT, "")
+        self._kill_at_group = int(fault) if fault.isdigit() else 0
 
     def on_start(self) -> None:
         options, path = load_options(self.spec)
@@ -132,7 +176,7 @@ class PersistenceActor(Actor):
                       schema=LATEST, synchronous=options.synchronous)
         self._events = self.socket(zmq.PUB)
         self._events.connect(self.spec.endpoints.events_in)
-        self.worker = Worker(self, SERVICE, self.handle, capacity=_CAPACITY, threads=0)
+        self.worker = Worker(self, SERVICE, self.handle, capacity=_CAPACITY, threads=0, drained=self.serve_queued)
         self.worker.start()
 
     def on_stop(self) -> None:
@@ -144,15 +188,60 @@ class PersistenceActor(Actor):
     def busy(self) -> list[str]:
         return self.worker.busy() if self.worker is not None else []
 
-    def handle(self, request: Request) -> PersistenceReply:
-        assert self.store is not None, "handle() runs only after on_start()"
-        body = codec.PERSISTENCE_REQUEST.decode(request.body)
+    def handle(self, request: Request) -> Message:
+        """Decode and queue; :meth:`serve_queued` answers once the group is durable."""
+        body = codec.PERSISTENCE_REQUEST.decode(request.body)  # a bad body is answered at once
+        self._queued.append((request, body))
+        if len(self._queued) >= _GROUP:
+            self.serve_queued()
+        return DEFERRED
+
+    def serve_queued(self) -> None:
+        """Serve the queued requests in one group commit, then answer them and publish."""
+        assert self.store is not None and self.worker is not None, "requests arrive only after on_start()"
+        group, self._queued = self._queued, []
+        if not group:
+            return
+        replies: list[PersistenceReply | Error] = []
+        inserted: list[Event] = []
+        try:
+            with self.store.group(relaxed=all(_relaxed(body) for _, body in group)):
+                for request, body in group:
+                    reply, events = self._serve_one(request, body)
+                    replies.append(reply)
+                    inserted.extend(events)
+                if self._kill_at_group and len(group) >= self._kill_at_group:
+                    self._die_before_commit(group)
+        except AcodeError as exc:  # the commit failed: nothing of the group is durable
+            self.log.warning("group_commit_failed", requests=len(group), error=str(exc))
+            replies, inserted = [Error(error=exc.info()) for _ in group], []
+        for (request, _), reply in zip(group, replies, strict=True):
+            self.worker.reply(request, reply)
+        self._publish(inserted)
+        if len(group) > 1:
+            self.log.debug("group_committed", requests=len(group), events=len(inserted))
+
+    def _serve_one(self, request: Request, body: PersistenceRequest) -> tuple[PersistenceReply | Error, list[Event]]:
+        """One request of a group; its failure is its own answer (its savepoint is undone)."""
+        assert self.store is not None
         with structlog.contextvars.bound_contextvars(request_id=request.id,
                                                      session_id=request.envelope.session_id,
                                                      trace_id=request.envelope.trace_id):
-            reply, inserted = dispatch(self.store, body)
-            self._publish(inserted)
-        return reply
+            try:
+                return dispatch(self.store, body)
+            except AcodeError as exc:
+                return Error(error=exc.info()), []
+            except Exception as exc:  # noqa: BLE001 - a handler bug answers, it does not kill the actor
+                self.log.exception("handler_failed", service=SERVICE, request_id=request.id)
+                return Error(error=AcodeError(
+                    f"internal error in {SERVICE}: {type(exc).__name__}: {exc}").info()), []
+
+    def _die_before_commit(self, group: list[tuple[Request, PersistenceRequest]]) -> None:
+        """The fault drill: say which events the group held, then SIGKILL this process."""
+        ids = [event.id for _, body in group if isinstance(body, Commit) for event in body.events]
+        print(f"{FAULT_KILL_BEFORE_COMMIT}: killing persistence before committing a group of "
+              f"{len(group)} requests; event ids: {','.join(ids)}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def _publish(self, events: list[Event]) -> None:
         assert self._events is not None

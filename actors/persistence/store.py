@@ -1,6 +1,7 @@
 """The SQLite store behind the persistence actor: one connection, one writer, no ZeroMQ.
 
-Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction and idempotent by the id
+Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction (or a savepoint of a
+group commit, :meth:`Store.group`: several writes, one transaction) and idempotent by the id
 the sender chose, because requests are delivered at least once and this process may be
 killed between its commit and its reply:
 
@@ -70,10 +71,12 @@ _ANSWER = msgspec.msgpack.Decoder(ModelAnswer)
 
 class Appended(msgspec.Struct, frozen=True, kw_only=True):
     """What an append did: the seq of each event in request order, and the events it
-    inserted now (as stored: with ``seq`` and ``at``), which are the ones to publish."""
+    inserted now (as stored: with ``seq`` and ``at``), which are the ones to publish.
+    ``first_result``: a tool call's result journaled before, kept instead of the one sent."""
 
     seqs: list[int]
     inserted: list[Event]
+    first_result: ToolResult | None = None
 
 
 def _session_not_found(session_id: str) -> NotFoundError:
@@ -104,6 +107,8 @@ class Store:
         self._clock = clock
         self._redactor = redactor or default_redactor()
         self._conn: sqlite3.Connection | None = None
+        self._grouped = False  # inside group(): writes are savepoints of one transaction
+        self._synchronous = _SYNCHRONOUS[synchronous]
         with self._errors("opening the database"):
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
@@ -163,18 +168,69 @@ class Store:
             yield self._connection()
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction: commit when the block ends, roll back if it raises."""
-        with self._errors(action):
+    def _relaxed(self, conn: sqlite3.Connection, relaxed: bool) -> Iterator[None]:
+        """A transaction committed with ``synchronous = normal`` when ``relaxed`` and the store
+        is ``full``: durable against any process crash, not against a power cut. In WAL mode
+        the next ``full`` commit syncs it too (the log is one file, synced whole), so a power
+        cut loses a relaxed commit only with every commit after it."""
+        if not relaxed or self._synchronous == "NORMAL":
+            yield
+            return
+        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+
+    @contextmanager
+    def _write(self, action: str, *, relaxed: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction: commit when the block ends, roll back if it raises
+        (``relaxed``: see :meth:`_relaxed`).
+
+        Inside :meth:`group` it is a savepoint of the group's transaction instead: its
+        writes are undone alone if it raises, and made durable only by the group's commit.
+        """
+        with self._errors(action), self._relaxed(self._connection(), relaxed and not self._grouped):
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            begin, end, undo = (("SAVEPOINT write", "RELEASE write", "ROLLBACK TO write") if self._grouped
+                                else ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
+            conn.execute(begin)
             try:
                 yield conn
+                conn.execute(end)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(undo)
+                    if self._grouped:
+                        conn.execute(end)
+                raise
+
+    @contextmanager
+    def group(self, *, relaxed: bool = False) -> Iterator[None]:
+        """Group commit: every write made in the block shares one transaction, committed
+        (one fsync) when the block ends, or rolled back whole if the block raises or the
+        commit fails. The caller must not acknowledge any write of the block before it
+        ends: until then nothing of it is durable, and a crash loses all of it together.
+
+        A write that raises inside the block undoes only its own changes (a savepoint);
+        the others stay in the group. Reads inside the block see the group's writes.
+        ``relaxed`` (every write of the group may be): see :meth:`_relaxed`.
+        """
+        if self._grouped:
+            raise RuntimeError(f"a group commit on {self.path} is already open; groups do not nest")
+        with self._errors("committing a group of writes"), self._relaxed(self._connection(), relaxed):
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            self._grouped = True
+            try:
+                yield
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._grouped = False
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -232,11 +288,21 @@ class Store:
             return ToolCallState(state="done", pre_image=first_pre_image, result=_RESULT.decode(result))
 
     def finish_tool_call(self, key: str, *, session_id: str, result: ToolResult,
-                         event: Event) -> Appended:
-        """Journal the result (the first one stays) and append ``event``: one transaction."""
+                         event: Event, rerun_safe: bool = False) -> Appended:
+        """Journal the result and append ``event``: one transaction. A call journaled without
+        an intent (one without side effects) gets its row here.
+
+        If ``key`` already has a result, the first one stays: nothing is written, the event is
+        not appended (unless it is this very event, resent: then its seq is answered), and that
+        first result is returned as ``first_result`` (None when ``result`` was stored now).
+        ``rerun_safe`` (a call without side effects) commits it relaxed (:meth:`_relaxed`)."""
         key = self._text(key)
-        with self._write(f"journaling the result of tool call {key}") as conn:
+        with self._write(f"journaling the result of tool call {key}", relaxed=rerun_safe) as conn:
             self._require_session(conn, session_id)
+            row = conn.execute("SELECT result FROM tool_calls WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] is not None:
+                seq = conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()
+                return Appended(seqs=[seq[0]] if seq else [], inserted=[], first_result=_RESULT.decode(row[0]))
             now = self._clock()
             conn.execute(
                 "INSERT INTO tool_calls (key, session_id, tool, arguments, risk, intent_at, result, "
@@ -249,8 +315,12 @@ class Store:
 
     def claim_model_answer(self, request_hash: str, *, session_id: str, stage: Stage) -> ModelAnswerClaim:
         """The place (and answer, once recorded) of ``request_hash`` in its stage's sequence;
-        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``."""
-        with self._write(f"claiming model answer {request_hash}") as conn:
+        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``.
+
+        Claims and answers are a cache of the model: committed relaxed (:meth:`_relaxed`). A
+        power cut loses one only with every commit after it, so nothing durable depends on a
+        lost answer, and the stage asks the model again."""
+        with self._write(f"claiming model answer {request_hash}", relaxed=True) as conn:
             row = conn.execute("SELECT seq, answer FROM model_answers WHERE request_hash = ?",
                                (request_hash,)).fetchone()
             if row is not None:
@@ -264,7 +334,7 @@ class Store:
 
     def record_model_answer(self, request_hash: str, answer: ModelAnswer) -> None:
         """Store the answer of a claimed hash (the first recorded answer stays)."""
-        with self._write(f"recording model answer {request_hash}") as conn:
+        with self._write(f"recording model answer {request_hash}", relaxed=True) as conn:
             row = conn.execute("SELECT answer IS NULL FROM model_answers WHERE request_hash = ?",
                                (request_hash,)).fetchone()
             if row is None:

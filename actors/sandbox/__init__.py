@@ -9,7 +9,7 @@ Modules, from the wire inwards::
     edits.py     modify_file's search/replace edits, newline style, closest-region hints
     patch.py     modify_file's unified-diff form: header checks, hunks placed by context
     protected.py writes into .git and .agent refused, on the kernel-resolved location
-    search.py    list_directory, search_code (regex with a time budget)
+    search.py    list_directory, search_code (regex with a time budget), search_code_terms (one walk, many queries)
     baseline.py  internal tools baseline_workspace, diff_workspace: the session's starting point and its diff
     gitsnap.py   git snapshots on a private ref, with plumbing a hostile repository config cannot hijack
     manifest.py  content manifest and difflib diff, for a workspace that is not a git work tree
@@ -23,6 +23,21 @@ Modules, from the wire inwards::
 ``python -m actors.sandbox --spec <json>`` runs it.
 """
 
-from actors.sandbox.actor import SandboxActor
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.sandbox.actor import SandboxActor
 
 __all__ = ["SandboxActor"]
+
+
+def __getattr__(name: str) -> Any:
+    """``SandboxActor`` is loaded on first use: a process that needs one sandbox module
+    (the CLI reads :mod:`actors.sandbox.isolation`'s names) does not load the actor."""
+    if name == "SandboxActor":
+        from actors.sandbox.actor import SandboxActor
+
+        return SandboxActor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from actors import lean  # noqa: F401  (first: keeps this process lean)
 from actors._base import main
 from actors.sandbox.actor import SandboxActor
 

@@ -25,25 +25,29 @@ process groups, and idle persistence clients are closed, so the context can term
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal, assert_never
 
 import msgspec
 
 from actors._base import Actor
 from actors.paths import RunPaths
+from actors.sandbox import visible
 from actors.sandbox.baseline import Baselines
-from actors.sandbox.isolation import FORCE_ENV, Isolation, choose
+from actors.sandbox.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.journal import Journal
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.terminal import Terminal, command_policy_of
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import ConfigError
 from protocol.messages import Message, RunTool, ToolDone
+from protocol.sandbox import SandboxPolicy
 from protocol.spec import ActorSpec
 
-__all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "isolation_of"]
+__all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "describe_view", "isolation_of"]
 
 PERSISTENCE_TIMEOUT_S = 30.0
 CAPACITY = 4
@@ -54,6 +58,17 @@ class SandboxOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
     isolation: Literal["auto", "process", "landlock", "bubblewrap"] | None = None
     tree: Literal["auto", "pidns", "subreaper"] | None = None
+
+
+def describe_view(terminal: Terminal, policy: SandboxPolicy | None = None) -> str:
+    """What a command may read, in one line (``acode status``'s ``sandbox reads``): the
+    default allowlist's view on this sandbox's PATH, or ``policy``'s."""
+    policy = policy or SandboxPolicy()
+    if terminal.isolation.level == "process":
+        return "everything this user can read (process level: " + READS_NOT_CONFINED.split(": ", 1)[1] + ")"
+    path = command_env(Path(tempfile.gettempdir()))["PATH"]
+    view = terminal.view(policy, path, command_policy_of(policy).allow)
+    return visible.summary(view, read_opt=policy.read_opt)
 
 
 def isolation_of(spec: ActorSpec, environ: Mapping[str, str] = os.environ) -> tuple[Isolation, str]:
@@ -87,9 +102,10 @@ class SandboxActor(Actor):
         self.terminal = Terminal(isolation, subreaper=True)
         paths = RunPaths.for_home(self.spec.home)
         self.terminal.hide(str(paths.home), str(paths.sock_dir))
+        self.sees = describe_view(self.terminal)
         self.log.info("sandbox_isolation", isolation=self.terminal.isolation.describe(),
                       level=self.terminal.isolation.level, mode=self.terminal.isolation.mode,
-                      forced=self.forced or None)
+                      forced=self.forced or None, sees=self.sees)
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
@@ -112,7 +128,7 @@ class SandboxActor(Actor):
         if terminal is None:
             return {}
         forced = f" (forced by {self.forced})" if self.forced else ""
-        return {"isolation": terminal.isolation.describe() + forced}
+        return {"isolation": terminal.isolation.describe() + forced, "reads": self.sees}
 
     def busy(self) -> list[str]:
         worker: Worker | None = getattr(self, "worker", None)

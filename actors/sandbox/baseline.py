@@ -23,6 +23,15 @@ Two kinds, chosen when the baseline is recorded:
 - **manifest** (anything else): a content manifest in the session's store
   (:mod:`actors.sandbox.manifest`).
 
+**Ignore rules cannot hide a change.** The model can edit ``.gitignore`` files,
+``.git/info/exclude`` and ``.git/config`` (``core.excludesFile``) through commands. So the
+baseline records the rules in force when it was made (every ``.gitignore`` it saw, with
+``info/exclude`` and the excludes file beneath them) and a diff lists, besides what the
+rules of now show, every file the baseline's own rules do not ignore and every file of
+the baseline still on disk: a file made and then ignored, or untracked and ignored,
+still shows with its content. The header names the rule files of ``.git`` changed since
+(``.gitignore`` changes are in the diff itself).
+
 The diff's output starts with a header (the baseline, then every changed file as
 ``A``/``M``/``D``/``T``/``R`` and its path, git's ``--name-status`` letters), then the
 unified diff, cut at ``max_bytes`` with a marker counting what was cut. A session with no
@@ -32,7 +41,9 @@ the repository replaced) is ACODE-SBX-018.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import posixpath
 import re
 import threading
 import time
@@ -43,7 +54,7 @@ from typing import Literal
 
 import msgspec
 
-from actors.sandbox import gitsnap, manifest
+from actors.sandbox import gitsnap, ignore, manifest, snapshot
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.gitsnap import Change
 from actors.sandbox.output import Outcome, utf8_stop
@@ -70,6 +81,12 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
     ref: str = ""
     commit: str = ""
     tree: str = ""
+    # The ignore rules in force at the baseline (see "Ignore rules" above); a record made
+    # before they were kept has rules_recorded False and diffs with today's rules only.
+    rules_recorded: bool = False
+    gitignores: dict[str, str] = {}  # directory ("." the root) -> its .gitignore text
+    exclude_root: str = ""  # git: info/exclude and core.excludesFile, beneath every .gitignore
+    rule_sources: dict[str, str] = {}  # git: .git/info/exclude, .git/config, core.excludesFile -> sha256
 
 
 def ref_of(session_id: str) -> str:
@@ -154,6 +171,8 @@ class Baselines:
         ref = ref_of(session_id)
         with gitsnap.Scratch(repo.objects, repo.object_format) as scratch:
             snap = scratch.snapshot(ws, repo)
+            gitignores = _gitignores(ws, snap.paths)
+            exclude_root, sources = _git_rules(repo)
             commit = scratch.commit(snap.tree, f"acode baseline of session {session_id}\n\nworkspace {ws.root}\n")
             standing = repo.create_ref(ref, commit)
             tree = snap.tree
@@ -162,12 +181,14 @@ class Baselines:
                 commit = standing
         return Record(session_id=session_id, workspace=ws.root, kind="git", recorded_at=time.time(), files=snap.files,
                       git_dir=repo.git_dir, objects=repo.objects, object_format=repo.object_format, ref=ref,
-                      commit=commit, tree=tree)
+                      commit=commit, tree=tree, rules_recorded=True, gitignores=gitignores,
+                      exclude_root=exclude_root, rule_sources=sources)
 
     def _manifest(self, ws: Workspace, session_id: str) -> Record:
         files, unstored = manifest.record(ws, str(self.store(session_id)))
         return Record(session_id=session_id, workspace=ws.root, kind="manifest", recorded_at=time.time(),
-                      files=len(files), unstored=unstored)
+                      files=len(files), unstored=unstored, rules_recorded=True,
+                      gitignores=_gitignores(ws, list(files)))
 
     # -- diff_workspace --------------------------------------------------------------------
 
@@ -179,17 +200,20 @@ class Baselines:
         if record.workspace != ws.root:
             raise SandboxError(f"session {session_id}'s baseline is of the workspace {record.workspace}, not "
                                f"{ws.root}; diff the workspace the session runs in", code="ACODE-SBX-017")
+        rules = ignore.recorded_rules(record.gitignores, record.exclude_root) if record.rules_recorded else None
+        notes: list[str] = []
         if record.kind == "git":
-            changes, patch, total = self._diff_git(ws, record, max_bytes)
+            changes, patch, total, notes = self._diff_git(ws, record, max_bytes, rules)
         else:
             base = manifest.load(str(self.store(session_id)))
             if base is None:
                 raise SandboxError(f"the manifest of session {session_id}'s baseline is missing from "
                                    f"{self.store(session_id)}", code="ACODE-SBX-018")
-            changes, patch, total = manifest.diff(ws, str(self.store(session_id)), base, max_bytes)
-        return Outcome(output=_render(record, self.store(session_id), changes, patch, total, max_bytes))
+            changes, patch, total = manifest.diff(ws, str(self.store(session_id)), base, max_bytes, rules=rules)
+        return Outcome(output=_render(record, self.store(session_id), changes, patch, total, max_bytes, notes))
 
-    def _diff_git(self, ws: Workspace, record: Record, limit: int) -> tuple[list[Change], str, int]:
+    def _diff_git(self, ws: Workspace, record: Record, limit: int,
+                  rules: ignore.Rules | None) -> tuple[list[Change], str, int, list[str]]:
         repo = gitsnap.discover(ws.root)
         if repo is None or repo.git_dir != record.git_dir:
             now = "is no longer a git work tree" if repo is None else f"now uses the git directory {repo.git_dir}"
@@ -200,18 +224,53 @@ class Baselines:
                 raise SandboxError(f"the baseline tree {record.tree} of {record.ref} is missing from {record.objects} "
                                    "(pruned, or the repository was replaced); the change cannot be shown",
                                    code="ACODE-SBX-018")
-            current = scratch.snapshot(ws, repo)
+            also = scratch.tree_paths(record.tree)  # a baseline file now untracked and ignored still counts
+            if rules is not None:
+                also += [entry.path for entry in snapshot.walk(ws, rules, nested_repos=False)]
+            current = scratch.snapshot(ws, repo, also)
             changes = scratch.changes(record.tree, current.tree)
             patch, total = scratch.patch(record.tree, current.tree, limit)
-        return changes, patch.decode("utf-8", "replace"), total
+        _, sources = _git_rules(repo)
+        changed = [name for name in sorted(set(sources) | set(record.rule_sources))
+                   if record.rules_recorded and sources.get(name) != record.rule_sources.get(name)]
+        notes = [f"ignore rules changed since the baseline: {', '.join(changed)}; the files they would hide are "
+                 "listed all the same"] if changed else []
+        return changes, patch.decode("utf-8", "replace"), total, notes
 
 
-def _render(record: Record, store: Path, changes: list[Change], patch: str, total: int, max_bytes: int) -> str:
+def _gitignores(ws: Workspace, paths: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The text of each ``.gitignore`` among ``paths``, by its directory ("." the root)."""
+    found: dict[str, str] = {}
+    wanted = [p for p in paths if posixpath.basename(p) == ".gitignore"]
+    for entry in snapshot.entries(ws, wanted):
+        text = None if entry.is_link else ignore.read_text(entry.name, entry.dir_fd)
+        if text is not None:
+            found[posixpath.dirname(entry.path) or "."] = text
+    return found
+
+
+def _git_rules(repo: gitsnap.Repo) -> tuple[str, dict[str, str]]:
+    """The repository's own ignore patterns (``info/exclude``, then ``core.excludesFile``,
+    which git reads first) as one text, and a sha256 of each rule source: those two files
+    and ``.git/config``, which names the excludes file ("" when absent)."""
+    excludes = repo.git("config", "--path", "--get", "core.excludesFile", check=False).stdout.decode(
+        "utf-8", "surrogateescape").strip()
+    texts = {".git/info/exclude": ignore.read_text(os.path.join(repo.git_dir, "info", "exclude")),
+             ".git/config": ignore.read_text(os.path.join(repo.git_dir, "config")),
+             "core.excludesFile": ignore.read_text(excludes) if os.path.isabs(excludes) else None}
+    sources = {name: hashlib.sha256(text.encode()).hexdigest() if text is not None else ""
+               for name, text in texts.items()}
+    root = (texts["core.excludesFile"] or "") + "\n" + (texts[".git/info/exclude"] or "")
+    return root, sources
+
+
+def _render(record: Record, store: Path, changes: list[Change], patch: str, total: int, max_bytes: int,
+            notes: list[str] | None = None) -> str:
     counts: dict[str, int] = {}
     for change in changes:
         counts[change.status[0]] = counts.get(change.status[0], 0) + 1
     names = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "type changed"}
-    head = [f"baseline: {_describe(record, store)}, recorded {_when(record.recorded_at)}"]
+    head = [f"baseline: {_describe(record, store)}, recorded {_when(record.recorded_at)}", *(notes or [])]
     if not changes:
         head.append("no changes since the baseline")
         return _text("\n".join(head) + "\n")

@@ -3,7 +3,8 @@
 :class:`ToolCall` checks the request before anything runs: the tool must be a sandbox
 tool (ACODE-SBX-001, naming those that are), its arguments must decode into the tool's
 Struct (ACODE-SBX-007), and the workspace must be an existing directory (ACODE-SBX-004).
-The internal tools (``baseline_workspace``, ``diff_workspace``: :mod:`actors.sandbox.baseline`)
+The internal tools (``baseline_workspace``, ``diff_workspace``: :mod:`actors.sandbox.baseline`;
+``search_code_terms``: :mod:`actors.sandbox.search`)
 are accepted too, but never named in a refusal: the model is not to learn of them.
 A refusal is kept and becomes the call's result, because the model must see it; it is
 not an exception to the caller. The same applies to every :class:`SandboxError` a tool
@@ -39,6 +40,7 @@ from protocol.tools import (
     Risk,
     RunTerminal,
     SearchCode,
+    SearchCodeTerms,
     StepComplete,
     StepFailed,
     ToolArgs,
@@ -94,6 +96,9 @@ class ToolCall:
             case RunTerminal(command=text) | ReadFile(path=text) | WriteFile(path=text) | ModifyFile(path=text) \
                     | CreateDirectory(path=text) | ListDirectory(path=text) | SearchCode(query=text):
                 return text if len(text) <= _TARGET_CHARS else text[:_TARGET_CHARS] + "…"
+            case SearchCodeTerms(queries=queries):
+                text = " | ".join(queries)
+                return text if len(text) <= _TARGET_CHARS else text[:_TARGET_CHARS] + "…"
             case StepComplete() | StepFailed() | BaselineWorkspace() | DiffWorkspace() | None:
                 return ""
             case _:
@@ -109,6 +114,13 @@ class ToolCall:
             except SandboxError:
                 return "execute"
         return risk_of(self.request.tool)
+
+    @property
+    def side_effect_free(self) -> bool:
+        """A call that changes nothing anywhere (a read, a listing, a search, the diff against
+        the baseline): run again whenever no result is journaled, so its intent need not be
+        journaled first."""
+        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms, DiffWorkspace))
 
     def image(self) -> str | None:
         """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""
@@ -145,6 +157,8 @@ class ToolCall:
                 return search.list_directory(ws, args, max_bytes)
             case SearchCode() as args:
                 return search.search_code(ws, args, max_bytes)
+            case SearchCodeTerms() as args:
+                return search.search_code_terms(ws, args, max_bytes)
             case RunTerminal() as args:
                 # the model may ask for less time than the executor allows, never more
                 timeout = min(args.timeout_s or self.request.timeout_s, self.request.timeout_s)

@@ -44,7 +44,7 @@ import posixpath
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from actors.private import user_umask
@@ -192,6 +192,7 @@ class Change:
 class Snapshot:
     tree: str
     files: int
+    paths: tuple[str, ...] = ()  # what was listed (tracked, untracked-not-ignored, and ``also``)
 
 
 class Scratch:
@@ -292,9 +293,12 @@ class Scratch:
         flush()
         return written
 
-    def snapshot(self, ws: Workspace, repo: Repo) -> Snapshot:
-        """The tree of the workspace's tracked and untracked-but-not-ignored files, now."""
-        paths, gitlinks = repo.listing()
+    def snapshot(self, ws: Workspace, repo: Repo, also: Iterable[str] = ()) -> Snapshot:
+        """The tree of the workspace's tracked and untracked-but-not-ignored files, now, and
+        of the files among ``also`` that exist (what the baseline's own ignore rules and
+        files show: a rule added since cannot hide them)."""
+        listed, gitlinks = repo.listing()
+        paths = sorted(set(listed).union(p for p in also if p not in gitlinks), key=posixpath.split)
         ids: dict[str, tuple[str, str]] = {}  # path → (mode, blob id)
         links: dict[str, bytes] = {}
         for entry in snapshot.entries(ws, (p for p in paths if p not in gitlinks)):
@@ -327,7 +331,17 @@ class Scratch:
         if lines:
             self.git("update-index", "-z", "--index-info", stdin=b"".join(lines))
         tree = self.git("write-tree").stdout.decode().strip()
-        return Snapshot(tree=tree, files=len(ids))
+        return Snapshot(tree=tree, files=len(ids), paths=tuple(paths))
+
+    def tree_paths(self, tree: str) -> list[str]:
+        """The file and symlink paths of ``tree`` (submodules left out)."""
+        out = self.git("ls-tree", "-r", "-z", tree).stdout
+        paths = []
+        for record in out.split(b"\0"):
+            meta, _, raw = record.partition(b"\t")
+            if raw and not meta.startswith(b"160000"):
+                paths.append(os.fsdecode(raw))
+        return paths
 
     def commit(self, tree: str, message: str) -> str:
         return self.git("commit-tree", "--no-gpg-sign", "-m", message, tree).stdout.decode().strip()

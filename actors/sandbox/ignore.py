@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pathspec import GitIgnoreSpec
@@ -31,7 +32,7 @@ from pathspec import GitIgnoreSpec
 from actors.sandbox.confine import Workspace
 from protocol.errors import SandboxError
 
-__all__ = ["MAX_GITIGNORE_BYTES", "NO_RULES", "Rules", "for_start"]
+__all__ = ["MAX_GITIGNORE_BYTES", "NO_RULES", "Rules", "for_start", "read_text", "recorded_rules"]
 
 MAX_GITIGNORE_BYTES = 256 * 1024
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -77,17 +78,20 @@ def _spec(lines: list[str]) -> GitIgnoreSpec | None:
 @dataclass(frozen=True)
 class Rules:
     """The ``.gitignore`` specs in force in one directory, shallowest first, each with the
-    workspace-relative directory its patterns are relative to."""
+    workspace-relative directory its patterns are relative to. ``recorded`` (directory →
+    its ``.gitignore`` text) replaces the files on disk: the rules a baseline recorded."""
 
     specs: tuple[tuple[str, GitIgnoreSpec], ...] = ()
     enabled: bool = True
+    recorded: Mapping[str, str] | None = None
 
     def below(self, dir_fd: int, rel: str) -> Rules:
         """The rules inside directory ``rel`` (open as ``dir_fd``): these plus its ``.gitignore``."""
         if not self.enabled:
             return self
-        spec = _spec(_patterns(dir_fd))
-        return self if spec is None else Rules((*self.specs, (rel, spec)))
+        lines = _patterns(dir_fd) if self.recorded is None else self.recorded.get(rel, "").splitlines()
+        spec = _spec(lines)
+        return self if spec is None else Rules((*self.specs, (rel, spec)), recorded=self.recorded)
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """Whether the entry at workspace-relative ``rel`` is ignored; deepest decision wins."""
@@ -102,6 +106,31 @@ class Rules:
 
 
 NO_RULES = Rules(enabled=False)
+
+
+def recorded_rules(gitignores: Mapping[str, str], root: str = "") -> Rules:
+    """The rules of a recorded state: ``gitignores`` maps each directory ("." for the root)
+    to its ``.gitignore`` text, ``root`` holds patterns below them all (git's
+    ``info/exclude`` and ``core.excludesFile``, which a ``.gitignore`` overrides)."""
+    spec = _spec(root.splitlines())
+    return Rules(((".", spec),) if spec is not None else (), recorded=dict(gitignores))
+
+
+def read_text(path: str, dir_fd: int | None = None) -> str | None:
+    """A rules file's text (regular files only, never followed, at most
+    :data:`MAX_GITIGNORE_BYTES`), or None when there is none."""
+    try:
+        fd = os.open(path, _FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def for_start(ws: Workspace, rel: str) -> tuple[Rules, str | None]:

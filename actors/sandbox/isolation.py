@@ -2,21 +2,26 @@
 
 Levels, weakest first (``LEVELS``):
 
-``process``     every command, whatever else is present: its own session and process
+``process``     every command, whatever else is present (reads and writes are *not*
+                confined: a command reads what the user can): its own session and process
                 group, stdin from /dev/null, an environment built from an allowlist with
                 HOME and TMPDIR in a scratch dir, rlimits, a pids cgroup when the sandbox
                 can make one, a wall-clock deadline, and a contained process tree (a PID
                 namespace where the kernel allows one, else a child subreaper and sweep;
                 see ``launcher.py``).
 ``landlock``    plus Landlock (kernel 5.13+), applied by the launcher to itself before the
-                exec: writes only beneath the workspace and the scratch dir; from ABI 4 no
+                exec: reads only beneath what :mod:`actors.sandbox.visible` names (and
+                /proc), writes only beneath the workspace and the scratch dir; from ABI 4 no
                 TCP bind or connect; from ABI 6 no signals to and no abstract sockets of
                 processes outside the command's own tree.
-``bubblewrap``  plus bubblewrap (``bwrap`` on the PATH): a read-only root, the workspace
-                and scratch dir the only writable places, a fresh /tmp, no network (a new
-                network namespace with only loopback), new PID, IPC and UTS namespaces,
-                ``--die-with-parent``, ``--new-session``; acode's own home and sockets, and
-                well-known credential stores (~/.ssh, ~/.aws, ...) hidden.
+``bubblewrap``  plus bubblewrap (``bwrap`` on the PATH): an empty root into which only
+                what a command may see is bound (:mod:`actors.sandbox.visible`: the
+                workspace and scratch dir read-write, system dirs, toolchains and the
+                configured paths read-only), a fresh /tmp, /dev and /proc, no network (a
+                new network namespace with only loopback), new PID, IPC and UTS
+                namespaces, ``--die-with-parent``, ``--new-session``; acode's own home and
+                sockets, and well-known credential stores (~/.ssh, ~/.aws, ...) masked
+                should a bound directory hold them.
 
 :func:`detect` finds the strongest level once, at sandbox start, by probing rather than
 guessing (``bwrap`` present but refused by the kernel is not bubblewrap).
@@ -45,8 +50,8 @@ import msgspec
 
 from protocol.errors import ConfigError, SandboxError
 
-__all__ = ["CREDENTIALS", "ENV_ALLOW", "FORCE_ENV", "LAUNCHER", "LEVELS", "Isolation", "Level", "PidsCgroup", "Tree",
-           "choose", "command_env", "detect", "is_secret_name", "require"]
+__all__ = ["CREDENTIALS", "ENV_ALLOW", "FORCE_ENV", "LAUNCHER", "LEVELS", "READS_NOT_CONFINED", "Isolation", "Level",
+           "PidsCgroup", "Tree", "choose", "command_env", "detect", "is_secret_name", "require"]
 
 Level = Literal["process", "landlock", "bubblewrap"]
 LEVELS: tuple[Level, ...] = ("process", "landlock", "bubblewrap")
@@ -65,6 +70,8 @@ _HOW_TO = {
 # secrets above all, stays out; HOME and TMPDIR are replaced by the scratch dir.
 ENV_ALLOW = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "VIRTUAL_ENV", "PYTHONPATH",
                        "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME", "NVM_DIR"})
+READS_NOT_CONFINED = ("reads and writes NOT confined: a command can read every file this user can (~/.ssh "
+                      "included); install bubblewrap or use Linux 5.13+ with Landlock to confine them")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 # Hidden from a command under bubblewrap: credential stores of common tools, beneath HOME.
 CREDENTIALS = (".ssh", ".aws", ".azure", ".gnupg", ".docker", ".kube", ".config/gcloud", ".config/gh",
@@ -104,14 +111,18 @@ class Isolation(msgspec.Struct, frozen=True, kw_only=True):
     pids: Literal["cgroup", "rlimit", "none"] = "none"
 
     def describe(self) -> str:
+        """One line for ``acode status``, ``acode doctor`` and every run_terminal result and
+        ``tool_called`` event: the level first, then plainly what it does for reads."""
         parts: list[str] = [self.level]
         if self.level == "bubblewrap":
-            parts.append("read-only root, no network, pid namespace")
+            parts.append("only the workspace, system and toolchain dirs exist for a command (reads confined), "
+                         "writes to workspace only, no network, pid namespace")
         elif self.level == "landlock":
-            parts.append(f"Landlock ABI {self.landlock_abi}, writes to workspace only"
-                         + (", no TCP" if self.landlock_abi >= 4 else ""))
+            parts.append(f"Landlock ABI {self.landlock_abi}, reads confined to workspace, system and toolchain "
+                         "dirs, writes to workspace only" + (", no TCP" if self.landlock_abi >= 4 else ""))
             parts.append("pid namespace" if self.pidns else "subreaper")
         else:
+            parts.append(READS_NOT_CONFINED)
             parts.append("pid namespace" if self.pidns else "subreaper")
         parts.append(f"process limit by {self.pids}")
         return "; ".join(parts)

@@ -10,6 +10,17 @@ after the other, the second then finds the first's result)::
                  pending  an earlier run was interrupted after its intent: see below
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
+A call without side effects (read_file, list_directory, search_code, search_code_terms,
+diff_workspace: :attr:`ToolCall.side_effect_free`) skips ``begin``: it runs, then ``finish`` journals its
+result, and if a result was journaled first under its key (a replayed stage), persistence
+keeps that one, appends no second event and answers it (``Committed.result``), and so does
+the sandbox, ``replayed=True``: a replayed stage gets the bytes it got before. The intent
+exists to tell, after a crash, whether a side effect may have happened; such a call has none
+and is run again in any case (see the table), so writing it would cost a durable write and
+a round trip and decide nothing. One round trip to persistence instead of two, and its
+result is committed without waiting for the disk (``rerun_safe``: lost to a power cut, the
+call is just run again; any crash of a process keeps it).
+
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
 =================================  ==================================================
@@ -65,6 +76,7 @@ from protocol.tools import (
     ReadFile,
     RunTerminal,
     SearchCode,
+    SearchCodeTerms,
     StepComplete,
     StepFailed,
     WriteFile,
@@ -125,6 +137,8 @@ class Journal:
 
     def run(self, request: RunTool) -> ToolResult:
         with self._keys.hold(request.key), ToolCall(request) as call:
+            if call.side_effect_free:
+                return self._run_read(call)
             state = self._begin(call)
             match state.state:
                 case "done":
@@ -141,6 +155,13 @@ class Journal:
             self._finish(call, result)
             return result
 
+    def _run_read(self, call: ToolCall) -> ToolResult:
+        """A call without side effects: run it, then journal its result; if a result was
+        journaled first (a replayed stage), answer that one, as ``done`` would have."""
+        result = call.run(self._terminal, self._baselines)
+        first = self._finish(call, result)
+        return result if first is None else msgspec.structs.replace(first, replayed=True)
+
     def _begin(self, call: ToolCall) -> ToolCallState:
         request = call.request
         reply = self._send(BeginToolCall(key=request.key, session_id=request.session_id, tool=request.tool,
@@ -151,25 +172,27 @@ class Journal:
                                 "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
         return reply
 
-    def _finish(self, call: ToolCall, result: ToolResult) -> None:
+    def _finish(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        """Journal ``result``; return the result journaled before under the same key, if any."""
         request = call.request
         event = ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
                            tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
                            outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
                            isolation=result.isolation)
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
-                                          event=event))
+                                          event=event, rerun_safe=call.side_effect_free))
         if not isinstance(reply, (Committed, Ack)):
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")
+        return reply.result if isinstance(reply, Committed) else None
 
     def _resume(self, call: ToolCall, recorded: str | None) -> ToolResult:
         """Decide what to do with a call whose earlier run was interrupted."""
         if self._log is not None:
             self._log.warning("tool_call_resumed", key=call.request.key, tool=call.request.tool)
         match call.args:
-            case ReadFile() | ListDirectory() | SearchCode() | CreateDirectory() | StepComplete() | StepFailed() \
-                    | BaselineWorkspace() | DiffWorkspace() | None:
+            case ReadFile() | ListDirectory() | SearchCode() | SearchCodeTerms() | CreateDirectory() | StepComplete() \
+                    | StepFailed() | BaselineWorkspace() | DiffWorkspace() | None:
                 return call.run(self._terminal, self._baselines)
             case WriteFile(content=content, path=path):
                 current = call.image()

@@ -26,9 +26,13 @@ tree, in order:
                   descendant until none is left.
 
 5. In the command's process, just before ``execve``: Landlock (when ``landlock_abi`` > 0):
-   read and execute everywhere, write only beneath the ``writable`` paths, no TCP bind or
-   connect (ABI 4+), no signals to and no abstract sockets of processes outside the
-   domain (ABI 6+).
+   read and execute only beneath the ``readable`` and ``writable`` paths (see
+   ``visible.py``), write only beneath the ``writable`` ones (but never a device node), no
+   TCP bind or connect (ABI 4+), no signals to and no abstract sockets of processes
+   outside the domain (ABI 6+); and, when root, the capabilities that read around path
+   rules (raw I/O, file handles, mknod, modules, mounts, ptrace, BPF) leave the bounding set;
+   then a seccomp filter refuses AF_UNIX sockets and io_uring (Landlock does not confine
+   connecting to a socket by its path).
 
 The status pipe (``status_fd``) tells the sandbox what happened, one JSON object a line:
 ``{"started": true}`` once the command's ``execve`` succeeded, or
@@ -89,6 +93,7 @@ def _prctl(option: int, arg: int) -> None:
 
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_WRITE_ALL_V1 = sum(1 << bit for bit in range(4, 13))  # remove_dir .. make_sym
+_FS_MAKE_CHAR, _FS_MAKE_BLOCK = 1 << 6, 1 << 11
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
@@ -113,24 +118,31 @@ def landlock_abi() -> int:
         return 0
 
 
-def _landlock(abi: int, writable: Iterable[str]) -> None:
-    """Confine this process (and what it execs): writes beneath ``writable`` only."""
+def _landlock(abi: int, readable: Iterable[str], writable: Iterable[str]) -> None:
+    """Confine this process (and what it execs): reads beneath ``readable`` and
+    ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
     if abi >= 2:
         write |= _FS_REFER
     if abi >= 3:
         write |= _FS_TRUNCATE
+    granted_write = write & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)  # a device node would read the raw disk
     handled_fs = read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)
     attr = _RulesetAttr(handled_fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall("create", ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
-        rules = [("/", read)] + [(path, read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)) for path in writable]
-        rules.append(("/dev/null", _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)))
+        rules = [(path, read) for path in readable]
+        rules += [(path, read | granted_write | (_FS_IOCTL_DEV if abi >= 5 else 0)) for path in writable]
+        for device in ("/dev/null", "/dev/tty"):
+            rules.append((device, _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)))
         for path, access in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # a path gone since the sandbox listed it: nothing there to grant
             try:
                 if not os.path.isdir(path):
                     access &= _FS_READ_FILE | _FS_WRITE_FILE | _FS_EXECUTE | _FS_TRUNCATE | _FS_IOCTL_DEV
@@ -143,6 +155,69 @@ def _landlock(abi: int, writable: Iterable[str]) -> None:
         _syscall("restrict", ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+
+
+# Capabilities that would let root read around Landlock's path rules: raw I/O (/proc/kcore,
+# /dev/mem), file handles (open_by_handle_at), device nodes, modules, mounts, ptrace, BPF.
+_DANGEROUS_CAPS = (2, 16, 17, 19, 21, 27, 38, 39)  # DAC_READ_SEARCH SYS_MODULE SYS_RAWIO SYS_PTRACE
+#                                                    SYS_ADMIN MKNOD PERFMON BPF
+_PR_CAPBSET_DROP = 24
+
+
+def _drop_capabilities() -> None:
+    """Root keeps its other capabilities; these leave the bounding set, so the exec'd
+    command never has them. A kernel that does not know one refuses it: nothing to drop."""
+    if os.geteuid() != 0:
+        return
+    for cap in _DANGEROUS_CAPS:
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+# --- seccomp: no AF_UNIX socket below Landlock ----------------------------------------------
+# Landlock's path rules do not cover connect(2) to a socket by its path: a command could
+# reach acode's own broker, an ssh-agent, the D-Bus session bus (and its keyring) or
+# docker.sock, and read through them what it cannot open. So under Landlock a command may
+# not create an AF_UNIX socket (socketpair(2) still works), nor use io_uring, which makes
+# sockets without socket(2); other architectures' and x32 system calls are refused.
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR = {"x86_64": {"socket": 41, "io_uring_setup": 425}, "aarch64": {"socket": 198, "io_uring_setup": 425}}
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EACCES = 0x7FFF0000, 0x00050000 | errno.EACCES
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _deny_unix_sockets() -> None:
+    machine = os.uname().machine
+    if machine not in _AUDIT_ARCH:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {machine}")
+    nr = _NR[machine]
+    program = [
+        (_BPF_LD_W_ABS, 0, 0, 4),  # arch
+        (_BPF_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
+        (_BPF_RET_K, 0, 0, _RET_EACCES),  # another architecture's system call
+        (_BPF_LD_W_ABS, 0, 0, 0),  # nr
+        (_BPF_JGE_K, 5, 0, 0x40000000),  # x32
+        (_BPF_JEQ_K, 4, 0, nr["io_uring_setup"]),
+        (_BPF_JEQ_K, 0, 2, nr["socket"]),
+        (_BPF_LD_W_ABS, 0, 0, 16),  # args[0], low half: the family
+        (_BPF_JEQ_K, 1, 0, 1),  # AF_UNIX
+        (_BPF_RET_K, 0, 0, _RET_ALLOW),
+        (_BPF_RET_K, 0, 0, _RET_EACCES),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), filters)
+    if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp filter refused: {os.strerror(err)}")
 
 
 # --- the steps -----------------------------------------------------------------------------
@@ -167,7 +242,9 @@ def _exec(spec: dict[str, Any], exec_w: int) -> None:
     try:
         os.set_blocking(exec_w, True)
         if spec.get("landlock_abi", 0) > 0:
-            _landlock(spec["landlock_abi"], spec["writable"])
+            _drop_capabilities()
+            _landlock(spec["landlock_abi"], spec["readable"], spec["writable"])
+            _deny_unix_sockets()
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
         os.write(exec_w, json.dumps({"error": exc.errno or 0, "reason": exc.strerror or str(exc)}).encode())

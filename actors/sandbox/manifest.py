@@ -27,11 +27,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import posixpath
 from dataclasses import dataclass
 
 import msgspec
 
-from actors.sandbox import snapshot
+from actors.sandbox import ignore, snapshot
 from actors.sandbox.confine import Workspace
 from actors.sandbox.gitsnap import Change
 
@@ -123,12 +124,20 @@ def load(store_dir: str) -> Manifest | None:
         return None
 
 
-def _current(ws: Workspace) -> Manifest:
+def _current(ws: Workspace, base: Manifest, rules: ignore.Rules | None = None) -> Manifest:
+    """The workspace now: what its ``.gitignore`` files show, what the baseline's recorded
+    ``rules`` show, and the baseline's own files still there (an ignore rule added since
+    hides nothing)."""
     manifest: Manifest = {}
-    for entry in snapshot.walk(ws):
-        read = _read(entry, 0)
-        if read is not None:
-            manifest[entry.path] = Item(entry.mode, read[0], read[1], False)
+    walks = [snapshot.walk(ws), *([snapshot.walk(ws, rules)] if rules is not None else []),
+             snapshot.entries(ws, sorted(base, key=posixpath.split))]
+    for walk in walks:
+        for entry in walk:
+            if entry.path in manifest:
+                continue
+            read = _read(entry, 0)
+            if read is not None:
+                manifest[entry.path] = Item(entry.mode, read[0], read[1], False)
     return manifest
 
 
@@ -240,9 +249,11 @@ def _patch(sides: _Sides, change: Change) -> str:
             return head + _body(sides.old(path), sides.new(path), f"a/{path}", f"b/{path}")
 
 
-def diff(ws: Workspace, store_dir: str, base: Manifest, limit: int) -> tuple[list[Change], str, int]:
-    """The changes since ``base``, the first ``limit`` bytes of their diff and its total size."""
-    now = _current(ws)
+def diff(ws: Workspace, store_dir: str, base: Manifest, limit: int,
+         rules: ignore.Rules | None = None) -> tuple[list[Change], str, int]:
+    """The changes since ``base``, the first ``limit`` bytes of their diff and its total size;
+    ``rules`` are the baseline's recorded ignore rules."""
+    now = _current(ws, base, rules)
     changes = _changes(base, now)
     sides = _Sides(ws, store_dir, base, now)
     parts: list[str] = []

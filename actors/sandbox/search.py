@@ -1,4 +1,4 @@
-"""The tree tools: list_directory and search_code.
+"""The tree tools: list_directory and search_code (and its several-query form, search_code_terms).
 
 Both walk the workspace with directory fds: the start directory is opened through
 :class:`~actors.sandbox.confine.Workspace`, and every child is opened relative to its
@@ -26,7 +26,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regex
 
@@ -34,9 +34,10 @@ from actors.sandbox import ignore
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, truncate
 from protocol.errors import ErrorInfo, SandboxError
-from protocol.tools import ListDirectory, SearchCode
+from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 
-__all__ = ["MAX_ENTRIES", "MAX_MATCHES", "SEARCH_BUDGET_S", "list_directory", "search_code"]
+__all__ = ["MAX_ENTRIES", "MAX_MATCHES", "SEARCH_BUDGET_S", "list_directory", "query_header", "search_code",
+           "search_code_terms"]
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 200
@@ -143,9 +144,8 @@ def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcom
 Matcher = Callable[[str, float], bool]  # (line, seconds left) -> whether it matches; TimeoutError past them
 
 
-def _matcher(args: SearchCode) -> Matcher:
-    query = args.query
-    if not args.regex:
+def _matcher(query: str, use_regex: bool) -> Matcher:
+    if not use_regex:
         return lambda line, _left: query in line
     try:
         pattern = regex.compile(query, flags=regex.V0)
@@ -160,8 +160,15 @@ def _text_of(fd: int) -> str | None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE_BYTES:
         return None
-    with open(fd, "rb", closefd=False) as f:
-        data = f.read(_MAX_FILE_BYTES + 1)
+    # os.read, not open(): a buffered file object costs more than reading a small file does
+    chunks, left = [], _MAX_FILE_BYTES + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, max(info.st_size + 1, 65_536)))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    data = b"".join(chunks)
     if b"\0" in data:
         return None
     return data.decode("utf-8", "replace")
@@ -193,66 +200,127 @@ def _shorten(line: str) -> str:
     return line if len(line) <= _MAX_LINE_CHARS else line[:_MAX_LINE_CHARS] + "…"
 
 
+@dataclass
+class _Query:
+    """One query of a search and what it found so far; ``done`` once capped or stopped."""
+
+    text: str
+    matches_line: Matcher
+    matches: list[str] = field(default_factory=list)
+    more: bool = False
+    stopped: str | None = None  # where the time budget ran out
+    ignored: int | None = None  # the walk's ignored count when this query was done early
+
+    @property
+    def done(self) -> bool:
+        return self.more or self.stopped is not None
+
+    def scan(self, path: str, lines: list[str], use_regex: bool, deadline: float,
+             clock: Callable[[], float]) -> None:
+        for number, line in enumerate(lines, 1):
+            left = deadline - clock() if use_regex else 1.0
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                if not self.matches_line(line, left):
+                    continue
+            except TimeoutError:
+                self.stopped = f"{path}:{number}"
+                return
+            if len(self.matches) == MAX_MATCHES:
+                self.more = True
+                return
+            self.matches.append(f"{path}:{number}: {_shorten(line)}")
+
+
+def _search(ws: Workspace, queries: list[str], path: str, use_regex: bool, max_bytes: int, budget_s: float,
+            clock: Callable[[], float]) -> tuple[str, list[Outcome]]:
+    """Every query over one walk of the tree: each file is read once and tried against
+    each query not yet done. Each query's outcome is exactly what a search for it alone
+    would give (same matches, caps, notes), except that the time budget is shared."""
+    found = [_Query(query, _matcher(query, use_regex)) for query in queries]
+    rel = ws.relative(path)
+    fd = ws.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    deadline = clock() + budget_s
+    tally = _Tally()
+    ignored_start = None
+    files: Iterator[tuple[str, int]]
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            rules, ignored_start = ignore.for_start(ws, rel)
+            files = ((p, dir_fd) for kind, p, dir_fd in _walk(fd, rel, None, rules, tally) if kind == "file")
+        else:
+            files = iter([(rel, -1)])
+        for file_path, dir_fd in files:
+            active = [q for q in found if not q.done]
+            if not active:
+                break
+            if clock() >= deadline:
+                for query in active:
+                    query.stopped, query.ignored = file_path, tally.ignored
+                break
+            text = _text_of(fd) if dir_fd == -1 else _read_text(dir_fd, file_path.rsplit("/", 1)[-1])
+            if not text:
+                continue
+            lines: list[str] | None = None
+            for query in active:
+                if not use_regex and query.text not in text:
+                    continue
+                if lines is None:
+                    lines = _lines(text)
+                query.scan(file_path, lines, use_regex, deadline, clock)
+                if query.done:
+                    query.ignored = tally.ignored
+    finally:
+        os.close(fd)
+    return rel, [_outcome(q, rel, tally.ignored if q.ignored is None else q.ignored, ignored_start, use_regex,
+                          max_bytes, budget_s) for q in found]
+
+
+def _outcome(query: _Query, rel: str, ignored: int, ignored_start: str | None, use_regex: bool, max_bytes: int,
+             budget_s: float) -> Outcome:
+    matches, found = list(query.matches), len(query.matches)
+    if query.more:
+        matches.append(f"[… truncated: more than {MAX_MATCHES} matches; narrow the query or the path]")
+    if query.stopped:
+        matches.append(f"[… search stopped at {query.stopped}: the {budget_s:g} s time budget ran out; the matches "
+                       "above are partial]")
+    output = "\n".join(matches) if matches else f"no matches for {quote(query.text)} in {rel}"
+    notes = _notes(_Tally(ignored), ignored_start, rel, query.done, "searched")
+    outcome = Outcome(output=_with_notes(output, notes, max_bytes), path=rel)
+    if query.stopped is None:
+        return outcome
+    hint = ("simplify the regex (nested quantifiers such as (a+)+ backtrack exponentially) or narrow the path"
+            if use_regex else "narrow the path")
+    error = ErrorInfo(code="ACODE-SBX-016",
+                      message=f"search_code for {quote(query.text)} in {rel} ran out of its {budget_s:g} s time "
+                              f"budget at {query.stopped}, with {found} match{'es' if found != 1 else ''} found so "
+                              f"far (in the output); {hint}")
+    return Outcome(output=outcome.output, path=rel, error=error)
+
+
 def search_code(ws: Workspace, args: SearchCode, max_bytes: int, *, budget_s: float = SEARCH_BUDGET_S,
                 clock: Callable[[], float] = time.monotonic) -> Outcome:
     """``path:line: text`` for each matching line of the text files under ``path``; at most
     :data:`MAX_MATCHES` matches, ``max_bytes`` and ``budget_s`` seconds."""
-    matches_line = _matcher(args)
-    rel = ws.relative(args.path)
-    fd = ws.open(args.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    deadline = clock() + budget_s
-    matches: list[str] = []
-    more = False
-    stopped: str | None = None  # the file the budget ran out in
-    tally = _Tally()
-    ignored_start = None
-    try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            rules, ignored_start = ignore.for_start(ws, rel)
-            files: Iterator[tuple[str, int]] = (
-                (path, dir_fd) for kind, path, dir_fd in _walk(fd, rel, None, rules, tally) if kind == "file")
-        else:
-            files = iter([(rel, -1)])
-        for path, dir_fd in files:
-            if clock() >= deadline:
-                stopped = path
-                break
-            text = _text_of(fd) if dir_fd == -1 else _read_text(dir_fd, path.rsplit("/", 1)[-1])
-            if not text or (not args.regex and args.query not in text):
-                continue
-            for number, line in enumerate(_lines(text), 1):
-                left = deadline - clock() if args.regex else 1.0
-                try:
-                    if left <= 0:
-                        raise TimeoutError
-                    if not matches_line(line, left):
-                        continue
-                except TimeoutError:
-                    stopped = f"{path}:{number}"
-                    break
-                if len(matches) == MAX_MATCHES:
-                    more = True
-                    break
-                matches.append(f"{path}:{number}: {_shorten(line)}")
-            if more or stopped:
-                break
-    finally:
-        os.close(fd)
-    found = len(matches)
-    if more:
-        matches.append(f"[… truncated: more than {MAX_MATCHES} matches; narrow the query or the path]")
-    if stopped:
-        matches.append(f"[… search stopped at {stopped}: the {budget_s:g} s time budget ran out; the matches "
-                       "above are partial]")
-    output = "\n".join(matches) if matches else f"no matches for {quote(args.query)} in {rel}"
-    notes = _notes(tally, ignored_start, rel, more or stopped is not None, "searched")
-    outcome = Outcome(output=_with_notes(output, notes, max_bytes), path=rel)
-    if stopped is None:
-        return outcome
-    hint = ("simplify the regex (nested quantifiers such as (a+)+ backtrack exponentially) or narrow the path"
-            if args.regex else "narrow the path")
-    error = ErrorInfo(code="ACODE-SBX-016",
-                      message=f"search_code for {quote(args.query)} in {rel} ran out of its {budget_s:g} s time "
-                              f"budget at {stopped}, with {found} match{'es' if found != 1 else ''} found so far "
-                              f"(in the output); {hint}")
-    return Outcome(output=outcome.output, path=rel, error=error)
+    _, (outcome,) = _search(ws, [args.query], args.path, args.regex, max_bytes, budget_s, clock)
+    return outcome
+
+
+def query_header(number: int, count: int) -> str:
+    """The line before each query's part of a :func:`search_code_terms` output."""
+    return f"[query {number} of {count}]"
+
+
+def search_code_terms(ws: Workspace, args: SearchCodeTerms, max_bytes: int, *, budget_s: float = SEARCH_BUDGET_S,
+                      clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """search_code for several queries in one walk of the tree (the planner's context
+    preparation searches for each of the task's terms). The output is, for each query in
+    order, :func:`query_header` on a line of its own and then what search_code would answer
+    for that query alone (each capped at ``max_bytes``). The time budget is shared: if it runs
+    out, every query not done by then is partial, and the error (ACODE-SBX-016) names the first."""
+    rel, outcomes = _search(ws, list(args.queries), args.path, args.regex, max_bytes, budget_s, clock)
+    count = len(outcomes)
+    output = "\n".join(f"{query_header(n, count)}\n{o.output}" for n, o in enumerate(outcomes, 1))
+    error = next((o.error for o in outcomes if o.error is not None), None)
+    return Outcome(output=output, path=rel, error=error)

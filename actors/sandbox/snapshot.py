@@ -131,20 +131,25 @@ def entries(ws: Workspace, paths: Iterable[str]) -> Iterator[Entry]:
             os.close(current[1])
 
 
-def walk(ws: Workspace) -> Iterator[Entry]:
-    """Every file and symlink of the workspace that its ``.gitignore`` files do not ignore,
-    depth first in name order; ``.git`` is skipped and symlinked directories are not entered."""
+def walk(ws: Workspace, rules: ignore.Rules | None = None, *, nested_repos: bool = True) -> Iterator[Entry]:
+    """Every file and symlink of the workspace that its ``.gitignore`` files (or ``rules``,
+    e.g. those a baseline recorded) do not ignore, depth first in name order; ``.git`` is
+    skipped and symlinked directories are not entered, nor, without ``nested_repos``,
+    directories holding a ``.git`` of their own (git lists them as one entry)."""
     fd = os.dup(ws.fd)
     try:
-        yield from _walk(fd, ".", ignore.Rules())
+        yield from _walk(fd, ".", rules if rules is not None else ignore.Rules(), nested_repos)
     finally:
         os.close(fd)
 
 
-def _walk(fd: int, rel: str, rules: ignore.Rules) -> Iterator[Entry]:
+def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True) -> Iterator[Entry]:
     rules = rules.below(fd, rel)
     with os.scandir(fd) as it:
-        names = sorted(e.name for e in it if e.name != ".git")  # as the tree tools skip it
+        every = [e.name for e in it]
+    if not nested_repos and rel != "." and ".git" in every:
+        return
+    names = sorted(name for name in every if name != ".git")  # as the tree tools skip it
     for name in names:
         path = name if rel == "." else f"{rel}/{name}"
         try:
@@ -160,7 +165,7 @@ def _walk(fd: int, rel: str, rules: ignore.Rules) -> Iterator[Entry]:
             except OSError:
                 continue  # vanished or swapped for a link since it was seen
             try:
-                yield from _walk(child, path, rules)
+                yield from _walk(child, path, rules, nested_repos)
             finally:
                 os.close(child)
             continue

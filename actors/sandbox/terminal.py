@@ -45,10 +45,12 @@ import psutil
 
 from actors.private import user_umask
 from actors.sandbox import policy as command_policy
+from actors.sandbox import visible
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
 from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
-from protocol.errors import ErrorInfo, SandboxError
+from actors.sandbox.visible import View, inside
+from protocol.errors import ConfigError, ErrorInfo, SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
 
@@ -58,6 +60,9 @@ _CHUNK = 65536
 _DRAIN_CHUNKS = 64  # per turn: an endless writer cannot keep us from checking the deadline
 _SWEEP_GRACE_S = 2.0  # how long a subreaper launcher gets to sweep after SIGTERM
 _PR_SET_CHILD_SUBREAPER = 36
+# Beyond the view, Landlock lets a command read /proc (other processes' sensitive entries are
+# ptrace-scoped away) and these devices; /dev/null and /dev/tty are writable (launcher.py).
+_LANDLOCK_READ = ("/proc", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
 def command_policy_of(policy: SandboxPolicy) -> command_policy.CommandPolicy:
@@ -131,7 +136,8 @@ class Terminal:
     sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
     """
 
-    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False):
+    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True):
+        self._read_boundary = read_boundary  # False: the whole root readable, for scripts/bench.py's comparison only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._isolation = isolation
@@ -185,7 +191,8 @@ class Terminal:
     def run(self, ws: Workspace, args: RunTerminal, *, timeout_s: float, max_bytes: int,
             policy: SandboxPolicy | None = None) -> Outcome:
         policy = policy or SandboxPolicy()
-        command = command_policy.check(args.command, command_policy_of(policy))
+        allowed = command_policy_of(policy)
+        command = command_policy.check(args.command, allowed)
         isolation = self.isolation
         require(isolation, policy.require_isolation)
         scratch = Path(tempfile.mkdtemp(prefix="acode-cmd-", dir=self._scratch_root))
@@ -194,6 +201,9 @@ class Terminal:
             (scratch / "home").mkdir()
             (scratch / "tmp").mkdir()
             env = command_env(scratch, extra=frozenset(policy.pass_env))
+            view = self.view(policy, env["PATH"], allowed.allow)
+            for name, value in view.env.items():
+                env.setdefault(name, value)  # PYENV_ROOT and the like: HOME is the scratch dir now
             argv = command.argv
             executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
             if executable is None:
@@ -201,7 +211,11 @@ class Terminal:
                                    "that exists", code="ACODE-SBX-005")
             if self._cgroups is not None:
                 group = self._cgroups.group(policy.max_processes)
-            spec = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group)
+            gits = visible.git_dirs(ws.root, hidden=self._hidden)
+            if gits:  # a linked worktree or submodule: its git directories are the workspace's too
+                view = View(read=view.read, write=(*view.write, *gits), links=view.links, env=view.env,
+                            toolchains=view.toolchains)
+            spec = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view)
             outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
         finally:
             if group is not None and self._cgroups is not None:
@@ -209,8 +223,25 @@ class Terminal:
             shutil.rmtree(scratch, ignore_errors=True)
         return msgspec.structs.replace(outcome, isolation=isolation.describe())
 
+    def view(self, policy: SandboxPolicy, path: str, allow: frozenset[str]) -> View:
+        """What a command under ``policy`` may see (:mod:`actors.sandbox.visible`); the
+        configured read and write paths are checked again here (ACODE-CFG-001)."""
+        home = os.path.expanduser("~")
+        try:
+            read_paths = visible.check_paths("sandbox.read_paths", policy.read_paths, home=home, hidden=self._hidden)
+            write_paths = visible.check_paths("sandbox.write_paths", policy.write_paths, home=home,
+                                              hidden=self._hidden)
+        except ConfigError as exc:
+            raise SandboxError(exc.message, code=exc.code) from exc
+        found = visible.view(allow, path, read_paths=read_paths, write_paths=write_paths, read_opt=policy.read_opt,
+                             hidden=self._hidden)
+        if not self._read_boundary:
+            return View(read=("/",), write=found.write, env=found.env)
+        return found
+
     def _spec(self, ws: Workspace, isolation: Isolation, policy: SandboxPolicy, scratch: Path, executable: str,
-              argv: list[str], env: dict[str, str], timeout_s: float, group: Path | None) -> dict[str, object]:
+              argv: list[str], env: dict[str, str], timeout_s: float, group: Path | None,
+              view: View) -> dict[str, object]:
         rlimits: dict[str, int] = {"core": 0, "nofile": 4096,
                                    "cpu": math.ceil(timeout_s * (os.cpu_count() or 1)) + 10}
         if policy.memory_limit_mb:
@@ -224,32 +255,47 @@ class Terminal:
             "argv": [executable, *argv[1:]] if isolation.mode == "bwrap" else argv, "env": env,
             "rlimits": rlimits, "cgroup": str(group) if group else None,
             "landlock_abi": isolation.landlock_abi if isolation.level == "landlock" else 0,
-            "writable": [ws.root, str(scratch)],
+            "readable": [*view.read, *_LANDLOCK_READ],
+            "writable": [ws.root, str(scratch), *view.write],
         }
         if isolation.mode == "bwrap":
             assert isolation.bwrap is not None
-            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, network=policy.network)
+            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network)
         return spec
 
-    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, *, network: bool) -> list[str]:
-        argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        # The fresh /tmp must not hide the programs a command runs: acode's own interpreter
-        # (a venv in a clone under /tmp) and PATH directories there come back read-only.
-        for kept in _under_tmp([sys.prefix, sys.base_prefix, *os.environ.get("PATH", "").split(os.pathsep)]):
-            argv += ["--ro-bind", kept, kept]
+    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, view: View, *, network: bool) -> list[str]:
+        """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
+        (parents before children, so a read-write workspace beneath a read-only prefix
+        stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
+        credential stores masked wherever a bound directory holds them. Run as root, the
+        command gets no capability (bubblewrap would keep them all: with CAP_SYS_ADMIN a
+        command can mount devtmpfs and read the disk beneath every bind)."""
+        argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+        if os.geteuid() == 0:  # as root bwrap keeps every capability: CAP_SYS_ADMIN mounts devtmpfs, the disk
+            argv += ["--cap-drop", "ALL"]
+        if not network:
+            argv.append("--unshare-net")
+        if "/" in view.read:  # no read boundary (scripts/bench.py's comparison): the root first, the rest over it
+            argv += ["--ro-bind", "/", "/"]
+        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for link, target in view.links:
+            argv += ["--symlink", target, link]
+        mounts = [(path, "--ro-bind") for path in view.read if path != "/"]
+        mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
+        for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
+            argv += [how, path, path]
         home = os.path.expanduser("~")
+        bound = [path for path, _ in mounts]
         for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:
             if not os.path.lexists(hidden) or _inside(root, hidden):
-                continue  # the workspace itself stays visible; it is bound below anyway
+                continue  # the workspace itself stays visible
+            if not any(inside(os.path.abspath(hidden), path) for path in bound):
+                continue  # not bound, so not there
             if os.path.isdir(hidden):
                 argv += ["--tmpfs", hidden]
             else:
                 argv += ["--ro-bind", "/dev/null", hidden]
-        argv += ["--bind", str(scratch), str(scratch), "--bind", root, root, "--chdir", root,
-                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
-        if not network:
-            argv.append("--unshare-net")
-        return [*argv, "--"]
+        return [*argv, "--chdir", root, "--"]
 
     def _launch(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
                 timeout_s: float, max_bytes: int, isolation: Isolation) -> Outcome:
@@ -352,16 +398,6 @@ def _read_status(fd: int, into: bytearray) -> bool:
         if not chunk:
             return False
         into += chunk
-
-
-def _under_tmp(paths: list[str]) -> list[str]:
-    """The existing directories among ``paths`` that lie beneath /tmp, outermost first, once each."""
-    tmp = os.path.realpath("/tmp")
-    found: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in paths if p}):
-        if _inside(path, tmp) and path != tmp and os.path.isdir(path) and not any(_inside(path, f) for f in found):
-            found.append(path)
-    return found
 
 
 def _inside(root: str, path: str) -> bool:

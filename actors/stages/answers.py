@@ -1,17 +1,19 @@
 """Reading structured answers (plans, verdicts) out of a model's text.
 
 Models wrap JSON in prose or code fences; this takes the first JSON object in the text and
-validates it against the contract's Struct. A bad answer raises ModelError ACODE-LLM-003
+validates it against the contract's Struct. :func:`schema_of` (the bounded schema sent
+with the request) lives in :mod:`actors.llm.schemas`. A bad answer raises ModelError ACODE-LLM-003
 naming the stage, the problem and the start of the answer.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import msgspec
 
+from actors.llm.schemas import schema_of
 from protocol.errors import ModelError
 
 __all__ = ["parse_answer", "schema_of"]
@@ -36,16 +38,3 @@ def parse_answer(text: str, type_: type[T], *, stage: str) -> T:
         head = text.strip().replace("\n", " ")[:120]
         raise ModelError(f"the {stage}'s answer is not a valid {type_.__name__}: {exc}; the answer starts "
                          f"with {head!r}", code="ACODE-LLM-003") from exc
-
-
-# A plain dict rather than functools.cache: the checker does not take a class for Hashable.
-# Two threads may build the same schema at once; both results are equal, either is kept.
-_schemas: dict[object, dict[str, Any]] = {}
-
-
-def schema_of(type_: object) -> dict[str, Any]:
-    """The JSON schema of a contract type (built once per type; do not mutate it)."""
-    schema = _schemas.get(type_)
-    if schema is None:
-        schema = _schemas[type_] = msgspec.json.schema(type_)
-    return schema

@@ -31,6 +31,7 @@ from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.budget import stage_budget
+from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
@@ -168,9 +169,9 @@ class StageContext:
                 if attempt == corrections:
                     raise
                 self.log.info("answer_corrected", call_site=site, problem=exc.message[:300])
-                messages = [*messages, ChatMessage(role="assistant", content=answer.content),
-                            ChatMessage(role="user", content=f"That answer was refused: {exc.message}. Answer "
-                                                             "again with one JSON object of the shape asked for.")]
+                messages = correction(messages, answer, f"That answer was refused: {exc.message}. Answer again "
+                                      "with one JSON object of the shape asked for.",
+                                      settings=self.request.settings, stage=self.request.stage)
                 site = f"{call_site}/retry{attempt + 1}"
         raise AssertionError("unreachable")
 

@@ -8,8 +8,18 @@ dropped whole, so a tool message never loses the call it answers; the step's mes
 then lists one line per dropped turn (what was called, and how it went), so the model
 does not redo work it can no longer see. The latest turn is always shown.
 
-The window is a pure function of the turns and the budget: a replayed step sends
-byte-identical requests and is answered from the record.
+Trimming keeps the server's prompt cache useful. A server re-reads a prompt from the
+first byte that changed; dropping the oldest turn every turn once the history exceeds the
+budget changes the prompt right after the step's message each time, so every turn
+re-reads the whole window. Instead, when the window overflows it is cut back to
+``keep`` (half) of the room for turns, and then left alone: the next turns are appended
+to a prefix that does not change until the window overflows again. The system prompt
+(and the tool block the provider sends beside it) never changes within a step.
+
+The window is a pure function of the turns, the budget and ``keep`` (the cut points are
+found by replaying the turns from the first): a replayed step sends byte-identical
+requests and is answered from the record. ``keep=1.0`` is the old one-turn-at-a-time
+window (``scripts/bench.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from protocol.results import ModelToolCall
 __all__ = ["Conversation"]
 
 _DIGEST_LINES = 30
+KEEP = 0.5  # after a trim, the turns shown take at most this share of the room for turns
 
 
 class _Turn:
@@ -48,9 +59,10 @@ def _size(message: ChatMessage) -> int:
 class Conversation:
     """The system prompt, the step's message and the turns so far."""
 
-    def __init__(self, system: str, step: str):
+    def __init__(self, system: str, step: str, *, keep: float = KEEP):
         self.system = system
         self.step = step
+        self.keep = keep
         self.turns: list[_Turn] = []
 
     def answer(self, content: str, tool_calls: list[ModelToolCall]) -> None:
@@ -70,16 +82,8 @@ class Conversation:
 
     def messages(self, budget_chars: int) -> list[ChatMessage]:
         """The window: system, step (with the digest of dropped turns), recent turns."""
-        used = len(self.system) + len(self.step)
-        kept: list[list[ChatMessage]] = []
-        for turn in reversed(self.turns):
-            messages = turn.messages()
-            size = sum(_size(m) for m in messages)
-            if kept and used + size > budget_chars:
-                break
-            kept.append(messages)
-            used += size
-        dropped = self.turns[:len(self.turns) - len(kept)]
+        first = self._first_shown(budget_chars)
+        dropped = self.turns[:first]
         step = self.step
         if dropped:
             lines = [f"- turn {n}: {'; '.join(t.notes) or 'no tool call'}" for n, t in enumerate(dropped, start=1)]
@@ -88,6 +92,21 @@ class Conversation:
             step += (f"\n\nYour first {len(dropped)} turn(s) of this step are no longer shown, to fit the context. "
                      "What they did:\n" + "\n".join(lines))
         out = [ChatMessage(role="system", content=self.system), ChatMessage(role="user", content=step)]
-        for messages in reversed(kept):
-            out += messages
+        for turn in self.turns[first:]:
+            out += turn.messages()
         return out
+
+    def _first_shown(self, budget_chars: int) -> int:
+        """The first turn shown: it moves only when the turns overflow their room, and then
+        far enough that they take at most ``keep`` of it (the latest turn always stays)."""
+        room = budget_chars - len(self.system) - len(self.step)
+        first = 0
+        used = 0
+        sizes = [sum(_size(m) for m in turn.messages()) for turn in self.turns]
+        for latest, size in enumerate(sizes):
+            used += size
+            if used > room:
+                while first < latest and used > self.keep * room:
+                    used -= sizes[first]
+                    first += 1
+        return first

@@ -22,6 +22,14 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   window of the step's turns within a budget (:mod:`actors.stages.conversation`); a
   tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
   the window at most) with a note of what was cut. Untrusted text is fenced.
+- Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
+  the server's token counts), which ``acode run`` shows.
+- Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
+  with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
+  when the server's prompt counts show it left the tool definitions out
+  (:func:`tools_left_out`); only turns the server answered now count for that early
+  stop, so a step resumed after the server was fixed asks it again. Output the server
+  could not parse (``format_error``) is answered with a correction naming its complaint.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
@@ -74,23 +82,23 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from actors.llm import toolcalls
+from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
 from protocol.errors import ErrorInfo, ModelError
-from protocol.events import StepFinished, StepRetried, StepStarted
+from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
 from protocol.messages import GetSteps, StepList
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
-from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord
+from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
 from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
 
-__all__ = ["context_budget", "review_task", "run"]
+__all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 _TOOLS = tool_definitions()
 _TOOL_NAMES = frozenset(TOOL_ARGS)
@@ -98,6 +106,17 @@ _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
 _TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
+_SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
+_DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
+
+
+def tools_left_out(request: ModelRequest, usage: Usage) -> bool:
+    """Did the server leave the tools out of the prompt? Its exact count is far below the
+    request's own estimate, tool definitions included, at 4 characters a token (a real
+    tokenizer needs more tokens than that for code and JSON, not fewer)."""
+    if usage.estimated or not usage.prompt_tokens or not request.tools:
+        return False
+    return usage.prompt_tokens < _DROPPED_SHARE * tokens.estimate(tokens.request_chars(request), tokens.UNCALIBRATED)
 _REPEATS = 3  # the same call with the same arguments this many times in a row fails the try
 
 
@@ -194,35 +213,55 @@ class _Step:
                                    files=self._context_files(key), fence=self.ctx.fence)
         text += _retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
+        self.attempt = attempt
         self.pushed_back = False
         self.last_call: tuple[str, str] | None = None
         self.repeats = 0
         turns = request.settings.max_turns_per_step
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
+        silent = 0  # turns so far without any attempt at a tool call
+        live_silent = 0  # of those, the ones the server answered now (not replayed from the record)
+        dropped = False  # a live turn's prompt count showed the server left the tools out
         for turn in range(1, turns + 1):
             elapsed = time.monotonic() - started
             answer = None
+            model_request = ModelRequest(
+                stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
+                messages=self.conversation.messages(self.budget), tools=_TOOLS)
+            replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1
-                answer = self._ask(ModelRequest(
-                    stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
-                    messages=self.conversation.messages(self.budget), tools=_TOOLS), timeout - elapsed)
+                answer = self._ask(model_request, timeout - elapsed)
             if answer is None:
                 return _Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
                                           "raise step_timeout_seconds", code="ACODE-EXEC-006")
+            live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
             calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
+            correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
-                self.conversation.reply_user(f"error: {calls.message}")
+                correction = f"error: {calls.message}"
                 self.conversation.note("a tool call that was not valid JSON")
-                continue
-            if not calls:
-                self.conversation.reply_user(prompts.NO_TOOL_CALL)
+            elif not calls and answer.format_error:
+                correction = prompts.render_format_error(answer.format_error)
+                self.conversation.note("a tool call the server could not read")
+            elif not calls:
+                correction = prompts.NO_TOOL_CALL
                 self.conversation.note("no tool call")
+                silent += 1
+                if live:  # after a resume, recorded silent turns say nothing about the server as it is now
+                    live_silent += 1
+                    dropped = dropped or tools_left_out(model_request, answer.usage)
+            self._turn(turn, answer, 0 if isinstance(calls, toolcalls.ParseProblem) else len(calls), correction)
+            if correction:
+                if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
+                    raise self._ignored(turn, dropped)
+                self.conversation.reply_user(correction)
                 continue
+            assert not isinstance(calls, toolcalls.ParseProblem)
             for index, call in enumerate(calls):
                 outcome = self._call(key, turn, index, call, native=native, last_turn=turn == turns)
                 if outcome is not None:
@@ -256,6 +295,32 @@ class _Step:
         finally:
             done.set()
             watcher.join()
+
+    def _turn(self, turn: int, answer: ModelAnswer, calls: int, correction: str) -> None:
+        """The turn as an event (``acode run`` shows each one)."""
+        request = self.ctx.request
+        task, step = self.task.label, self.step.label
+        usage = answer.usage
+        self.ctx.commit([TurnAnswered(
+            id=stable_id(request.session_id, "executor", request.visit, task, step,
+                         f"turn{turn}" if self.attempt == 1 else f"try{self.attempt}/turn{turn}"),
+            session_id=request.session_id, at=time.time(), visit=request.visit, task=task, step=step, turn=turn,
+            tool_calls=calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            estimated=usage.estimated, finish_reason=answer.finish_reason, correction=correction[:500])])
+
+    def _ignored(self, turns: int, dropped: bool) -> ModelError:
+        where = f"step {self.task.label}/{self.step.label}"
+        if dropped:
+            why = ("the server counted far fewer prompt tokens than the request's messages and tool definitions "
+                   "take, so it left the tools out of the prompt (llama-server does that without a word when the "
+                   "chat template has no tool support)")
+        else:
+            why = ("the server may have left the tools out of the prompt (llama-server does that without a word "
+                   "when the chat template has no tool support), or the model does not call tools")
+        return ModelError(
+            f"the model made no tool call in {turns} turn(s) of {where}: {why}; start llama-server with --jinja and "
+            "a chat template that supports tools (`acode doctor` tries a tool call), or use a model that calls "
+            "tools", code="ACODE-LLM-015")
 
     def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
         if native and call.id:

@@ -8,9 +8,10 @@ Within a token budget (4 characters a token), :func:`prepare` gathers, in priori
    level that fits its share of the budget, deeper directories summarised by their entry count;
 4. key project files (README, manifests, build and test configuration), each capped;
 5. files whose names or contents match the task's terms (quoted strings, file names,
-   identifiers, then plain words; one ``search_code`` per term, at most :data:`MAX_TERMS`,
-   none after a search ran out of the sandbox's time budget), best first: the first few
-   whole (capped), the others, or a file that does not fit whole, by their matching lines.
+   identifiers, then plain words; at most :data:`MAX_TERMS`, all searched in one walk of the
+   workspace by the sandbox's ``search_code_terms``, which shares one time budget between
+   them), best first: the first few whole (capped), the others, or a file that does not fit
+   whole, by their matching lines.
 
 Each section takes what is left of the budget in that order; a section that does not fit
 is shortened (the tree, a file) or left out. Everything left out is listed in
@@ -60,7 +61,7 @@ KEY_FILE_LINES = 80
 KEY_FILE_CHARS = 3_000
 MATCH_FILE_LINES = 200
 MATCH_FILE_CHARS = 4_000
-MAX_TERMS = 6  # search_code calls, at most (each walks the workspace)
+MAX_TERMS = 6  # terms searched, at most (one search_code_terms call walks the workspace once)
 MAX_MATCH_FILES = 10  # matching files shown, at most
 MAX_WHOLE_FILES = 4  # the best ones whole (read_file), the others by their matching lines
 MAX_HIT_LINES = 8  # kept per file, to summarise it by its matching lines
@@ -119,6 +120,8 @@ class Prepared:
 
 _NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)
 _HIT = re.compile(r"^(.+?):(\d+): (.*)$")
+_QUERY = re.compile(r"^\[query ([1-9]\d*) of ([1-9]\d*)\]$")  # search_code_terms: each query's part
+_STOPPED = "\n[… search stopped at "  # (after a newline) a search that ran out of the time budget
 
 
 def _digest(text: str) -> str:
@@ -320,6 +323,21 @@ class _Gatherer:
         return False
 
     # 5. matching files
+    def search(self, terms: list[str]) -> list[str]:
+        """Each term's search_code output (empty if the search failed), from one walk of the
+        workspace: the sandbox's search_code_terms, one tool call for every term."""
+        result = self.call(f"search:{_digest(chr(0).join(terms))}", "search_code_terms", {"queries": terms})
+        parts: list[list[str]] = [[] for _ in terms]
+        current: list[str] | None = None
+        for line in result.output.split("\n"):
+            header = _QUERY.match(line)
+            if header is not None and int(header.group(2)) == len(terms) and int(header.group(1)) <= len(terms):
+                current = parts[int(header.group(1)) - 1]
+                continue
+            if current is not None:
+                current.append(line)
+        return ["\n".join(part) for part in parts]
+
     def matches(self, task: str, entries: list[str], shown: set[str]) -> None:
         terms = task_terms(task)[:MAX_TERMS]
         if not terms:
@@ -328,8 +346,8 @@ class _Gatherer:
         scores: dict[str, int] = {}
         hits: dict[str, list[str]] = {}
         named_missing: list[str] = []
-        searching = True
-        for term, weight in terms:
+        outputs = self.search([term for term, _ in terms])
+        for (term, weight), output in zip(terms, outputs, strict=True):
             names = [term.lower()]
             if weight == 4:  # a path named in the task
                 exact = [f for f in files if f == term or f.endswith("/" + term)]
@@ -342,19 +360,14 @@ class _Gatherer:
             for path in files:
                 if any(name in path.rsplit("/", 1)[-1].lower() for name in names):
                     scores[path] = scores.get(path, 0) + 3 * weight
-            if not searching:
-                self.budget.leave_out("search", term, "skipped")
-                continue
-            result = self.call(f"search:{_digest(term)}", "search_code", {"query": term})
-            if result.error is not None and result.error.code == "ACODE-SBX-016":
-                # The workspace is too big to search within the sandbox's time budget: the
-                # next terms would take as long. (Decided by the journaled result: replayable.)
+            if _STOPPED in "\n" + output:
+                # The workspace is too big to search within the sandbox's time budget: this
+                # term's hits are partial. (Decided by the journaled result: replayable.)
                 self.budget.leave_out("search", term, "ACODE-SBX-016")
-                searching = False
-            if not result.output:
+            if not output:
                 continue
             per_file: dict[str, int] = {}
-            for line in result.output.splitlines():
+            for line in output.splitlines():
                 hit = _HIT.match(line)
                 if hit is None or line.startswith("["):
                     continue

@@ -9,7 +9,8 @@
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
    command against the session's sandbox policy. An answer with problems goes back to
-   the model with all of them listed, in the same conversation, at most
+   the model with all of them listed and the head of the answer (sized to fit the
+   context, :mod:`actors.stages.corrections`), in the same conversation, at most
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
    recorded, so a re-dispatched planner replays the whole exchange); after that the
    stage fails with ACODE-PLAN-004 naming the problems, and the coordinator takes over.
@@ -29,6 +30,7 @@ from actors.llm.provider import ChatMessage
 from actors.stages import gather, plancheck, prompts
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
+from actors.stages.corrections import correction
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
 from protocol.results import StageResult
@@ -37,7 +39,6 @@ from protocol.task import check_task
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 
 MAX_CORRECTIONS = 2
-_ANSWER_CHARS = 20_000  # of an invalid answer, repeated to the model with its problems
 _ERRORS_CHARS = 3_000  # of the problems, in the stage's error
 _LEAST_CONTEXT_TOKENS = 200  # of the workspace: the planner does not plan blind
 
@@ -90,8 +91,7 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
                 return draft, attempt
         ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
                         retrying=attempt < MAX_CORRECTIONS)
-        messages = [*messages, ChatMessage(role="assistant", content=answer.content[:_ANSWER_CHARS]),
-                    ChatMessage(role="user", content=_correction(problems))]
+        messages = correction(messages, answer, _correction(problems), settings=request.settings, stage="planner")
     listed = "; ".join(problems)
     if len(listed) > _ERRORS_CHARS:
         listed = listed[:_ERRORS_CHARS] + "…"

@@ -21,6 +21,7 @@ __all__ = [
     "executor_system",
     "render_feedback",
     "render_history",
+    "render_format_error",
     "render_plan",
     "render_pushback",
     "render_step",
@@ -233,3 +234,11 @@ def render_verification(previous: StageResult | None) -> str:
     lines = [f"Verification {'passed' if verdict.passed else 'failed'}: {verdict.summary}"]
     lines += [f"- {c.label}: {'passed' if c.passed else 'FAILED'} {c.evidence}".rstrip() for c in verdict.criteria]
     return "\n".join(lines)
+
+
+def render_format_error(complaint: str) -> str:
+    """The correction for an answer the server could not parse into a tool call."""
+    said = " ".join(complaint.split())[:300]
+    return (f"error: the model server could not read your answer as a tool call ({said}); call exactly one tool "
+            "with JSON arguments and no other text, e.g. "
+            '{"name": "read_file", "arguments": {"path": "src/app.py"}} (ACODE-EXEC-007)')

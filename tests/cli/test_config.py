@@ -161,3 +161,61 @@ def test_a_model_config_that_cannot_work_is_refused_before_a_session_starts(tmp_
                                                      "ACODE_MODEL__API_KEY_ENV": "K"}))
     with pytest.raises(ConfigError, match="model.provider is not"):
         session_settings(resolve(home=tmp_path, env={"ACODE_MODEL__MODEL": "m"}))
+
+
+def test_read_and_write_paths_travel_to_the_sandbox_and_min_isolation_is_require_isolation(tmp_path: Path) -> None:
+    shared, out = tmp_path / "shared", tmp_path / "out"
+    shared.mkdir()
+    out.mkdir()
+    _write(tmp_path / ".agent" / "config.yml", f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], "
+                                               "read_opt: false, min_isolation: bubblewrap}\n")
+    policy = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env={}), home=tmp_path / "h").sandbox
+    assert (policy.read_paths, policy.write_paths, policy.read_opt) == ([str(shared)], [str(out)], False)
+    assert policy.require_isolation == "bubblewrap"
+    env = {"ACODE_SANDBOX__REQUIRE_ISOLATION": "landlock", "ACODE_SANDBOX__READ_PATHS": f"{shared},{out}"}
+    policy = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env=env)).sandbox
+    assert policy.require_isolation == "bubblewrap"  # both names set: the stronger level applies
+    assert policy.read_paths == [str(shared), str(out)]
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("relative/dir", "is not an absolute path"),
+    ("/no/such/dir-4e1", "does not exist"),
+    ("/", "is /; commands would see everything in it"),
+    ("~", "is the home directory"),
+    ("ACODE_HOME", "holds or lies in acode's own home"),
+    ("ACODE_HOME/run", "holds or lies in acode's own home"),
+])
+def test_a_bad_read_or_write_path_is_refused_with_cfg_001_naming_key_and_value(
+        tmp_path: Path, value: str, why: str) -> None:
+    home = tmp_path / "acode-home"
+    (home / "run").mkdir(parents=True)
+    value = value.replace("~", str(Path.home())).replace("ACODE_HOME", str(home))
+    for key in ("read_paths", "write_paths"):
+        env = {f"ACODE_SANDBOX__{key.upper()}": f'["{value}"]'}
+        with pytest.raises(ConfigError) as info:
+            session_settings(resolve(home=home, workspace=tmp_path, env=env), home=home)
+        assert info.value.code == "ACODE-CFG-001"
+        assert f"sandbox.{key} entry {value!r} {why}" in info.value.message
+
+
+def test_a_path_holding_a_credential_store_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_home = tmp_path / "home"
+    (fake_home / "stuff" / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(fake_home / "stuff"))  # ~/.ssh lies in the configured path's tree
+    env = {"ACODE_SANDBOX__READ_PATHS": str(fake_home)}
+    with pytest.raises(ConfigError) as info:
+        session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env=env))
+    assert "is an ancestor of the home directory" in info.value.message
+    monkeypatch.setenv("HOME", str(fake_home))
+    env = {"ACODE_SANDBOX__READ_PATHS": str(fake_home / "stuff")}
+    (fake_home / ".ssh").mkdir()
+    ok = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env=env)).sandbox
+    assert ok.read_paths == [str(fake_home / "stuff")]
+    (fake_home / "stuff" / ".aws").mkdir()
+    monkeypatch.setenv("HOME", str(fake_home / "stuff" / "x"))
+    (fake_home / "stuff" / "x" / ".aws").mkdir(parents=True)
+    env = {"ACODE_SANDBOX__READ_PATHS": str(fake_home / "stuff" / "x" / ".aws")}
+    with pytest.raises(ConfigError) as info:
+        session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env=env))
+    assert "holds the credential store" in info.value.message

@@ -93,6 +93,8 @@ _http_fields = dict(
     temperature=st.floats(0, 2), seed=st.none() | st.integers(0, 2**31 - 1), connect_timeout_s=seconds,
     first_token_timeout_s=seconds, idle_timeout_s=seconds, max_retries=st.integers(0, 10),
     backoff_initial_s=st.floats(0, 60), backoff_max_s=st.floats(0, 600), allow_remote=st.booleans(),
+    max_tokens=st.none() | st.integers(16, 1_048_576),
+    stage_max_tokens=st.dictionaries(stages, st.integers(16, 1_048_576)),
 )
 ollama_providers = struct(ss.OllamaProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
                           **_http_fields)
@@ -106,6 +108,7 @@ sandbox_policies = struct(
     require_isolation=st.sampled_from(["process", "landlock", "bubblewrap"]), network=st.booleans(),
     memory_limit_mb=st.integers(0, 1_048_576), file_size_limit_mb=st.integers(0, 1_048_576),
     max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
+    read_paths=_few(texts.filter(bool)), write_paths=_few(texts.filter(bool)), read_opt=st.booleans(),
 )
 settings = struct(
     ss.SessionSettings,
@@ -215,10 +218,11 @@ tool_results = struct(
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
     risk=risks, path=short, isolation=short,
 )
-usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts)
+usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans())
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
                           invalid_arguments=texts)
-model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages)
+model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages,
+                       finish_reason=st.text(max_size=64), format_error=texts)
 step_records = struct(
     rs.StepRecord,
     {"session_id": ids, "visit": visits, "task": short, "step": short,
@@ -267,6 +271,9 @@ _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
 _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
        outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
+_event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
+       tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
+       finish_reason=short, correction=texts)
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},
@@ -321,10 +328,11 @@ struct(m.GetPlan, {"session_id": ids}, version=naturals)
 struct(m.GetSteps, {"session_id": ids, "visit": st.integers(1, INT64)})
 struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
        arguments=arguments, risk=risks, pre_image=st.none() | texts)
-struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events})
+struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events,
+                          "rerun_safe": st.booleans()})
 struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
 struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
-struct(m.Committed, seqs=_few(signed))
+struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))
 struct(m.EventList, events=_few(events))

@@ -218,7 +218,7 @@ def test_decode_args_refuses_an_unknown_tool_as_a_validation_error() -> None:
 
 
 def test_internal_tools_are_never_offered_to_the_model() -> None:
-    assert INTERNAL_TOOLS == {"baseline_workspace", "diff_workspace"}
+    assert INTERNAL_TOOLS == {"baseline_workspace", "diff_workspace", "search_code_terms"}
     assert INTERNAL_TOOLS.isdisjoint(TOOL_ARGS)  # the executor refuses what TOOL_ARGS does not name
     assert INTERNAL_TOOLS.isdisjoint(SANDBOX_TOOLS)
     assert INTERNAL_TOOLS.isdisjoint(d["function"]["name"] for d in tool_definitions())

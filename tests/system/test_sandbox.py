@@ -13,17 +13,21 @@ So that a silent grep cannot pass it, the same search must find two control mark
 travel exactly where a leaked canary would: one in a workspace file read by ``read_file``,
 one printed by a ``cat`` command. Every attack must also have its ``tool_called`` event.
 
-Commands are not confined to the workspace for *reads* below bubblewrap (README
-"Isolation levels"); bubblewrap hides them by giving each command a fresh ``/tmp``. The
-canary therefore lives under ``/tmp``, acode is forced to bubblewrap (fail closed: if
-bubblewrap broke, the sandbox would not start rather than run the attacks weaker), and
-the test is skipped on a machine without it.
+The canary lives where secrets do, in a fresh directory under the real home directory
+(``~/.acode-canary-*/``: an ``id_rsa``-style key, a ``.env`` and a git repository next to
+the workspace), removed whatever happens. acode is forced to each level that confines
+reads, bubblewrap and Landlock (fail closed: if the level broke, the sandbox would not
+start rather than run the attacks weaker); a level the machine lacks is skipped. A third
+control marker sits in a configured ``sandbox.read_paths`` directory, read by a command.
+The read boundary's own matrix is in tests/actors/sandbox/test_read_boundary.py.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -41,16 +45,21 @@ from tests.system.conftest import Acode
 pytestmark = pytest.mark.system
 
 
-@pytest.fixture
-def bubblewrap() -> None:
+LEVELS = ("bubblewrap", "landlock")
+
+
+@pytest.fixture(params=LEVELS)
+def level(request: pytest.FixtureRequest) -> str:
     try:
-        choose("bubblewrap")
+        choose(request.param)
     except SandboxError as exc:
-        pytest.skip(f"the command attacks need bubblewrap to hide the canary: {exc}")
+        pytest.skip(f"this machine cannot force {request.param}: {exc}")
+    return str(request.param)
 
 
 class Site:
-    """``/tmp/acode-canary-*/``: the workspace ``w/`` and, next to it, ``secret/canary.txt``."""
+    """``~/.acode-canary-*/``: the workspace ``w/`` and, next to it, ``secret/`` (``canary.txt``,
+    ``id_rsa``, ``.env``, a git repository ``repo/``); a ``read_paths`` dir ``shared/``."""
 
     def __init__(self, base: Path):
         self.base = base
@@ -61,13 +70,41 @@ class Site:
         self.control_file = f"CONTROL-FILE-{secrets.token_hex(12)}"
         self.control_cmd = f"CONTROL-CMD-{secrets.token_hex(12)}"
         self.control_log = f"CONTROL-LOG-{secrets.token_hex(12)}"  # the reviewer says it: stage_finished logs it
+        self.control_shared = f"CONTROL-SHARED-{secrets.token_hex(12)}"
+        self.shared = base / "shared"
         self.secret.mkdir()
+        self.shared.mkdir()
+        (self.shared / "control.txt").write_text(self.control_shared + "\n")
         self.canary.write_bytes(self.content)
+        text = self.content.decode()
+        (self.secret / "id_rsa").write_text(f"# {text}\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n"
+                                            "-----END OPENSSH PRIVATE KEY-----\n")
+        (self.secret / ".env").write_text(f"PROJECT_NOTE={text}\n")
+        self.repo = self.secret / "repo"
+        self.repo.mkdir()
+        (self.repo / "notes.txt").write_text(text + "\n")
+        git = {"PATH": os.environ["PATH"], "HOME": str(self.repo), "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t",
+               "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+        for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "notes"]):
+            subprocess.run(["git", *args], cwd=self.repo, env=git, check=True, capture_output=True)
         ws = self.workspace
         (ws / "sub").mkdir(parents=True)
         (ws / ".agent").mkdir()
-        # python -c allowed, so the inline-code attack really runs instead of being refused
-        (ws / ".agent" / "config.yml").write_text("sandbox: {allow_inline_code: true}\n")
+        # python -c allowed, so the inline-code attack really runs instead of being refused; `git -C` is a
+        # shell command the user allowed, so the policy does not stop it before the isolation can
+        (ws / ".agent" / "config.yml").write_text(
+            f"sandbox: {{allow_inline_code: true, read_paths: [{self.shared}], "
+            f"shell_commands: ['git -C {self.repo} log -p', 'cat /proc/1/root{self.canary}']}}\n")
+        (ws / "attack.py").write_text(
+            "import os, pwd\n"
+            f"for path in {[str(self.canary), str(self.secret / 'id_rsa'), str(self.secret / '.env')]!r}:\n"
+            "    try:\n        print(open(path).read())\n    except OSError as exc:\n        print(exc.strerror)\n"
+            f"for root in (os.path.expanduser('~'), pwd.getpwuid(os.getuid()).pw_dir, {str(base)!r}, '/home'):\n"
+            "    for top, dirs, files in os.walk(root):\n"
+            "        dirs[:] = [d for d in dirs if d not in ('.pyenv', '.rustup', 'w')]\n"
+            "        for name in files:\n"
+            "            try:\n                print(open(os.path.join(top, name), errors='replace').read(200))\n"
+            "            except OSError:\n                pass\n")
         (ws / "control-file.txt").write_text(self.control_file + "\n")
         (ws / "control-cmd.txt").write_text(self.control_cmd + "\n")
         (ws / "abs_link").symlink_to(self.canary)
@@ -78,15 +115,16 @@ class Site:
 
 
 @pytest.fixture
-def site(bubblewrap: None) -> Iterator[Site]:
-    with tempfile.TemporaryDirectory(prefix="acode-canary-", dir="/tmp") as base:
+def site(level: str) -> Iterator[Site]:
+    with tempfile.TemporaryDirectory(prefix=".acode-canary-", dir=os.path.expanduser("~")) as base:
         yield Site(Path(base))
 
 
 Call = tuple[str, dict[str, Any]]
 # Attacks whose tool may well succeed without doing harm (a search that finds nothing, a
 # find that lists nothing, rm -f of a file it cannot see): for them only the grep speaks.
-HARMLESS = {("search_code", "."), ("run_terminal", "find"), ("run_terminal", "rm"), ("run_terminal", "tar -xOf")}
+HARMLESS = {("search_code", "."), ("run_terminal", "find"), ("run_terminal", "rm"), ("run_terminal", "tar -xOf"),
+            ("run_terminal", "python attack.py")}
 
 
 def attacks(site: Site) -> list[Call]:
@@ -102,6 +140,9 @@ def attacks(site: Site) -> list[Call]:
     commands: list[Call] = [("run_terminal", {"command": command}) for command in (
         "cat ../secret/canary.txt", f"cat {canary}", "cat abs_link", "cat rel_link", "cat dir_link/canary.txt",
         "cat proc_link", f"cat /proc/self/root{canary}", f"sed -n 1p {canary}", "head -c 200 ../secret/canary.txt",
+        "cat ../secret/id_rsa", "head ../secret/.env", "cat /proc/self/cwd/../secret/.env",
+        f"git -C {site.repo} log -p", f"cat /proc/1/root{canary}", "python attack.py",
+        f"grep -r -s CANARY- {site.base} /var/tmp /tmp /home",
         f"git -c core.pager=cat show {canary}", "git diff --no-index ../secret/canary.txt control-cmd.txt",
         "find / -maxdepth 4 -name canary*", "find .. -name canary*", "find /tmp -name canary*",
         f"python -c \"print(open('{canary}').read())\"",
@@ -126,7 +167,9 @@ def harmless(call: Call) -> bool:
     return any(tool == kind and (what == prefix or what.startswith(prefix + " ")) for kind, prefix in HARMLESS)
 
 
-CONTROLS = [("read_file", {"path": "control-file.txt"}), ("run_terminal", {"command": "cat control-cmd.txt"})]
+def controls(site: Site) -> list[Call]:
+    return [("read_file", {"path": "control-file.txt"}), ("run_terminal", {"command": "cat control-cmd.txt"}),
+            ("run_terminal", {"command": f"cat {site.shared / 'control.txt'}"})]
 
 
 def script(site: Site, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -161,6 +204,7 @@ def no_leak(site: Site, home: Path, printed: dict[str, str], moment: str) -> Non
     assert where(site.content.decode(), home, printed) == [], f"the canary leaked {moment}"
     assert where(site.content.decode().removeprefix("CANARY-"), home, printed) == [], f"canary leaked {moment}"
     found = {marker: where(marker, home, printed) for marker in (site.control_file, site.control_cmd)}
+    found[site.control_shared] = where(site.control_shared, home, printed)
     for marker, places in found.items():
         assert any(place.startswith("acode.db") for place in places), f"{marker} not in the database {moment}"
     assert "run/logs/reviewer.log" in where(site.control_log, home, printed), f"the log control not found {moment}"
@@ -180,13 +224,15 @@ def cli_outputs(acode: Acode, session_id: str, run: str) -> dict[str, str]:
     return printed
 
 
-def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: Acode, site: Site) -> None:
-    acode.env["ACODE_SANDBOX_ISOLATION"] = "bubblewrap"
+def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: Acode, site: Site, level: str) -> None:
+    acode.env["ACODE_SANDBOX_ISOLATION"] = level
     assert acode.up().returncode == 0
-    isolation = acode.actor("sandbox")["info"]["isolation"]
-    assert isolation.startswith("bubblewrap;") and isolation.endswith("(forced by ACODE_SANDBOX_ISOLATION=bubblewrap)")
+    sandbox = acode.actor("sandbox")["info"]
+    assert sandbox["isolation"].startswith(f"{level};")
+    assert sandbox["isolation"].endswith(f"(forced by ACODE_SANDBOX_ISOLATION={level})")
+    assert sandbox["reads"].endswith("nothing else")
     attacks_made = attacks(site)
-    calls = [*attacks_made, *CONTROLS]
+    calls = [*attacks_made, *controls(site)]
     script_path = w.script(site.base / "s.yaml", script(site, calls))
 
     result = acode("run", "probe the sandbox", "--workspace", str(site.workspace), "--provider", "scripted",
@@ -200,19 +246,22 @@ def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: 
     succeeded = [(e["tool"], e["target"], e["summary"]) for e, call in zip(called, calls, strict=True)
                  if e["ok"] and call in attacks_made and not harmless(call)]
     assert succeeded == [], f"attacks that were not refused and did not fail: {succeeded}"
-    assert all(e["ok"] for e in called[-len(CONTROLS):])
+    assert all(e["ok"] for e in called[-len(controls(site)):])
     ran = {e["isolation"].split(";")[0] for e in called if e["tool"] == "run_terminal" and "-c core" not in e["target"]}
-    assert ran == {"bubblewrap"}  # every command but the one the policy refused ran, under bubblewrap
+    assert ran == {level}  # every command but the one the policy refused ran, under the forced level
     [check] = [e for e in shown["events"] if e["type"] == "check_ran"]
     assert (check["label"], check["passed"], check["exit_code"]) == ("A1", True, 1)
 
     printed = cli_outputs(acode, session_id, result.stdout + result.stderr)
+    status = acode("status", "--workspace", str(site.workspace))
+    assert status.returncode == 0 and f"read_paths {site.shared} (read-only)" in status.stdout, status.stdout
+    printed["acode status"] = status.stdout + status.stderr
     assert {"acode.db", "acode.db-wal"} <= {p.name for p in _files(acode.home)}
     no_leak(site, acode.home, printed, "while acode runs")
     assert acode("down").returncode == 0
     no_leak(site, acode.home, {}, "after acode down")  # the WAL checkpointed into acode.db
     assert site.canary.read_bytes() == site.content
-    assert sorted(p.name for p in site.secret.iterdir()) == ["canary.txt"]
+    assert sorted(p.name for p in site.secret.iterdir()) == [".env", "canary.txt", "id_rsa", "repo"]
     copies = [p.name for p in site.workspace.rglob("*")
               if p.is_file() and not p.is_symlink() and site.content in p.read_bytes()]
     assert copies == [] and not (site.workspace / "stolen.txt").exists()

@@ -25,15 +25,19 @@ def test_a_healthy_ollama_passes_every_check(server: ModelServer) -> None:
     server.queue(*GOOD)
     checks = probe(spec_for("ollama", server.url), timeout_s=2, generate_timeout_s=2)
     assert [(c.name, c.ok) for c in checks] == [
-        ("server", True), ("model test-model", True), ("context length test-model", True),
+        ("server", True), ("model test-model", True), ("context length test-model", True), ("token budgets", True),
         ("tool calls test-model", True), ("structured output test-model", True)]
     found = _by_name(checks)
     assert found["server"].detail == f"Ollama 0.0.0-standin answered at {server.url}"
-    assert found["context length test-model"].detail == "num_ctx 8192 fits test-model's context length 32768"
+    assert found["context length test-model"].detail == ("test-model's context is 32768 tokens (Ollama /api/show "
+                                                         "model_info); num_ctx 8192 fits")
     assert found["tool calls test-model"].detail == 'test-model made a native tool call: record_number({"number":7})'
     tool_request, json_request = server.chats
     assert [t["function"]["name"] for t in tool_request.body["tools"]] == ["record_number"]
-    assert json_request.body["format"]["required"] == ["answer"]
+    schema = json_request.body["format"]  # the $defs/$ref shape the stages send, bounded
+    assert schema["$ref"] == "#/$defs/_Sum" and schema["$defs"]["_Sum"]["required"] == ["answer"]
+    assert schema["$defs"]["_Sum"]["additionalProperties"] is False
+    assert tool_request.body["options"]["num_predict"] == json_request.body["options"]["num_predict"] == 512
     assert all(not c.fix for c in checks)
 
 
@@ -41,12 +45,30 @@ def test_a_healthy_openai_server_passes_and_says_the_context_is_unknown(server: 
     server.queue(*GOOD)
     checks = probe(spec_for("openai", server.openai_url), timeout_s=2, generate_timeout_s=2)
     assert [(c.name, c.ok) for c in checks] == [
-        ("server", True), ("model test-model", True), ("context length", True),
+        ("server", True), ("model test-model", True), ("context length test-model", True), ("token budgets", True),
         ("tool calls test-model", True), ("structured output test-model", True)]
     found = _by_name(checks)
     assert found["server"].detail == f"an OpenAI-compatible server answered at {server.openai_url} (1 model(s))"
-    assert found["context length"].detail.startswith("unknown: an OpenAI-compatible server does not report it")
+    assert found["context length test-model"].detail.startswith("unknown: the server does not report")
+    assert found["context length test-model"].warning
     assert server.chats[1].body["response_format"]["type"] == "json_schema"
+    assert server.chats[0].body["max_tokens"] == 512
+
+
+@pytest.mark.parametrize(("props", "source"), [(True, "llama.cpp GET /props default_generation_settings.n_ctx"),
+                                               (False, "GET /v1/models meta.n_ctx")])
+def test_llama_servers_context_is_read_and_compared_with_num_ctx(props: bool, source: str) -> None:
+    with ModelServer(n_ctx=4_096, props=props) as llama:
+        llama.queue(*GOOD)
+        checks = _by_name(probe(spec_for("openai", llama.openai_url), timeout_s=2, generate_timeout_s=2,
+                                planner_context_tokens=6_000))
+    context = checks["context length test-model"]
+    assert not context.ok
+    assert context.detail == (f"test-model's context is 4096 tokens ({source}), less than num_ctx 8192: longer "
+                              "prompts will be refused (ACODE-LLM-013)")
+    assert context.fix.startswith("start the server with a context of 8192 (llama-server --ctx-size 8192")
+    budgets = checks["token budgets"]
+    assert budgets.warning and "6000 + the planner's answer cap 4096 = 10096 > num_ctx 8192" in budgets.detail
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
@@ -94,7 +116,8 @@ def test_num_ctx_beyond_the_models_context_fails_with_the_limit(server: ModelSer
     found = _by_name(probe(spec_for("ollama", server.url, num_ctx=8_192), timeout_s=2, generate_timeout_s=2))
     check = found["context length test-model"]
     assert not check.ok
-    assert check.detail == "num_ctx 8192 exceeds test-model's context length 4096"
+    assert check.detail == ("test-model's context is 4096 tokens (Ollama /api/show model_info), less than num_ctx "
+                            "8192: longer prompts will be refused (ACODE-LLM-013)")
     assert check.fix == "set num_ctx to 4096 or less"
 
 
@@ -151,3 +174,13 @@ def test_an_ollama_spec_aimed_at_an_openai_url_says_which_kind_to_use(server: Mo
     assert (check.name, check.ok) == ("server", False)
     assert "answered GET /api/version with HTTP 404" in check.detail
     assert check.fix.startswith("this server does not speak Ollama's API; for LM Studio")
+
+
+def test_a_llama_server_without_jinja_fails_the_tool_probe_with_the_jinja_fix() -> None:
+    with ModelServer(jinja=False) as plain:
+        plain.queue(Json({"answer": 5}))
+        found = _by_name(probe(spec_for("openai", plain.openai_url), timeout_s=2, generate_timeout_s=2))
+    tools = found["tool calls test-model"]
+    assert not tools.ok and "ACODE-LLM-014" in tools.detail
+    assert tools.fix == "start llama-server with --jinja and a chat template that supports tools"
+    assert found["structured output test-model"].ok, "requests without tools still work"

@@ -106,7 +106,10 @@ def test_check_gives_the_validation_error_and_the_signature_for_bad_arguments() 
 
 def test_check_refuses_arguments_that_were_not_a_json_object() -> None:
     assert check(ModelToolCall(id="c", name="read_file", invalid_arguments="src/app.py")) == (
-        "arguments must be a JSON object: the arguments of read_file were 'src/app.py'; call it again as "
+        "arguments must be a JSON object: the arguments of read_file were 'src/app.py' (not JSON: Expecting value "
+        "at column 1); call it again as read_file(path: string, offset?: integer, limit?: integer) (ACODE-EXEC-007)")
+    assert check(ModelToolCall(id="c", name="read_file", invalid_arguments='["a.py"]')) == (
+        "arguments must be a JSON object: the arguments of read_file were '[\"a.py\"]'; call it again as "
         "read_file(path: string, offset?: integer, limit?: integer) (ACODE-EXEC-007)")
 
 

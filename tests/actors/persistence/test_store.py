@@ -260,3 +260,58 @@ def test_recording_an_answer_for_an_unclaimed_hash_is_not_found(store: Store) ->
         store.record_model_answer("h-unknown", records.answer("x"))
     assert str(info.value) == ("model answer claim h-unknown not found; claim the request hash before "
                                "recording its answer (ACODE-STORE-002)")
+
+
+def test_a_finish_meeting_a_journaled_result_answers_it_and_appends_no_second_event(
+        store: Store, session: str) -> None:
+    """A call without side effects is run before anything is journaled; a second run of it
+    (a replayed stage) learns from its finish that a result was journaled first."""
+    first = store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1", "the bytes"),
+                                   event=records.tool_called(session, "r1"))
+    assert first.first_result is None and first.seqs == [1]
+    again = store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1", "changed since"),
+                                   event=records.tool_called(session, "r1"))
+    assert again.first_result == records.tool_result("r1", "the bytes")
+    assert again.seqs == [] and again.inserted == []
+    assert [e.seq for e in store.events(session)] == [1]
+
+
+def _statements(store: Store) -> list[str]:
+    seen: list[str] = []
+    store._connection().set_trace_callback(seen.append)
+    return seen
+
+
+def test_a_rerun_safe_result_commits_without_waiting_for_the_disk_and_everything_else_with(
+        store: Store, session: str) -> None:
+    seen = _statements(store)
+    store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1"),
+                           event=records.tool_called(session, "r1"), rerun_safe=True)
+    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
+    assert seen.index("COMMIT") < len(seen) - 1  # the commit itself ran relaxed
+    seen.clear()
+    store.finish_tool_call("w1", session_id=session, result=records.tool_result("w1"),
+                           event=records.tool_called(session, "w1"))
+    store.commit(session, [records.transitioned(session)])
+    assert not [s for s in seen if s.startswith("PRAGMA")]  # the store's FULL, untouched
+    with closing(sqlite3.connect(store.path)) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE result IS NOT NULL").fetchone() == (2,)
+
+
+def test_a_group_is_relaxed_only_when_asked_and_a_store_at_normal_is_left_alone(store: Store, home: Path) -> None:
+    seen = _statements(store)
+    with store.group(relaxed=True):
+        pass
+    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
+    with Store(home / "normal.db", synchronous="normal") as normal:
+        seen = _statements(normal)
+        with normal.group(relaxed=True):
+            pass
+        assert not [s for s in seen if s.startswith("PRAGMA")]
+
+
+def test_the_model_answer_cache_commits_relaxed(store: Store, session: str) -> None:
+    seen = _statements(store)
+    store.claim_model_answer("h" * 64, session_id=session, stage="executor")
+    store.record_model_answer("h" * 64, records.answer("hi"))
+    assert seen.count("PRAGMA synchronous = NORMAL") == 2 and seen.count("PRAGMA synchronous = FULL") == 2

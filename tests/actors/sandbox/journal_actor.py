@@ -59,11 +59,13 @@ class MemoryJournal:
                 return ToolCallState(state="done", pre_image=entry.begin.pre_image, result=entry.result)
             case FinishToolCall(key=key, result=result, event=event):
                 entry = self.entries.get(key)
-                if entry is None:
-                    return Error(error=ErrorInfo(code="ACODE-STORE-002", message=f"no intent for key {key}"))
-                if entry.result is None:
-                    entry.result = result
-                    self.events.append(event)
+                if entry is None:  # no intent journaled (a read): the result makes the row, as in the store
+                    entry = self.entries[key] = _Entry(begin=BeginToolCall(
+                        key=key, session_id=request.session_id, tool=result.tool, risk=result.risk))
+                elif entry.result is not None:  # the first result stays and is answered, as in the store
+                    return Committed(result=entry.result)
+                entry.result = result
+                self.events.append(event)
                 return Committed()
             case _:
                 return Error(error=ErrorInfo(code="ACODE-PROTO-005",

@@ -658,3 +658,53 @@ def test_a_session_id_that_cannot_name_a_ref_is_refused(ws: Path, tools: Tools) 
     assert result.error is not None
     assert (result.error.code, result.error.message) == (
         "ACODE-SBX-007", "session id '../../heads/main' cannot name a baseline (letters, digits, '-' and '_' only)")
+
+
+# -- ignore rules edited during the session cannot hide a change ----------------------------------
+
+
+def _names(patch: str) -> list[str]:
+    """The ``X  path`` lines of a diff's header."""
+    return [line for line in patch.split("\n\n")[0].splitlines() if re.fullmatch(r"[AMDRT]  .*", line)]
+
+
+def test_git_ignore_rules_added_in_the_session_hide_no_new_or_changed_file(repo: Path, tools: Tools) -> None:
+    _commit(repo, {".gitignore": "build/\n", "app.py": "print(1)\n", "notes.txt": "one\n"})
+    _write(repo, {"build/out.bin": "old build\n"})  # ignored at the baseline: it stays out of every diff
+    tools.baseline()
+    # what a model could do with run_terminal: new files, then rules that ignore them
+    _write(repo, {"backdoor.py": "import os  # new\n", "exfil.txt": "stolen\n", "hidden/deep.py": "x = 1\n",
+                  "app.py": "print(2)\n", "build/out.bin": "new build\n", "also.txt": "later\n"})
+    _write(repo, {".git/info/exclude": "backdoor.py\n", ".gitignore": "build/\nhidden/\nalso.txt\n",
+                  "excludes": "exfil.txt\napp.py\n"})
+    git(repo, "config", "core.excludesFile", str(repo / "excludes"))
+    git(repo, "rm", "-q", "--cached", "app.py")  # untracked now, and ignored by the excludes file
+    assert git(repo, "status", "--porcelain") == " M .gitignore\nD  app.py\n?? excludes\n"  # git hides the rest
+    patch = tools.patch()
+    assert patch.startswith("ignore rules changed since the baseline: .git/config, .git/info/exclude, "
+                            "core.excludesFile; the files they would hide are listed all the same\n"), patch
+    assert _names(patch) == ["M  .gitignore", "A  also.txt", "M  app.py", "A  backdoor.py", "A  excludes",
+                             "A  exfil.txt", "A  hidden/deep.py"]
+    assert "+import os  # new" in patch and "-print(1)\n+print(2)" in patch and "+stolen" in patch
+    assert "build/out.bin" not in patch
+
+
+def test_git_a_file_unignored_in_the_session_shows_and_an_untouched_diff_has_no_note(
+        repo: Path, tools: Tools) -> None:
+    _commit(repo, {".gitignore": "*.log\n", "a.py": "a\n"})
+    _write(repo, {"old.log": "was ignored\n"})
+    tools.baseline()
+    assert tools.patch() == "no changes since the baseline\n"
+    _write(repo, {".gitignore": "", "new.log": "made now\n"})
+    assert _names(tools.patch()) == ["M  .gitignore", "A  new.log", "A  old.log"]  # git status shows both too
+
+
+def test_manifest_ignore_rules_added_in_the_session_hide_no_new_or_changed_file(ws: Path, tools: Tools) -> None:
+    _write(ws, {".gitignore": "cache/\n", "main.py": "print(1)\n", "cache/blob": "old\n"})
+    tools.baseline()
+    _write(ws, {"backdoor.py": "evil = True\n", "main.py": "print(2)\n", "cache/blob": "new\n",
+                "sub/.gitignore": "*\n", "sub/inner.py": "y = 2\n"})
+    _write(ws, {".gitignore": "cache/\nbackdoor.py\nmain.py\n"})
+    patch = tools.patch()
+    assert _names(patch) == ["M  .gitignore", "A  backdoor.py", "M  main.py", "A  sub/.gitignore", "A  sub/inner.py"]
+    assert "+evil = True" in patch and "-print(1)\n+print(2)" in patch and "cache/blob" not in patch

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from actors.sandbox.actor import isolation_of
-from actors.sandbox.isolation import Level, Tree, choose
+from actors.sandbox.isolation import READS_NOT_CONFINED, Level, Tree, choose
 from protocol import codec
 from protocol.errors import ConfigError, SandboxError
 from protocol.ids import new_id
@@ -31,9 +31,9 @@ JOURNAL = "tests.actors.sandbox.journal_actor"  # persistence's tool-call journa
 
 # (isolation, tree) -> what the sandbox must report it runs with
 MODES: dict[str, tuple[Level, Tree | None, str]] = {
-    "bubblewrap": ("bubblewrap", None, "bubblewrap; read-only root, no network, pid namespace"),
-    "process+pidns": ("process", "pidns", "process; pid namespace"),
-    "process+subreaper": ("process", "subreaper", "process; subreaper"),
+    "bubblewrap": ("bubblewrap", None, "bubblewrap; only the workspace, system and toolchain dirs exist"),
+    "process+pidns": ("process", "pidns", f"process; {READS_NOT_CONFINED}; pid namespace"),
+    "process+subreaper": ("process", "subreaper", f"process; {READS_NOT_CONFINED}; subreaper"),
     "landlock+subreaper": ("landlock", "subreaper", "landlock; Landlock ABI"),
 }
 KILLED_WITHIN_S = 5.0
@@ -143,14 +143,14 @@ def test_the_environment_forces_the_mode_and_commands_run_under_it(
         journal: Harness, tmp_path: Path) -> None:
     journal.start("sandbox", env={"ACODE_SANDBOX_ISOLATION": "process", "ACODE_SANDBOX_TREE": "subreaper"})
     info = journal.wait_ready("sandbox").info["isolation"]
-    assert info.startswith("process; subreaper; process limit by ")
+    assert info.startswith(f"process; {READS_NOT_CONFINED}; subreaper; process limit by ")
     assert info.endswith(" (forced by ACODE_SANDBOX_ISOLATION=process, ACODE_SANDBOX_TREE=subreaper)")
     request = RunTool(key=new_id(), session_id="s1", workspace=str(tmp_path), tool="run_terminal",
                       arguments={"command": "echo hi"})
     reply = journal.client().call("sandbox", request, timeout=15, decoder=codec.SANDBOX_REPLY)
     assert isinstance(reply, ToolDone)
     assert (reply.result.ok, reply.result.output) == (True, "hi\n")
-    assert reply.result.isolation.startswith("process; subreaper; process limit by ")
+    assert reply.result.isolation.startswith(f"process; {READS_NOT_CONFINED}; subreaper; process limit by ")
 
 
 def test_an_option_wins_over_the_environment(journal: Harness) -> None:

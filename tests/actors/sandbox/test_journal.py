@@ -152,3 +152,31 @@ def test_a_persistence_failure_raises_instead_of_answering(tree: Tree) -> None:
     with pytest.raises(RequestTimeout):
         Journal(unreachable, Terminal()).run(_request(tree, "write_file", path="a.txt", content="x"))
     assert not (tree.root / "a.txt").exists()
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("read_file", {"path": "src/a.py"}), ("list_directory", {"path": "."}), ("search_code", {"query": "inside"}),
+    ("search_code_terms", {"queries": ["inside", "print"]}), ("diff_workspace", {})])
+def test_a_call_without_side_effects_journals_no_intent_but_its_result_and_replays_it(
+        journal: Journal, memory: MemoryJournal, tree: Tree, tool: str, arguments: dict[str, Any]) -> None:
+    sent: list[Message] = []
+    recording = Journal(lambda request: sent.append(request) or memory.answer(request), journal._terminal)
+    first = recording.run(_request(tree, tool, **arguments))
+    assert [type(m).__name__ for m in sent] == ["FinishToolCall"]  # one round trip to persistence, no intent
+    assert memory.entries["k1"].result == first  # the result is journaled, as every result is
+    (tree.root / "src" / "a.py").write_text("changed\n")
+    again = recording.run(_request(tree, tool, **arguments))
+    assert again.replayed and again.output == first.output  # a replayed stage sees the bytes it saw
+    assert len(memory.events) == 1
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("write_file", {"path": "b.txt", "content": "x"}), ("modify_file", {"path": "src/a.py", "edits": [
+        {"search": "inside", "replace": "out"}]}), ("create_directory", {"path": "d"}), ("run_terminal", {
+            "command": "true"})])
+def test_a_call_with_side_effects_journals_its_intent_first(
+        journal: Journal, memory: MemoryJournal, tree: Tree, tool: str, arguments: dict[str, Any]) -> None:
+    sent: list[Message] = []
+    recording = Journal(lambda request: sent.append(request) or memory.answer(request), journal._terminal)
+    recording.run(_request(tree, tool, **arguments))
+    assert [type(m).__name__ for m in sent] == ["BeginToolCall", "FinishToolCall"]

@@ -7,7 +7,7 @@ import pytest
 from actors.sandbox import search
 from actors.sandbox.confine import Workspace
 from protocol.errors import SandboxError
-from protocol.tools import ListDirectory, SearchCode
+from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 from tests.actors.sandbox.conftest import CANARY, Tree, link
 
 LIMIT = 64_000
@@ -223,3 +223,53 @@ def test_python_re_syntax_keeps_working_in_regex_mode(ws: Workspace, tree: Tree)
     for query, expected in queries.items():
         out = search.search_code(ws, SearchCode(query=query, regex=True, path="r.py"), LIMIT).output
         assert out.splitlines() == (expected or [f"no matches for {query!r} in r.py"])
+
+
+# -- search_code_terms: several queries, one walk ----------------------------------------------------
+
+
+def _parts(output: str, count: int) -> list[str]:
+    parts: list[list[str]] = []
+    for line in output.split("\n"):
+        if line == search.query_header(len(parts) + 1, count):
+            parts.append([])
+        else:
+            parts[-1].append(line)
+    return ["\n".join(part) for part in parts]
+
+
+@pytest.mark.parametrize("use_regex", [False, True])
+def test_search_code_terms_answers_each_query_as_search_code_alone_would(
+        ws: Workspace, ignoring: Tree, use_regex: bool) -> None:
+    root = ignoring.root
+    (root / "many.txt").write_text("hit find_me\n" * 300)  # "hit" passes the 200-match cap, find_me too
+    (root / "src" / "pkg").mkdir()
+    (root / "src" / "pkg" / "deep.py").write_text("def hit():\n    return 'nested'\n")
+    queries = ["find_me", "hit", "nowhere", "nested", "top.txt" if not use_regex else r"ne\w+d"]
+    outcome = search.search_code_terms(ws, SearchCodeTerms(queries=queries, regex=use_regex), LIMIT)
+    alone = [search.search_code(ws, SearchCode(query=q, regex=use_regex), LIMIT) for q in queries]
+    assert _parts(outcome.output, len(queries)) == [o.output for o in alone]
+    assert outcome.error is None and outcome.path == "."
+    # the same for a path that is one file
+    outcome = search.search_code_terms(ws, SearchCodeTerms(queries=["hit", "x"], path="many.txt"), LIMIT)
+    assert _parts(outcome.output, 2) == [search.search_code(ws, SearchCode(query=q, path="many.txt"), LIMIT).output
+                                         for q in ("hit", "x")]
+
+
+def test_search_code_terms_shares_one_budget_and_names_the_first_query_stopped(ws: Workspace, tree: Tree) -> None:
+    for i in range(5):
+        (tree.root / f"f{i}.txt").write_text("hit\nmiss\n")
+    ticks = iter(range(100))
+    outcome = search.search_code_terms(ws, SearchCodeTerms(queries=["hit", "miss"]), LIMIT, budget_s=3,
+                                       clock=lambda: float(next(ticks)))
+    stopped = "[… search stopped at f2.txt: the 3 s time budget ran out; the matches above are partial]"
+    assert _parts(outcome.output, 2) == ["\n".join(["f0.txt:1: hit", "f1.txt:1: hit", stopped]),
+                                         "\n".join(["f0.txt:2: miss", "f1.txt:2: miss", stopped])]
+    assert outcome.error is not None and outcome.error.code == "ACODE-SBX-016"
+    assert outcome.error.message.startswith("search_code for 'hit' in . ran out of its 3 s time budget at f2.txt")
+
+
+def test_search_code_terms_refuses_a_bad_regex_among_its_queries(ws: Workspace, project: Tree) -> None:
+    with pytest.raises(SandboxError) as info:
+        search.search_code_terms(ws, SearchCodeTerms(queries=["find_me", "(unclosed"], regex=True), LIMIT)
+    assert info.value.code == "ACODE-SBX-007"

@@ -48,3 +48,30 @@ def test_the_window_is_deterministic_and_user_replies_of_a_turn_are_one_message(
     assert first == second
     assert first[-1].role == "user" and first[-1].content == "error: first problem\n\nerror: second problem"
     assert "- turn 5" not in first[1].content and "no tool call" not in first[1].content
+
+
+def _windows(keep: float, turns: int = 20, budget: int = 6_000) -> list[list[str]]:
+    """The tool-call ids shown at each turn of a step whose history exceeds the budget."""
+    conversation = Conversation("system prompt", "the step", keep=keep)
+    shown = []
+    for n in range(1, turns + 1):
+        shown.append([m.tool_call_id for m in conversation.messages(budget) if m.role == "tool"])
+        conversation.answer("", [ModelToolCall(id=f"c{n}", name="read_file", arguments={"path": f"f{n}.py"})])
+        conversation.reply_tool(f"c{n}", "read_file", f"result {n} " + "x" * 1_000)
+    return shown
+
+
+def test_the_window_is_trimmed_in_large_steps_so_its_prefix_stays_put_for_several_turns() -> None:
+    shown = _windows(keep=0.5)
+    firsts = [ids[0] for ids in shown if ids]
+    moves = sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b)
+    assert moves <= 5, f"the first turn shown moved {moves} times in 20 turns: {firsts}"
+    for before, after in zip(shown, shown[1:], strict=False):  # between moves, turns are only appended
+        if before and after and before[0] == after[0]:
+            assert after[:len(before)] == before
+    assert all(len(ids) >= 2 for ids in shown[4:]), "a trim keeps half of the room, not just the latest turn"
+
+
+def test_the_old_window_dropped_one_turn_every_turn() -> None:
+    firsts = [ids[0] for ids in _windows(keep=1.0) if ids]
+    assert sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b) >= 14

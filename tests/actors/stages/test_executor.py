@@ -219,3 +219,29 @@ def test_the_step_message_holds_the_criteria_the_task_files_fenced_and_the_verif
     # the context reads are journaled calls under the step's own keys, not counted as the model's
     keys = [e.key for e in run.events() if isinstance(e, ToolCalled)]
     assert [k.rsplit(":", 1)[1] for k in keys] == ["ctx0", "ctx1"]
+
+
+def test_a_step_that_never_calls_a_tool_fails_with_the_ignored_tools_diagnosis(stack: Stack) -> None:
+    import pytest
+
+    from protocol.errors import ModelError
+    from protocol.events import TurnAnswered
+
+    run = stack.stage("executor", [text("I will write it."), text("Done, I think."), text("Yes.")],
+                      plan(step("S1")), max_turns_per_step=3)
+    with pytest.raises(ModelError) as caught:
+        executor.run(run.ctx)
+    assert caught.value.code == "ACODE-LLM-015"
+    assert "no tool call in 3 turn(s) of step T1/S1" in caught.value.message and "--jinja" in caught.value.message
+    turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
+    assert [(t.turn, t.tool_calls) for t in turns] == [(1, 0), (2, 0), (3, 0)]
+    assert all(t.correction.startswith("No tool call found") for t in turns)
+
+
+def test_turns_with_calls_are_events_without_a_correction(stack: Stack) -> None:
+    from protocol.events import TurnAnswered
+
+    run = stack.stage("executor", [call("write_file", path="a.txt", content="a\n"), done()], plan(step("S1")))
+    assert executor.run(run.ctx).ok
+    turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
+    assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [(1, 1, ""), (2, 1, "")]

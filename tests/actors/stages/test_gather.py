@@ -12,14 +12,16 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from actors.sandbox import search
+from actors.sandbox.confine import Workspace
 from actors.sandbox.terminal import Terminal
 from actors.stages import gather
 from actors.stages.gather import Prepared, prepare
 from actors.stages.terms import task_terms
 from actors.stages.untrusted import Fence
-from protocol.errors import ErrorInfo
 from protocol.results import ToolResult
 from protocol.session import Clarification, Feedback, FeedbackItem
+from protocol.tools import SearchCodeTerms
 from tests.actors.stages.conftest import LocalTools, write
 
 NONCE = "feedfacecafebeef"
@@ -95,7 +97,8 @@ def test_gitignored_files_are_neither_listed_searched_nor_read(shop: Path, termi
     assert "node_modules" not in prepared.text and "debug.log" not in prepared.text
     assert "farewell(name) { return" not in prepared.text and "farewell called" not in prepared.text
     assert all("node_modules" not in path and not path.endswith(".log") for path in tools.paths_read())
-    assert [tool for _, tool, _ in tools.calls].count("search_code") == 4  # one per term
+    searches = [arguments for _, tool, arguments in tools.calls if tool.startswith("search_code")]
+    assert searches == [{"queries": ["src/greet.py", "farewell", "name", "unit"]}]  # one walk for every term
 
 
 def test_every_piece_of_workspace_and_user_text_is_fenced(shop: Path, terminal: Terminal) -> None:
@@ -259,27 +262,74 @@ def test_a_file_the_task_names_but_the_workspace_lacks_is_pointed_out(shop: Path
     assert "src/greet.py" not in missing.text
 
 
-def test_no_term_is_searched_after_a_search_ran_out_of_the_sandboxs_time_budget(
+def test_every_term_is_marked_partial_when_the_search_runs_out_of_the_sandboxs_time_budget(
         shop: Path, terminal: Terminal) -> None:
     class SlowSearch(LocalTools):
-        """The sandbox's answer when search_code's 5 s budget runs out (partial matches kept)."""
+        """search_code_terms as the sandbox answers it when its time budget is gone at once."""
 
         def __call__(self, key: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
-            result = super().__call__(key, tool, arguments)
-            if tool != "search_code":
-                return result
-            error = ErrorInfo(code="ACODE-SBX-016", message="search_code ran out of its 5 s time budget")
-            return msgspec.structs.replace(result, ok=False, error=error)
+            if tool != "search_code_terms":
+                return super().__call__(key, tool, arguments)
+            self.calls.append((key, tool, dict(arguments)))
+            with Workspace(self.workspace) as ws:
+                outcome = search.search_code_terms(ws, msgspec.convert(arguments, SearchCodeTerms), 65_536,
+                                                   budget_s=0.0)
+            return ToolResult(key=key, tool=tool, ok=outcome.ok, output=outcome.output, error=outcome.error)
 
     tools = SlowSearch(shop, terminal)
     with capture_logs() as logs:
         prepared = _prepare(tools, log=structlog.get_logger())
-    assert [arguments["query"] for _, tool, arguments in tools.calls if tool == "search_code"] == ["src/greet.py"]
     assert [(o.kind, o.name, o.reason) for o in prepared.omitted if o.kind == "search"] == [
-        ("search", "src/greet.py", "ACODE-SBX-016"), ("search", "farewell", "skipped"), ("search", "name", "skipped"),
-        ("search", "unit", "skipped")]
+        ("search", "src/greet.py", "ACODE-SBX-016"), ("search", "farewell", "ACODE-SBX-016"),
+        ("search", "name", "ACODE-SBX-016"), ("search", "unit", "ACODE-SBX-016")]
     assert ("match", "src/greet.py") in [(s.kind, s.name) for s in prepared.sections]  # found by its name
-    assert "search:farewell (skipped)" in next(e for e in logs if e["event"] == "context_trimmed")["omitted"]
+    assert "search:farewell (ACODE-SBX-016)" in next(e for e in logs if e["event"] == "context_trimmed")["omitted"]
+
+
+class _OneSearchPerTerm(LocalTools):
+    """How context preparation searched before search_code_terms: one search_code (one walk)
+    per term, the answers put together in search_code_terms' format."""
+
+    def __call__(self, key: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        if tool != "search_code_terms":
+            return super().__call__(key, tool, arguments)
+        queries = arguments["queries"]
+        parts = [super(_OneSearchPerTerm, self).__call__(f"{key}:{n}", "search_code", {"query": query})
+                 for n, query in enumerate(queries, 1)]
+        output = "\n".join(f"{search.query_header(n, len(queries))}\n{part.output}"
+                           for n, part in enumerate(parts, 1))
+        return ToolResult(key=key, tool=tool, ok=True, output=output)
+
+
+def _big_workspace(root: Path) -> Path:
+    """Some hundreds of files: a term matching more than search_code's 200-match cap,
+    ignored directories, nested packages, a file named by the task."""
+    files = {".gitignore": "build/\n*.log\n", "README.md": "# shop\n" + "orders and payments\n" * 30,
+             "src/orders/client.py": "def fetch_orders(session, retries=0):\n    return session.get('/orders')\n"}
+    for n in range(300):
+        pkg = ("orders", "payments", "users")[n % 3]
+        body = "".join(f"def {pkg}_helper_{n}_{i}(value):\n    return value + {i}\n\n" for i in range(6))
+        if n % 7 == 0:
+            body += "def call():\n    return fetch_orders(retries=3)  # retry on 503\n"
+        files[f"src/{pkg}/sub{n % 5}/module_{n}.py"] = body
+        files[f"build/out_{n}.js"] = "fetch_orders(); retry();\n"
+    return write(root, files)
+
+
+@pytest.mark.parametrize("task", [
+    TASK,
+    "Make fetch_orders in src/orders/client.py retry a 503 answer up to 3 times, and add a test for it",
+    "Rename every helper in the payments package and update the value handling",
+])
+def test_one_walk_for_every_term_chooses_what_one_search_per_term_chose(
+        shop: Path, tmp_path: Path, terminal: Terminal, task: str) -> None:
+    for root in (shop, _big_workspace(tmp_path / "big")):
+        for budget in (5_000, 1_500):
+            one_walk = _prepare(LocalTools(root, terminal), task=task, budget=budget)
+            per_term = _prepare(_OneSearchPerTerm(root, terminal), task=task, budget=budget)
+            assert [(s.kind, s.name) for s in one_walk.sections] == [(s.kind, s.name) for s in per_term.sections]
+            assert one_walk.text == per_term.text
+            assert one_walk.omitted == per_term.omitted
 
 
 def test_context_excludes_are_never_shown_and_includes_narrow_the_matching_files(shop: Path,

@@ -1,0 +1,152 @@
+"""Group commit: several queued writes, one transaction, nothing acknowledged before it.
+
+On the store: a group's writes become durable together or not at all, and a failing write
+undoes only itself. On the real process: persistence is killed with SIGKILL after a group's
+writes ran and before its commit (the fault drill ``ACODE_FAULT_KILL_BEFORE_GROUP_COMMIT``);
+the SQLite file then holds none of that group and no sender had an answer for any of it,
+and after a restart the resends store every write exactly once.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from msgspec.structs import replace as msgspec_replace
+
+from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT
+from actors.persistence.store import Store
+from broker.client import Client
+from protocol import codec
+from protocol.errors import AcodeError, ProtocolError
+from protocol.ids import new_id
+from protocol.messages import Commit, GetEvents
+from tests.actors.persistence import records
+from tests.harness import Harness, wait_until
+
+REPLY = codec.PERSISTENCE_REPLY
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[Store]:
+    with Store(home / "acode.db") as store:
+        yield store
+
+
+def _event_ids(path: Path) -> list[str]:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM events ORDER BY session_id, seq")]
+
+
+def test_a_group_is_durable_only_when_it_ends(store: Store, home: Path) -> None:
+    sid = new_id()
+    first, second = records.created(sid), records.transitioned(sid)
+    with store.group():
+        store.commit(sid, [first], snapshot=records.snapshot(sid))
+        store.commit(sid, [second])
+        assert [e.id for e in store.events(sid)] == [first.id, second.id]  # the group sees its writes
+        assert _event_ids(home / "acode.db") == []  # nobody else does: nothing is committed yet
+    assert _event_ids(home / "acode.db") == [first.id, second.id]
+
+
+def test_a_group_that_raises_leaves_nothing(store: Store, home: Path) -> None:
+    sid = new_id()
+    with pytest.raises(RuntimeError, match="stop"), store.group():
+        store.commit(sid, [records.created(sid)], snapshot=records.snapshot(sid))
+        raise RuntimeError("stop")
+    assert _event_ids(home / "acode.db") == []
+    store.commit(sid, [records.created(sid)], snapshot=records.snapshot(sid))  # the store still works
+    assert len(_event_ids(home / "acode.db")) == 1
+
+
+def test_a_failing_write_in_a_group_undoes_only_itself(store: Store, home: Path) -> None:
+    sid, other = new_id(), new_id()
+    kept = records.created(sid)
+    with store.group():
+        store.commit(sid, [kept], snapshot=records.snapshot(sid))
+        with pytest.raises(ProtocolError) as refused:
+            # the first event is fine, the second names another session: the whole write goes
+            store.commit(sid, [records.transitioned(sid), records.transitioned(other)])
+        assert refused.value.code == "ACODE-PROTO-002"
+        later = records.transitioned(sid)
+        store.commit(sid, [later])
+    assert _event_ids(home / "acode.db") == [kept.id, later.id]
+    assert [e.seq for e in store.events(sid)] == [1, 2]
+
+
+def test_groups_do_not_nest(store: Store) -> None:
+    with store.group(), pytest.raises(RuntimeError, match="groups do not nest"), store.group():
+        pass
+
+
+def test_a_group_killed_before_its_commit_is_all_lost_unacknowledged_then_resent_once(harness: Harness) -> None:
+    total, window = 300, 32
+    harness.start("broker")
+    victim = harness.start("persistence", env={FAULT_KILL_BEFORE_COMMIT: "2"})
+    client: Client = harness.client(resend_interval=0.2)
+    sid = new_id()
+    client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid)), timeout=10, decoder=REPLY)
+    ids = [new_id() for _ in range(total)]
+    answers: dict[int, Any] = {}
+    sent = 0
+
+    def pump() -> int:
+        """Keep ``window`` commits in flight, each resent with its own request id until answered."""
+        nonlocal sent
+        while sent < total and sent - len(answers) < window:
+            def answered(reply: Any, error: Exception | None, n: int = sent) -> None:
+                answers[n] = reply or error
+
+            client.send("persistence", Commit(session_id=sid, events=[records.transitioned(sid, ids[sent])]),
+                        timeout=60, decoder=REPLY, on_reply=answered)
+            sent += 1
+        if client.socket.poll(20):
+            client.on_readable()
+        client.tick()
+        return len(answers)
+
+    def killed() -> bool:
+        if victim.poll() is not None:
+            return True
+        assert pump() < total, "every commit was answered and no group of 2 or more ever formed"
+        return False
+
+    wait_until(killed, timeout=60, what="persistence to kill itself before a group commit")
+    assert victim.returncode == -9
+    line = next(line for line in harness.log("persistence").splitlines() if line.startswith(FAULT_KILL_BEFORE_COMMIT))
+    lost = re.search(r"event ids: (\S+)", line)
+    assert lost is not None, line
+    lost_ids = lost.group(1).split(",")
+    assert len(lost_ids) >= 2
+    answered_before = {ids[n] for n in answers}
+
+    # all-or-nothing: the file holds none of the group, and no sender heard about any of it
+    stored = _event_ids(harness.paths.database)
+    assert not set(lost_ids) & set(stored)
+    assert not set(lost_ids) & answered_before
+    assert answered_before <= set(stored)  # every answer was for a durable write
+
+    harness.start("persistence")
+    wait_until(lambda: pump() == total, timeout=60, what="every commit answered after the restart")
+    assert not [a for a in answers.values() if isinstance(a, AcodeError)]
+    events = client.call("persistence", GetEvents(session_id=sid), timeout=10, decoder=REPLY).events
+    assert [e.seq for e in events] == list(range(1, total + 1))
+    assert sorted(e.id for e in events) == sorted(ids)
+
+
+def test_a_group_waits_for_the_disk_unless_every_request_in_it_is_a_read_or_a_rerun_safe_result() -> None:
+    from actors.persistence.service import _relaxed
+    from protocol.messages import ClaimModelAnswer, FinishToolCall, GetSession
+
+    sid = new_id()
+    finish = FinishToolCall(key="k", session_id=sid, result=records.tool_result("k"),
+                            event=records.tool_called(sid, "k"))
+    assert _relaxed(msgspec_replace(finish, rerun_safe=True)) and _relaxed(GetSession(session_id=sid))
+    assert _relaxed(ClaimModelAnswer(request_hash="a" * 64, session_id=sid, stage="executor"))  # a cache
+    assert not _relaxed(finish)  # a side-effecting call's result
+    assert not _relaxed(Commit(session_id=sid, events=[records.transitioned(sid)]))  # a transition

@@ -1,0 +1,87 @@
+"""``acode doctor`` and ``acode status`` on the sandbox: what a command can read, the
+configured read and write paths, and hard-linked files whose other name is outside."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from actors.paths import RunPaths
+from actors.sandbox.hardlinks import outside
+from actors.sandbox.isolation import READS_NOT_CONFINED, Isolation
+from cli import doctor
+from protocol.messages import ActorStatus, StatusReport
+
+
+def _config(workspace: Path, text: str) -> None:
+    (workspace / ".agent").mkdir(parents=True, exist_ok=True)
+    (workspace / ".agent" / "config.yml").write_text(text)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> tuple[RunPaths, Path]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return RunPaths(tmp_path / "acode-home"), workspace
+
+
+def test_doctor_reports_files_with_a_hard_link_outside_the_workspace(site: tuple[RunPaths, Path],
+                                                                     tmp_path: Path) -> None:
+    _, workspace = site
+    (workspace / "pkg").mkdir()
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "blob").write_text("from a pnpm-like store\n")
+    os.link(store / "blob", workspace / "pkg" / "linked.js")  # its other name is outside
+    (workspace / "a.txt").write_text("a\n")
+    os.link(workspace / "a.txt", workspace / "pkg" / "a-again.txt")  # both names inside: fine
+    os.symlink(store / "blob", workspace / "sym")  # a symlink is not a hard link, and is not followed
+
+    assert outside(str(workspace)).paths == ["pkg/linked.js"]
+    check = doctor._hardlink_check(workspace)
+    assert (check.name, check.ok, check.warning) == ("hard links", True, True)
+    assert check.detail.startswith(f"1 file(s) in {workspace} have another name outside it: pkg/linked.js (")
+    assert "read_file shows their content" in check.detail and "cp --remove-destination" in check.fix
+    (workspace / "pkg" / "linked.js").unlink()
+    clean = doctor._hardlink_check(workspace)
+    assert not clean.warning and clean.detail.startswith(f"no file in {workspace} has a hard link outside it")
+
+
+def test_doctor_and_status_show_the_read_and_write_paths_and_what_commands_see(
+        site: tuple[RunPaths, Path], tmp_path: Path) -> None:
+    paths, workspace = site
+    shared, out = tmp_path / "shared", tmp_path / "out"
+    shared.mkdir()
+    out.mkdir()
+    _config(workspace, f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], read_opt: false}}\n")
+    check = doctor._paths_check(paths, workspace, "bubblewrap")
+    assert check.ok and not check.warning, check
+    assert check.detail.startswith(f"read_paths {shared}; write_paths {out}; /opt not seen; commands see the "
+                                   "workspace and a scratch HOME/TMPDIR (read-write)")
+    assert f"write_paths {out} (read-write)" in check.detail and check.detail.endswith("nothing else")
+    line = doctor.configured_paths(paths, workspace)
+    assert line == (f"sandbox paths for {workspace}: read_paths {shared} (read-only); write_paths {out} "
+                    "(read-write); /opt not seen; minimum isolation process")
+    process = doctor._paths_check(paths, workspace, "process")
+    assert process.warning and "NOT enforced at the process level" in process.detail
+
+
+def test_a_bad_read_path_fails_the_doctor_with_its_code(site: tuple[RunPaths, Path]) -> None:
+    paths, workspace = site
+    _config(workspace, "sandbox: {read_paths: [/]}\n")
+    check = doctor._paths_check(paths, workspace, "landlock")
+    assert not check.ok and "sandbox.read_paths entry '/' is /" in check.detail and "(ACODE-CFG-001)" in check.detail
+    assert "configuration error" in doctor.configured_paths(paths, workspace)
+
+
+def test_the_process_level_warns_that_reads_are_not_confined(site: tuple[RunPaths, Path]) -> None:
+    paths, workspace = site
+    sandbox = ActorStatus(instance="sandbox", actor="sandbox", state="ready",
+                          info={"isolation": Isolation(level="process").describe()})  # as a running sandbox says
+    report = StatusReport(pid=1, home=str(paths.home), started_at=0.0, actors=[sandbox])
+    checks = {c.name: c for c in doctor._sandbox_checks(paths, workspace, report)}
+    assert checks["sandbox"].warning and READS_NOT_CONFINED in checks["sandbox"].detail
+    assert "Landlock" in checks["sandbox"].fix
+    assert checks["sandbox paths"].warning
