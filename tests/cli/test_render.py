@@ -26,8 +26,10 @@ def test_acode_show_and_run_print_the_code_once() -> None:
     line = Progress().line(finished)
     assert line is not None and line.count("ACODE-EXEC-003") == 1
     other = ErrorInfo(code="ACODE-LLM-014", message="start llama-server with --jinja")
-    assert Progress().line(SessionFinished(id="e2", session_id="s1", status="failed", exit_code=1,
-                                           error=other)).endswith("--jinja (ACODE-LLM-014) (exit 1)")
+    failed = Progress().line(SessionFinished(id="e2", session_id="s1", status="failed", exit_code=1, error=other))
+    assert failed is not None
+    assert failed.splitlines() == ["failed: start llama-server with --jinja (ACODE-LLM-014) (exit 1)",
+                                   "  continue with: acode resume s1"]
 
 
 def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> None:
