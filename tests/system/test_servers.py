@@ -63,7 +63,8 @@ def test_a_plan_cut_at_the_token_limit_is_reported_as_truncation_not_corrected(
         server.by_stage(planner=[Json(looping, finish="length", usage=(900, 4_096)), plan()])
         code, out = _run(acode, _workspace(tmp_path))
         planner = [r for r in server.chats if r.stage == "planner"]
-    assert code == 1, out
+    assert code == 22, out  # paused (escalation): raise the limit, then `acode resume`
+    assert "paused (escalation)" in out
     assert "ACODE-LLM-012" in out and "cut at the token limit after 4096 tokens" in out
     assert "model.stage_max_tokens.planner" in out
     assert len(planner) == 1, "a cut answer spends no correction round"
@@ -94,12 +95,14 @@ def test_llama_server_without_jinja_is_tried_once_and_the_session_names_the_fix(
         server.by_stage(planner=[plan()], executor=[write(), done()])
         code, out = _run(acode, _workspace(tmp_path))
         executor = _executor(server)
-    assert code == 1, out
-    assert "ACODE-LLM-014" in out
+    assert code == 22, out
+    assert "paused (model_unavailable)" in out and "ACODE-LLM-014" in out
     assert "start llama-server with --jinja and a chat template that supports tools" in out
     assert len(executor) == 1, "a permanent 500 is not retried"
     shown = acode("show", _session_id(out))
-    assert shown.stdout.count("ACODE-LLM-014") == shown.stdout.count("--jinja and a chat template"), shown.stdout
+    messages = "\n".join(line for line in shown.stdout.splitlines() if not line.startswith("fix "))  # the fix alone
+    assert messages.count("ACODE-LLM-014") == messages.count("--jinja and a chat template"), shown.stdout
+    assert "fix       start llama-server with --jinja" in shown.stdout
 
 
 def test_a_complete_tool_call_is_kept_when_the_server_fails_after_it(acode: Acode, tmp_path: Path) -> None:
@@ -124,7 +127,8 @@ def test_tools_the_server_drops_are_diagnosed_after_two_silent_turns(acode: Acod
         server.by_stage(planner=[plan()], executor=[Text("I will now write greet.txt.")] * 10)
         code, out = _run(acode, _workspace(tmp_path))
         executor = _executor(server)
-    assert code == 1, out
+    assert code == 22, out
+    assert "paused (model_unavailable)" in out and "  fix: start llama-server with --jinja" in out
     assert "ACODE-LLM-015" in out and "left the tools out of the prompt" in out and "--jinja" in out
     assert len(executor) == 2, "not ten silent turns"
     assert "turn 1: no tool call ran" in out and "sent: No tool call found in your answer" in out
@@ -137,7 +141,8 @@ def test_a_prompt_over_the_servers_context_is_named_with_its_fix(acode: Acode, t
         server.by_stage(planner=[plan()])
         code, out = _run(acode, _workspace(tmp_path))
         planner = [r for r in server.chats if r.stage == "planner"]
-    assert code == 1, out
+    assert code == 22, out
+    assert "paused (escalation)" in out
     assert "ACODE-LLM-013" in out and "exceeds the available context size (600 tokens)" in out
     assert "--ctx-size" in out
     assert len(planner) == 1
