@@ -34,7 +34,7 @@ Groups (each against a private acode home; everything started is stopped):
   boundary adds (``*_read_boundary_added_p50``).
 - ``context``: the planner's context preparation over a generated 2,000-file workspace.
 - ``reread``: the prompt tokens a server with a prompt cache must read again on each
-  executor turn of a 20-turn step whose history exceeds the window (num_ctx 8192, a 2.4 KB
+  executor turn of a 20-turn step whose history exceeds the window (num_ctx 32768, a 2.4 KB
   tool result a turn), as the stand-in model server (``tests/modelserver.py``) sees it: the
   tokens after the common prefix with the previous request, at 4 characters a token.
   ``before``: the old window, which dropped the oldest turn every turn (``keep=1.0``);
@@ -353,7 +353,7 @@ def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
     from protocol.session import OpenAIProvider
     from tests.modelserver import ModelServer, Text
 
-    spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=8_192)
+    spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=32_768)
     budget = executor.context_budget(SessionSettings(provider=spec))
     fence = Fence()
     conversation = Conversation(prompts.executor_system(fence), "Step T1/S1: read the modules and fix the bug.\n"
@@ -796,7 +796,7 @@ def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
     if "reread" in groups:
         timed("reread", lambda: {"prompt_reread_tokens": {
             "before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
-            "step": "20 executor turns, num_ctx 8192, a 2.4 KB read_file result a turn; tokens at 4 characters"}})
+            "step": "20 executor turns, num_ctx 32768 (executor budget 30%), a 2.4 KB read_file result a turn; tokens at 4 characters"}})
     return result
 
 
