@@ -796,7 +796,8 @@ def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
     if "reread" in groups:
         timed("reread", lambda: {"prompt_reread_tokens": {
             "before": _prompt_reread(keep=1.0), "after": _prompt_reread(keep=0.5),
-            "step": "20 executor turns, num_ctx 32768 (executor budget 30%), a 2.4 KB read_file result a turn; tokens at 4 characters"}})
+            "step": "20 executor turns, num_ctx 32768 (executor budget 30%), a 2.4 KB read_file result a turn; "
+                    "tokens at 4 characters"}})
     return result
 
 
