@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from actors.coordinator import escalation, machine
 from protocol.errors import ErrorInfo
 from protocol.events import SessionPaused, SettingsChanged, Transitioned
-from protocol.plan import PlanTask, Question, TaskPlan
+from protocol.plan import Question, TaskPlan
 from protocol.results import (
     CriterionVerdict,
     ExecutionReport,
@@ -20,9 +20,10 @@ from protocol.results import (
 )
 from protocol.session import Clarification, SessionSettings, SessionSnapshot, SettingsOverride
 from protocol.stages import STAGES
+from tests.actors.coordinator.stage_results import NOW
+from tests.actors.coordinator.stage_results import ok as _ok
+from tests.actors.coordinator.stage_results import result as _result
 
-NOW = 1_000.0
-PLAN = TaskPlan(goal="g", tasks=[PlanTask(label="T1", title="t")], version=1)
 UNREACHABLE = ("ollama at http://127.0.0.1:9 is unreachable (connection refused) after 4 attempts; "
                "start it with `ollama serve`, or fix base_url")
 
@@ -31,21 +32,6 @@ def _new(**fields: object) -> SessionSnapshot:
     return machine.create("s1", "task", "/w", SessionSettings(**fields), NOW).snapshot  # type: ignore[arg-type]
 
 
-def _result(snap: SessionSnapshot, **fields: object) -> StageResult:
-    assert snap.stage is not None
-    return StageResult(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt,
-                       **{"ok": True, **fields})  # type: ignore[arg-type]
-
-
-def _ok(snap: SessionSnapshot) -> StageResult:
-    match snap.stage:
-        case "planner":
-            return _result(snap, plan=PLAN)
-        case "verifier":
-            return _result(snap, verification=VerifierAnswer(passed=True))
-        case "reviewer":
-            return _result(snap, review=ReviewerAnswer(decision="approve"))
-    return _result(snap)
 
 
 def _fail(snap: SessionSnapshot, code: str, message: str = "it went wrong", **fields: object) -> StageResult:

@@ -10,29 +10,12 @@ from hypothesis import strategies as st
 from actors.coordinator import machine
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageRetried, Transitioned
-from protocol.plan import PlanTask, Question, TaskPlan
+from protocol.plan import Question, TaskPlan
 from protocol.results import CriterionVerdict, ReviewerAnswer, ReviewIssue, Rework, StageResult, VerifierAnswer
 from protocol.session import SessionSettings, SessionSnapshot
-
-NOW = 1_000.0
-PLAN = TaskPlan(goal="g", tasks=[PlanTask(label="T1", title="t")], version=1)
-
-
-def _result(snap: SessionSnapshot, **fields: object) -> StageResult:
-    assert snap.stage is not None
-    return StageResult(session_id=snap.id, stage=snap.stage, visit=snap.visit, attempt=snap.attempt,
-                       ok=True, **fields)  # type: ignore[arg-type]
-
-
-def _ok(snap: SessionSnapshot) -> StageResult:
-    match snap.stage:
-        case "planner":
-            return _result(snap, plan=PLAN)
-        case "verifier":
-            return _result(snap, verification=VerifierAnswer(passed=True))
-        case "reviewer":
-            return _result(snap, review=ReviewerAnswer(decision="approve"))
-    return _result(snap)
+from tests.actors.coordinator.stage_results import NOW, PLAN
+from tests.actors.coordinator.stage_results import ok as _ok
+from tests.actors.coordinator.stage_results import result as _result
 
 
 def _verify_fail(snap: SessionSnapshot, evidence: str | None = None) -> StageResult:

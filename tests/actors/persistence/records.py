@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from broker.client import Client
+from protocol import codec
 from protocol.events import SessionCreated, ToolCalled, Transitioned
 from protocol.ids import new_id
+from protocol.messages import Commit
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.results import ModelAnswer, StepRecord, ToolResult
 from protocol.session import SessionSnapshot, SessionStatus
 
-__all__ = ["answer", "created", "plan", "snapshot", "step", "tool_called", "tool_result", "transitioned"]
+__all__ = ["CommitPump", "answer", "created", "plan", "snapshot", "step", "tool_called", "tool_result",
+           "transitioned"]
 
 
 def snapshot(session_id: str, *, status: SessionStatus = "running", created_at: float = 100.0,
@@ -49,3 +55,31 @@ def tool_called(session_id: str, key: str, event_id: str | None = None) -> ToolC
 
 def answer(content: str) -> ModelAnswer:
     return ModelAnswer(content=content)
+
+
+class CommitPump:
+    """Commits ``total`` events (one per Commit, ids in :attr:`ids`) to one session, ``window``
+    at a time, each resent with its own request id until answered; :meth:`pump` does one
+    turn and returns how many were answered (:attr:`answers`: index -> reply or error)."""
+
+    def __init__(self, client: Client, session_id: str, *, total: int, window: int, timeout: float,
+                 poll_ms: int) -> None:
+        self.client, self.session_id = client, session_id
+        self.total, self.window, self.timeout, self.poll_ms = total, window, timeout, poll_ms
+        self.ids = [new_id() for _ in range(total)]
+        self.answers: dict[int, Any] = {}
+        self.sent = 0
+
+    def pump(self) -> int:
+        while self.sent < self.total and self.sent - len(self.answers) < self.window:
+            def answered(reply: Any, error: Exception | None, n: int = self.sent) -> None:
+                self.answers[n] = reply or error
+
+            event = transitioned(self.session_id, self.ids[self.sent])
+            self.client.send("persistence", Commit(session_id=self.session_id, events=[event]),
+                             timeout=self.timeout, decoder=codec.PERSISTENCE_REPLY, on_reply=answered)
+            self.sent += 1
+        if self.client.socket.poll(self.poll_ms):
+            self.client.on_readable()
+        self.client.tick()
+        return len(self.answers)

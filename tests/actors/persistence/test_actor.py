@@ -164,27 +164,11 @@ def test_killing_persistence_mid_stream_loses_no_commit_and_duplicates_none(pers
     total, window, kill_after = 200, 8, 80
     client = persistence.client(resend_interval=0.2)
     sid = _new_session(client)
-    ids = [new_id() for _ in range(total)]
-    answers: dict[int, Any] = {}
-    sent = 0
-
-    def pump() -> int:
-        """Keep ``window`` commits in flight (each resent with its own id until answered)."""
-        nonlocal sent
-        while sent < total and sent - len(answers) < window:
-            def answered(reply: Any, error: Exception | None, n: int = sent) -> None:
-                answers[n] = reply or error
-
-            client.send("persistence", Commit(session_id=sid, events=[records.transitioned(sid, ids[sent])]),
-                        timeout=30, decoder=REPLY, on_reply=answered)
-            sent += 1
-        if client.socket.poll(50):
-            client.on_readable()
-        client.tick()
-        return len(answers)
+    commits = records.CommitPump(client, sid, total=total, window=window, timeout=30, poll_ms=50)
+    pump, ids, answers = commits.pump, commits.ids, commits.answers
 
     wait_until(lambda: pump() >= kill_after, what=f"{kill_after} commits acknowledged")
-    in_flight = sent - len(answers)
+    in_flight = commits.sent - len(answers)
     persistence.kill("persistence")  # SIGKILL, with commits in flight
     persistence.start("persistence")
     wait_until(lambda: pump() == total, timeout=30, what="every commit acknowledged")

@@ -14,7 +14,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import pytest
 from msgspec.structs import replace as msgspec_replace
@@ -91,24 +90,8 @@ def test_a_group_killed_before_its_commit_is_all_lost_unacknowledged_then_resent
     client: Client = harness.client(resend_interval=0.2)
     sid = new_id()
     client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid)), timeout=10, decoder=REPLY)
-    ids = [new_id() for _ in range(total)]
-    answers: dict[int, Any] = {}
-    sent = 0
-
-    def pump() -> int:
-        """Keep ``window`` commits in flight, each resent with its own request id until answered."""
-        nonlocal sent
-        while sent < total and sent - len(answers) < window:
-            def answered(reply: Any, error: Exception | None, n: int = sent) -> None:
-                answers[n] = reply or error
-
-            client.send("persistence", Commit(session_id=sid, events=[records.transitioned(sid, ids[sent])]),
-                        timeout=60, decoder=REPLY, on_reply=answered)
-            sent += 1
-        if client.socket.poll(20):
-            client.on_readable()
-        client.tick()
-        return len(answers)
+    commits = records.CommitPump(client, sid, total=total, window=window, timeout=60, poll_ms=20)
+    pump, ids, answers = commits.pump, commits.ids, commits.answers
 
     def killed() -> bool:
         if victim.poll() is not None:
