@@ -147,7 +147,10 @@ CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 class Commit(Message, frozen=True, tag="commit", kw_only=True):
     """Append events and update a session in one transaction (idempotent by event id).
 
-    ``snapshot`` creates the session row when it does not exist yet.
+    ``snapshot`` creates the session row when it does not exist yet. ``answers``: model
+    answers recorded in the same transaction (a stage sends its last answer with its next
+    write instead of on its own, see ``actors.llm.recorded``); one whose claim is not found
+    is dropped (it is a cache), it never fails the commit.
     """
 
     session_id: Id
@@ -155,6 +158,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     snapshot: SessionSnapshot | None = None
     plan: TaskPlan | None = None
     step: StepRecord | None = None
+    answers: list[RecordModelAnswer] = []
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):
@@ -210,11 +214,13 @@ class FinishToolCall(Message, frozen=True, tag="finish_tool_call", kw_only=True)
 
 class ClaimModelAnswer(Message, frozen=True, tag="claim_model_answer", kw_only=True):
     """Find the recorded answer for a request hash, or reserve its place in the stage's
-    sequence (the scripted model serves the response at that place)."""
+    sequence (the scripted model serves the response at that place). ``answers``: earlier
+    answers recorded first, in the same transaction (as :class:`Commit`'s)."""
 
     request_hash: Id
     session_id: Id
     stage: Stage
+    answers: list[RecordModelAnswer] = []
 
 
 class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only=True):

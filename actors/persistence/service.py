@@ -6,12 +6,14 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 ``capacity`` lets the broker queue requests here instead of in its own queue.
 
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
-tool call without side effects (``FinishToolCall.rerun_safe``) and the model-answer cache
-(claims and answers), and a group commit of only such writes and reads. In WAL mode a power
-cut can lose such a commit only together with every commit after it (the next full commit
-syncs the log whole), so nothing durable ever depends on what was lost: the read runs again,
-the model is asked again. Transitions, steps, intents and the results of side-effecting calls
-stay durable before any answer.
+tool call without side effects (``FinishToolCall.rerun_safe``), the model-answer cache
+(claims and answers), a stage's progress events (:data:`PROGRESS_EVENTS`: a step started, a
+turn answered, a step retried; no snapshot, plan or step record), and a group commit of only
+such writes and reads. In WAL mode a power cut can lose such a commit only together with
+every commit after it (the next full commit syncs the log whole), so nothing durable ever
+depends on what was lost: the read runs again, the model is asked again, the replayed stage
+reports its progress again (same event ids). Transitions, steps, intents and the results of
+side-effecting calls stay durable before any answer.
 
 **Group commit.** The handler only decodes a request and queues it (``DEFERRED``); when the
 worker has read every request waiting on its socket (``drained``), the queued ones are served
@@ -55,7 +57,7 @@ from actors.persistence.store import Store, Synchronous
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
-from protocol.events import Event
+from protocol.events import Event, StepRetried, StepStarted, TurnAnswered
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -112,6 +114,7 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
     """Serve one request; return the reply and the events to publish (inserted now)."""
     match request:
         case Commit():
+            _record_answers(store, request.answers)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
                                     plan=request.plan, step=request.step)
             return Committed(seqs=appended.seqs), appended.inserted
@@ -125,6 +128,7 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
                                          arguments=request.arguments, risk=request.risk,
                                          pre_image=request.pre_image), []
         case ClaimModelAnswer():
+            _record_answers(store, request.answers)
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
                                             stage=request.stage), []
         case RecordModelAnswer():
@@ -144,12 +148,34 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             assert_never(request)
 
 
+def _record_answers(store: Store, answers: list[RecordModelAnswer]) -> None:
+    """The model answers a request carries, recorded before it is served, in its group's
+    transaction: committed with it, answered only after."""
+    if answers:
+        store.record_model_answers((answer.request_hash, answer.answer) for answer in answers)
+
+
+# Events that report a stage's progress and decide nothing: no sender acts on their being
+# durable, and a replayed stage writes them again under the same ids.
+PROGRESS_EVENTS = (StepStarted, TurnAnswered, StepRetried)
+
+
+def progress_only(commit: Commit) -> bool:
+    """A commit of progress events alone (no snapshot, plan or step record): see :func:`_relaxed`."""
+    return (commit.snapshot is None and commit.plan is None and commit.step is None
+            and all(isinstance(event, PROGRESS_EVENTS) for event in commit.events))
+
+
 def _relaxed(request: PersistenceRequest) -> bool:
     """Whether a group holding ``request`` may commit without waiting for the disk: it writes
-    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe)."""
+    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe),
+    the model-answer cache, or progress events (:data:`PROGRESS_EVENTS`, with the answers
+    they carry): what a power cut loses with them is written again by the replayed stage."""
     match request:
         case FinishToolCall(rerun_safe=rerun_safe):
             return rerun_safe
+        case Commit():
+            return progress_only(request)
         case ClaimModelAnswer() | RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
                 | GetSteps():
             return True

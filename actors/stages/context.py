@@ -10,6 +10,9 @@ own broker client, and the counters are updated under a lock. A thread that is a
 end calls :meth:`StageContext.release_thread` so its socket does not outlive it. The model
 is asked from the stage's own thread only.
 
+The model's answers are recorded with the stage's next write (:meth:`commit`, the next
+claim), or before a tool call or the result at the latest: see :mod:`actors.llm.recorded`.
+
 Transient tool failures (a result whose error is ``retryable``) are retried by
 :meth:`StageContext.tool_retrying` ``tool_retry_limit`` times, after ``tool_retry_backoff_s``
 doubling each time (by default :data:`TOOL_RETRY_WAITS`: 1 s, 2 s, 4 s; seed 004
@@ -105,7 +108,10 @@ class StageContext:
                                  decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
     def commit(self, events: list[Event], step: StepRecord | None = None) -> None:
-        self.persistence(Commit(session_id=self.session_id, events=events, step=step))
+        """Append ``events`` (and ``step``) durably, with the model's pending answer in the
+        same transaction (see :mod:`actors.llm.recorded`)."""
+        self.persistence(Commit(session_id=self.session_id, events=events, step=step,
+                                answers=self.model.take_pending()))
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
@@ -113,6 +119,7 @@ class StageContext:
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
             self.tool_calls += 1
+        self.model.flush()  # the call may follow the model's last answer: record it first
         reply = self.clients.call(
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
@@ -183,6 +190,9 @@ class StageContext:
             messages=messages))
 
     def result(self, *, ok: bool, summary: str, **fields: Any) -> StageResult:
+        """The stage's result; the model's pending answer is recorded first (the coordinator
+        acts on the result, so a replay must find every answer it followed)."""
+        self.model.flush()
         request = self.request
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,

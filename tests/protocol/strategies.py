@@ -319,8 +319,9 @@ struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
        degraded=st.booleans(), reason=texts, actors=_few(actor_statuses), sessions_active=signed)
 struct(m.SessionAccepted, {"session": snapshots})
 
+record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
 struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
-       plan=st.none() | task_plans, step=st.none() | step_records)
+       plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
@@ -330,8 +331,8 @@ struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
        arguments=arguments, risk=risks, pre_image=st.none() | texts)
 struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events,
                           "rerun_safe": st.booleans()})
-struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
-struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
+struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages},
+       answers=_few(record_model_answers))
 struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))

@@ -1,0 +1,88 @@
+"""When a model answer is recorded (actors.llm.recorded): with the stage's next write, and
+before anything that depends on it, against real broker, persistence and sandbox processes.
+
+A stage that dies while an answer is pending is stood for by a second context of the same
+session (attempt 2) built without the first one ever sending again: what the first one had
+only in memory is gone, as after a kill -9 of the stage actor.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import structlog
+from msgspec.structs import replace
+
+from actors.llm.provider import ChatMessage, ModelRequest
+from actors.stages.context import StageContext
+from protocol.events import TurnAnswered
+from protocol.ids import new_id
+from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
+
+ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
+
+
+def _request(site: str = "T1/S1/turn1") -> ModelRequest:
+    return ModelRequest(stage="executor", call_site=site, messages=[ChatMessage(role="user", content="go")])
+
+
+def _again(run: Run) -> tuple[StageContext, Spy]:
+    """A fresh context of the same session, as a re-dispatched stage (attempt 2) gets."""
+    request = run.ctx.request
+    ctx = StageContext(replace(request, attempt=request.attempt + 1), clients=run.stack.clients,
+                       cancel=threading.Event(), log=structlog.get_logger())
+    ctx.retry_waits = FAST_RETRIES
+    spy = Spy(ctx.model.provider)
+    ctx.model.provider = spy
+    return ctx, spy
+
+
+def _turn(run: Run) -> TurnAnswered:
+    request = run.ctx.request
+    return TurnAnswered(id=new_id(), session_id=request.session_id, at=1.0, visit=1, task="T1", step="S1", turn=1)
+
+
+def test_a_pending_answer_is_lost_with_the_stage_and_the_replay_asks_the_model_again(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    assert run.ctx.model.complete(_request()).content == "first answer"  # pending, not yet written
+    replay, spy = _again(run)
+    again = replay.model.complete(_request())
+    assert len(spy.requests) == 1 and replay.model.replayed == 0  # nothing depended on it: asked again
+    assert again.content == "first answer"  # the claim (seq 0) was written: the script answers the same place
+
+
+def test_the_answer_is_written_with_the_next_commit_and_a_replay_reads_it(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request())
+    run.ctx.commit([_turn(run)])  # the turn's event and the answer: one transaction
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer"
+    assert spy.requests == [] and replay.model.replayed == 1
+
+
+def test_the_answer_is_written_with_the_next_claim(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request("a"))
+    assert run.ctx.model.complete(_request("b")).content == "second answer"  # its claim carried "a"
+    replay, spy = _again(run)
+    assert replay.model.complete(_request("a")).content == "first answer" and spy.requests == []
+
+
+def test_a_tool_call_writes_the_answer_before_it_runs(stack: Stack) -> None:
+    """A side effect may follow the answer: a replay must find the answer it followed."""
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    run.ctx.model.complete(_request())
+    result = run.ctx.tool(f"{run.ctx.session_id}:k1", "write_file", {"path": "b.txt", "content": "x\n"})
+    assert result.ok, result.error
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+
+
+def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> None:
+    """The coordinator acts on the result: every answer it follows is on record first."""
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request())
+    result = run.ctx.result(ok=True, summary="done")
+    assert result.metrics.model_calls == 1
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
