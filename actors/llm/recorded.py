@@ -15,8 +15,10 @@ answer can become durable or happen without it:
 
 - events, steps and the plan: written by a ``Commit``, which carries the pending answer in
   its own transaction (the answer is durable with them, or neither is);
-- tool calls: :meth:`RecordedModel.flush` is called before every tool call (the stage's
-  context does it), so the answer a side effect follows is recorded first;
+- tool calls: the stage's context records it before a call with side effects, so the answer
+  a side effect follows is recorded first, and journals it with the result of a read (one
+  transaction, ``RunTool.commit``), so a replay that reads the journaled result reads the
+  answer that asked for it;
 - the stage's result, which the coordinator acts on: the context flushes before building it.
 
 So a stage killed (or persistence killed) while an answer is pending loses only that answer,
@@ -88,7 +90,8 @@ class RecordedModel:
         return pending
 
     def flush(self) -> None:
-        """Record the pending answer now (before a side effect that depends on it)."""
+        """Record the pending answer now (before a side effect that depends on it); a
+        :class:`~actors.stages.context.StageContext` sends it with its own writes instead."""
         for record in self.take_pending():
             self.persistence(record)
 

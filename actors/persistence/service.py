@@ -7,7 +7,7 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
 tool call without side effects (``FinishToolCall.rerun_safe``), the model-answer cache
-(claims and answers), a stage's progress events (:data:`PROGRESS_EVENTS`: a step started, a
+(claims and answers), a stage's progress events (``protocol.events.PROGRESS_EVENTS``: a step started, a
 turn answered, a step retried; no snapshot, plan or step record), and a group commit of only
 such writes and reads. In WAL mode a power cut can lose such a commit only together with
 every commit after it (the next full commit syncs the log whole), so nothing durable ever
@@ -57,7 +57,7 @@ from actors.persistence.store import Store, Synchronous
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
-from protocol.events import Event, StepRetried, StepStarted, TurnAnswered
+from protocol.events import PROGRESS_EVENTS, Event
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -119,18 +119,20 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
                                     plan=request.plan, step=request.step)
             return Committed(seqs=appended.seqs), appended.inserted
         case FinishToolCall():
+            carried = _carried(store, request.commit)
             appended = store.finish_tool_call(request.key, session_id=request.session_id,
                                               result=request.result, event=request.event,
                                               rerun_safe=request.rerun_safe)
-            return Committed(seqs=appended.seqs, result=appended.first_result), appended.inserted
+            return Committed(seqs=appended.seqs, result=appended.first_result), carried + appended.inserted
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=request.risk,
                                          pre_image=request.pre_image), []
         case ClaimModelAnswer():
+            carried = _carried(store, request.commit)
             _record_answers(store, request.answers)
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
-                                            stage=request.stage), []
+                                            stage=request.stage), carried
         case RecordModelAnswer():
             store.record_model_answer(request.request_hash, request.answer)
             return Ack(), []
@@ -148,16 +150,24 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             assert_never(request)
 
 
+def _carried(store: Store, commit: Commit | None) -> list[Event]:
+    """Write the commit a request carries (a stage's held progress events and answers, see
+    ``RunTool.commit``) before the request itself, in its group's transaction; return the
+    events inserted now. A failure fails the carrying request, as the commit alone would."""
+    if commit is None:
+        return []
+    _record_answers(store, commit.answers)
+    if not (commit.events or commit.snapshot or commit.plan or commit.step):
+        return []
+    return store.commit(commit.session_id, commit.events, snapshot=commit.snapshot, plan=commit.plan,
+                        step=commit.step).inserted
+
+
 def _record_answers(store: Store, answers: list[RecordModelAnswer]) -> None:
     """The model answers a request carries, recorded before it is served, in its group's
     transaction: committed with it, answered only after."""
     if answers:
         store.record_model_answers((answer.request_hash, answer.answer) for answer in answers)
-
-
-# Events that report a stage's progress and decide nothing: no sender acts on their being
-# durable, and a replayed stage writes them again under the same ids.
-PROGRESS_EVENTS = (StepStarted, TurnAnswered, StepRetried)
 
 
 def progress_only(commit: Commit) -> bool:
@@ -172,11 +182,13 @@ def _relaxed(request: PersistenceRequest) -> bool:
     the model-answer cache, or progress events (:data:`PROGRESS_EVENTS`, with the answers
     they carry): what a power cut loses with them is written again by the replayed stage."""
     match request:
-        case FinishToolCall(rerun_safe=rerun_safe):
-            return rerun_safe
+        case FinishToolCall(rerun_safe=rerun_safe, commit=carried):
+            return rerun_safe and (carried is None or progress_only(carried))
+        case ClaimModelAnswer(commit=carried):
+            return carried is None or progress_only(carried)
         case Commit():
             return progress_only(request)
-        case ClaimModelAnswer() | RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
+        case RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
                 | GetSteps():
             return True
         case _:

@@ -15,8 +15,10 @@ from msgspec.structs import replace
 
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages.context import StageContext
-from protocol.events import TurnAnswered
+from protocol import codec
+from protocol.events import Event, StepFinished, TurnAnswered
 from protocol.ids import new_id
+from protocol.messages import GetEvents
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
 
 ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
@@ -37,6 +39,13 @@ def _again(run: Run) -> tuple[StageContext, Spy]:
     return ctx, spy
 
 
+def _stored(run: Run) -> list[Event]:
+    """The session's events as stored (not through the context, which would flush first)."""
+    reply = run.stack.clients.call("persistence", GetEvents(session_id=run.ctx.session_id), timeout=10,
+                                   decoder=codec.PERSISTENCE_REPLY)
+    return list(reply.events)
+
+
 def _turn(run: Run) -> TurnAnswered:
     request = run.ctx.request
     return TurnAnswered(id=new_id(), session_id=request.session_id, at=1.0, visit=1, task="T1", step="S1", turn=1)
@@ -51,13 +60,43 @@ def test_a_pending_answer_is_lost_with_the_stage_and_the_replay_asks_the_model_a
     assert again.content == "first answer"  # the claim (seq 0) was written: the script answers the same place
 
 
-def test_the_answer_is_written_with_the_next_commit_and_a_replay_reads_it(stack: Stack) -> None:
+def test_the_answer_and_held_progress_are_written_with_the_next_commit_in_order(stack: Stack) -> None:
     run = stack.stage("executor", ANSWERS, None)
     run.ctx.model.complete(_request())
-    run.ctx.commit([_turn(run)])  # the turn's event and the answer: one transaction
+    turn = _turn(run)
+    run.ctx.commit([turn])  # progress alone: held back, nothing sent
+    assert turn.id not in [e.id for e in _stored(run)]
+    finished = StepFinished(id=new_id(), session_id=run.ctx.session_id, at=1.0, visit=1, task="T1", step="S1",
+                            status="completed")
+    run.ctx.commit([finished])  # the held turn, the answer and this: one transaction, in that order
+    assert [e.id for e in _stored(run)][-2:] == [turn.id, finished.id]
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer"
     assert spy.requests == [] and replay.model.replayed == 1
+
+
+def test_held_progress_is_lost_with_the_stage_and_written_again_by_its_replay(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    replay, _ = _again(run)  # the first context is gone with what it held
+    assert turn.id not in [e.id for e in _stored(run)]
+    replay.commit([turn])  # the replay reports the same turn under the same id
+    replay.flush()
+    assert [e.id for e in _stored(run)].count(turn.id) == 1
+
+
+def test_a_read_journals_the_held_turn_and_answer_with_its_result_before_its_own_event(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    run.ctx.model.complete(_request())
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    result = run.ctx.tool(f"{run.ctx.session_id}:k1", "read_file", {"path": "a.txt"})
+    assert result.ok, result.error
+    events = _stored(run)
+    assert [type(e).__name__ for e in events][-2:] == ["TurnAnswered", "ToolCalled"] and events[-2].id == turn.id
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
 
 def test_the_answer_is_written_with_the_next_claim(stack: Stack) -> None:
@@ -68,12 +107,15 @@ def test_the_answer_is_written_with_the_next_claim(stack: Stack) -> None:
     assert replay.model.complete(_request("a")).content == "first answer" and spy.requests == []
 
 
-def test_a_tool_call_writes_the_answer_before_it_runs(stack: Stack) -> None:
+def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack: Stack) -> None:
     """A side effect may follow the answer: a replay must find the answer it followed."""
     run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
     run.ctx.model.complete(_request())
+    turn = _turn(run)
+    run.ctx.commit([turn])
     result = run.ctx.tool(f"{run.ctx.session_id}:k1", "write_file", {"path": "b.txt", "content": "x\n"})
     assert result.ok, result.error
+    assert [e.id for e in _stored(run)][-2] == turn.id  # before the write's own event
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
