@@ -214,3 +214,19 @@ def test_what_the_stage_held_rides_on_a_reads_journal_write_and_precedes_a_side_
         assert isinstance(last, FinishToolCall) and last.commit is None
     finally:
         terminal.kill_all()
+
+
+def test_the_tools_a_stage_treats_as_rerun_safe_are_those_the_sandbox_journals_without_an_intent(tree: Tree) -> None:
+    """StageContext sends held writes with a call named in RERUN_SAFE_TOOLS, trusting the
+    sandbox to journal them with its result; the sandbox decides by the decoded call."""
+    from actors.sandbox.dispatch import ToolCall
+    from protocol.tools import RERUN_SAFE_TOOLS
+
+    valid: dict[str, dict[str, Any]] = {"read_file": {"path": "a"}, "list_directory": {}, "search_code": {"query": "q"},
+             "search_code_terms": {"queries": ["q"]}, "diff_workspace": {}, "write_file": {"path": "a", "content": ""},
+             "create_directory": {"path": "d"}, "run_terminal": {"command": "true"}, "baseline_workspace": {}}
+    for tool, arguments in valid.items():
+        with ToolCall(_request(tree, tool, **arguments)) as call:
+            assert call.refusal is None, (tool, call.refusal)
+            assert call.side_effect_free == (tool in RERUN_SAFE_TOOLS), tool
+    assert RERUN_SAFE_TOOLS <= set(valid)
