@@ -7,11 +7,12 @@ session, stage, visit, call site, messages, tools and schema, never the attempt 
 or the nonce untrusted text is fenced with.
 
 **When an answer is recorded.** A new answer is not sent on its own: it stays pending in
-this object and rides on the stage's next write to persistence, recorded in the same
-transaction before it (``Commit.answers``, ``ClaimModelAnswer.answers``): the executor's
-``turn_answered`` commit, or the next request's claim. That saves a broker round trip a
-turn. What a replay needs (DESIGN §3) still holds, because nothing that depends on an
-answer can become durable or happen without it:
+this object and rides on the stage's next request to persistence, recorded in the same
+transaction before it: a commit (``Commit.answers``), the next claim
+(``ClaimModelAnswer.answers``), or a read's journal write (``RunTool.commit``, through the
+sandbox; see :mod:`actors.stages.context`). That saves a broker round trip a turn. What a
+replay needs (DESIGN §3) still holds, because nothing that depends on an answer can become
+durable or happen without it:
 
 - events, steps and the plan: written by a ``Commit``, which carries the pending answer in
   its own transaction (the answer is durable with them, or neither is);
