@@ -9,16 +9,19 @@ only in memory is gone, as after a kill -9 of the stage actor.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import structlog
 from msgspec.structs import replace
 
 from actors.llm.provider import ChatMessage, ModelRequest
+from actors.stages import executor
 from actors.stages.context import StageContext
+from broker.threads import ThreadClients
 from protocol import codec
 from protocol.events import Event, StepFinished, TurnAnswered
 from protocol.ids import new_id
-from protocol.messages import GetEvents
+from protocol.messages import GetEvents, Message
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
 
 ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
@@ -128,3 +131,40 @@ def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> 
     assert result.metrics.model_calls == 1
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+
+
+class _Counting(ThreadClients):
+    """Broker clients that note each request's service and type, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def call(self, service: str, body: Message, **options: Any) -> Any:
+        self.sent.append(f"{service}:{type(body).__name__}")
+        return super().call(service, body, **options)
+
+
+def test_an_executor_turn_that_reads_is_one_claim_and_one_tool_call(stack: Stack) -> None:
+    """The round trips a turn waits for: the claim of its model request and its tool call;
+    the answer and the turn's event ride on them, the step's start on its first claim, the
+    last turn's event on the step's finish."""
+    responses = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+                 {"tool_calls": [{"name": "read_file", "arguments": {"path": "b.txt"}}]},
+                 {"tool_calls": [{"name": "step_complete", "arguments": {"summary": "read both"}}]}]
+    plan = {"goal": "read", "status": "ready", "tasks": [{"label": "T1", "title": "read", "steps": [
+        {"label": "S1", "title": "read a and b", "action": "read_file"}]}]}
+    run = stack.stage("executor", responses, plan, files={"a.txt": "alpha\n", "b.txt": "beta\n"})
+    counting = _Counting(stack.harness.ctx, stack.harness.endpoints.broker, sender="test-counting")
+    run.ctx.clients = counting
+    try:
+        result = executor.run(run.ctx)
+    finally:
+        counting.close()
+    assert result.ok, result.summary
+    claims = "persistence:ClaimModelAnswer"
+    assert counting.sent == ["persistence:GetSteps", claims, "sandbox:RunTool", claims, "sandbox:RunTool", claims,
+                             "persistence:Commit"], counting.sent
+    kinds = [type(e).__name__ for e in _stored(run)]
+    assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
+                          "StepFinished"], kinds
