@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any, TypeVar, assert_never
 
+import msgspec
+
 from actors.llm.ollama import OllamaModel
 from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
@@ -31,6 +33,7 @@ from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.budget import stage_budget
+from actors.stages.control import WorkControl, with_guidance
 from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
@@ -80,8 +83,10 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 
 class StageContext:
-    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any):
+    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
+                 control: WorkControl | None = None):
         self.request = request
+        self.control = control or WorkControl(request.steering)
         self.clients = clients
         self.cancel = cancel
         self.log = log
@@ -94,11 +99,20 @@ class StageContext:
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
-                                   session_id=request.session_id, visit=request.visit, cancel=cancel)
+                                   session_id=request.session_id, visit=request.visit, cancel=cancel,
+                                   before=lambda r: self.control.safe_point(f"model call {r.call_site}"),
+                                   amend=self._steered)
 
     @property
     def session_id(self) -> str:
         return self.request.session_id
+
+    def _steered(self, request: ModelRequest) -> ModelRequest:
+        """``request`` as the model gets it: with the user's steering so far (fenced), if any."""
+        guidance = self.control.guidance(self.fence)
+        if not guidance:
+            return request
+        return msgspec.structs.replace(request, messages=with_guidance(request.messages, guidance))
 
     def persistence(self, body: Message) -> Any:
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
@@ -109,6 +123,7 @@ class StageContext:
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
+        self.control.safe_point(f"tool call {tool}")
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
