@@ -150,6 +150,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-006": "the workspace is held by an unfinished session",
     "ACODE-CLI-007": "resume sooner than 1 s after a pause (seed 002: pause and resume at least 1 s apart)",
     "ACODE-CLI-008": "a plan waiting for review continues with approve or replan, not resume",
+    "ACODE-CLI-009": "steering or feedback text empty or too long",
 }
 
 

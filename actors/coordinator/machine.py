@@ -154,10 +154,11 @@ class Decision:
     snapshot: SessionSnapshot
     events: list[Event] = field(default_factory=list)
     plan: TaskPlan | None = None
+    going_on: bool = False  # the attempt in flight goes on (a pause request, a steering note): no dispatch
 
     @property
     def dispatch(self) -> bool:
-        return self.snapshot.status == "running" and self.snapshot.stage is not None
+        return not self.going_on and self.snapshot.status == "running" and self.snapshot.stage is not None
 
 
 def _event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
@@ -529,7 +530,8 @@ def _withdraw_pause(snap: SessionSnapshot, now: float) -> Decision:
     goes on (a stage that stops all the same is retried, replaying what it recorded)."""
     _check_gap(snap, now)
     return Decision(_with(snap, now, pause_requested_at=0.0),
-                    [_event(SessionResumed, snap, now, reason="the pause was withdrawn before the session stopped")])
+                    [_event(SessionResumed, snap, now, reason="the pause was withdrawn before the session stopped")],
+                    going_on=True)
 
 
 def request_pause(snap: SessionSnapshot, now: float) -> Decision | None:
@@ -541,7 +543,7 @@ def request_pause(snap: SessionSnapshot, now: float) -> Decision | None:
     if snap.status == "paused" or snap.pause_requested_at:
         return None
     return Decision(_with(snap, now, pause_requested_at=now),
-                    [_event(PauseRequested, snap, now, stage=snap.stage or "")])
+                    [_event(PauseRequested, snap, now, stage=snap.stage or "")], going_on=True)
 
 
 def steer(snap: SessionSnapshot, text: str, now: float) -> Decision:
@@ -552,7 +554,8 @@ def steer(snap: SessionSnapshot, text: str, now: float) -> Decision:
                               code="ACODE-CLI-004")
     event = _event(Steered, snap, now, text=text, stage=snap.stage or "")
     note = SteeringNote(id=event.id, text=text)
-    return Decision(_with(snap, now, steering=[*snap.steering, note][-MAX_STEERING_NOTES:]), [event])
+    return Decision(_with(snap, now, steering=[*snap.steering, note][-MAX_STEERING_NOTES:]), [event],
+                    going_on=snap.status == "running")
 
 
 def _reviewing(snap: SessionSnapshot, what: str) -> None:
