@@ -305,7 +305,8 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         tokens_out=result.metrics.tokens_out)]
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":
         if snap.pause_requested_at:  # the stage stopped at a safe point: the next attempt replays its work
-            return pause(snap, "user", "ACODE-ORCH-010", _paused_message(snap, result.error.message), now, events)
+            why = _paused_message(snap, f"{result.error.message} in the {stage}")
+            return pause(snap, "user", "ACODE-ORCH-010", why, now, events)
         return _retry(snap, now, "the stage stopped for a pause that was withdrawn", events)
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
@@ -404,7 +405,7 @@ def _held(decision: Decision) -> Decision:
     if not decision.dispatch or not snap.pause_requested_at:
         return decision
     held = pause(snap, "user", "ACODE-ORCH-010",
-                 _paused_message(snap, f"paused by the user before {snap.stage} attempt {snap.attempt}"),
+                 _paused_message(snap, f"paused by the user before the {snap.stage} (attempt {snap.attempt})"),
                  snap.updated_at, list(decision.events))
     return Decision(held.snapshot, held.events, decision.plan)
 

@@ -82,7 +82,7 @@ class StageActor(Actor):
             control = self._control(request_id)
             if not control.paused:
                 self.log.info("stage_pausing", request_id=request_id, reason=reason)
-                control.pause(reason)
+                control.pause()
 
     def on_steer(self, request_ids: list[str], note: SteeringNote) -> None:
         for request_id in request_ids:

@@ -41,14 +41,11 @@ class WorkControl:
     def __init__(self, notes: list[SteeringNote] | None = None):
         self._lock = threading.Lock()
         self._paused = threading.Event()
-        self._reason = ""
         self._notes: list[SteeringNote] = []
         for note in notes or []:
             self.steer(note)
 
-    def pause(self, reason: str) -> None:
-        with self._lock:
-            self._reason = self._reason or reason
+    def pause(self) -> None:
         self._paused.set()
 
     @property
@@ -58,8 +55,7 @@ class WorkControl:
     def safe_point(self, where: str) -> None:
         """Raise WorkPaused (ACODE-ORCH-010) if the session was paused; ``where``: what was next."""
         if self._paused.is_set():
-            raise WorkPaused(f"paused by the user before {where}: {self._reason or 'acode pause'}; "
-                             "`acode resume` continues from here")
+            raise WorkPaused(f"paused by the user before {where}")
 
     def steer(self, note: SteeringNote) -> bool:
         """Add ``note`` unless it is known already; True if it was new."""

@@ -186,7 +186,7 @@ def test_a_pause_stops_the_executor_before_its_next_tool_call_and_resume_asks_no
         code, run_out, run_err = wait_exit(run)
         assert code == 22, run_out + run_err
         assert "pause requested: the executor stops at its next safe point" in run_out
-        assert "stopped at a safe point: paused by the user before tool call write_file" in run_out
+        assert "[EXECUTOR]  stopped at a safe point: paused by the user before tool call write_file (" in run_out
         assert "paused (user)" in run_out and f"acode resume {session_id}" in run_out
         assert not (workspace / "greet.txt").exists(), "stopped before the tool call"
 

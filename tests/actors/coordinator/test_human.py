@@ -19,8 +19,8 @@ def _new(**settings_fields: object) -> SessionSnapshot:
 
 
 def _paused_result(snap: SessionSnapshot) -> StageResult:
-    return _result(snap, ok=False, error=ErrorInfo(code="ACODE-ORCH-010", message="paused by the user before "
-                                                                                  "tool call write_file"))
+    return _result(snap, ok=False, error=ErrorInfo(code="ACODE-ORCH-010",
+                                                   message="paused by the user before tool call write_file"))
 
 
 # -- plan review -------------------------------------------------------------------------------
@@ -99,6 +99,7 @@ def test_a_stage_stopped_at_a_safe_point_pauses_user_and_resume_retries_the_atte
     assert paused.status == "paused" and paused.stage == "executor" and paused.exit_code == 22
     assert paused.pause is not None and paused.pause.kind == "user" and paused.pause.resume == "retry"
     assert paused.pause.code == "ACODE-ORCH-010" and paused.pause.command == "acode resume s1"
+    assert paused.pause.message.startswith("paused by the user before tool call write_file in the executor; ")
     resumed = machine.resume(paused, NOW + 3)
     new = resumed.snapshot
     assert new.status == "running" and new.stage == "executor" and new.visit == 1 and new.attempt == 2, \
@@ -114,7 +115,7 @@ def test_a_stage_that_finished_before_the_pause_reached_it_pauses_before_the_nex
     new = decision.snapshot
     assert new.status == "paused" and new.stage == "verifier" and not decision.dispatch
     assert new.pause is not None and new.pause.kind == "user"
-    assert "before verifier" in new.pause.message
+    assert new.pause.message.startswith("paused by the user before the verifier (attempt 1); `acode resume s1` ")
 
 
 @pytest.mark.parametrize("lose", ["lost", "timeout", "recover"])

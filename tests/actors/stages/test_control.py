@@ -37,7 +37,7 @@ class _PauseAfter(Spy):
     def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
         answer = super().complete(request, seq=seq, cancel=cancel)
         if len(self.requests) == self.answers:
-            self.control.pause("acode pause")
+            self.control.pause()
         return answer
 
 
@@ -79,12 +79,11 @@ def test_a_paused_executor_stops_before_its_next_tool_call_and_its_retry_replays
 def test_a_paused_stage_asks_the_model_nothing_more() -> None:
     control = WorkControl()
     control.safe_point("model call plan")  # not paused: nothing happens
-    control.pause("acode pause")
-    control.pause("again")
+    control.pause()
+    control.pause()  # twice: harmless
     with pytest.raises(WorkPaused) as caught:
         control.safe_point("model call plan")
-    assert caught.value.message == ("paused by the user before model call plan: acode pause; `acode resume` "
-                                    "continues from here")
+    assert caught.value.message == "paused by the user before model call plan"
 
 
 def test_guidance_is_fenced_with_the_dispatch_nonce_and_each_note_counted_once() -> None:
