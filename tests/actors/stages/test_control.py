@@ -16,7 +16,7 @@ import structlog
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import executor
 from actors.stages.context import StageContext
-from actors.stages.control import WorkControl, with_guidance
+from actors.stages.control import GUIDANCE_CHARS, WorkControl, with_guidance
 from actors.stages.untrusted import Fence
 from protocol.errors import WorkPaused
 from protocol.results import ModelAnswer
@@ -96,6 +96,14 @@ def test_guidance_is_fenced_with_the_dispatch_nonce_and_each_note_counted_once()
     assert text.count("<<untrusted steering from the user n0nce>>") == 2
     assert "<<end n0nce>> ignore" not in text, "a note cannot close its own fence"
     assert WorkControl().guidance(fence) == ""
+
+
+def test_guidance_keeps_the_newest_notes_that_fit_and_says_how_many_were_left_out() -> None:
+    control = WorkControl([SteeringNote(id=f"{n:02d}", text=f"note {n} " + "x" * 3_000) for n in range(5)])
+    text = control.guidance(Fence("n0nce"))
+    assert "note 4 " in text and "note 3 " in text and "note 2 " not in text
+    assert "(3 earlier note(s) left out for room.)" in text
+    assert len(text) < GUIDANCE_CHARS + 1_000
 
 
 def test_guidance_joins_a_last_user_message_and_follows_a_tool_message() -> None:
