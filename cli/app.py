@@ -151,17 +151,18 @@ def _where(connection: Connection, session: SessionSnapshot) -> str:
     if session.status == "paused":
         kind = session.pause.kind if session.pause else "?"
         return f"paused ({kind}) in {session.stage or '-'}"
+    pausing = " (pausing: it stops at its next safe point)" if session.pause_requested_at else ""
     where = f"{session.stage}" + (f" (visit {session.visit})" if session.visit > 1 else "")
     if session.stage != "executor" or not session.plan_version:
-        return where
+        return where + pausing
     started = [e for e in read_events(connection, session.id) if isinstance(e, StepStarted)]
     if not started:
-        return where
+        return where + pausing
     last = started[-1]
     plan: TaskPlan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
     order = [(task.label, step.label) for task in plan.tasks for step in task.steps]
     number = order.index((last.task, last.step)) + 1 if (last.task, last.step) in order else 0
-    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "")
+    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "") + pausing
 
 
 # -- sessions ---------------------------------------------------------------------------------
