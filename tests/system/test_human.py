@@ -242,6 +242,35 @@ def test_a_pause_between_stages_survives_a_killed_coordinator_and_resume_goes_on
     assert (workspace / "greet.txt").read_text() == "hello\n"
 
 
+def test_a_stage_actor_killed_while_a_pause_is_on_its_way_leaves_the_session_paused_not_redispatched(
+        acode: Acode, tmp_path: Path) -> None:
+    with ModelServer() as server:
+        _configure(acode, server)
+        acode.up()
+        replies = ByStage(planner=[plan()], executor=[write(), write(), done()], verifier=[VERDICT],
+                          reviewer=[APPROVE])
+        gate = Gate(replies, "executor")
+        server.responder = gate
+        workspace = _workspace(tmp_path)
+        try:
+            session_id = acode("run", TASK, "--workspace", str(workspace), "--detach").stdout.strip()
+            assert server.wait_for(lambda: len(server.chats) == 2, 60)
+            assert acode("pause", session_id, "--no-wait").returncode == 0
+            wait_until(lambda: _of(_events(acode, session_id), PauseRequested), 30, what="the pause recorded")
+            acode.kill("executor")  # before it reached a safe point: its answer never comes
+            wait_until(lambda: _session(acode, session_id).status == "paused", 60, what="the session paused")
+        finally:
+            gate.open()  # the held answer goes to a dead client
+        assert server.wait_for(lambda: replies.left("executor") == 2, 30)
+        snapshot = _session(acode, session_id)
+        assert snapshot.pause is not None and snapshot.pause.kind == "user" and snapshot.stage == "executor"
+        assert len([r for r in server.chats if r.stage == "executor"]) == 1, "not dispatched again"
+        _a_second_after_the_pause(acode, session_id)
+        resumed = acode("resume", session_id)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (workspace / "greet.txt").read_text() == "hello\n"
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
