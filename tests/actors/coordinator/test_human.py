@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.coordinator import machine
 from protocol.errors import ErrorInfo, TransitionError
@@ -189,3 +191,69 @@ def test_only_the_latest_steering_notes_are_kept() -> None:
 def _advance_to_executor() -> SessionSnapshot:
     snap = _new()
     return machine.on_result(snap, _ok(snap), NOW).snapshot
+
+
+# -- any order of inputs -----------------------------------------------------------------------
+
+HUMAN_INPUTS = st.sampled_from(["ok", "fail", "lost", "timeout", "recover", "stopped", "pause", "steer", "resume",
+                                "approve", "replan", "cancel"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=st.lists(HUMAN_INPUTS, max_size=60), review=st.booleans())
+def test_no_stage_is_dispatched_while_a_pause_stands_whatever_the_order_of_inputs(
+        inputs: list[str], review: bool) -> None:
+    snap = _new(plan_review=review)
+    now = NOW
+    for item in inputs:
+        if snap.status in ("completed", "failed", "cancelled"):
+            break
+        now += 0.6  # some resumes come too soon after their pause (refused), some do not
+        decision: machine.Decision | None
+        try:
+            decision = _input(snap, item, now)
+        except TransitionError as exc:  # a human's request the state refuses: answered, nothing changes
+            assert exc.code in ("ACODE-CLI-004", "ACODE-CLI-007", "ACODE-CLI-008"), exc
+            continue
+        if decision is None:
+            continue
+        new = decision.snapshot
+        assert not (decision.dispatch and new.pause_requested_at), "dispatched although the user asked to pause"
+        if decision.going_on:
+            assert (new.stage, new.visit, new.attempt, new.status) == (snap.stage, snap.visit, snap.attempt,
+                                                                      snap.status), "the attempt in flight goes on"
+        if snap.pause is not None and snap.pause.kind == "plan_review" and new.status == "running":
+            assert item in ("approve", "replan"), f"{item} left a plan review"
+        if new.status == "paused" and new.pause is not None and new.pause.kind == "user":
+            assert snap.pause_requested_at, "only the user pauses a session as user"
+        snap = new
+
+
+def _input(snap: SessionSnapshot, item: str, now: float) -> machine.Decision | None:
+    running = snap.status == "running"
+    match item:
+        case "pause":
+            return machine.request_pause(snap, now)
+        case "steer":
+            return machine.steer(snap, "keep it small", now)
+        case "resume":
+            return machine.resume(snap, now)
+        case "approve":
+            return machine.approve_plan(snap, now)
+        case "replan":
+            return machine.replan(snap, "smaller", now)
+        case "cancel":
+            return machine.cancel(snap, "x", now)
+        case "lost" if running:
+            return machine.on_lost(snap, "lost", now)
+        case "timeout" if running:
+            return machine.on_timeout(snap, now)
+        case "recover" if running:
+            return machine.recover(snap, now)
+        case "stopped" if running:
+            return machine.on_result(snap, _paused_result(snap), now)
+        case "fail" if running:
+            return machine.on_result(snap, _result(snap, ok=False), now)
+        case _ if running:
+            return machine.on_result(snap, _ok(snap), now)
+    return None
