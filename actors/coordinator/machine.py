@@ -567,12 +567,13 @@ def _reviewing(snap: SessionSnapshot, what: str) -> None:
 
 
 def approve_plan(snap: SessionSnapshot, now: float) -> Decision:
-    """The user approved the plan under review: planner -> executor."""
+    """The user approved the plan under review: planner -> executor. A pause the user asked
+    for before the review is answered by it: approving (or re-planning) is the go-on."""
     _reviewing(snap, "approve")
     result = snap.last_result
     if result is None or result.plan is None:
         raise TransitionError(f"session {snap.id} has no plan to approve; `acode replan` it", code="ACODE-CLI-004")
-    running = _with(snap, now, status="running", pause=None, exit_code=None)
+    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0)
     why = f"plan v{result.plan.version} approved by the user"
     events: list[Event] = [_event(SessionResumed, snap, now, reason=why)]
     return _execute(running, result.plan, result, now, events=events, history=snap.history, reason=why)
@@ -582,7 +583,7 @@ def replan(snap: SessionSnapshot, text: str, now: float) -> Decision:
     """The user sent the plan under review back with feedback: the planner plans the next version."""
     _reviewing(snap, "replan")
     feedback = Feedback(source="user", summary=text, target="planner")
-    running = _with(snap, now, status="running", pause=None, exit_code=None,
+    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0,
                     history=[*snap.history, feedback][-HISTORY_LIMIT:])
     events: list[Event] = [_event(SessionResumed, snap, now, reason=f"the user asked for a re-plan: {text}")]
     return _enter(running, "planner", now, events=events, feedback=feedback,

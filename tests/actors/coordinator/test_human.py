@@ -61,6 +61,16 @@ def test_replan_sends_the_plan_back_to_the_planner_with_the_users_feedback() -> 
     assert new.cycles == {}, "a human's re-plan spends no review cycle"
 
 
+def test_a_pause_asked_before_the_plan_review_is_answered_by_it_and_approve_goes_on() -> None:
+    snap = _new(plan_review=True)
+    pending = machine.request_pause(snap, NOW + 1)
+    assert pending is not None
+    review = machine.on_result(pending.snapshot, _ok(pending.snapshot), NOW + 2).snapshot
+    assert review.pause is not None and review.pause.kind == "plan_review"
+    approved = machine.approve_plan(review, NOW + 3)
+    assert approved.dispatch and approved.snapshot.pause_requested_at == 0.0, "the user's approve is the go-on"
+
+
 def test_resume_of_a_plan_under_review_says_to_approve_or_replan() -> None:
     snap = _new(plan_review=True)
     paused = machine.on_result(snap, _ok(snap), NOW).snapshot
@@ -199,7 +209,7 @@ HUMAN_INPUTS = st.sampled_from(["ok", "fail", "lost", "timeout", "recover", "sto
                                 "approve", "replan", "cancel"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(inputs=st.lists(HUMAN_INPUTS, max_size=60), review=st.booleans())
 def test_no_stage_is_dispatched_while_a_pause_stands_whatever_the_order_of_inputs(
         inputs: list[str], review: bool) -> None:
