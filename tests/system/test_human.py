@@ -219,6 +219,7 @@ def test_a_pause_between_stages_survives_a_killed_coordinator_and_resume_goes_on
             assert server.wait_for(lambda: len(server.chats) == 1, 60)
             asked = acode("pause", session_id, "--no-wait")
             assert asked.returncode == 0 and "pausing session" in asked.stdout, asked.stdout + asked.stderr
+            assert "planner (pausing: it stops at its next safe point)" in acode("status").stdout
         finally:
             gate.open()
         wait_until(lambda: _session(acode, session_id).status == "paused", 60, what="the session paused")
@@ -227,6 +228,8 @@ def test_a_pause_between_stages_survives_a_killed_coordinator_and_resume_goes_on
         moves = [(e.source, e.target) for e in _of(_events(acode, session_id), Transitioned)]
         assert moves == [("start", "planner"), ("planner", "executor")], "the planner's plan is kept"
         assert _stages(server) == ["planner"], "no stage is dispatched after the pause"
+        note = "write the file in one call"
+        assert acode("steer", session_id, note).returncode == 0  # kept in the session, across the restart
 
         status = acode.status()
         pids = [a["pid"] for a in status["actors"] if a.get("pid")]
@@ -239,6 +242,7 @@ def test_a_pause_between_stages_survives_a_killed_coordinator_and_resume_goes_on
         resumed = acode("resume", session_id)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert _stages(server) == ["planner", "executor", "executor", "verifier", "reviewer"]
+        assert all(f"{note}\n<<end " in r.prompt for r in server.chats[1:]), "every later stage reads the note"
     assert (workspace / "greet.txt").read_text() == "hello\n"
 
 
