@@ -154,6 +154,8 @@ def test_replan_sends_the_users_feedback_fenced_to_the_planner_and_shows_plan_v2
         nonce = second.prompt.split("<<untrusted task ", 1)[1].split(">>", 1)[0]
         assert f"<<untrusted feedback from the user {nonce}>>\nuser: {feedback}" in second.prompt, \
             "the feedback reaches the planner fenced with the dispatch's nonce"
+        assert "The user reviewed the current plan before any of it ran, and asks for a revised plan:" in second.prompt
+        assert "The current plan (version 1), to revise" in second.prompt
 
         approved = acode("approve", session_id[:8])
         assert approved.returncode == 0, approved.stdout + approved.stderr
