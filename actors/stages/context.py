@@ -46,6 +46,7 @@ from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.budget import stage_budget
+from actors.stages.control import WorkControl, with_guidance
 from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
@@ -96,8 +97,10 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 
 class StageContext:
-    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any):
+    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
+                 control: WorkControl | None = None):
         self.request = request
+        self.control = control or WorkControl(request.steering)
         self.clients = clients
         self.cancel = cancel
         self.log = log
@@ -111,11 +114,20 @@ class StageContext:
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
-                                   session_id=request.session_id, visit=request.visit, cancel=cancel)
+                                   session_id=request.session_id, visit=request.visit, cancel=cancel,
+                                   before=lambda r: self.control.safe_point(f"model call {r.call_site}"),
+                                   amend=self._steered)
 
     @property
     def session_id(self) -> str:
         return self.request.session_id
+
+    def _steered(self, request: ModelRequest) -> ModelRequest:
+        """``request`` as the model gets it: with the user's steering so far (fenced), if any."""
+        guidance = self.control.guidance(self.fence)
+        if not guidance:
+            return request
+        return msgspec.structs.replace(request, messages=with_guidance(request.messages, guidance))
 
     def persistence(self, body: Message) -> Any:
         """One request to persistence, carrying what the stage held back (see the module):
@@ -161,6 +173,7 @@ class StageContext:
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
+        self.control.safe_point(f"tool call {tool}")
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
