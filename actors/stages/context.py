@@ -115,12 +115,20 @@ class StageContext:
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel,
-                                   before=lambda r: self.control.safe_point(f"model call {r.call_site}"),
+                                   before=lambda r: self._safe_point(f"model call {r.call_site}"),
                                    amend=self._steered)
 
     @property
     def session_id(self) -> str:
         return self.request.session_id
+
+    def _safe_point(self, where: str) -> None:
+        """Stop here if the user paused the session (WorkPaused), after writing what the
+        stage held back: the answer in flight when the pause came is recorded, so the
+        resumed session replays it and pays for nothing twice, whoever catches the stop."""
+        if self.control.paused:
+            self.flush()
+        self.control.safe_point(where)
 
     def _steered(self, request: ModelRequest) -> ModelRequest:
         """``request`` as the model gets it: with the user's steering so far (fenced), if any."""
@@ -173,7 +181,7 @@ class StageContext:
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
-        self.control.safe_point(f"tool call {tool}")
+        self._safe_point(f"tool call {tool}")
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
