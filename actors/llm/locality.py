@@ -18,8 +18,6 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from protocol.errors import ConfigError, ModelError
 
 __all__ = ["check_base_url", "is_local_address"]
@@ -49,6 +47,8 @@ def check_base_url(base_url: str, *, allow_remote: bool, resolve: Resolver = soc
     ConfigError ACODE-CFG-001 for a URL that is not http(s); ModelError ACODE-LLM-009 for a
     remote server; ModelError ACODE-LLM-005 when the host name does not resolve.
     """
+    import httpx  # here, not at the top: the HTTP layer imports this module for is_local_address
+
     try:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
