@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _UNUSED = {
     "broker.__main__": ("httpx", "sqlite3", "actors.sandbox", "actors.stages", "actors.persistence", "actors.llm"),
     "actors.persistence.__main__": ("httpx", "actors.sandbox", "actors.stages", "actors.llm", "actors.coordinator"),
-    "actors.sandbox.__main__": ("httpx", "actors.stages", "actors.llm", "actors.coordinator"),
+    # regex is imported by the first regex search
+    "actors.sandbox.__main__": ("httpx", "regex", "actors.stages", "actors.llm", "actors.coordinator"),
     "actors.coordinator.__main__": ("httpx", "actors.sandbox", "actors.llm", "actors.persistence.store"),
     # plan checks use the sandbox's command policy, not its tools, terminal or journal; the
     # HTTP providers (httpx) are imported when a session uses one
