@@ -39,13 +39,15 @@ def _loaded_by(acode: Acode, tmp_path: Path, *args: str) -> tuple[str, set[str]]
     return done.stdout, set(json.loads(listing.read_text()))
 
 
-# ... except the sandbox's policy checks, which ``run`` and ``status`` apply to the configured
-# read and write paths before anything is submitted (cli.config.sandbox_policy)
-_POLICY = {"actors.sandbox", "actors.sandbox.isolation", "actors.sandbox.visible"}
+# ... except the checks ``run`` and ``status`` make before anything is submitted: the
+# sandbox's policy for the configured read and write paths (cli.config.sandbox_policy) and
+# whether a model server's base URL is local (actors.llm.locality)
+_CHECKS = {"actors.sandbox", "actors.sandbox.isolation", "actors.sandbox.visible", "actors.llm",
+           "actors.llm.locality"}
 
 
 def _heavy(loaded: set[str]) -> list[str]:
-    return sorted(m for m in loaded - _POLICY if any(m == h or m.startswith(h + ".") for h in _HEAVY))
+    return sorted(m for m in loaded - _CHECKS if any(m == h or m.startswith(h + ".") for h in _HEAVY))
 
 
 @pytest.mark.timeout(180)
@@ -58,7 +60,14 @@ def test_status_run_detach_sessions_and_show_load_no_actor_code_or_logging(acode
     session_id = out.strip()
     assert len(session_id) == 36, out
     assert _heavy(loaded) == [], f"`acode run --detach` loaded {_heavy(loaded)}"
-    for args in (("status",), ("status", "--json"), ("sessions",), ("show", session_id[:8])):
+    # an HTTP provider's base URL is checked before the session is submitted, without httpx
+    # (nothing listens on port 9: the session pauses later, in the planner)
+    other = workspace(tmp_path / "ws2")
+    out, loaded = _loaded_by(acode, tmp_path, "run", "write two files", "-w", str(other), "--provider", "ollama",
+                             "--model", "m", "--base-url", "http://127.0.0.1:9", "--detach")
+    assert len(out.strip()) == 36, out
+    assert _heavy(loaded) == [], f"`acode run --provider ollama --detach` loaded {_heavy(loaded)}"
+    for args in (("status",), ("status", "--json"), ("sessions",), ("show", session_id[:24])):
         out, loaded = _loaded_by(acode, tmp_path, *args)
         assert out, args
         assert _heavy(loaded) == [], f"`acode {' '.join(args)}` loaded {_heavy(loaded)}"
