@@ -47,7 +47,7 @@ class Deferred(types.ModuleType):
     ``__loader__``, ``__package__``) imports the real module in its place and returns the
     attribute from it. The stand-in then forwards every lookup to the real module."""
 
-    _lock = threading.Lock()
+    _lock = threading.RLock()  # re-entrant: the import may itself look something up through a stand-in
 
     def __getattr__(self, attr: str) -> Any:
         with Deferred._lock:
