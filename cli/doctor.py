@@ -13,13 +13,11 @@ one-line ``fix``.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from pathlib import Path
 
 import msgspec
-import structlog
 
 from actors import private
 from actors.paths import RunPaths
@@ -185,6 +183,12 @@ def _actor_checks(paths: RunPaths, report: StatusReport | None) -> list[Check]:
 
 
 def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
+    # structlog is imported here, not with the module: ``acode status`` imports this module
+    # for :func:`configured_paths` and must not pay structlog's 50 ms (README "Performance").
+    import logging
+
+    import structlog
+
     # The providers log every answer at info level; the doctor's lines say what matters.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)

@@ -79,15 +79,25 @@ def _complete(obj: Any) -> Any:
 
 
 class TypedDecoder(Generic[T]):
-    """An msgpack decoder for one union that raises ProtocolError (ACODE-PROTO-002)."""
+    """An msgpack decoder for one union that raises ProtocolError (ACODE-PROTO-002).
+
+    msgspec's decoder is built at the first ``decode``, not at import: building all of the
+    module's decoders costs some 8 ms, and a process uses a few of them (a CLI command
+    three: start-up is part of every command's time, README "Performance")."""
+
+    __slots__ = ("_decoder", "_type", "name")
 
     def __init__(self, type_: Any, name: str):
-        self._decoder: msgspec.msgpack.Decoder[T] = msgspec.msgpack.Decoder(type_)
+        self._type = type_
+        self._decoder: msgspec.msgpack.Decoder[T] | None = None
         self.name = name
 
     def decode(self, data: bytes) -> T:
+        decoder = self._decoder
+        if decoder is None:
+            decoder = self._decoder = msgspec.msgpack.Decoder(self._type)
         try:
-            return self._decoder.decode(data)
+            return decoder.decode(data)
         # msgspec raises RecursionError for data nested past its depth limit; an untyped
         # field (tool arguments) lets a peer send that, so it is a rejected body too.
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:

@@ -65,6 +65,7 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import string
@@ -173,10 +174,25 @@ def _compile(anchored: bool) -> tuple[re.Pattern[str], dict[str, tuple[str, str 
     return re.compile("|".join(parts)), groups
 
 
-#: Tried only where a marker starts: a match can start nowhere else.
-_SCAN, _GROUPS = _compile(anchored=True)
-#: Tried right after a replaced secret, which counts as a token boundary.
-_SCAN_AFTER_SECRET, _ = _compile(anchored=False)
+class _Scanners(NamedTuple):
+    #: Tried only where a marker starts: a match can start nowhere else.
+    scan: re.Pattern[str]
+    #: Tried right after a replaced secret, which counts as a token boundary.
+    after_secret: re.Pattern[str]
+    #: Each kind's group name -> (kind, the group of the value it replaces, if not all).
+    groups: dict[str, tuple[str, str | None]]
+
+
+@functools.cache
+def _scanners() -> _Scanners:
+    """The two combined patterns, compiled at the first text with a marker, not at import:
+    compiling them takes some 5 ms, and every process imports this module (through
+    :mod:`protocol.errors`) while many, a CLI command among them, never redact anything."""
+    scan, groups = _compile(anchored=True)
+    after_secret, _ = _compile(anchored=False)
+    return _Scanners(scan, after_secret, groups)
+
+
 #: Plain literals, so ``re`` skips ahead by first character instead of trying every
 #: alternative at every position. finditer does not report a marker that starts inside an
 #: earlier one; every such marker belongs to an anchored pattern, which cannot start there
@@ -312,7 +328,7 @@ def _starts(text: str) -> tuple[list[int], set[int]]:
     for match in _MARKERS.finditer(text):
         start = match.start()
         if start and text[start - 1] in _TOKEN_CHARS and match.group() in _ANCHORED:
-            blocked.add(start)  # _SCAN's lookbehind would refuse it; checking here is cheaper
+            blocked.add(start)  # the anchored scan's lookbehind would refuse it; checking here is cheaper
         else:
             starts.append(start)
     words = [match.start() - offset for word, offsets in _WORDS for match in word.finditer(text)
@@ -323,19 +339,22 @@ def _starts(text: str) -> tuple[list[int], set[int]]:
 
 
 def _replace_patterns(text: str, found: set[str] | None) -> str:
-    """Replace every pattern match, scanning left to right: what ``_SCAN.sub`` would do,
+    """Replace every pattern match, scanning left to right: what ``_scanners().scan.sub`` would do,
     except that the place right after a replaced secret counts as a token boundary."""
     starts, blocked = _starts(text)
+    if not starts:
+        return text
+    scanners = _scanners()
     pieces: list[str] = []
     pos = 0
     for start in starts:
         if start < pos:
             continue
-        match = (_SCAN_AFTER_SECRET if start == pos and pieces else _SCAN).match(text, start)
+        match = (scanners.after_secret if start == pos and pieces else scanners.scan).match(text, start)
         while match is not None:
             pieces += [text[pos:match.start()], _replacement(match, found)]
             pos = match.end()
-            match = _SCAN_AFTER_SECRET.match(text, pos) if pos in blocked else None
+            match = scanners.after_secret.match(text, pos) if pos in blocked else None
     if not pieces:
         return text
     pieces.append(text[pos:])
@@ -346,7 +365,7 @@ def _replacement(match: re.Match[str], found: set[str] | None) -> str:
     group = match.lastgroup
     if group is None or group == "keep":
         return match.group()
-    kind, value = _GROUPS[group]
+    kind, value = _scanners().groups[group]
     if found is not None:
         found.add(kind)
     if value is None:

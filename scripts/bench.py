@@ -15,7 +15,9 @@ Groups (each against a private acode home; everything started is stopped):
   ``ratio`` is acode over LangGraph (target ≤ 1.0). ``transition_ms``: stage transition
   latency, answer in to the next dispatch, durable commit included (coordinator log).
 - ``memory``: RSS, PSS and USS of every actor process at rest, after warm-up sessions, after
-  ``--sessions`` more and once they have ended; growth per session.
+  ``--sessions`` more and once they have ended; growth per session; what each third-party
+  import adds to a fresh interpreter's RSS, and the floor of an actor process (Python,
+  ZeroMQ, msgspec, structlog) before any of acode's code. acode's bytecode is written first.
 - ``concurrency``: W1 sessions submitted at once from one client (``--levels``, up to 50),
   with 1 and 2 executors: all complete, none lost or duplicated (events checked), throughput,
   p50/p99 latency, cost per session against one session alone, where throughput saturates.
@@ -49,6 +51,7 @@ The JSON alone goes to stdout; log lines of actors run in this process go to std
 from __future__ import annotations
 
 import argparse
+import compileall
 import cProfile
 import functools
 import json
@@ -515,6 +518,30 @@ def group_w1(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# What one import adds to a fresh interpreter's RSS, each alone after plain Python (its own
+# dependencies included, so the figures overlap), and what every actor process holds before
+# any of acode's code: Python, ZeroMQ, msgspec and structlog as actors.lean leaves it.
+_IMPORTS = {"zmq": "import zmq", "msgspec": "import msgspec", "structlog (lean)": "import actors.lean, structlog",
+            "structlog (plain)": "import structlog", "asyncio": "import asyncio", "ssl": "import ssl",
+            "_hashlib (OpenSSL digests)": "import _hashlib", "yaml": "import yaml", "regex": "import regex",
+            "pathspec": "import pathspec", "httpx": "import httpx", "psutil": "import psutil",
+            "sqlite3": "import sqlite3", "typer": "import typer"}
+_FLOOR = "import actors.lean, zmq, msgspec, structlog; zmq.Context().socket(zmq.DEALER)"
+
+
+def _import_rss_mb(code: str) -> float:
+    probe = f"{code}\nimport re\nprint(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read())[1])"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def _import_costs() -> dict[str, Any]:
+    python = _import_rss_mb("pass")
+    added = {name: round(_import_rss_mb(code) - python, 1) for name, code in _IMPORTS.items()}
+    return {"python_mb": round(python, 1), "added_mb": added, "actor_floor_mb": round(_import_rss_mb(_FLOOR), 1),
+            "actor_floor": "Python, ZeroMQ (a context and a socket), msgspec, structlog as actors.lean leaves it"}
+
+
 def group_memory(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
     at_rest = _memory(acode.processes())
     for _ in range(3):
@@ -525,10 +552,13 @@ def group_memory(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
     after = _memory(acode.processes())
     time.sleep(1.0)  # the sessions have ended; let the actors go idle
     ended = _memory(acode.processes())
-    per_session = {k: round((after["total_mb"][k] - warm["total_mb"][k]) / args.sessions, 3) for k in ("rss", "uss")}
+    per_session = {k: round((after["total_mb"][k] - warm["total_mb"][k]) / args.sessions, 3)
+                   for k in ("rss", "pss", "uss")}
+    after_end = {k: round(ended["total_mb"][k] - after["total_mb"][k], 1) for k in ("rss", "pss", "uss")}
     return {"at_rest": at_rest, "after_warm_up_total_mb": warm["total_mb"], "after_sessions": after,
             "after_end_total_mb": ended["total_mb"], "sessions": args.sessions,
-            "growth_per_session_mb": per_session,
+            "growth_per_session_mb": per_session, "change_after_end_mb": after_end,
+            "imports": _import_costs(),
             "targets": {"total_rss_mb": 200, "growth_per_session_mb": 0.5}}
 
 
@@ -784,6 +814,15 @@ def _machine() -> dict[str, Any]:
             "python": sys.version.split()[0], "platform": platform.platform()}
 
 
+def _compile_bytecode() -> None:
+    """Write acode's bytecode before anything starts, as an installed acode has it: with
+    PYTHONDONTWRITEBYTECODE set (this sandbox sets it) and a source newer than its cache,
+    every actor would compile that module at each start, slower and with the compiler's
+    memory left in its heap (about 1.5 MB in a stage actor)."""
+    for package in ("actors", "broker", "cli", "protocol"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+
+
 def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Run ``groups`` in a fixed order; one actor set serves every group that needs one."""
     result: dict[str, Any] = {}
@@ -794,6 +833,7 @@ def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
         figures["loadavg"] = {"before": before, "after": _load()}
         result[name] = figures
 
+    _compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp_name:
         tmp = Path(tmp_name)
         shared = [g for g in ("w1", "memory", "eventlog", "tool", "turn", "cli") if g in groups]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from actors import lean  # noqa: F401  (first: keeps this process lean)
+import hashlib  # noqa: F401  (before lean: the sandbox hashes file contents with OpenSSL's faster digests)
+
+from actors import lean  # noqa: F401  (first of acode's: keeps this process lean)
 from actors._base import main
 from actors.sandbox.actor import SandboxActor
 

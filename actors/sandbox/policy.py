@@ -58,9 +58,10 @@ import msgspec
 
 from actors.sandbox.confine import quote
 from protocol.errors import SandboxError
+from protocol.sandbox import SandboxPolicy
 from protocol.tools import Risk
 
-__all__ = ["DEFAULT_ALLOW", "Command", "CommandPolicy", "check", "classify"]
+__all__ = ["DEFAULT_ALLOW", "Command", "CommandPolicy", "check", "classify", "command_policy_of"]
 
 DEFAULT_ALLOW = frozenset({
     # Python
@@ -92,6 +93,16 @@ class CommandPolicy(msgspec.Struct, frozen=True, kw_only=True):
     allow: frozenset[str] = DEFAULT_ALLOW
     allow_inline_code: bool = False
     shell_commands: frozenset[str] = frozenset()
+
+
+def command_policy_of(policy: SandboxPolicy) -> CommandPolicy:
+    """The command policy a session's sandbox settings describe. Here, not in
+    :mod:`actors.sandbox.terminal`, so the planner's plan checks use it without loading the
+    terminal (psutil, the isolation levels, the read boundary: memory in every stage actor)."""
+    allow = (frozenset(policy.allowed_commands) if policy.allowed_commands is not None
+             else DEFAULT_ALLOW) | frozenset(policy.extra_commands)
+    return CommandPolicy(allow=allow, allow_inline_code=policy.allow_inline_code,
+                         shell_commands=frozenset(c.strip() for c in policy.shell_commands))
 
 
 class Command(msgspec.Struct, frozen=True):

@@ -28,8 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import regex
-
 from actors.sandbox import ignore
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, truncate
@@ -147,6 +145,8 @@ Matcher = Callable[[str, float], bool]  # (line, seconds left) -> whether it mat
 def _matcher(query: str, use_regex: bool) -> Matcher:
     if not use_regex:
         return lambda line, _left: query in line
+    import regex  # at the first regex search: the sandbox at rest does without it (~1.5 MB)
+
     try:
         pattern = regex.compile(query, flags=regex.V0)
     except (regex.error, ValueError, OverflowError) as exc:

@@ -49,6 +49,7 @@ from actors.sandbox import visible
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
 from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
+from actors.sandbox.policy import command_policy_of
 from actors.sandbox.visible import View, inside
 from protocol.errors import ConfigError, ErrorInfo, SandboxError
 from protocol.sandbox import SandboxPolicy
@@ -63,14 +64,6 @@ _PR_SET_CHILD_SUBREAPER = 36
 # Beyond the view, Landlock lets a command read /proc (other processes' sensitive entries are
 # ptrace-scoped away) and these devices; /dev/null and /dev/tty are writable (launcher.py).
 _LANDLOCK_READ = ("/proc", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-
-
-def command_policy_of(policy: SandboxPolicy) -> command_policy.CommandPolicy:
-    """The command policy a session's sandbox settings describe."""
-    allow = (frozenset(policy.allowed_commands) if policy.allowed_commands is not None
-             else command_policy.DEFAULT_ALLOW) | frozenset(policy.extra_commands)
-    return command_policy.CommandPolicy(allow=allow, allow_inline_code=policy.allow_inline_code,
-                                        shell_commands=frozenset(c.strip() for c in policy.shell_commands))
 
 
 class _Capture:

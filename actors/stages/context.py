@@ -39,8 +39,6 @@ from typing import Any, TypeVar, assert_never
 
 import msgspec
 
-from actors.llm.ollama import OllamaModel
-from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
@@ -88,9 +86,15 @@ def _new_provider(spec: ProviderSpec) -> Provider:
     match spec:
         case ScriptedProvider(script_yaml=text, script_name=name):
             return ScriptedModel.from_yaml(text, source=name or "<script>")
+        # The HTTP providers are imported when one is used: they load httpx (and ssl), some
+        # 4 MB of resident memory in each stage actor that a scripted model never needs.
         case OllamaProvider():
+            from actors.llm.ollama import OllamaModel
+
             return OllamaModel(spec)
         case OpenAIProvider():
+            from actors.llm.openai import OpenAICompatibleModel
+
             return OpenAICompatibleModel(spec)
         case _:
             assert_never(spec)

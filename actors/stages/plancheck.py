@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from actors.sandbox import policy, protected
-from actors.sandbox.terminal import command_policy_of
+from actors.sandbox.policy import command_policy_of
 from actors.stages.answers import parse_answer
 from protocol.errors import ModelError, SandboxError
 from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems

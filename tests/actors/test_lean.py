@@ -19,25 +19,49 @@ ROOT = Path(__file__).resolve().parents[2]
 _UNUSED = {
     "broker.__main__": ("httpx", "sqlite3", "actors.sandbox", "actors.stages", "actors.persistence", "actors.llm"),
     "actors.persistence.__main__": ("httpx", "actors.sandbox", "actors.stages", "actors.llm", "actors.coordinator"),
-    "actors.sandbox.__main__": ("httpx", "actors.stages", "actors.llm", "actors.coordinator"),
+    # regex is imported by the first regex search
+    "actors.sandbox.__main__": ("httpx", "regex", "actors.stages", "actors.llm", "actors.coordinator"),
     "actors.coordinator.__main__": ("httpx", "actors.sandbox", "actors.llm", "actors.persistence.store"),
-    # plan checks use the sandbox's command policy, not its tools or its journal
+    # plan checks use the sandbox's command policy, not its tools, terminal or journal; the
+    # HTTP providers (httpx) are imported when a session uses one
     "actors.stages.__main__": ("actors.sandbox.actor", "actors.sandbox.journal", "actors.sandbox.dispatch",
-                               "actors.persistence", "actors.coordinator"),
+                               "actors.sandbox.terminal", "actors.sandbox.isolation", "psutil", "httpx",
+                               "actors.llm.http", "actors.persistence", "actors.coordinator"),
 }
+# ... and none loads rich, asyncio (structlog imports it: a stand-in, actors.lean) or ssl;
+# only the sandbox, which hashes file contents, loads OpenSSL's digests (_hashlib)
+_NEVER = ("rich", "asyncio", "ssl")
+_OPENSSL_DIGESTS = {"actors.sandbox.__main__"}
 
 
 def _loaded(module: str) -> set[str]:
     # run as `python -m` would, minus running it: the package's __main__ under another name
     probe = (f"import runpy, sys, json\nrunpy.run_module({module!r}, run_name='not_main')\n"
-             "print(json.dumps(sorted(name for name, m in sys.modules.items() if m is not None)))")
+             "print(json.dumps(sorted(name for name, m in sys.modules.items()\n"
+             "                        if m is not None and type(m).__name__ != 'Deferred')))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=True)
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
 @pytest.mark.parametrize("module", sorted(_UNUSED))
-def test_an_actor_process_loads_neither_rich_nor_what_another_actor_uses(module: str) -> None:
+def test_an_actor_process_loads_neither_rich_asyncio_ssl_nor_what_another_actor_uses(module: str) -> None:
     loaded = _loaded(module)
-    unused = _UNUSED[module] + ("rich",)
+    unused = _UNUSED[module] + _NEVER + (() if module in _OPENSSL_DIGESTS else ("_hashlib",))
     assert sorted(m for m in loaded if any(m == u or m.startswith(u + ".") for u in unused)) == []
+    assert ("_hashlib" in loaded) == (module in _OPENSSL_DIGESTS)
+
+
+def test_asyncio_behind_the_stand_in_works_as_imported_and_replaces_it() -> None:
+    """Code that does use asyncio in an actor process gets the real module, whichever way
+    it reaches it: an attribute, ``from asyncio import``, a submodule, structlog's ``ainfo``."""
+    probe = ("from actors import lean\nimport sys\nimport asyncio, structlog\n"
+             "assert type(sys.modules['asyncio']) is lean.Deferred and 'ssl' not in sys.modules\n"
+             "from asyncio import sleep\nimport asyncio.subprocess\n"
+             "async def main():\n    await sleep(0)\n    await structlog.get_logger().ainfo('awaited')\n    return 7\n"
+             "assert asyncio.run(main()) == 7\n"
+             "assert type(sys.modules['asyncio']) is type(sys) and sys.modules['asyncio'].sleep is sleep\n"
+             "print('ok')")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "ok" and "awaited" in done.stdout

@@ -223,7 +223,7 @@ def _scan_every_position(text: str) -> str:
     pieces: list[str] = []
     pos = i = 0
     while i < len(text):
-        scanner = redact._SCAN_AFTER_SECRET if i == pos and pieces else redact._SCAN
+        scanner = redact._scanners().after_secret if i == pos and pieces else redact._scanners().scan
         match = scanner.match(text, i)
         if match is None:
             i += 1
