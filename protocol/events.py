@@ -86,6 +86,8 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # Time the stage waited for its model's answers, summed (a replayed answer counts 0)
+    model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
 
 
 class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):

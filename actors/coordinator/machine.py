@@ -270,7 +270,7 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
-        tokens_out=result.metrics.tokens_out)]
+        tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms)]
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
         if error.retryable and snap.attempt <= _retry_limit(snap):

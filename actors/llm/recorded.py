@@ -5,6 +5,11 @@ order (tool results come back from the sandbox journal unchanged); each is answe
 the record, so recovery costs no tokens and reaches the same outcome. The hash covers the
 session, stage, visit, call site, messages, tools and schema, never the attempt number
 or the nonce untrusted text is fenced with.
+
+Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
+``watch`` before the call (the stage actor publishes its progress) and finished after it;
+``model_ms`` sums the time those calls took. A replayed answer costs no model time and
+shows no progress.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest, Provider
 from protocol import codec
 from protocol.errors import ModelError
@@ -48,18 +54,20 @@ class RecordedModel:
     """A provider behind the record; counts calls and replays for the stage's metrics."""
 
     def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
-                 visit: int, cancel: threading.Event):
+                 visit: int, cancel: threading.Event, watch: Callable[[Meter], None] | None = None):
         self.provider = provider
         self.persistence = persistence
         self.session_id = session_id
         self.visit = visit
         self.cancel = cancel
+        self.watch = watch
         self.calls = 0
         self.replayed = 0
         self.tokens_in = 0
         self.tokens_out = 0
         self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
         self.largest_prompt_est = 0
+        self.model_ms = 0.0  # time spent waiting for the provider's answers (replays count 0)
 
     def complete(self, request: ModelRequest, *, cancel: threading.Event | None = None) -> ModelAnswer:
         """The recorded answer, else the provider's (recorded). ``cancel`` replaces the
@@ -78,7 +86,14 @@ class RecordedModel:
         if claim.answer is not None:
             self.replayed += 1
             return claim.answer
-        answer = self.provider.complete(request, seq=claim.seq, cancel=cancel)
+        meter = Meter(call_site=request.call_site)
+        if self.watch is not None:
+            self.watch(meter)
+        try:
+            answer = self.provider.complete(request, seq=claim.seq, cancel=cancel, meter=meter)
+        finally:
+            meter.finish()
+            self.model_ms += meter.elapsed() * 1000
         self.persistence(RecordModelAnswer(request_hash=digest, answer=answer))
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens

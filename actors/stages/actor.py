@@ -5,6 +5,9 @@ instances for more concurrency), on a worker thread so the loop keeps heartbeati
 while a model thinks. Stage errors that are the model's or the plan's become a failed
 :class:`StageResult`; transport errors (persistence or sandbox unreachable past their
 deadline) answer an ``Error`` the coordinator treats as a lost attempt.
+
+While a model answers, the loop thread publishes the call's progress on the event stream
+twice a second (``actors.stages.progress``): ephemeral, never stored.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import zmq
+
 from actors._base import Actor
 from actors.stages import executor, planner, reviewer, verifier
 from actors.stages.context import StageContext
+from actors.stages.progress import PUBLISH_EVERY, ProgressBoard
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
@@ -47,8 +53,15 @@ class StageActor(Actor):
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self._cancels: dict[str, threading.Event] = {}  # request id -> its attempt's cancel event
+        self.progress = ProgressBoard()
+        self._progress_out = self.socket(zmq.PUB)
+        self._progress_out.connect(self.spec.endpoints.events_in)
+        self.loop.every(PUBLISH_EVERY, self._publish_progress)
         self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
         self.worker.start()
+
+    def _publish_progress(self) -> None:
+        self.progress.publish(self._progress_out)
 
     def on_cancel(self, request_ids: list[str], reason: str) -> None:
         for request_id in request_ids:
@@ -77,7 +90,8 @@ class StageActor(Actor):
         self._cancels[request.id] = cancel
         log.info("stage_started")
         try:
-            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log)
+            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log,
+                               watch=self.progress.watcher(body.session_id, body.stage, body.visit))
             try:
                 result = RUNNERS[body.stage](ctx)
             except TransportError:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar, assert_never
 
+from actors.llm.meter import Meter
 from actors.llm.ollama import OllamaModel
 from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
@@ -80,7 +82,8 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 
 class StageContext:
-    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any):
+    def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
+                 watch: Callable[[Meter], None] | None = None):
         self.request = request
         self.clients = clients
         self.cancel = cancel
@@ -94,7 +97,8 @@ class StageContext:
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
-                                   session_id=request.session_id, visit=request.visit, cancel=cancel)
+                                   session_id=request.session_id, visit=request.visit, cancel=cancel,
+                                   watch=watch)  # the stage actor publishes each call's progress
 
     @property
     def session_id(self) -> str:
@@ -189,6 +193,6 @@ class StageContext:
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
                                tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
                                largest_prompt_est=self.model.largest_prompt_est,
-                               budget_tokens=self.budget_tokens)
+                               budget_tokens=self.budget_tokens, model_ms=self.model.model_ms)
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,
                            attempt=request.attempt, ok=ok, summary=summary, metrics=metrics, **fields)
