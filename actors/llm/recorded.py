@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,13 +55,15 @@ class RecordedModel:
     """A provider behind the record; counts calls and replays for the stage's metrics."""
 
     def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
-                 visit: int, cancel: threading.Event, watch: Callable[[Meter], None] | None = None):
+                 visit: int, cancel: threading.Event, watch: Callable[[Meter], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.provider = provider
         self.persistence = persistence
         self.session_id = session_id
         self.visit = visit
         self.cancel = cancel
         self.watch = watch
+        self.clock = clock
         self.calls = 0
         self.replayed = 0
         self.tokens_in = 0
@@ -86,7 +89,7 @@ class RecordedModel:
         if claim.answer is not None:
             self.replayed += 1
             return claim.answer
-        meter = Meter(call_site=request.call_site)
+        meter = Meter(call_site=request.call_site, clock=self.clock)
         if self.watch is not None:
             self.watch(meter)
         try:
