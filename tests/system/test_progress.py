@@ -47,7 +47,7 @@ def _advancing(seen: list[tuple[int, float]], *, tokens: bool = True) -> None:
         assert seconds_b > seconds_a, seen
         assert tokens_b >= tokens_a, seen
     if tokens:
-        assert seen[-1][0] > seen[0][0] > 0, f"the token count grows while the answer streams: {seen}"
+        assert seen[-1][0] > seen[0][0], f"the token count grows while the answer streams: {seen}"
 
 
 def _events_in_database(acode: Acode, session_id: str) -> list[tuple[int, str]]:
