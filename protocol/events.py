@@ -21,6 +21,7 @@ from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 __all__ = [
     "CheckRan",
     "Event",
+    "PROGRESS_EVENTS",
     "PlanRecorded",
     "ReworkChosen",
     "SessionCreated",
@@ -213,6 +214,12 @@ Event = (
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged
 )
+
+
+#: Events that report a stage's progress and decide nothing: no sender acts on their being
+#: durable, and a replayed stage writes them again under the same ids. Persistence commits
+#: them relaxed, and a stage sends them with its next request (``actors.stages.context``).
+PROGRESS_EVENTS = (StepStarted, TurnAnswered, StepRetried)
 
 
 def is_final(event: Event) -> bool:

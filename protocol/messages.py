@@ -147,7 +147,10 @@ CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 class Commit(Message, frozen=True, tag="commit", kw_only=True):
     """Append events and update a session in one transaction (idempotent by event id).
 
-    ``snapshot`` creates the session row when it does not exist yet.
+    ``snapshot`` creates the session row when it does not exist yet. ``answers``: model
+    answers recorded in the same transaction (a stage sends its last answer with its next
+    write instead of on its own, see ``actors.llm.recorded``); one whose claim is not found
+    is dropped (it is a cache), it never fails the commit.
     """
 
     session_id: Id
@@ -155,6 +158,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     snapshot: SessionSnapshot | None = None
     plan: TaskPlan | None = None
     step: StepRecord | None = None
+    answers: list[RecordModelAnswer] = []
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):
@@ -206,15 +210,20 @@ class FinishToolCall(Message, frozen=True, tag="finish_tool_call", kw_only=True)
     result: ToolResult
     event: Event
     rerun_safe: bool = False
+    commit: Commit | None = None  # RunTool.commit, written first in the same transaction
 
 
 class ClaimModelAnswer(Message, frozen=True, tag="claim_model_answer", kw_only=True):
     """Find the recorded answer for a request hash, or reserve its place in the stage's
-    sequence (the scripted model serves the response at that place)."""
+    sequence (the scripted model serves the response at that place). ``answers``: earlier
+    answers recorded first, in the same transaction (as :class:`Commit`'s); ``commit``: the
+    stage's held progress events (see :class:`RunTool`), written first too."""
 
     request_hash: Id
     session_id: Id
     stage: Stage
+    answers: list[RecordModelAnswer] = []
+    commit: Commit | None = None
 
 
 class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only=True):
@@ -307,7 +316,11 @@ StageReply = StageDone | Error
 
 
 class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
-    """Run one tool call in ``workspace``; ``key`` makes it idempotent."""
+    """Run one tool call in ``workspace``; ``key`` makes it idempotent.
+
+    ``commit``: what the stage held back for its next request (progress events, the model's
+    last answer): the sandbox writes it in the transaction that journals a call without side
+    effects (``FinishToolCall.commit``), and before anything else for any other call."""
 
     key: Id
     session_id: Id
@@ -317,6 +330,7 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] = 120.0
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
     policy: SandboxPolicy = SandboxPolicy()
+    commit: Commit | None = None
 
 
 class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):

@@ -23,6 +23,7 @@ __all__ = [
     "CONTROL_TOOLS",
     "INTERNAL_TOOLS",
     "INTERNAL_TOOL_ARGS",
+    "RERUN_SAFE_TOOLS",
     "SANDBOX_TOOLS",
     "TOOL_ARGS",
     "BaselineWorkspace",
@@ -173,6 +174,10 @@ INTERNAL_TOOL_ARGS: dict[str, type[_Args]] = {
     "search_code_terms": SearchCodeTerms,
 }
 INTERNAL_TOOLS = frozenset(INTERNAL_TOOL_ARGS)
+
+#: Calls without side effects, run again whenever no result is journaled (the sandbox's
+#: ``ToolCall.side_effect_free`` decides by the decoded arguments; these are their names).
+RERUN_SAFE_TOOLS = frozenset({"read_file", "list_directory", "search_code", "search_code_terms", "diff_workspace"})
 
 _RISK: dict[str, Risk] = {
     "read_file": "read",

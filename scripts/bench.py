@@ -28,7 +28,8 @@ Groups (each against a private acode home; everything started is stopped):
   to the coordinator (``GetStatus``).
 - ``turn``: the executor loop's own cost per turn (the model's answer to the next request,
   a 1 KB ``read_file`` each turn), the real executor code in this process against the running
-  actors; with ``--profile`` the functions where that time goes (cProfile, this process).
+  actors, and each request it made (``requests_ms``: count, per turn, p50, by service and
+  message type); with ``--profile`` the functions where that time goes (cProfile, this process).
 - ``terminal``: ``true`` through run_terminal under each isolation level this machine offers; for
   bubblewrap and Landlock also with the read boundary off (``*_unconfined_reads``) and what the
   boundary adds (``*_read_boundary_added_p50``).
@@ -95,6 +96,7 @@ from protocol.messages import (  # noqa: E402
     GetEvents,
     GetStatus,
     ListSessions,
+    Message,
     RunStage,
     RunTool,
     SubmitTask,
@@ -178,8 +180,23 @@ class _InstantModel:
         return ModelAnswer(tool_calls=[call])
 
 
-def _executor_turns(paths: RunPaths, workspace: Path, turns: int,
-                    profile: cProfile.Profile | None = None) -> list[float]:
+class _TimedClients(ThreadClients):
+    """ThreadClients that note how long each request took, by service and message type."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.times: dict[str, list[float]] = {}
+
+    def call(self, service: str, body: Message, **options: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return super().call(service, body, **options)
+        finally:
+            self.times.setdefault(f"{service}:{type(body).__name__}", []).append((time.perf_counter() - t0) * 1000)
+
+
+def _executor_turns(paths: RunPaths, workspace: Path, turns: int, profile: cProfile.Profile | None = None,
+                    requests: dict[str, list[float]] | None = None) -> list[float]:
     """The executor's own cost per turn (the ``turn`` group), under ``profile`` if given."""
     steps = min(MAX_STEPS, max(1, turns // (TURNS_PER_STEP - 1)))  # a plan holds at most MAX_STEPS
     for i in range(1, 11):
@@ -192,7 +209,7 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int,
     request = RunStage(session_id=session_id, stage="executor", visit=1, attempt=1, task="bench",
                        workspace=str(workspace), settings=settings, plan=finalize(draft, version=1))
     context = zmq.Context()
-    clients = ThreadClients(context, paths.endpoints().broker, sender="bench-executor")
+    clients = _TimedClients(context, paths.endpoints().broker, sender="bench-executor")
     try:
         ctx = StageContext(request, clients=clients, cancel=threading.Event(), log=structlog.get_logger())
         ctx.persistence(Commit(session_id=session_id, snapshot=SessionSnapshot(
@@ -211,6 +228,8 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int,
     finally:
         clients.close()
         context.term()
+    if requests is not None:
+        requests.update(clients.times)
     return model.gaps
 
 
@@ -716,11 +735,16 @@ def _profile_summary(profile: cProfile.Profile, top: int = 25) -> list[dict[str,
 
 def group_turn(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
     profile = cProfile.Profile() if args.profile else None
-    turns = _executor_turns(acode.paths, Path(tempfile.mkdtemp(dir=acode.tmp)), args.turns, profile)
+    requests: dict[str, list[float]] = {}
+    turns = _executor_turns(acode.paths, Path(tempfile.mkdtemp(dir=acode.tmp)), args.turns, profile, requests)
     out: dict[str, Any] = {"executor_turn_overhead_ms": {
         "p50": _percentile(turns, 0.5), "p99": _percentile(turns, 0.99), "count": len(turns),
         "turns_per_step": TURNS_PER_STEP,
-        "turn": "zero-latency model -> read_file of 1 KB (journaled) -> next request", "target_p50": 1.0}}
+        "turn": "zero-latency model -> read_file of 1 KB (journaled) -> next request", "target_p50": 1.0},
+        # where a turn waits: each request the executor made, by service and type (a turn of
+        # this benchmark makes one claim and one read; commits come at the steps' ends)
+        "requests_ms": {name: {"count": len(times), "per_turn": round(len(times) / max(1, len(turns)), 2),
+                               "p50": _percentile(times, 0.5)} for name, times in sorted(requests.items())}}
     if profile is not None:
         out["profile_by_own_time"] = _profile_summary(profile)
     return out

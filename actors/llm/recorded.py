@@ -6,6 +6,27 @@ the record, so recovery costs no tokens and reaches the same outcome. The hash c
 session, stage, visit, call site, messages, tools and schema, never the attempt number
 or the nonce untrusted text is fenced with.
 
+**When an answer is recorded.** A new answer is not sent on its own: it stays pending in
+this object and rides on the stage's next request to persistence, recorded in the same
+transaction before it: a commit (``Commit.answers``), the next claim
+(``ClaimModelAnswer.answers``), or a read's journal write (``RunTool.commit``, through the
+sandbox; see :mod:`actors.stages.context`). That saves a broker round trip a turn. What a
+replay needs (DESIGN §3) still holds, because nothing that depends on an answer can become
+durable or happen without it:
+
+- events, steps and the plan: written by a ``Commit``, which carries the pending answer in
+  its own transaction (the answer is durable with them, or neither is);
+- tool calls: the stage's context records it before a call with side effects, so the answer
+  a side effect follows is recorded first, and journals it with the result of a read (one
+  transaction, ``RunTool.commit``), so a replay that reads the journaled result reads the
+  answer that asked for it;
+- the stage's result, which the coordinator acts on: the context flushes before building it.
+
+So a stage killed (or persistence killed) while an answer is pending loses only that answer,
+and nothing depended on it yet: the replay asks the model again at that call site, and may
+get a different answer, as if the first one had never come. Every answer something did
+depend on is answered from the record, the same as before.
+
 Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
 ``watch`` before the call (the stage actor publishes its progress) and finished after it;
 ``model_ms`` sums the time those calls took. A replayed answer costs no model time and
@@ -71,6 +92,20 @@ class RecordedModel:
         self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
         self.largest_prompt_est = 0
         self.model_ms = 0.0  # time spent waiting for the provider's answers (replays count 0)
+        self._pending: list[RecordModelAnswer] = []  # recorded with the next write (see the module)
+        self._pending_lock = threading.Lock()  # tool calls (which flush) may come from helper threads
+
+    def take_pending(self) -> list[RecordModelAnswer]:
+        """The answers not yet sent, now the caller's to send with its next write."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        return pending
+
+    def flush(self) -> None:
+        """Record the pending answer now (before a side effect that depends on it); a
+        :class:`~actors.stages.context.StageContext` sends it with its own writes instead."""
+        for record in self.take_pending():
+            self.persistence(record)
 
     def complete(self, request: ModelRequest, *, cancel: threading.Event | None = None) -> ModelAnswer:
         """The recorded answer, else the provider's (recorded). ``cancel`` replaces the
@@ -84,7 +119,8 @@ class RecordedModel:
         self.largest_prompt_est = max(self.largest_prompt_est, estimated)
         digest = request_hash(self.session_id, self.visit, request)
         claim: ModelAnswerClaim = self.persistence(
-            ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage))
+            ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage,
+                             answers=self.take_pending()))
         self.calls += 1
         if claim.answer is not None:
             self.replayed += 1
@@ -97,7 +133,8 @@ class RecordedModel:
         finally:
             meter.finish()
             self.model_ms += meter.elapsed() * 1000
-        self.persistence(RecordModelAnswer(request_hash=digest, answer=answer))
+        with self._pending_lock:
+            self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer))
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens
         return answer

@@ -6,12 +6,14 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 ``capacity`` lets the broker queue requests here instead of in its own queue.
 
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
-tool call without side effects (``FinishToolCall.rerun_safe``) and the model-answer cache
-(claims and answers), and a group commit of only such writes and reads. In WAL mode a power
-cut can lose such a commit only together with every commit after it (the next full commit
-syncs the log whole), so nothing durable ever depends on what was lost: the read runs again,
-the model is asked again. Transitions, steps, intents and the results of side-effecting calls
-stay durable before any answer.
+tool call without side effects (``FinishToolCall.rerun_safe``), the model-answer cache
+(claims and answers), a stage's progress events (``protocol.events.PROGRESS_EVENTS``: a step started, a
+turn answered, a step retried; no snapshot, plan or step record), and a group commit of only
+such writes and reads. In WAL mode a power cut can lose such a commit only together with
+every commit after it (the next full commit syncs the log whole), so nothing durable ever
+depends on what was lost: the read runs again, the model is asked again, the replayed stage
+reports its progress again (same event ids). Transitions, steps, intents and the results of
+side-effecting calls stay durable before any answer.
 
 **Group commit.** The handler only decodes a request and queues it (``DEFERRED``); when the
 worker has read every request waiting on its socket (``drained``), the queued ones are served
@@ -55,7 +57,7 @@ from actors.persistence.store import Store, Synchronous
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
-from protocol.events import Event
+from protocol.events import PROGRESS_EVENTS, Event
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -112,21 +114,25 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
     """Serve one request; return the reply and the events to publish (inserted now)."""
     match request:
         case Commit():
+            _record_answers(store, request.answers)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
                                     plan=request.plan, step=request.step)
             return Committed(seqs=appended.seqs), appended.inserted
         case FinishToolCall():
+            carried = _carried(store, request.commit)
             appended = store.finish_tool_call(request.key, session_id=request.session_id,
                                               result=request.result, event=request.event,
                                               rerun_safe=request.rerun_safe)
-            return Committed(seqs=appended.seqs, result=appended.first_result), appended.inserted
+            return Committed(seqs=appended.seqs, result=appended.first_result), carried + appended.inserted
         case BeginToolCall():
             return store.begin_tool_call(request.key, session_id=request.session_id, tool=request.tool,
                                          arguments=request.arguments, risk=request.risk,
                                          pre_image=request.pre_image), []
         case ClaimModelAnswer():
+            carried = _carried(store, request.commit)
+            _record_answers(store, request.answers)
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
-                                            stage=request.stage), []
+                                            stage=request.stage), carried
         case RecordModelAnswer():
             store.record_model_answer(request.request_hash, request.answer)
             return Ack(), []
@@ -144,13 +150,45 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             assert_never(request)
 
 
+def _carried(store: Store, commit: Commit | None) -> list[Event]:
+    """Write the commit a request carries (a stage's held progress events and answers, see
+    ``RunTool.commit``) before the request itself, in its group's transaction; return the
+    events inserted now. A failure fails the carrying request, as the commit alone would."""
+    if commit is None:
+        return []
+    _record_answers(store, commit.answers)
+    if not (commit.events or commit.snapshot or commit.plan or commit.step):
+        return []
+    return store.commit(commit.session_id, commit.events, snapshot=commit.snapshot, plan=commit.plan,
+                        step=commit.step).inserted
+
+
+def _record_answers(store: Store, answers: list[RecordModelAnswer]) -> None:
+    """The model answers a request carries, recorded before it is served, in its group's
+    transaction: committed with it, answered only after."""
+    if answers:
+        store.record_model_answers((answer.request_hash, answer.answer) for answer in answers)
+
+
+def progress_only(commit: Commit) -> bool:
+    """A commit of progress events alone (no snapshot, plan or step record): see :func:`_relaxed`."""
+    return (commit.snapshot is None and commit.plan is None and commit.step is None
+            and all(isinstance(event, PROGRESS_EVENTS) for event in commit.events))
+
+
 def _relaxed(request: PersistenceRequest) -> bool:
     """Whether a group holding ``request`` may commit without waiting for the disk: it writes
-    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe)."""
+    nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe),
+    the model-answer cache, or progress events (:data:`PROGRESS_EVENTS`, with the answers
+    they carry): what a power cut loses with them is written again by the replayed stage."""
     match request:
-        case FinishToolCall(rerun_safe=rerun_safe):
-            return rerun_safe
-        case ClaimModelAnswer() | RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
+        case FinishToolCall(rerun_safe=rerun_safe, commit=carried):
+            return rerun_safe and (carried is None or progress_only(carried))
+        case ClaimModelAnswer(commit=carried):
+            return carried is None or progress_only(carried)
+        case Commit():
+            return progress_only(request)
+        case RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
                 | GetSteps():
             return True
         case _:

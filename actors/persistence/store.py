@@ -344,6 +344,18 @@ class Store:
                 conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
                              (self._blob(answer), request_hash))
 
+    def record_model_answers(self, answers: Iterable[tuple[str, ModelAnswer]]) -> int:
+        """Store each ``(request_hash, answer)`` whose hash was claimed (the first recorded
+        answer stays); one without a claim is dropped, not an error: these ride on another
+        write (``Commit.answers``) that must not fail for a cache entry, and commit with it
+        when both are in one group. Committed relaxed alone. Returns how many were kept."""
+        kept = 0
+        with self._write("recording model answers", relaxed=True) as conn:
+            for request_hash, answer in answers:
+                kept += conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ? AND answer IS NULL",
+                                     (self._blob(answer), request_hash)).rowcount
+        return kept
+
     # -- reads ----------------------------------------------------------------------------
 
     def session(self, session_id: str) -> SessionSnapshot:

@@ -21,6 +21,10 @@ a round trip and decide nothing. One round trip to persistence instead of two, a
 result is committed without waiting for the disk (``rerun_safe``: lost to a power cut, the
 call is just run again; any crash of a process keeps it).
 
+What the stage held back for its next request (``RunTool.commit``: its progress events and
+the model's last answer) rides on the read's ``finish``, in the same transaction, before the
+call's own event; for a call with side effects it is sent on its own before ``begin``.
+
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
 =================================  ==================================================
@@ -139,6 +143,8 @@ class Journal:
         with self._keys.hold(request.key), ToolCall(request) as call:
             if call.side_effect_free:
                 return self._run_read(call)
+            if request.commit is not None:  # what the stage held back is durable before a side effect
+                self._send(request.commit)
             state = self._begin(call)
             match state.state:
                 case "done":
@@ -179,8 +185,9 @@ class Journal:
                            tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
                            outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
                            isolation=result.isolation)
+        carried = request.commit if call.side_effect_free else None  # sent before the call otherwise
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
-                                          event=event, rerun_safe=call.side_effect_free))
+                                          event=event, rerun_safe=call.side_effect_free, commit=carried))
         if not isinstance(reply, (Committed, Ack)):
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")

@@ -10,6 +10,19 @@ own broker client, and the counters are updated under a lock. A thread that is a
 end calls :meth:`StageContext.release_thread` so its socket does not outlive it. The model
 is asked from the stage's own thread only.
 
+**What a stage holds back.** Progress events (``protocol.events.PROGRESS_EVENTS``: a step
+started, a turn answered, a step retried; committed without a step record) and the model's
+last answer (see :mod:`actors.llm.recorded`) are not sent on their own: :meth:`commit` keeps
+them, and the stage's next request carries them, written first in its transaction: the
+next :meth:`commit` (merged), the next model claim (``ClaimModelAnswer.commit``), or a tool
+call without side effects (``RunTool.commit``: the sandbox journals the read's result with
+them, one transaction, the held events first, so the log's order is the stage's). Before a
+tool call with side effects, any other request, or the stage's result, :meth:`flush` writes
+them and waits. So each turn of the executor costs two round trips fewer, and nothing that
+depends on what was held happens or becomes durable without it; a stage killed while
+holding them loses only them, and its replay writes them again (same event ids) or asks
+the model again.
+
 Transient tool failures (a result whose error is ``retryable``) are retried by
 :meth:`StageContext.tool_retrying` ``tool_retry_limit`` times, after ``tool_retry_backoff_s``
 doubling each time (by default :data:`TOOL_RETRY_WAITS`: 1 s, 2 s, 4 s; seed 004
@@ -25,6 +38,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, assert_never
 
+import msgspec
+
 from actors.llm.meter import Meter
 from actors.llm.ollama import OllamaModel
 from actors.llm.openai import OpenAICompatibleModel
@@ -38,10 +53,11 @@ from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
-from protocol.events import Event
-from protocol.messages import Commit, Message, RunStage, RunTool
+from protocol.events import PROGRESS_EVENTS, Event
+from protocol.messages import ClaimModelAnswer, Commit, Message, RecordModelAnswer, RunStage, RunTool
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
+from protocol.tools import RERUN_SAFE_TOOLS
 
 __all__ = ["TOOL_RETRY_WAITS", "StageContext", "make_provider"]
 
@@ -94,6 +110,7 @@ class StageContext:
         self.retry_waits = tuple(settings.tool_retry_backoff_s * 2**n  # tests shorten them
                                  for n in range(settings.tool_retry_limit))
         self._lock = threading.Lock()
+        self._held: list[Event] = []  # progress events for the next request (see the module)
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
@@ -105,11 +122,46 @@ class StageContext:
         return self.request.session_id
 
     def persistence(self, body: Message) -> Any:
+        """One request to persistence, carrying what the stage held back (see the module):
+        a model claim carries it, anything else is preceded by it."""
+        if isinstance(body, ClaimModelAnswer):
+            body = msgspec.structs.replace(body, commit=self._take_held(with_answers=False))
+        elif not isinstance(body, Commit | RecordModelAnswer):
+            self.flush()
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
                                  decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
     def commit(self, events: list[Event], step: StepRecord | None = None) -> None:
-        self.persistence(Commit(session_id=self.session_id, events=events, step=step))
+        """Append ``events`` (and ``step``), with what the stage held back first, in one
+        transaction, durable when this returns; progress events alone are held back instead
+        and written with the stage's next request (see the module)."""
+        if step is None and events and all(isinstance(event, PROGRESS_EVENTS) for event in events):
+            with self._lock:
+                self._held.extend(events)
+            return
+        held = self._take_held()
+        if held is not None:
+            events = [*held.events, *events]
+        self.persistence(Commit(session_id=self.session_id, events=events, step=step,
+                                answers=held.answers if held is not None else []))
+
+    def flush(self) -> None:
+        """Write what the stage held back now, and wait until it is durable."""
+        held = self._take_held()
+        if held is not None:
+            self.clients.call("persistence", held, timeout=PERSISTENCE_TIMEOUT, decoder=codec.PERSISTENCE_REPLY,
+                              session_id=self.session_id)
+
+    def _take_held(self, *, with_answers: bool = True) -> Commit | None:
+        """The held events and (``with_answers``) the model's pending answer as one Commit,
+        now the caller's to send; None when nothing is held. A claim leaves the answer to
+        the model's own claim (``ClaimModelAnswer.answers``)."""
+        with self._lock:
+            events, self._held = self._held, []
+        answers = self.model.take_pending() if with_answers else []
+        if not events and not answers:
+            return None
+        return Commit(session_id=self.session_id, events=events, answers=answers)
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
@@ -117,11 +169,16 @@ class StageContext:
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
             self.tool_calls += 1
+        if tool in RERUN_SAFE_TOOLS:
+            held = self._take_held()  # journaled with the read's result, in its transaction
+        else:
+            held = None
+            self.flush()  # a side effect may follow what was held: durable first
         reply = self.clients.call(
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
                     arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
-                    policy=settings.sandbox),
+                    policy=settings.sandbox, commit=held),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
         return reply.result  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
 
@@ -187,6 +244,9 @@ class StageContext:
             messages=messages))
 
     def result(self, *, ok: bool, summary: str, **fields: Any) -> StageResult:
+        """The stage's result; the model's pending answer is recorded first (the coordinator
+        acts on the result, so a replay must find every answer it followed)."""
+        self.flush()
         request = self.request
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,

@@ -322,8 +322,9 @@ struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
        degraded=st.booleans(), reason=texts, actors=_few(actor_statuses), sessions_active=signed)
 struct(m.SessionAccepted, {"session": snapshots})
 
-struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
-       plan=st.none() | task_plans, step=st.none() | step_records)
+record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
+commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
+                 plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
@@ -332,9 +333,9 @@ struct(m.GetSteps, {"session_id": ids, "visit": st.integers(1, INT64)})
 struct(m.BeginToolCall, {"key": ids, "session_id": ids, "tool": short},
        arguments=arguments, risk=risks, pre_image=st.none() | texts)
 struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results, "event": events,
-                          "rerun_safe": st.booleans()})
-struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages})
-struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
+                          "rerun_safe": st.booleans()}, commit=st.none() | commits)
+struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages},
+       answers=_few(record_model_answers), commit=st.none() | commits)
 struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))
@@ -354,7 +355,7 @@ struct(m.StageDone, {"result": stage_results})
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
-       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies)
+       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits)
 struct(m.ToolDone, {"result": tool_results})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,

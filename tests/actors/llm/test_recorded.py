@@ -28,10 +28,15 @@ class _Record:
 
     def __call__(self, body: Message) -> Any:
         if isinstance(body, ClaimModelAnswer):
+            self.record(body.answers)  # answers pending in the model ride on the next claim
             return ModelAnswerClaim(seq=len(self.answers), answer=self.answers.get(body.request_hash))
         assert isinstance(body, RecordModelAnswer)
-        self.answers[body.request_hash] = body.answer
+        self.record([body])
         return None
+
+    def record(self, records: list[RecordModelAnswer]) -> None:
+        for record in records:
+            self.answers[record.request_hash] = record.answer
 
 
 class _SlowModel:
@@ -70,6 +75,7 @@ def test_model_time_sums_the_calls_the_model_answered_and_a_replay_counts_none()
     assert [m.tokens for m in watched] == [12, 12] and all(m.finished is not None for m in watched)
     assert model.meters == watched, "the provider moves the meter the stage actor publishes"
 
+    recorded.flush()  # what a stage does before it ends: the last answer is recorded too
     again = RecordedModel(model, record, session_id="s", visit=1, cancel=threading.Event(),
                           watch=watched.append, clock=clock)  # a re-dispatched stage
     again.complete(_request("plan"))

@@ -133,3 +133,24 @@ def test_a_group_waits_for_the_disk_unless_every_request_in_it_is_a_read_or_a_re
     assert _relaxed(ClaimModelAnswer(request_hash="a" * 64, session_id=sid, stage="executor"))  # a cache
     assert not _relaxed(finish)  # a side-effecting call's result
     assert not _relaxed(Commit(session_id=sid, events=[records.transitioned(sid)]))  # a transition
+
+
+def test_progress_events_commit_relaxed_and_anything_more_waits_for_the_disk() -> None:
+    """A step started or a turn answered decides nothing (the replay writes it again): relaxed,
+    with the model answers it carries; beside a step record, a transition or a snapshot it
+    waits for the disk, and so does any event not in PROGRESS_EVENTS."""
+    from actors.persistence.service import _relaxed
+    from protocol.events import StepFinished, StepStarted, TurnAnswered
+    from protocol.messages import RecordModelAnswer
+
+    sid = new_id()
+    started = StepStarted(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1")
+    turn = TurnAnswered(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1", turn=1)
+    answer = RecordModelAnswer(request_hash="a" * 64, answer=records.answer("hi"))
+    assert _relaxed(Commit(session_id=sid, events=[started, turn], answers=[answer]))
+    assert _relaxed(Commit(session_id=sid, answers=[answer]))  # the cache alone
+    assert not _relaxed(Commit(session_id=sid, events=[turn], step=records.step(sid)))
+    assert not _relaxed(Commit(session_id=sid, events=[turn, records.transitioned(sid)]))
+    assert not _relaxed(Commit(session_id=sid, events=[turn], snapshot=records.snapshot(sid)))
+    finished = StepFinished(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1", status="completed")
+    assert not _relaxed(Commit(session_id=sid, events=[finished]))

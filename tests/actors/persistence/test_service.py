@@ -107,3 +107,24 @@ def test_an_unknown_option_is_a_config_error(home: Path) -> None:
     assert info.value.message == ("persistence options {'databse': 'typo.db'} rejected: Object contains "
                                   "unknown field `databse`; allowed keys are database and synchronous "
                                   "(full|normal)")
+
+
+def test_answers_carried_by_a_commit_or_a_claim_are_recorded_with_it_and_an_unclaimed_one_is_dropped(
+        store: Store) -> None:
+    """A stage sends the model's last answer with its next write (actors.llm.recorded): the
+    write's own transaction records it first; a hash never claimed fails nothing (a cache)."""
+    carried = [RecordModelAnswer(request_hash="h0", answer=records.answer("first")),
+               RecordModelAnswer(request_hash="never-claimed", answer=records.answer("lost"))]
+    reply, inserted = dispatch(store, Commit(session_id=SESSION, events=[records.transitioned(SESSION)],
+                                             answers=carried))
+    assert isinstance(reply, Committed) and len(reply.seqs) == 1 and len(inserted) == 1
+    claim, _ = dispatch(store, ClaimModelAnswer(request_hash="h0", session_id=SESSION, stage="planner"))
+    assert isinstance(claim, ModelAnswerClaim) and claim.answer == records.answer("first")
+    reply, _ = dispatch(store, ClaimModelAnswer(
+        request_hash="h2", session_id=SESSION, stage="planner",
+        answers=[RecordModelAnswer(request_hash="h0", answer=records.answer("second"))]))
+    assert isinstance(reply, ModelAnswerClaim) and reply.seq == 1 and reply.answer is None
+    claim, _ = dispatch(store, ClaimModelAnswer(request_hash="h0", session_id=SESSION, stage="planner"))
+    assert isinstance(claim, ModelAnswerClaim) and claim.answer == records.answer("first")  # the first stays
+    claim, _ = dispatch(store, ClaimModelAnswer(request_hash="never-claimed", session_id=SESSION, stage="planner"))
+    assert isinstance(claim, ModelAnswerClaim) and claim.answer is None and claim.seq == 2

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.sandbox.journal import Journal
@@ -180,3 +181,52 @@ def test_a_call_with_side_effects_journals_its_intent_first(
     recording = Journal(lambda request: sent.append(request) or memory.answer(request), journal._terminal)
     recording.run(_request(tree, tool, **arguments))
     assert [type(m).__name__ for m in sent] == ["BeginToolCall", "FinishToolCall"]
+
+
+def test_what_the_stage_held_rides_on_a_reads_journal_write_and_precedes_a_side_effect(
+        memory: MemoryJournal, tree: Tree) -> None:
+    """RunTool.commit: journaled with a read's result (one request, one transaction); sent
+    on its own, and answered, before a call with side effects is even begun."""
+    from protocol.events import TurnAnswered
+    from protocol.messages import Commit, Committed, FinishToolCall
+
+    sent: list[Message] = []
+
+    def send(body: Message) -> Message:
+        sent.append(body)
+        return Committed() if isinstance(body, Commit) else memory.answer(body)
+
+    terminal = Terminal()
+    try:
+        journal = Journal(send, terminal)
+        turn = TurnAnswered(id="t1", session_id="s1", at=1.0, visit=1, task="T1", step="S1", turn=1)
+        held = Commit(session_id="s1", events=[turn])
+        (tree.root / "a.txt").write_text("alpha\n")
+        read = journal.run(msgspec.structs.replace(_request(tree, "read_file", path="a.txt"), commit=held))
+        assert read.ok and [type(body) for body in sent] == [FinishToolCall]
+        assert isinstance(sent[0], FinishToolCall) and sent[0].commit == held and sent[0].rerun_safe
+        sent.clear()
+        write = journal.run(msgspec.structs.replace(_request(tree, "write_file", key="k2", path="b.txt", content="b"),
+                                                    commit=held))
+        assert write.ok and [type(body) for body in sent] == [Commit, BeginToolCall, FinishToolCall]
+        first, last = sent[0], sent[2]
+        assert isinstance(first, Commit) and first.events == [turn]
+        assert isinstance(last, FinishToolCall) and last.commit is None
+    finally:
+        terminal.kill_all()
+
+
+def test_the_tools_a_stage_treats_as_rerun_safe_are_those_the_sandbox_journals_without_an_intent(tree: Tree) -> None:
+    """StageContext sends held writes with a call named in RERUN_SAFE_TOOLS, trusting the
+    sandbox to journal them with its result; the sandbox decides by the decoded call."""
+    from actors.sandbox.dispatch import ToolCall
+    from protocol.tools import RERUN_SAFE_TOOLS
+
+    valid: dict[str, dict[str, Any]] = {"read_file": {"path": "a"}, "list_directory": {}, "search_code": {"query": "q"},
+             "search_code_terms": {"queries": ["q"]}, "diff_workspace": {}, "write_file": {"path": "a", "content": ""},
+             "create_directory": {"path": "d"}, "run_terminal": {"command": "true"}, "baseline_workspace": {}}
+    for tool, arguments in valid.items():
+        with ToolCall(_request(tree, tool, **arguments)) as call:
+            assert call.refusal is None, (tool, call.refusal)
+            assert call.side_effect_free == (tool in RERUN_SAFE_TOOLS), tool
+    assert RERUN_SAFE_TOOLS <= set(valid)

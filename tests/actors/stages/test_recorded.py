@@ -1,0 +1,170 @@
+"""When a model answer is recorded (actors.llm.recorded): with the stage's next write, and
+before anything that depends on it, against real broker, persistence and sandbox processes.
+
+A stage that dies while an answer is pending is stood for by a second context of the same
+session (attempt 2) built without the first one ever sending again: what the first one had
+only in memory is gone, as after a kill -9 of the stage actor.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import structlog
+from msgspec.structs import replace
+
+from actors.llm.provider import ChatMessage, ModelRequest
+from actors.stages import executor
+from actors.stages.context import StageContext
+from broker.threads import ThreadClients
+from protocol import codec
+from protocol.events import Event, StepFinished, TurnAnswered
+from protocol.ids import new_id
+from protocol.messages import GetEvents, Message
+from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
+
+ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
+
+
+def _request(site: str = "T1/S1/turn1") -> ModelRequest:
+    return ModelRequest(stage="executor", call_site=site, messages=[ChatMessage(role="user", content="go")])
+
+
+def _again(run: Run) -> tuple[StageContext, Spy]:
+    """A fresh context of the same session, as a re-dispatched stage (attempt 2) gets."""
+    request = run.ctx.request
+    ctx = StageContext(replace(request, attempt=request.attempt + 1), clients=run.stack.clients,
+                       cancel=threading.Event(), log=structlog.get_logger())
+    ctx.retry_waits = FAST_RETRIES
+    spy = Spy(ctx.model.provider)
+    ctx.model.provider = spy
+    return ctx, spy
+
+
+def _stored(run: Run) -> list[Event]:
+    """The session's events as stored (not through the context, which would flush first)."""
+    reply = run.stack.clients.call("persistence", GetEvents(session_id=run.ctx.session_id), timeout=10,
+                                   decoder=codec.PERSISTENCE_REPLY)
+    return list(reply.events)
+
+
+def _turn(run: Run) -> TurnAnswered:
+    request = run.ctx.request
+    return TurnAnswered(id=new_id(), session_id=request.session_id, at=1.0, visit=1, task="T1", step="S1", turn=1)
+
+
+def test_a_pending_answer_is_lost_with_the_stage_and_the_replay_asks_the_model_again(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    assert run.ctx.model.complete(_request()).content == "first answer"  # pending, not yet written
+    replay, spy = _again(run)
+    again = replay.model.complete(_request())
+    assert len(spy.requests) == 1 and replay.model.replayed == 0  # nothing depended on it: asked again
+    assert again.content == "first answer"  # the claim (seq 0) was written: the script answers the same place
+
+
+def test_the_answer_and_held_progress_are_written_with_the_next_commit_in_order(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request())
+    turn = _turn(run)
+    run.ctx.commit([turn])  # progress alone: held back, nothing sent
+    assert turn.id not in [e.id for e in _stored(run)]
+    finished = StepFinished(id=new_id(), session_id=run.ctx.session_id, at=1.0, visit=1, task="T1", step="S1",
+                            status="completed")
+    run.ctx.commit([finished])  # the held turn, the answer and this: one transaction, in that order
+    assert [e.id for e in _stored(run)][-2:] == [turn.id, finished.id]
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer"
+    assert spy.requests == [] and replay.model.replayed == 1
+
+
+def test_held_progress_is_lost_with_the_stage_and_written_again_by_its_replay(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    replay, _ = _again(run)  # the first context is gone with what it held
+    assert turn.id not in [e.id for e in _stored(run)]
+    replay.commit([turn])  # the replay reports the same turn under the same id
+    replay.flush()
+    assert [e.id for e in _stored(run)].count(turn.id) == 1
+
+
+def test_a_read_journals_the_held_turn_and_answer_with_its_result_before_its_own_event(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    run.ctx.model.complete(_request())
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    result = run.ctx.tool(f"{run.ctx.session_id}:k1", "read_file", {"path": "a.txt"})
+    assert result.ok, result.error
+    events = _stored(run)
+    assert [type(e).__name__ for e in events][-2:] == ["TurnAnswered", "ToolCalled"] and events[-2].id == turn.id
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+
+
+def test_the_answer_is_written_with_the_next_claim(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request("a"))
+    assert run.ctx.model.complete(_request("b")).content == "second answer"  # its claim carried "a"
+    replay, spy = _again(run)
+    assert replay.model.complete(_request("a")).content == "first answer" and spy.requests == []
+
+
+def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack: Stack) -> None:
+    """A side effect may follow the answer: a replay must find the answer it followed."""
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    run.ctx.model.complete(_request())
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    result = run.ctx.tool(f"{run.ctx.session_id}:k1", "write_file", {"path": "b.txt", "content": "x\n"})
+    assert result.ok, result.error
+    assert [e.id for e in _stored(run)][-2] == turn.id  # before the write's own event
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+
+
+def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> None:
+    """The coordinator acts on the result: every answer it follows is on record first."""
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.model.complete(_request())
+    result = run.ctx.result(ok=True, summary="done")
+    assert result.metrics.model_calls == 1
+    replay, spy = _again(run)
+    assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+
+
+class _Counting(ThreadClients):
+    """Broker clients that note each request's service and type, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def call(self, service: str, body: Message, **options: Any) -> Any:
+        self.sent.append(f"{service}:{type(body).__name__}")
+        return super().call(service, body, **options)
+
+
+def test_an_executor_turn_that_reads_is_one_claim_and_one_tool_call(stack: Stack) -> None:
+    """The round trips a turn waits for: the claim of its model request and its tool call;
+    the answer and the turn's event ride on them, the step's start on its first claim, the
+    last turn's event on the step's finish."""
+    responses = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+                 {"tool_calls": [{"name": "read_file", "arguments": {"path": "b.txt"}}]},
+                 {"tool_calls": [{"name": "step_complete", "arguments": {"summary": "read both"}}]}]
+    plan = {"goal": "read", "status": "ready", "tasks": [{"label": "T1", "title": "read", "steps": [
+        {"label": "S1", "title": "read a and b", "action": "read_file"}]}]}
+    run = stack.stage("executor", responses, plan, files={"a.txt": "alpha\n", "b.txt": "beta\n"})
+    counting = _Counting(stack.harness.ctx, stack.harness.endpoints.broker, sender="test-counting")
+    run.ctx.clients = counting
+    try:
+        result = executor.run(run.ctx)
+    finally:
+        counting.close()
+    assert result.ok, result.summary
+    claims = "persistence:ClaimModelAnswer"
+    assert counting.sent == ["persistence:GetSteps", claims, "sandbox:RunTool", claims, "sandbox:RunTool", claims,
+                             "persistence:Commit"], counting.sent
+    kinds = [type(e).__name__ for e in _stored(run)]
+    assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
+                          "StepFinished"], kinds
