@@ -94,10 +94,11 @@ def test_off_a_terminal_the_thinking_line_advances_and_no_progress_reaches_the_d
     assert replayed.returncode == 0 and "thinking" not in replayed.stdout, "attach --replay replays no progress"
 
 
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_on_a_terminal_one_line_is_rewritten_in_place_and_cleared_before_the_next(
-        acode: Acode, tmp_path: Path) -> None:
+        acode: Acode, tmp_path: Path, kind: str) -> None:
     with ModelServer() as server:
-        _configure(acode, server, "ollama")
+        _configure(acode, server, kind)
         acode.up()
         server.by_stage(planner=[_slow(plan())], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
         code, raw = _run_on_a_terminal(acode, "run", "make greet.txt say hello", "--workspace",
