@@ -57,7 +57,7 @@ class ThinkingLine:
         self.terminal = self.stream.isatty() if terminal is None else terminal
         self.every = _interval() if every is None else every
         self.shown = False  # a line is on the terminal, to be cleared before the next
-        self._next: dict[tuple[str, int, str], float] = {}  # off a terminal: a call's next line, in its seconds
+        self._next: dict[tuple[str, int, int, str], float] = {}  # off a terminal: a call's next line, in its seconds
 
     def show(self, progress: ModelProgress) -> None:
         if self.terminal:
@@ -81,7 +81,7 @@ class ThinkingLine:
         self.shown = True
 
     def _every(self, progress: ModelProgress) -> None:
-        key = (progress.stage, progress.visit, progress.call_site)
+        key = (progress.stage, progress.visit, progress.attempt, progress.call_site)
         if progress.done:
             self._next.pop(key, None)
             return

@@ -33,3 +33,4 @@ class ModelProgress(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     elapsed_s: Annotated[float, msgspec.Meta(ge=0, le=10**7)] = 0.0
     counted_by: Literal["chunks", "server"] = "chunks"
     done: bool = False  # the call has ended: clear the line
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1_000)] = 1  # the stage's attempt (a retry's calls start over)

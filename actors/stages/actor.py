@@ -91,7 +91,8 @@ class StageActor(Actor):
         log.info("stage_started")
         try:
             ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log,
-                               watch=self.progress.watcher(body.session_id, body.stage, body.visit))
+                               watch=self.progress.watcher(body.session_id, body.stage, body.visit,
+                                                           body.attempt))
             try:
                 result = RUNNERS[body.stage](ctx)
             except TransportError:

@@ -37,6 +37,7 @@ class _Call:
     session_id: str
     stage: Stage
     visit: int
+    attempt: int
     meter: Meter
     reported: bool = False  # a progress message went out for it (only the loop thread reads or sets it)
 
@@ -48,11 +49,11 @@ class ProgressBoard:
         self._calls: list[_Call] = []
         self._lock = threading.Lock()
 
-    def watcher(self, session_id: str, stage: Stage, visit: int) -> Callable[[Meter], None]:
+    def watcher(self, session_id: str, stage: Stage, visit: int, attempt: int = 1) -> Callable[[Meter], None]:
         """The ``watch`` callback for one stage request's model (``RecordedModel(watch=...)``)."""
         def watch(meter: Meter) -> None:
             with self._lock:
-                self._calls.append(_Call(session_id, stage, visit, meter))
+                self._calls.append(_Call(session_id, stage, visit, attempt, meter))
         return watch
 
     def snapshot(self) -> list[ModelProgress]:
@@ -69,6 +70,7 @@ class ProgressBoard:
                 continue
             call.reported = True
             out.append(ModelProgress(session_id=call.session_id, stage=call.stage, visit=call.visit,
+                                     attempt=call.attempt,
                                      call_site=meter.call_site[:200], tokens=meter.tokens,
                                      elapsed_s=round(meter.elapsed(), 3), counted_by=meter.counted_by, done=done))
         return out

@@ -55,6 +55,16 @@ def test_off_a_terminal_each_call_has_its_own_interval_and_a_quick_one_prints_no
     assert out.getvalue() == "[PLANNER]  thinking… 7 tokens, 10.5 s\n"
 
 
+def test_off_a_terminal_a_retried_attempt_of_the_same_call_counts_afresh() -> None:
+    out = io.StringIO()
+    line = ThinkingLine(out, terminal=False, every=1.0)
+    line.show(_at(1.1, 5))  # attempt 1 was killed mid-answer: no done message ever comes
+    retried = ModelProgress(session_id="s", stage="planner", call_site="plan", tokens=2, elapsed_s=1.0, attempt=2)
+    line.show(retried)
+    assert out.getvalue().splitlines() == ["[PLANNER]  thinking… 5 tokens, 1.1 s",
+                                           "[PLANNER]  thinking… 2 tokens, 1.0 s"]
+
+
 def test_the_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACODE_PROGRESS_INTERVAL_S", "0.5")
     assert ThinkingLine(io.StringIO(), terminal=False).every == 0.5

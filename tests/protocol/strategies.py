@@ -364,7 +364,7 @@ struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": 
 struct(m.Stop, reason=texts)
 struct(ModelProgress, {"session_id": ids, "stage": stages}, visit=visits, call_site=st.text(max_size=200),
        tokens=st.integers(0, 10**9), elapsed_s=st.floats(0, 10**7, allow_nan=False),
-       counted_by=st.sampled_from(["chunks", "server"]), done=st.booleans())
+       counted_by=st.sampled_from(["chunks", "server"]), done=st.booleans(), attempt=visits)
 struct(m.WorkerInfo, {"instance": short}, pid=signed, epoch=naturals, capacity=st.integers(1, 10_000),
        busy=_few(ids))
 

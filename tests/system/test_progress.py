@@ -16,11 +16,13 @@ import re
 import select
 import sqlite3
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer
 from tests.system import workloads as w
 from tests.system.conftest import CLI, REPO, Acode, wait_exit
@@ -186,3 +188,33 @@ def test_two_attached_terminals_see_the_same_committed_events_while_progress_str
     committed = [line for line in stdout.splitlines() if not THINKING.search(line)]
     assert committed[-1].startswith("total "), "the final summary ends the output"
 
+
+
+def test_a_planner_killed_mid_answer_gives_way_to_its_retry_whose_progress_starts_over(
+        acode: Acode, tmp_path: Path) -> None:
+    with ModelServer() as server:
+        _configure(acode, server, "ollama", ACODE_PROGRESS_INTERVAL_S="0.5")
+        acode.up()
+        server.by_stage(planner=[_slow(plan(), 30.0, 300), _slow(plan())], executor=[write(), done()],
+                        verifier=[VERDICT], reviewer=[APPROVE])
+        run = acode.start("run", "make greet.txt say hello", "--workspace", str(_workspace(tmp_path)))
+        assert run.stdout is not None and run.stderr is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True)
+        reader.start()  # the only reader of the run's stdout until it ends
+        wait_until(lambda: len(_thinking("".join(lines))) >= 2, timeout=60, what="two thinking lines")
+        acode.kill("planner")
+        code = run.wait(timeout=180)
+        reader.join(timeout=30)
+        err = run.stderr.read()
+    out = "".join(lines)
+    assert code == 0, out + err
+    before, after = out.split("[PLANNER]   retrying, attempt 2", 1)
+    first, second = _thinking(before), _thinking(after)
+    _advancing(first)
+    _advancing(second)
+    planner_end = next(line for line in after.splitlines() if line.startswith("[PLANNER]") and "plan v1" in line)
+    model_s = float(END_FIGURES.search(planner_end).group(3))  # type: ignore[union-attr]
+    assert 2.5 <= model_s < 15, f"the model time is the answering attempt's, not the killed one's: {planner_end}"
+    assert second[-1][1] <= model_s + 0.5, \
+        f"the new attempt's call counts its own seconds from its start: {first} then {second}"
