@@ -26,7 +26,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 import msgspec
 import zmq
@@ -34,7 +34,8 @@ import zmq
 from actors import logs, private
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.messages import CancelWork, Heartbeat, Stop
+from protocol.messages import CancelWork, Heartbeat, PauseWork, SteerWork, Stop
+from protocol.session import SteeringNote
 from protocol.spec import ActorSpec
 
 __all__ = ["Actor", "Loop", "Timer", "main"]
@@ -185,6 +186,12 @@ class Actor:
     def on_cancel(self, request_ids: list[str], reason: str) -> None:
         """The coordinator abandoned these requests; actors with long work override this."""
 
+    def on_pause(self, request_ids: list[str], reason: str) -> None:
+        """The user paused these requests' session: stop at the next safe point (stage actors)."""
+
+    def on_steer(self, request_ids: list[str], note: SteeringNote) -> None:
+        """The user steered these requests' session: use ``note`` from the next model turn (stage actors)."""
+
     def busy(self) -> list[str]:
         """Ids of the requests in progress (reported in every heartbeat)."""
         return []
@@ -307,6 +314,12 @@ class Actor:
                     self.request_stop(reason or "asked by the coordinator")
                 case CancelWork(request_ids=ids, reason=reason):
                     self.on_cancel(ids, reason)
+                case PauseWork(request_ids=ids, reason=reason):
+                    self.on_pause(ids, reason)
+                case SteerWork(request_ids=ids, note=note):
+                    self.on_steer(ids, note)
+                case _:
+                    assert_never(command)
 
     def _heartbeat(self) -> None:
         if self._supervisor is None:

@@ -4,11 +4,12 @@ Commands parse arguments, send one message (or follow a session), and render the
 nothing here holds state the actors need. Errors print one line with their code, never a
 traceback. Exit codes of ``run``/``resume``/``answer`` follow seed 000: 0 done, 1 failed,
 20 stage timeout, 21 cycle limit, 22 human required (escalation, model unavailable,
-invalid plan, questions), 23 cancelled; and seed 004's where a step's outcome paused the
-session: 30 step failed, 31 turn limit, 32 sandbox violation, 34 step timeout.
+invalid plan, questions, plan review, paused by the user), 23 cancelled; and seed
+004's where a step's outcome paused the session: 30 step failed, 31 turn limit, 32 sandbox violation, 34 step timeout.
 """
 
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,18 +26,29 @@ from protocol.errors import AcodeError, CliError, ModelError
 from protocol.events import StepStarted
 from protocol.ids import new_id
 from protocol.messages import (
+    ApprovePlan,
     CancelSession,
     GetEvents,
     GetPlan,
     GetSession,
     GetStatus,
     ListSessions,
+    PauseSession,
+    ReplanSession,
     ResumeSession,
+    SteerSession,
     SubmitTask,
 )
 from protocol.plan import TaskPlan, with_status
 from protocol.script import load_script
-from protocol.session import Clarification, ProviderSpec, ScriptedProvider, SessionSnapshot, SettingsOverride
+from protocol.session import (
+    MAX_STEERING_CHARS,
+    Clarification,
+    ProviderSpec,
+    ScriptedProvider,
+    SessionSnapshot,
+    SettingsOverride,
+)
 from protocol.stages import STAGES, Stage
 from protocol.task import check_task
 
@@ -139,17 +151,18 @@ def _where(connection: Connection, session: SessionSnapshot) -> str:
     if session.status == "paused":
         kind = session.pause.kind if session.pause else "?"
         return f"paused ({kind}) in {session.stage or '-'}"
+    pausing = " (pausing: it stops at its next safe point)" if session.pause_requested_at else ""
     where = f"{session.stage}" + (f" (visit {session.visit})" if session.visit > 1 else "")
     if session.stage != "executor" or not session.plan_version:
-        return where
+        return where + pausing
     started = [e for e in read_events(connection, session.id) if isinstance(e, StepStarted)]
     if not started:
-        return where
+        return where + pausing
     last = started[-1]
     plan: TaskPlan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
     order = [(task.label, step.label) for task in plan.tasks for step in task.steps]
     number = order.index((last.task, last.step)) + 1 if (last.task, last.step) in order else 0
-    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "")
+    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "") + pausing
 
 
 # -- sessions ---------------------------------------------------------------------------------
@@ -183,6 +196,9 @@ def run(
     json_out: Json = False,
     force: Annotated[bool, typer.Option(
         "--force", help="start although an unfinished session holds the workspace (recorded in the log)")] = False,
+    approve_plan: Annotated[bool, typer.Option(
+        "--approve-plan", help="pause for your review of the plan before anything runs (acode approve / replan)")]
+    = False,
 ) -> None:
     """Submit a task and follow it through every stage to a final state."""
     root = workspace.expanduser().resolve()
@@ -199,6 +215,8 @@ def run(
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
+    if approve_plan:
+        settings = msgspec.structs.replace(settings, plan_review=True)
     if settings.provider is None:
         raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
                          "--script FILE), or set model: in .agent/config.yml (README 'Models')",
@@ -355,8 +373,8 @@ def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model
     return spec
 
 
-def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession, *, detach: bool,
-                    json_out: bool) -> None:
+def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession | ApprovePlan | ReplanSession, *,
+                    detach: bool, json_out: bool) -> None:
     before = connection.persistence(GetEvents(session_id=session_id)).events
     connection.coordinator(body)
     if detach:
@@ -364,6 +382,104 @@ def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession
         return
     snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0)
     raise typer.Exit(snapshot.exit_code or 0)
+
+
+# -- a human's hand on a session: pause, steer, plan review ---------------------------------
+
+
+def _text_arg(text: str, what: str) -> str:
+    """Steering or feedback text as given: not blank, at most MAX_STEERING_CHARS (ACODE-CLI-009)."""
+    if not text.strip():
+        raise CliError(f"the {what} is empty; say in a sentence what the session should do differently",
+                       code="ACODE-CLI-009")
+    if len(text) > MAX_STEERING_CHARS:
+        raise CliError(f"the {what} is {len(text):,} characters; at most {MAX_STEERING_CHARS:,} are taken: say it "
+                       "shorter", code="ACODE-CLI-009")
+    return text
+
+
+@app.command()
+def pause(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="wait until the session has stopped")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for it to stop", min=0)] = 600.0,
+) -> None:
+    """Pause a running session at its next safe point: before its next tool call or model
+    turn, or before the next stage (a model answer in flight is recorded first, so nothing
+    is paid twice). `acode resume` continues it, at least 1 s later; a second pause changes nothing."""
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        before: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
+        snapshot: SessionSnapshot = connection.coordinator(PauseSession(session_id=session_id)).session
+        if before.status == "paused":
+            kind = before.pause.kind if before.pause else "?"
+            typer.echo(f"session {session_id} is paused already ({kind}); `acode resume {session_id}` continues it")
+            return
+        if before.pause_requested_at:
+            typer.echo(f"session {session_id} is pausing already: it stops at its next safe point")
+        else:
+            typer.echo(f"pausing session {session_id}: it stops at its next safe point")
+        deadline = time.monotonic() + timeout
+        while wait and snapshot.status == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            snapshot = connection.persistence(GetSession(session_id=session_id)).session
+    if snapshot.status == "paused":
+        kind = snapshot.pause.kind if snapshot.pause else "?"
+        typer.echo(f"session {session_id} paused ({kind}) in {snapshot.stage or '-'}; `acode resume {session_id}` "
+                   "continues it")
+    elif snapshot.status != "running":
+        typer.echo(f"session {session_id} is {snapshot.status}")
+    elif wait:
+        typer.echo(f"session {session_id} has not reached a safe point in {timeout:g}s (a model answer may still be "
+                   "coming); it stops there: `acode status` shows it")
+
+
+@app.command()
+def steer(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    text: Annotated[str, typer.Argument(help="guidance, e.g. \"keep the public API unchanged\"")],
+) -> None:
+    """Guide a running (or paused) session: the stage at work reads the text from its next
+    model turn on, and so does every later stage; the model sees it fenced as untrusted text."""
+    text = _text_arg(text, "steering text")
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        snapshot: SessionSnapshot = connection.coordinator(SteerSession(session_id=session_id, text=text)).session
+    where = f"the {snapshot.stage} reads it at its next model turn" if snapshot.status == "running" and \
+        snapshot.stage else "the next stage reads it"
+    typer.echo(f"steered session {session_id}: {where}, and every later stage too")
+
+
+def _approve_plan(connection: Connection, session_id: str, *, detach: bool, json_out: bool) -> None:
+    """``acode approve`` of a session paused ``plan_review``: the executor starts on the plan
+    (the coordinator refuses it, ACODE-CLI-004, for a session not waiting for a review)."""
+    _follow_resumed(connection, session_id, ApprovePlan(session_id=session_id), detach=detach, json_out=json_out)
+
+
+@app.command()
+def approve(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    json_out: Json = False,
+) -> None:
+    """Approve the plan of a session paused for review (`acode run --approve-plan`), and follow it on."""
+    with Connection(_state["home"]) as connection:
+        _approve_plan(connection, _session_id(connection, session), detach=detach, json_out=json_out)
+
+
+@app.command()
+def replan(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    feedback: Annotated[str, typer.Argument(help="what to change in the plan, in plain words")],
+    detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    json_out: Json = False,
+) -> None:
+    """Send a plan under review back to the planner with your feedback; the next version is shown again."""
+    feedback = _text_arg(feedback, "feedback")
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        _follow_resumed(connection, session_id, ReplanSession(session_id=session_id, feedback=feedback),
+                        detach=detach, json_out=json_out)
 
 
 def _chosen(question: Any, given: str) -> str:

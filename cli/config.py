@@ -388,8 +388,9 @@ def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:
         if options.parallel_steps:
             raise ConfigError(f"{where}.parallel_steps is true, but acode runs one step at a time (steps share the "
                               "workspace); remove it or set it to false", code="ACODE-CFG-003")
-        if options.require_human_approval:
-            raise ConfigError(f"{where}.require_human_approval is true, which this version cannot do; remove it or "
+        if options.require_human_approval and stage != "planner":
+            raise ConfigError(f"{where}.require_human_approval is true, but only the planner's plan waits for a "
+                              "human (plan review; approvals of tool calls are the autonomy settings); remove it or "
                               "set it to false", code="ACODE-CFG-003")
         if options.auto_retry_on_failure is not None and stage != "verifier":
             raise ConfigError(f"{where}.auto_retry_on_failure is for the verifier (a failed verification goes back "
@@ -445,6 +446,7 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         tool_retry_limit=e.tool_retry_limit if e.tool_retry_limit is not None else defaults.tool_retry_limit,
         tool_retry_backoff_s=(e.tool_retry_backoff if e.tool_retry_backoff is not None
                               else defaults.tool_retry_backoff_s),
+        plan_review=bool((o.stages or {}).get("planner", StageOptions()).require_human_approval),
     )
 
 

@@ -25,11 +25,11 @@ from cli.connection import Connection
 from cli.thinking import ThinkingLine
 from protocol.errors import AcodeError, NotRunning, ProtocolError
 from protocol.events import Event, is_final
-from protocol.messages import GetEvents, GetSession
+from protocol.messages import GetEvents, GetPlan, GetSession
 from protocol.progress import ModelProgress
 from protocol.session import SessionSnapshot
 
-__all__ = ["attach_and_print", "follow", "follow_and_print", "print_json", "read_events"]
+__all__ = ["attach_and_print", "follow", "follow_and_print", "print_json", "read_events", "show_plan_review"]
 
 CATCH_UP_EVERY = 1.0
 _PAGE = 10_000  # events per GetEvents read
@@ -140,6 +140,8 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
                                 earlier=events)
     if json_out:
         print_json({"session": session, "stages": render.stage_totals(events)})
+    elif session.pause is not None and session.pause.kind == "plan_review":
+        show_plan_review(connection, session)
     elif session.status == "paused":
         typer.echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
                    f"`acode cancel {session_id}` ends it")
@@ -196,6 +198,8 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
         raise typer.Exit(130) from None
     if json_out:
         print_json({"session": session, "stages": render.stage_totals(events)})
+    elif session.pause is not None and session.pause.kind == "plan_review":
+        show_plan_review(connection, session)
     else:
         changed = render.files_changed(events)
         typer.echo(f"files changed: {', '.join(changed) if changed else 'none'}")
@@ -208,3 +212,14 @@ def print_stage_summary(events: list[Event]) -> None:
     summary = render.stage_table(events)
     if summary:
         typer.echo(summary)
+
+
+def show_plan_review(connection: Connection, session: SessionSnapshot) -> None:
+    """The plan a session waits on (plan review), and the two commands that continue it."""
+    plan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
+    short = session.id[:8]
+    typer.echo("")
+    typer.echo(render.plan_detail(plan, session.id))
+    typer.echo("")
+    typer.echo(f"review it: `acode approve {short}` executes this plan; `acode replan {short} \"what to change\"` "
+               "sends it back to the planner with your feedback")

@@ -10,6 +10,7 @@ from protocol.errors import with_code
 from protocol.events import (
     CheckRan,
     Event,
+    PauseRequested,
     PlanRecorded,
     ReworkChosen,
     SessionCreated,
@@ -19,6 +20,7 @@ from protocol.events import (
     SettingsChanged,
     StageFinished,
     StageRetried,
+    Steered,
     StepFinished,
     StepRetried,
     StepStarted,
@@ -130,6 +132,8 @@ class Progress:
                 return f"{_tag(stage)} retrying, attempt {attempt}: {_one_line(reason)}"
             case StageFinished(stage=stage, ok=ok, summary=summary, duration_ms=ms, error=error):
                 text = summary if ok else f"FAILED: {error.message if error else summary}"
+                if error is not None and error.code == "ACODE-ORCH-010":
+                    text = f"stopped at a safe point: {error.message}"
                 return f"{_tag(stage)} {_one_line(text)} ({ms / 1000:.2f}s{stage_figures(event)})"
             case PlanRecorded():
                 return None  # the planner's stage_finished line says it
@@ -169,6 +173,10 @@ class Progress:
                 return "\n".join(lines)
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
+            case PauseRequested(stage=stage):
+                return f"pause requested: the {stage or 'session'} stops at its next safe point"
+            case Steered(text=text):
+                return f"steered by the user: {_one_line(text, 300)}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
                 failed = error is not None and status != "completed"
                 detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""

@@ -12,6 +12,7 @@ An error says what happened, the offending value and what to do; its code
     ├── OrchestrationError(AcodeError)                    ACODE-ORCH-…
     │   ├── StageTimeout(OrchestrationError, TimeoutError)
     │   ├── CycleLimitReached(OrchestrationError)
+    │   ├── WorkPaused(OrchestrationError)                ACODE-ORCH-010
     │   └── TransitionError(OrchestrationError, ValueError)
     ├── PlanError(AcodeError, ValueError)                 ACODE-PLAN-…
     ├── ExecutionError(AcodeError)                        ACODE-EXEC-…
@@ -58,6 +59,7 @@ __all__ = [
     "SupervisionError",
     "TransitionError",
     "TransportError",
+    "WorkPaused",
     "from_info",
 ]
 
@@ -80,6 +82,8 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-007": "pipeline cancelled",
     "ACODE-ORCH-008": "the same verify failure twice in a row",
     "ACODE-ORCH-009": "the workspace is gone: the session cannot go on",
+    "ACODE-ORCH-010": "paused by the user: the stage stopped at a safe point",
+    "ACODE-ORCH-011": "plan review: the plan waits for the user's approve or replan",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
     "ACODE-PLAN-003": "decomposition failed",
@@ -144,6 +148,9 @@ CODES: dict[str, str] = {
     "ACODE-CLI-004": "session cannot do that in its current state",
     "ACODE-CLI-005": "answers do not match the session's questions",
     "ACODE-CLI-006": "the workspace is held by an unfinished session",
+    "ACODE-CLI-007": "resume sooner than 1 s after a pause (seed 002: pause and resume at least 1 s apart)",
+    "ACODE-CLI-008": "a plan waiting for review continues with approve or replan, not resume",
+    "ACODE-CLI-009": "steering or feedback text empty or too long",
 }
 
 
@@ -219,6 +226,13 @@ class TransitionError(OrchestrationError, ValueError):
     default_code = "ACODE-ORCH-006"
 
 
+class WorkPaused(OrchestrationError):
+    """A stage reached a safe point after the user paused its session: it stops there
+    (what it recorded is replayed when the session resumes)."""
+
+    default_code = "ACODE-ORCH-010"
+
+
 class PlanError(AcodeError, ValueError):
     default_code = "ACODE-PLAN-004"
 
@@ -274,6 +288,7 @@ _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-ORCH-002": StageTimeout,
     "ACODE-ORCH-003": CycleLimitReached,
     "ACODE-ORCH-006": TransitionError,
+    "ACODE-ORCH-010": WorkPaused,
     "ACODE-SBX-002": PathEscapeError,
     "ACODE-STORE-002": NotFoundError,
 }

@@ -22,6 +22,7 @@ __all__ = [
     "CheckRan",
     "Event",
     "PROGRESS_EVENTS",
+    "PauseRequested",
     "PlanRecorded",
     "ReworkChosen",
     "SessionCreated",
@@ -31,6 +32,7 @@ __all__ = [
     "SettingsChanged",
     "StageFinished",
     "StageRetried",
+    "Steered",
     "StepFinished",
     "StepRetried",
     "StepStarted",
@@ -197,6 +199,19 @@ class SettingsChanged(EventBase, frozen=True, tag="settings_changed", kw_only=Tr
     by: str = "acode resume"
 
 
+class PauseRequested(EventBase, frozen=True, tag="pause_requested", kw_only=True):
+    """``acode pause``: the session stops at its next safe point (then ``session_paused``, kind ``user``)."""
+
+    stage: str = ""  # the stage at work when the user asked
+
+
+class Steered(EventBase, frozen=True, tag="steered", kw_only=True):
+    """``acode steer``: guidance for the stage at work (from its next model turn) and every later stage."""
+
+    text: str
+    stage: str = ""
+
+
 class SessionResumed(EventBase, frozen=True, tag="session_resumed", kw_only=True):
     reason: str = ""
     answers: list[Clarification] = []  # the user's answers to the planner's questions, if any
@@ -212,7 +227,7 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
-    | ReworkChosen | StepRetried | SettingsChanged
+    | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered
 )
 
 

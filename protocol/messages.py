@@ -28,7 +28,15 @@ from protocol.events import Event
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
-from protocol.session import Clarification, Feedback, SessionSettings, SessionSnapshot, SettingsOverride
+from protocol.session import (
+    MAX_STEERING_CHARS,
+    Clarification,
+    Feedback,
+    SessionSettings,
+    SessionSnapshot,
+    SettingsOverride,
+    SteeringNote,
+)
 from protocol.stages import Stage
 from protocol.tools import Risk
 
@@ -101,6 +109,32 @@ class ResumeSession(Message, frozen=True, tag="resume_session", kw_only=True):
     overrides: SettingsOverride | None = None  # persisted as a settings_changed event, used from then on
 
 
+class PauseSession(Message, frozen=True, tag="pause_session", kw_only=True):
+    """``acode pause``: stop at the next safe point (a repeated pause changes nothing)."""
+
+    session_id: Id
+
+
+class SteerSession(Message, frozen=True, tag="steer_session", kw_only=True):
+    """``acode steer``: guidance for the stage at work and every later stage (fenced as untrusted)."""
+
+    session_id: Id
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEERING_CHARS)]
+
+
+class ApprovePlan(Message, frozen=True, tag="approve_plan", kw_only=True):
+    """``acode approve`` of a session paused ``plan_review``: execute the plan."""
+
+    session_id: Id
+
+
+class ReplanSession(Message, frozen=True, tag="replan_session", kw_only=True):
+    """``acode replan``: send a plan under review back to the planner with the user's feedback."""
+
+    session_id: Id
+    feedback: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEERING_CHARS)]
+
+
 class Shutdown(Message, frozen=True, tag="shutdown", kw_only=True):
     reason: str = "acode down"
 
@@ -137,7 +171,8 @@ class SessionAccepted(Message, frozen=True, tag="session_accepted", kw_only=True
     session: SessionSnapshot
 
 
-CoordinatorRequest = SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown
+CoordinatorRequest = (SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown | PauseSession | SteerSession
+                      | ApprovePlan | ReplanSession)
 CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 
 
@@ -303,6 +338,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     clarifications: list[Clarification] = []  # the user's answers to the planner's questions
     kept_steps: list[str] = []  # executor: ``task/step`` labels finished earlier and not to run again
     history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
+    steering: list[SteeringNote] = []  # the user's ``acode steer`` guidance so far (every stage)
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):
@@ -366,8 +402,24 @@ class CancelWork(Message, frozen=True, tag="cancel_work", kw_only=True):
     reason: str = ""
 
 
+class PauseWork(Message, frozen=True, tag="pause_work", kw_only=True):
+    """The user paused the session of these requests: stop at the next safe point (before
+    the next tool call or model turn) with an ACODE-ORCH-010 result. The request is durable
+    in the session first; this message only makes the stop come sooner."""
+
+    request_ids: list[Id]
+    reason: str = ""
+
+
+class SteerWork(Message, frozen=True, tag="steer_work", kw_only=True):
+    """The user steered the session of these requests: add ``note`` from the next model turn on."""
+
+    request_ids: list[Id]
+    note: SteeringNote
+
+
 SupervisorUp = Heartbeat
-SupervisorDown = Stop | CancelWork
+SupervisorDown = Stop | CancelWork | PauseWork | SteerWork
 
 
 # --- broker control ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ limits the user asked for.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -30,6 +30,8 @@ from protocol.stages import (
 __all__ = [
     "CYCLE_KINDS",
     "DEFAULT_TOKEN_BUDGET",
+    "MAX_STEERING_CHARS",
+    "MAX_STEERING_NOTES",
     "STAGES",
     "STAGE_MAX_TOKENS",
     "Clarification",
@@ -37,6 +39,7 @@ __all__ = [
     "CycleKind",
     "Feedback",
     "FeedbackItem",
+    "FeedbackSource",
     "PauseInfo",
     "PauseKind",
     "OllamaProvider",
@@ -48,6 +51,7 @@ __all__ = [
     "SettingsOverride",
     "SessionStatus",
     "Stage",
+    "SteeringNote",
 ]
 
 
@@ -175,6 +179,10 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # window; ``step_timeout_s`` bounds one try (an answer still coming then is abandoned).
     step_retry_limit: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
     step_timeout_s: Seconds = 120.0
+    # Plan review (``orchestration.stages.planner.require_human_approval``, ``acode run
+    # --approve-plan``): a ready plan pauses the session (``plan_review``) until the user
+    # approves it or sends it back with feedback.
+    plan_review: bool = False
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):
@@ -201,12 +209,16 @@ class FeedbackItem(_Wire, frozen=True, kw_only=True):
     detail: str = ""
 
 
+FeedbackSource = Literal["planner", "executor", "verifier", "reviewer", "user"]
+
+
 class Feedback(_Wire, frozen=True, kw_only=True):
     """What a later stage tells an earlier one when it sends the session back (``target``:
     the stage it goes to), or, in a session's history, what a re-plan changed (source
-    ``planner``)."""
+    ``planner``). Source ``user``: a human's feedback on a plan under review (``acode
+    replan``), fenced like any untrusted text when a stage shows it to its model."""
 
-    source: Stage
+    source: FeedbackSource
     summary: str
     items: list[FeedbackItem] = []
     target: Stage | None = None
@@ -220,6 +232,18 @@ class Clarification(_Wire, frozen=True, kw_only=True):
     question: str
     answer: str
     defaulted: bool = False
+
+
+MAX_STEERING_CHARS = 4_000  # of one ``acode steer`` text
+MAX_STEERING_NOTES = 20  # kept in a session (the oldest are dropped)
+
+
+class SteeringNote(_Wire, frozen=True, kw_only=True):
+    """Guidance a human gave a running session (``acode steer``); ``id`` is its ``steered``
+    event's, so a stage that hears of it twice (dispatch and control message) adds it once."""
+
+    id: str
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEERING_CHARS)]
 
 
 class PauseInfo(_Wire, frozen=True, kw_only=True):
@@ -270,6 +294,10 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     retries: SmallCount = 0  # stage retries (fresh visits) of the current stage since it was entered
     failure_print: str = ""  # the last verify failure's fingerprint (loop detection)
     attempt_floor: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0  # the attempt a human resumed at
+    # ``acode pause``: when the user asked (wall clock), kept until the session resumes; while
+    # the session still runs, the stage stops at its next safe point and no stage is dispatched.
+    pause_requested_at: float = 0.0
+    steering: list[SteeringNote] = []  # ``acode steer`` guidance, sent with every dispatch from then on
 
     @property
     def visit(self) -> int:

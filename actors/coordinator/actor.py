@@ -32,13 +32,18 @@ from protocol.errors import CliError
 from protocol.messages import (
     Ack,
     ActorStatus,
+    ApprovePlan,
     CancelSession,
     GetStatus,
     Message,
+    PauseSession,
+    ReplanSession,
     ResumeSession,
     Shutdown,
     StatusReport,
+    SteerSession,
     SubmitTask,
+    SupervisorDown,
 )
 from protocol.spec import ActorSpec
 from protocol.stages import STAGES
@@ -97,6 +102,9 @@ class Coordinator(Actor):
     def cancel_work(self, actor: str, request_id: str, reason: str) -> None:
         self.supervisor.cancel_work(actor, request_id, reason)
 
+    def control_work(self, actor: str, message: SupervisorDown) -> None:
+        self.supervisor.control(actor, message)
+
     def _on_ready(self, child: Child) -> None:
         if child.actor == "persistence":
             self.orchestrator.recover()
@@ -123,6 +131,18 @@ class Coordinator(Actor):
                 return DEFERRED
             case ResumeSession():
                 self.requests.resume(request, body)
+                return DEFERRED
+            case PauseSession():
+                self.requests.pause(request, body)
+                return DEFERRED
+            case SteerSession():
+                self.requests.steer(request, body)
+                return DEFERRED
+            case ApprovePlan():
+                self.requests.approve_plan(request, body)
+                return DEFERRED
+            case ReplanSession():
+                self.requests.replan(request, body)
                 return DEFERRED
             case Shutdown(reason=reason):
                 self.loop.call_later(0.05, lambda: self.request_stop(reason))

@@ -84,6 +84,8 @@ def command(session_id: str, kind: PauseKind, *, stage: Stage | None = None, cod
     resume = f"acode resume {session_id}"
     if kind == "needs_input":
         return f"acode answer {session_id}"
+    if kind == "plan_review":
+        return f"acode approve {session_id}"  # or `acode replan SESSION "feedback"` (the pause's message says so)
     if kind == "actor_failed":
         return "acode down && acode up --detach"  # the session resumes by itself
     if kind == "stage_timeout" and stage is not None and timeout_s:

@@ -35,6 +35,20 @@ session (``cancel``); only an unrecoverable workspace error fails one, and a hum
 resume a failed session too. Only a human raises a limit: ``resume`` applies the
 overrides it is given, and nothing else here changes a setting.
 
+A human in the loop (issue 11). Plan review (``settings.plan_review``): a ready plan
+pauses the session (``plan_review``) instead of entering the executor; :func:`approve_plan`
+enters it, :func:`replan` sends the plan back to the planner with the user's feedback
+(a :class:`Feedback` from ``user``), and the next version pauses again. A plain ``resume``
+of a plan under review is refused (ACODE-CLI-008). ``acode pause`` (:func:`request_pause`)
+records the request in the snapshot (``pause_requested_at``, event ``pause_requested``);
+while it stands no stage is dispatched (:func:`_held`: after a result, a lost attempt, a
+timeout or a coordinator restart the session pauses ``user`` instead), and a stage that
+stopped at a safe point (ACODE-ORCH-010) pauses it too. Resume mode ``retry``: the next
+attempt replays what was recorded. Seed 002 wants pause and resume at least 1 s apart: a
+resume sooner is refused (ACODE-CLI-007), and a repeated pause changes nothing.
+``acode steer`` (:func:`steer`) keeps the note in the snapshot: every later dispatch carries
+it.
+
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
 spending the remaining cycles on it.
@@ -52,6 +66,7 @@ from actors.coordinator import overrides as overrides_
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     Event,
+    PauseRequested,
     PlanRecorded,
     ReworkChosen,
     SessionCreated,
@@ -61,12 +76,14 @@ from protocol.events import (
     SettingsChanged,
     StageFinished,
     StageRetried,
+    Steered,
     Transitioned,
 )
 from protocol.ids import new_id
 from protocol.plan import TaskPlan
 from protocol.results import StageResult
 from protocol.session import (
+    MAX_STEERING_NOTES,
     Clarification,
     Feedback,
     FeedbackItem,
@@ -74,6 +91,7 @@ from protocol.session import (
     SessionSettings,
     SessionSnapshot,
     SettingsOverride,
+    SteeringNote,
 )
 from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
@@ -81,7 +99,9 @@ __all__ = [
     "ALLOWED",
     "EXIT_CODES",
     "MAX_ATTEMPTS",
+    "PAUSE_GAP_S",
     "Decision",
+    "approve_plan",
     "cancel",
     "create",
     "on_lost",
@@ -89,7 +109,10 @@ __all__ = [
     "on_timeout",
     "pause",
     "recover",
+    "replan",
+    "request_pause",
     "resume",
+    "steer",
 ]
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
@@ -115,7 +138,10 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "escalation": 22,
     "model_unavailable": 22,
     "invalid_plan": 22,
+    "plan_review": 22,
+    "user": 22,
 }
+PAUSE_GAP_S = 1.0  # seed 002: pause and resume at least this far apart (debounce)
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
 HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
@@ -128,10 +154,11 @@ class Decision:
     snapshot: SessionSnapshot
     events: list[Event] = field(default_factory=list)
     plan: TaskPlan | None = None
+    going_on: bool = False  # the attempt in flight goes on (a pause request, a steering note): no dispatch
 
     @property
     def dispatch(self) -> bool:
-        return self.snapshot.status == "running" and self.snapshot.stage is not None
+        return not self.going_on and self.snapshot.status == "running" and self.snapshot.stage is not None
 
 
 def _event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
@@ -262,7 +289,12 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
 
 
 def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decision:
-    """Decide what a stage's (already fenced) result means for the session."""
+    """Decide what a stage's (already fenced) result means for the session; a session the
+    user asked to pause stops before the next dispatch."""
+    return _held(_on_result(snap, result, now))
+
+
+def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decision:
     stage = snap.stage
     assert stage is not None and result.stage == stage
     events: list[Event] = [_event(
@@ -271,6 +303,11 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
         tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms)]
+    if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":
+        if snap.pause_requested_at:  # the stage stopped at a safe point: the next attempt replays its work
+            why = _paused_message(snap, f"{result.error.message} in the {stage}")
+            return pause(snap, "user", "ACODE-ORCH-010", why, now, events)
+        return _retry(snap, now, "the stage stopped for a pause that was withdrawn", events)
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
         if error.retryable and snap.attempt <= _retry_limit(snap):
@@ -295,9 +332,15 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
             if plan.change_summary:
                 history = [*history, Feedback(source="planner", summary=f"plan v{plan.version}: "
                                                                          f"{plan.change_summary}")][-HISTORY_LIMIT:]
-            decision = _enter(snap, "executor", now, reason=result.summary or "plan ready", events=events,
-                              plan_version=plan.version, feedback=None, last_result=result, history=history,
-                              kept_steps=[], completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
+            if snap.settings.plan_review:
+                short = snap.id[:8]
+                decision = pause(snap, "plan_review", "ACODE-ORCH-011",
+                                 f"plan v{plan.version} waits for your review: `acode approve {short}` executes it, "
+                                 f"`acode replan {short} \"what to change\"` sends it back to the planner", now,
+                                 events, plan_version=plan.version, last_result=result, history=history, feedback=None)
+                return Decision(decision.snapshot, decision.events, plan)
+            decision = _execute(snap, plan, result, now, events=events, reason=result.summary or "plan ready",
+                                history=history)
             return Decision(decision.snapshot, decision.events, plan)
         case "executor":
             return _enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,
@@ -343,6 +386,30 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
 
 
+def _execute(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *, events: list[Event],
+             reason: str, history: list[Feedback]) -> Decision:
+    """planner -> executor with a ready plan (at once, or once the user approved it)."""
+    return _enter(snap, "executor", now, reason=reason, events=events, plan_version=plan.version, feedback=None,
+                  last_result=result, history=history, kept_steps=[],
+                  completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
+
+
+def _paused_message(snap: SessionSnapshot, why: str) -> str:
+    return f"{why}; `acode resume {snap.id[:8]}` continues (what was recorded is replayed, nothing is asked twice)"
+
+
+def _held(decision: Decision) -> Decision:
+    """``decision``, unless it dispatches a session the user asked to pause: then the
+    session pauses (``user``) at the stage it would have dispatched."""
+    snap = decision.snapshot
+    if not decision.dispatch or not snap.pause_requested_at:
+        return decision
+    held = pause(snap, "user", "ACODE-ORCH-010",
+                 _paused_message(snap, f"paused by the user before the {snap.stage} (attempt {snap.attempt})"),
+                 snap.updated_at, list(decision.events))
+    return Decision(held.snapshot, held.events, decision.plan)
+
+
 def _retry_limit(snap: SessionSnapshot) -> int:
     """Retries of the current stage: its own limit if it has one, else ``stage_retry_limit``."""
     settings = snap.settings
@@ -366,8 +433,9 @@ def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] |
 
 
 def on_lost(snap: SessionSnapshot, reason: str, now: float) -> Decision:
-    """The attempt's actor died or was lost: dispatch again with attempt + 1."""
-    return _retry(snap, now, reason)
+    """The attempt's actor died or was lost: dispatch again with attempt + 1 (or pause, if
+    the user asked)."""
+    return _held(_retry(snap, now, reason))
 
 
 def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
@@ -379,12 +447,13 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
                      f"{snap.stage} timed out {timeouts} times ({limit:g}s each); resume with a longer "
                      f"--{snap.stage}-timeout, or check the model", now, timeouts=timeouts)
-    return _retry(snap, now, f"{snap.stage} timed out after {limit:g}s", timeouts=timeouts)
+    return _held(_retry(snap, now, f"{snap.stage} timed out after {limit:g}s", timeouts=timeouts))
 
 
 def recover(snap: SessionSnapshot, now: float) -> Decision:
-    """After a coordinator restart: dispatch the current stage again with attempt + 1."""
-    return _retry(snap, now, "recovered after a coordinator restart")
+    """After a coordinator restart: dispatch the current stage again with attempt + 1 (or
+    pause, if the user asked before the restart)."""
+    return _held(_retry(snap, now, "recovered after a coordinator restart"))
 
 
 def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | None = None,
@@ -398,11 +467,20 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     the pause stopped (a fresh round of cycles), or, for the planner's questions, plan
     again with ``answers`` (given by ``acode answer``, or the defaults when the wait ran out).
     """
+    if snap.status == "running" and snap.pause_requested_at:
+        return _withdraw_pause(snap, now)
     if snap.status not in ("paused", "failed"):
         raise TransitionError(f"session {snap.id} is {snap.status}; only paused or failed sessions resume",
                               code="ACODE-CLI-004")
     kind = snap.pause.kind if snap.pause else ("failed" if snap.status == "failed" else "escalation")
     mode: ResumeMode = snap.pause.resume if snap.pause else "revisit"
+    if kind == "plan_review":
+        short = snap.id[:8]
+        raise TransitionError(f"session {snap.id} waits for the review of plan v{snap.plan_version}; `acode approve "
+                              f"{short}` executes it, `acode replan {short} \"what to change\"` sends it back to "
+                              "the planner", code="ACODE-CLI-008")
+    if kind == "user":
+        _check_gap(snap, now)
     if kind == "cycle_limit":
         mode = "cycle"  # also for pauses recorded before resume modes existed
     if kind == "needs_input":
@@ -421,7 +499,7 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
     running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
                     finished_at=None, settings=settings, stage=stage, retries=0, failure_print="",
-                    attempt_floor=snap.attempt)  # a fresh round of attempts
+                    attempt_floor=snap.attempt, pause_requested_at=0.0)  # a fresh round of attempts
     if kind == "needs_input":
         assert answers is not None
         events.append(_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers))
@@ -437,6 +515,79 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     if mode == "revisit":
         return _revisit(running, now, events=events, reason=f"resumed after {kind}: a fresh round")
     return _retry(running, now, f"resumed after {kind}", events)
+
+
+def _check_gap(snap: SessionSnapshot, now: float) -> None:
+    """Seed 002's debounce: a resume less than :data:`PAUSE_GAP_S` after the pause is refused."""
+    since = now - snap.pause_requested_at
+    if snap.pause_requested_at and since < PAUSE_GAP_S:
+        raise TransitionError(f"session {snap.id} was paused {since:.2f}s ago; pause and resume must be at least "
+                              f"{PAUSE_GAP_S:g}s apart (seed 002): resume again in {PAUSE_GAP_S - since:.2f}s",
+                              code="ACODE-CLI-007")
+
+
+def _withdraw_pause(snap: SessionSnapshot, now: float) -> Decision:
+    """A resume while the pause is still on its way to a safe point withdraws it: the session
+    goes on (a stage that stops all the same is retried, replaying what it recorded)."""
+    _check_gap(snap, now)
+    return Decision(_with(snap, now, pause_requested_at=0.0),
+                    [_event(SessionResumed, snap, now, reason="the pause was withdrawn before the session stopped")],
+                    going_on=True)
+
+
+def request_pause(snap: SessionSnapshot, now: float) -> Decision | None:
+    """``acode pause``: record the request (the orchestrator then tells the stage at work).
+    None when it changes nothing: the session is paused already, or a pause is on its way."""
+    if snap.status in ("completed", "failed", "cancelled"):
+        raise TransitionError(f"session {snap.id} is {snap.status}; only a running session pauses",
+                              code="ACODE-CLI-004")
+    if snap.status == "paused" or snap.pause_requested_at:
+        return None
+    return Decision(_with(snap, now, pause_requested_at=now),
+                    [_event(PauseRequested, snap, now, stage=snap.stage or "")], going_on=True)
+
+
+def steer(snap: SessionSnapshot, text: str, now: float) -> Decision:
+    """``acode steer``: keep the note (the orchestrator tells the stage at work; every later
+    dispatch carries it). A running or paused session takes it."""
+    if snap.status in ("completed", "failed", "cancelled"):
+        raise TransitionError(f"session {snap.id} is {snap.status}; only a running or paused session can be steered",
+                              code="ACODE-CLI-004")
+    event = _event(Steered, snap, now, text=text, stage=snap.stage or "")
+    note = SteeringNote(id=event.id, text=text)
+    return Decision(_with(snap, now, steering=[*snap.steering, note][-MAX_STEERING_NOTES:]), [event],
+                    going_on=snap.status == "running")
+
+
+def _reviewing(snap: SessionSnapshot, what: str) -> None:
+    if snap.status != "paused" or snap.pause is None or snap.pause.kind != "plan_review":
+        state = f"paused ({snap.pause.kind})" if snap.status == "paused" and snap.pause else snap.status
+        raise TransitionError(f"session {snap.id} is {state}, not waiting for a plan review; {what} is for a "
+                              "session paused plan_review (`acode run --approve-plan`)", code="ACODE-CLI-004")
+
+
+def approve_plan(snap: SessionSnapshot, now: float) -> Decision:
+    """The user approved the plan under review: planner -> executor. A pause the user asked
+    for before the review is answered by it: approving (or re-planning) is the go-on."""
+    _reviewing(snap, "approve")
+    result = snap.last_result
+    if result is None or result.plan is None:
+        raise TransitionError(f"session {snap.id} has no plan to approve; `acode replan` it", code="ACODE-CLI-004")
+    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0)
+    why = f"plan v{result.plan.version} approved by the user"
+    events: list[Event] = [_event(SessionResumed, snap, now, reason=why)]
+    return _execute(running, result.plan, result, now, events=events, history=snap.history, reason=why)
+
+
+def replan(snap: SessionSnapshot, text: str, now: float) -> Decision:
+    """The user sent the plan under review back with feedback: the planner plans the next version."""
+    _reviewing(snap, "replan")
+    feedback = Feedback(source="user", summary=text, target="planner")
+    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0,
+                    history=[*snap.history, feedback][-HISTORY_LIMIT:])
+    events: list[Event] = [_event(SessionResumed, snap, now, reason=f"the user asked for a re-plan: {text}")]
+    return _enter(running, "planner", now, events=events, feedback=feedback,
+                  reason=f"plan v{snap.plan_version} sent back by the user")
 
 
 def cancel(snap: SessionSnapshot, reason: str, now: float) -> Decision:

@@ -17,6 +17,12 @@ executor the steps the last verification kept, the reviewer the cycle history.
 Recovery: when persistence is ready after the coordinator starts, every session still
 ``running`` is loaded with its plan and dispatched again with ``attempt + 1``; sessions
 paused because an actor failed resume by themselves.
+
+A human's hand (issue 11): once a decision with a ``pause_requested`` or ``steered``
+event is durable, the stage actor working on the session's dispatch is told
+(``PauseWork``, ``SteerWork``, on the supervision channel ``CancelWork`` uses). The
+message only makes it sooner: the snapshot holds the request, so no stage is dispatched
+while a pause stands, and every dispatch carries the steering notes.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from protocol.errors import (
     RequestTimeout,
     TransitionError,
 )
+from protocol.events import PauseRequested, Steered
 from protocol.ids import new_id
 from protocol.messages import (
     Commit,
@@ -46,12 +53,14 @@ from protocol.messages import (
     GetPlan,
     ListSessions,
     Message,
+    PauseWork,
     RunStage,
     SessionAccepted,
+    SteerWork,
 )
 from protocol.plan import TaskPlan, with_status
 from protocol.results import StageResult
-from protocol.session import Clarification, SessionSnapshot
+from protocol.session import Clarification, SessionSnapshot, SteeringNote
 from protocol.stages import TERMINAL
 
 __all__ = ["Orchestrator", "Session", "default_answers"]
@@ -145,6 +154,7 @@ class Orchestrator:
         for request in session.waiters:  # resends of the SubmitTask that created the session
             self.reply(request, SessionAccepted(session=session.snapshot))
         session.waiters.clear()
+        self._tell_work(session, decision)
         if decision.dispatch:
             self._dispatch(session)
         elif session.snapshot.status != "running":
@@ -180,6 +190,8 @@ class Orchestrator:
             decision = machine.on_result(session.snapshot, self._failure(session.snapshot, exc.info()), time.time())
         if decision is not None:
             self.apply(session, decision, reply_to)
+        elif reply_to is not None:  # nothing to change (a repeated pause): the session as it is
+            self.reply(reply_to, SessionAccepted(session=session.snapshot))
 
     def abandon(self, session: Session, reason: str = "abandoned by the coordinator") -> None:
         """Stop waiting for the current attempt (its answer, if any, will be dropped) and
@@ -193,6 +205,19 @@ class Orchestrator:
         cancel_work = getattr(self.owner, "cancel_work", None)
         if cancel_work is not None:
             cancel_work(dispatch.stage, dispatch.request_id, reason)
+
+    def _tell_work(self, session: Session, decision: Decision) -> None:
+        """After a pause request or a steering note is durable, tell the stage at work."""
+        dispatch = session.dispatch
+        control = getattr(self.owner, "control_work", None)
+        if dispatch is None or control is None:
+            return
+        for event in decision.events:
+            if isinstance(event, PauseRequested):
+                control(dispatch.stage, PauseWork(request_ids=[dispatch.request_id], reason="acode pause"))
+            elif isinstance(event, Steered):
+                control(dispatch.stage, SteerWork(request_ids=[dispatch.request_id],
+                                                  note=SteeringNote(id=event.id, text=event.text)))
 
     @staticmethod
     def _failure(snap: SessionSnapshot, error: ErrorInfo) -> StageResult:
@@ -249,7 +274,7 @@ class Orchestrator:
                         workspace=snap.workspace, settings=snap.settings, plan=plan, feedback=snap.feedback,
                         previous=snap.last_result, clarifications=snap.clarifications,
                         kept_steps=snap.kept_steps if snap.stage == "executor" else [],
-                        history=snap.history if snap.stage == "reviewer" else [])
+                        history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering)
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

@@ -1,4 +1,5 @@
-"""The coordinator service's session requests: submit, cancel, resume.
+"""The coordinator service's session requests: submit, cancel, resume, and a human's
+hand on a session: pause, steer, approve (a plan under review), replan.
 
 Each is answered once the decision it caused is durable (the orchestrator commits, then
 replies). A submit is idempotent by the client's session id, also across a coordinator
@@ -29,14 +30,18 @@ from actors.coordinator.orchestrator import Orchestrator, Session
 from broker.worker import Request
 from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
 from protocol.messages import (
+    ApprovePlan,
     CancelSession,
     Error,
     GetPlan,
     GetSession,
     ListSessions,
     Message,
+    PauseSession,
+    ReplanSession,
     ResumeSession,
     SessionAccepted,
+    SteerSession,
     SubmitTask,
 )
 from protocol.plan import TaskPlan
@@ -191,6 +196,42 @@ class SessionRequests:
                 load_plan()
 
         self._load(request, body.session_id, act)
+
+    def _act(self, request: Request, session_id: str, decide: Callable[[SessionSnapshot], Decision | None]) -> None:
+        """Load the session and apply ``decide`` to it, answering ``request`` once durable."""
+        self._load(request, session_id, lambda session: self.orchestrator.decide(session, decide, reply_to=request))
+
+    def pause(self, request: Request, body: PauseSession) -> None:
+        """``acode pause``: recorded, then the stage at work is told (a repeat changes nothing)."""
+        self._act(request, body.session_id, lambda snap: machine.request_pause(snap, time.time()))
+
+    def steer(self, request: Request, body: SteerSession) -> None:
+        """``acode steer``: kept in the session, then the stage at work is told."""
+        self._act(request, body.session_id, lambda snap: machine.steer(snap, body.text, time.time()))
+
+    def approve_plan(self, request: Request, body: ApprovePlan) -> None:
+        """``acode approve`` of a plan under review: the executor starts on it."""
+        self._with_plan(request, body.session_id, lambda snap: machine.approve_plan(snap, time.time()))
+
+    def replan(self, request: Request, body: ReplanSession) -> None:
+        """``acode replan``: the planner plans the next version with the user's feedback."""
+        self._with_plan(request, body.session_id, lambda snap: machine.replan(snap, body.feedback, time.time()))
+
+    def _with_plan(self, request: Request, session_id: str,
+                   decide: Callable[[SessionSnapshot], Decision | None]) -> None:
+        """As :meth:`_act`, with the session's current plan loaded first (the dispatch sends it)."""
+        def act(session: Session) -> None:
+            def go(plan: TaskPlan | None) -> None:
+                session.plan = session.plan or plan
+                self.orchestrator.decide(session, decide, reply_to=request)
+
+            if session.plan is None and session.snapshot.plan_version:
+                self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
+                                          lambda reply, error: go(reply.plan if error is None else None), session.id)
+            else:
+                go(session.plan)
+
+        self._load(request, session_id, act)
 
     def _unless_held(self, request: Request, snap: SessionSnapshot, then: Callable[[], None]) -> None:
         """``then()``, unless another unfinished session holds ``snap``'s workspace (ACODE-CLI-006)."""

@@ -33,7 +33,7 @@ import zmq
 from actors.paths import RunPaths
 from actors.spawn import MODULES, spawn
 from protocol import codec
-from protocol.messages import ActorState, ActorStatus, CancelWork, Heartbeat, Stop
+from protocol.messages import ActorState, ActorStatus, CancelWork, Heartbeat, Stop, SupervisorDown
 from protocol.spec import ActorSpec
 
 __all__ = ["Child", "SupervisionOptions", "Supervisor", "next_epoch"]
@@ -278,11 +278,16 @@ class Supervisor:
     def cancel_work(self, actor: str, request_id: str, reason: str) -> None:
         """Tell every live instance of ``actor`` that ``request_id`` is abandoned (the
         instance working on it may not have reported it busy yet, so all are told)."""
-        message = codec.encode(CancelWork(request_ids=[request_id], reason=reason))
+        self.control(actor, CancelWork(request_ids=[request_id], reason=reason))
+
+    def control(self, actor: str, message: SupervisorDown) -> None:
+        """Send a control message (``CancelWork``, ``PauseWork``, ``SteerWork``) to every live
+        instance of ``actor``: a doorbell only, what it asks for is durable elsewhere."""
+        encoded = codec.encode(message)
         for child in self.children.values():
             if child.actor == actor and child.proc is not None and child.proc.poll() is None:
                 try:
-                    self.socket.send_multipart([child.instance.encode(), message], zmq.NOBLOCK)
+                    self.socket.send_multipart([child.instance.encode(), encoded], zmq.NOBLOCK)
                 except zmq.ZMQError:
                     pass  # it is gone or not reading; fencing drops its answer anyway
 

@@ -27,6 +27,13 @@ and nothing depended on it yet: the replay asks the model again at that call sit
 get a different answer, as if the first one had never come. Every answer something did
 depend on is answered from the record, the same as before.
 
+Two hooks let a stage put a human's hand on its calls (:mod:`actors.stages.control`):
+``before`` runs ahead of every call (a paused session stops there, raising), and
+``amend`` changes the request the *provider* gets (the user's steering is added) after the
+hash was taken from the request as the stage made it. So steering that arrived during an
+attempt does not change the keys of that attempt's calls: a retried attempt replays
+every recorded answer, and only the calls it makes live carry the steering.
+
 Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
 ``watch`` before the call (the stage actor publishes its progress) and finished after it;
 ``model_ms`` sums the time those calls took. A replayed answer costs no model time and
@@ -76,9 +83,12 @@ class RecordedModel:
     """A provider behind the record; counts calls and replays for the stage's metrics."""
 
     def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
-                 visit: int, cancel: threading.Event, watch: Callable[[Meter], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 visit: int, cancel: threading.Event, before: Callable[[ModelRequest], None] | None = None,
+                 amend: Callable[[ModelRequest], ModelRequest] | None = None,
+                 watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic):
         self.provider = provider
+        self.before = before
+        self.amend = amend
         self.persistence = persistence
         self.session_id = session_id
         self.visit = visit
@@ -114,7 +124,10 @@ class RecordedModel:
         if cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
                              code="ACODE-LLM-011")
-        estimated = prompt_tokens(request)
+        if self.before is not None:
+            self.before(request)
+        sent = self.amend(request) if self.amend is not None else request
+        estimated = prompt_tokens(sent)
         self.prompt_tokens_est += estimated
         self.largest_prompt_est = max(self.largest_prompt_est, estimated)
         digest = request_hash(self.session_id, self.visit, request)
@@ -129,7 +142,7 @@ class RecordedModel:
         if self.watch is not None:
             self.watch(meter)
         try:
-            answer = self.provider.complete(request, seq=claim.seq, cancel=cancel, meter=meter)
+            answer = self.provider.complete(sent, seq=claim.seq, cancel=cancel, meter=meter)
         finally:
             meter.finish()
             self.model_ms += meter.elapsed() * 1000

@@ -6,6 +6,10 @@ while a model thinks. Stage errors that are the model's or the plan's become a f
 :class:`StageResult`; transport errors (persistence or sandbox unreachable past their
 deadline) answer an ``Error`` the coordinator treats as a lost attempt.
 
+``PauseWork`` and ``SteerWork`` from the coordinator reach the request's
+:class:`~actors.stages.control.WorkControl`; one that arrives before its request does (the
+broker still had it) is kept for it, a few at most.
+
 While a model answers, the loop thread publishes the call's progress on the event stream
 twice a second (``actors.stages.progress``): ephemeral, never stored.
 """
@@ -13,6 +17,7 @@ twice a second (``actors.stages.progress``): ephemeral, never stored.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +26,7 @@ import zmq
 from actors._base import Actor
 from actors.stages import executor, planner, reviewer, verifier
 from actors.stages.context import StageContext
+from actors.stages.control import WorkControl
 from actors.stages.progress import PUBLISH_EVERY, ProgressBoard
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
@@ -28,6 +34,7 @@ from protocol import codec
 from protocol.errors import AcodeError, ProtocolError, TransportError
 from protocol.messages import Message, StageDone
 from protocol.results import StageResult
+from protocol.session import SteeringNote
 from protocol.spec import ActorSpec
 from protocol.stages import STAGES
 
@@ -39,6 +46,7 @@ RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
     "verifier": verifier.run,
     "reviewer": reviewer.run,
 }
+_EARLY_LIMIT = 32  # controls kept for requests not started yet
 
 
 class StageActor(Actor):
@@ -53,6 +61,9 @@ class StageActor(Actor):
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self._cancels: dict[str, threading.Event] = {}  # request id -> its attempt's cancel event
+        self._controls: dict[str, WorkControl] = {}  # request id -> the user's pause and steering
+        self._early: OrderedDict[str, WorkControl] = OrderedDict()  # for requests not started yet
+        self._control_lock = threading.Lock()  # the loop thread and the worker thread both look them up
         self.progress = ProgressBoard()
         self._progress_out = self.socket(zmq.PUB)
         self._progress_out.connect(self.spec.endpoints.events_in)
@@ -69,6 +80,27 @@ class StageActor(Actor):
             if cancel is not None and not cancel.is_set():
                 self.log.info("stage_cancelled", request_id=request_id, reason=reason)
                 cancel.set()
+
+    def _control(self, request_id: str) -> WorkControl:
+        with self._control_lock:
+            control = self._controls.get(request_id)
+            if control is None:
+                control = self._early.setdefault(request_id, WorkControl())
+                while len(self._early) > _EARLY_LIMIT:
+                    self._early.popitem(last=False)
+            return control
+
+    def on_pause(self, request_ids: list[str], reason: str) -> None:
+        for request_id in request_ids:
+            control = self._control(request_id)
+            if not control.paused:
+                self.log.info("stage_pausing", request_id=request_id, reason=reason)
+                control.pause()
+
+    def on_steer(self, request_ids: list[str], note: SteeringNote) -> None:
+        for request_id in request_ids:
+            if self._control(request_id).steer(note):
+                self.log.info("stage_steered", request_id=request_id, note=note.id, chars=len(note.text))
 
     def busy(self) -> list[str]:
         return self.worker.busy()
@@ -88,9 +120,14 @@ class StageActor(Actor):
                             visit=body.visit, attempt=body.attempt)
         cancel = threading.Event()
         self._cancels[request.id] = cancel
+        with self._control_lock:
+            control = self._early.pop(request.id, None) or WorkControl()
+            self._controls[request.id] = control
+        for note in body.steering:
+            control.steer(note)
         log.info("stage_started")
         try:
-            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log,
+            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control,
                                watch=self.progress.watcher(body.session_id, body.stage, body.visit,
                                                            body.attempt))
             try:
@@ -107,6 +144,7 @@ class StageActor(Actor):
                                  attempt=body.attempt, ok=False, summary=str(exc), error=exc.info())
         finally:
             self._cancels.pop(request.id, None)
+            self._controls.pop(request.id, None)
         log.info("stage_finished", ok=result.ok, summary=result.summary,
                  duration_ms=round(result.metrics.duration_ms, 1))
         return StageDone(result=result)

@@ -48,6 +48,7 @@ from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.budget import stage_budget
+from actors.stages.control import WorkControl, with_guidance
 from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
@@ -99,8 +100,9 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 class StageContext:
     def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
-                 watch: Callable[[Meter], None] | None = None):
+                 control: WorkControl | None = None, watch: Callable[[Meter], None] | None = None):
         self.request = request
+        self.control = control or WorkControl(request.steering)
         self.clients = clients
         self.cancel = cancel
         self.log = log
@@ -115,11 +117,28 @@ class StageContext:
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel,
+                                   before=lambda r: self._safe_point(f"model call {r.call_site}"),
+                                   amend=self._steered,
                                    watch=watch)  # the stage actor publishes each call's progress
 
     @property
     def session_id(self) -> str:
         return self.request.session_id
+
+    def _safe_point(self, where: str) -> None:
+        """Stop here if the user paused the session (WorkPaused), after writing what the
+        stage held back: the answer in flight when the pause came is recorded, so the
+        resumed session replays it and pays for nothing twice, whoever catches the stop."""
+        if self.control.paused:
+            self.flush()
+        self.control.safe_point(where)
+
+    def _steered(self, request: ModelRequest) -> ModelRequest:
+        """``request`` as the model gets it: with the user's steering so far (fenced), if any."""
+        guidance = self.control.guidance(self.fence)
+        if not guidance:
+            return request
+        return msgspec.structs.replace(request, messages=with_guidance(request.messages, guidance))
 
     def persistence(self, body: Message) -> Any:
         """One request to persistence, carrying what the stage held back (see the module):
@@ -165,6 +184,7 @@ class StageContext:
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``)."""
+        self._safe_point(f"tool call {tool}")
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:

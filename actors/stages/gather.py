@@ -449,9 +449,11 @@ def prepare(tool: ToolFn, *, task: str, fence: Fence, key_prefix: str, budget_to
             "clarifications", "answers", "Your earlier questions and the user's answers (plan with them):",
             "answers", _render_clarifications(clarifications))):
         budget.leave_out("clarifications", "answers", "budget", _render_clarifications(clarifications))
+    heading = ("The user reviewed the current plan before any of it ran, and asks for a revised plan:"
+               if feedback is not None and feedback.source == "user"
+               else f"Feedback from the {feedback.source if feedback else ''} on the current plan's work:")
     if feedback is not None and not budget.take(gatherer.fenced(
-            "feedback", feedback.source, f"Feedback from the {feedback.source} on the current plan's work:",
-            f"feedback from the {feedback.source}", _render_feedback(feedback))):
+            "feedback", feedback.source, heading, f"feedback from the {feedback.source}", _render_feedback(feedback))):
         budget.leave_out("feedback", feedback.source, "budget", _render_feedback(feedback))
     if previous is not None:
         text = _render_plan(previous)

@@ -134,15 +134,17 @@ settings = struct(
     tool_retry_limit=st.integers(0, 10),
     tool_retry_backoff_s=st.floats(0, 60),
     stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
+    plan_review=st.booleans(),
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
                    max_turns_per_step=st.none() | st.integers(1, 100), provider=st.none() | providers)
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
-feedbacks = struct(ss.Feedback, {"source": stages, "summary": texts}, items=_few(feedback_items),
+feedbacks = struct(ss.Feedback, {"source": _literal(ss.FeedbackSource), "summary": texts}, items=_few(feedback_items),
                    target=st.none() | stages, cycle=small_counts)
 clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
                         defaulted=st.booleans())
+steering_notes = struct(ss.SteeringNote, {"id": ids, "text": texts.filter(bool)})
 pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts}, stage=st.none() | stages,
                 task=short, step=short, fix=texts, command=texts, resume=_literal(ResumeMode))
 snapshots = struct(
@@ -171,6 +173,8 @@ snapshots = struct(
     retries=small_counts,
     failure_print=short,
     attempt_floor=small_counts,
+    pause_requested_at=floats,
+    steering=_few(steering_notes),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -287,6 +291,8 @@ _event(ev.StepRetried, {"visit": visits, "task": short, "step": short, "attempt"
                         "of": st.integers(1, 100)}, code=short, reason=texts)
 _event(ev.SettingsChanged, {"changes": _few(texts)}, by=short)
 _event(ev.SessionResumed, reason=texts, answers=_few(clarifications))
+_event(ev.PauseRequested, stage=short)
+_event(ev.Steered, {"text": texts}, stage=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts)
 
@@ -311,6 +317,10 @@ struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
 struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications), overrides=st.none() | overrides)
 struct(m.Shutdown, reason=texts)
+struct(m.PauseSession, {"session_id": ids})
+struct(m.SteerSession, {"session_id": ids, "text": texts.filter(bool)})
+struct(m.ApprovePlan, {"session_id": ids})
+struct(m.ReplanSession, {"session_id": ids, "feedback": texts.filter(bool)})
 actor_statuses = struct(
     m.ActorStatus,
     {"instance": short, "actor": short, "state": _literal(m.ActorState)},
@@ -349,7 +359,8 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
-       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks))
+       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks),
+       steering=_few(steering_notes))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
@@ -362,6 +373,8 @@ struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": 
                      "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids),
        info=st.dictionaries(short, texts, max_size=2))
 struct(m.Stop, reason=texts)
+struct(m.PauseWork, {"request_ids": _few(ids)}, reason=texts)
+struct(m.SteerWork, {"request_ids": _few(ids), "note": steering_notes})
 struct(ModelProgress, {"session_id": ids, "stage": stages}, visit=visits, call_site=st.text(max_size=200),
        tokens=st.integers(0, 10**9), elapsed_s=st.floats(0, 10**7, allow_nan=False),
        counted_by=st.sampled_from(["chunks", "server"]), done=st.booleans(), attempt=visits)
