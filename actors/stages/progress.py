@@ -59,7 +59,8 @@ class ProgressBoard:
     def snapshot(self) -> list[ModelProgress]:
         """A progress message for each call that has run :data:`QUIET_FOR` seconds or more;
         a call that has ended is reported once more (``done``) if it was reported at all, and
-        dropped. A quick answer sends nothing."""
+        dropped (a call that ends between the two looks below may say ``done`` twice:
+        harmless). A quick answer sends nothing."""
         with self._lock:
             calls, self._calls = self._calls, [c for c in self._calls if c.meter.finished is None]
         out = []
@@ -70,8 +71,7 @@ class ProgressBoard:
                 continue
             call.reported = True
             out.append(ModelProgress(session_id=call.session_id, stage=call.stage, visit=call.visit,
-                                     attempt=call.attempt,
-                                     call_site=meter.call_site[:200], tokens=meter.tokens,
+                                     attempt=call.attempt, call_site=meter.call_site[:200], tokens=meter.tokens,
                                      elapsed_s=round(meter.elapsed(), 3), counted_by=meter.counted_by, done=done))
         return out
 
