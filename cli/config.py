@@ -22,6 +22,7 @@ import msgspec
 import msgspec.yaml
 
 from actors.private import USER_UMASK_ENV
+from cli.thinking import INTERVAL_ENV
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
@@ -329,8 +330,8 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
     raw: dict[str, dict[str, str]] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
-                or key in FORCE_ENV.values() or key == USER_UMASK_ENV:  # read by the processes, not settings
-            continue
+                or key in FORCE_ENV.values() or key in (USER_UMASK_ENV, INTERVAL_ENV):
+            continue  # read by the processes (or the CLI's thinking line), not settings
         name = key[len("ACODE_"):].lower()
         section, sep, field = name.partition("__")
         if not sep or section not in AcodeConfig.__struct_fields__:

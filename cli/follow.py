@@ -5,6 +5,10 @@ some (it joined late, the broker restarted). Every event carries its session-loc
 sequence number, so a gap is filled from persistence (``GetEvents``), and a periodic
 catch-up reads whatever the stream did not bring. Events are handed over exactly once,
 in order.
+
+The same stream carries the stage actors' ephemeral :class:`~protocol.progress.ModelProgress`
+messages (a model at work); they are told apart by their tag when decoded, never enter the
+ordering above, and go to ``on_progress`` (the thinking line, ``cli.thinking``) only.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import typer
 
 from cli import render
 from cli.connection import Connection
+from cli.thinking import ThinkingLine
 from protocol.errors import AcodeError, NotRunning, ProtocolError
 from protocol.events import Event, is_final
 from protocol.messages import GetEvents, GetPlan, GetSession
+from protocol.progress import ModelProgress
 from protocol.session import SessionSnapshot
 
 __all__ = ["attach_and_print", "follow", "follow_and_print", "print_json", "read_events", "show_plan_review"]
@@ -30,8 +36,10 @@ _PAGE = 10_000  # events per GetEvents read
 
 
 def follow(connection: Connection, session_id: str, on_event: Callable[[Event], None], *,
-           after_seq: int = 0, on_silence: Callable[[], None] | None = None) -> SessionSnapshot:
-    """Hand every event of the session to ``on_event`` until it finishes or pauses."""
+           after_seq: int = 0, on_silence: Callable[[], None] | None = None,
+           on_progress: Callable[[ModelProgress], None] | None = None) -> SessionSnapshot:
+    """Hand every event of the session to ``on_event`` until it finishes or pauses, and
+    each progress message the stream brings meanwhile to ``on_progress``."""
     import zmq
 
     from protocol import codec
@@ -64,9 +72,14 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
                     except zmq.Again:
                         break
                     try:
-                        streamed.append(codec.EVENT.decode(body))
+                        message = codec.STREAM.decode(body)
                     except ProtocolError:
                         continue
+                    if isinstance(message, ModelProgress):
+                        if on_progress is not None:
+                            on_progress(message)
+                    else:
+                        streamed.append(message)
                 if streamed and min(e.seq for e in streamed) > next_seq:
                     catch_up()  # a gap: read the missing events first
                 deliver(streamed)
@@ -126,7 +139,7 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
         return follow_and_print(connection, session_id, json_out=json_out, after_seq=last, progress=progress,
                                 earlier=events)
     if json_out:
-        print_json({"session": session})
+        print_json({"session": session, "stages": render.stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     elif session.status == "paused":
@@ -136,6 +149,7 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
         changed = render.files_changed(events)
         typer.echo(f"session {session_id} is {session.status}; files changed: "
                    f"{', '.join(changed) if changed else 'none'}")
+        print_stage_summary(events)
     return session
 
 
@@ -146,11 +160,16 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
     (``earlier``: events already shown, counted in the files changed; ``progress``: the
     renderer that showed them).
 
+    While a model answers, a thinking line shows it is alive (``cli.thinking``; not with
+    ``--json``, whose output is the committed events only). The end adds the per-stage
+    figures (:func:`print_stage_summary`).
+
     Ctrl-C detaches: the session goes on inside the actors (exit 130), and ``acode attach``
     follows it again.
     """
     events: list[Event] = list(earlier or [])
     progress = progress or render.Progress()
+    thinking = None if json_out else ThinkingLine()
 
     def on_event(event: Event) -> None:
         events.append(event)
@@ -159,10 +178,17 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
             return
         line = progress.line(event)
         if line:
+            if thinking is not None:
+                thinking.clear()
             typer.echo(line)
 
     try:
-        session = follow(connection, session_id, on_event, after_seq=after_seq)
+        try:
+            session = follow(connection, session_id, on_event, after_seq=after_seq,
+                             on_progress=None if thinking is None else thinking.show)
+        finally:
+            if thinking is not None:
+                thinking.clear()
     except NotRunning:
         raise NotRunning(f"acode stopped while session {session_id} was running; the session goes on after "
                          f"`acode up --detach` (follow it with `acode attach {session_id}`)") from None
@@ -171,13 +197,21 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
                    f"`acode cancel {session_id}` stops it", err=True)
         raise typer.Exit(130) from None
     if json_out:
-        print_json({"session": session})
+        print_json({"session": session, "stages": render.stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     else:
         changed = render.files_changed(events)
         typer.echo(f"files changed: {', '.join(changed) if changed else 'none'}")
+        print_stage_summary(events)
     return session
+
+
+def print_stage_summary(events: list[Event]) -> None:
+    """The per-stage table (runs, tokens in/out, model time, stage time) after a session's end."""
+    summary = render.stage_table(events)
+    if summary:
+        typer.echo(summary)
 
 
 def show_plan_review(connection: Connection, session: SessionSnapshot) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from protocol.errors import with_code
 from protocol.events import (
@@ -32,7 +33,8 @@ from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
 from protocol.tools import INTERNAL_TOOLS
 
-__all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "status_table", "table"]
+__all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "StageTotal", "stage_figures",
+           "stage_table", "stage_totals", "status_table", "table"]
 
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 
@@ -132,7 +134,7 @@ class Progress:
                 text = summary if ok else f"FAILED: {error.message if error else summary}"
                 if error is not None and error.code == "ACODE-ORCH-010":
                     text = f"stopped at a safe point: {error.message}"
-                return f"{_tag(stage)} {_one_line(text)} ({ms / 1000:.2f}s)"
+                return f"{_tag(stage)} {_one_line(text)} ({ms / 1000:.2f}s{stage_figures(event)})"
             case PlanRecorded():
                 return None  # the planner's stage_finished line says it
             case StepStarted(task=task, step=step, title=title):
@@ -188,6 +190,57 @@ def files_changed(events: Iterable[Event]) -> list[str]:
                               if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
 
 
+def stage_figures(event: StageFinished) -> str:
+    """A stage end line's model figures: ``; tokens 1,234 in / 56 out, model 12.3 s``, or
+    nothing when the stage did not ask a model (a replayed answer counts 0 s)."""
+    if not (event.tokens_in or event.tokens_out or event.model_ms):
+        return ""
+    return f"; tokens {event.tokens_in:,} in / {event.tokens_out:,} out, model {event.model_ms / 1000:.1f} s"
+
+
+@dataclass
+class StageTotal:
+    """One stage's figures over a session (``--json``: the final summary's ``stages``)."""
+
+    stage: str
+    runs: int = 0  # StageFinished events: visits and retried attempts
+    tokens_in: int = 0  # as the server counted them (the scripted model: acode's estimate)
+    tokens_out: int = 0
+    model_s: float = 0.0  # waiting for the model's answers (a replayed answer counts 0)
+    duration_s: float = 0.0  # the stage's whole time, tools and checks included
+
+    def add(self, event: StageFinished) -> None:
+        self.runs += 1
+        self.tokens_in += event.tokens_in
+        self.tokens_out += event.tokens_out
+        self.model_s = round(self.model_s + event.model_ms / 1000, 3)
+        self.duration_s = round(self.duration_s + event.duration_ms / 1000, 3)
+
+
+def stage_totals(events: Iterable[Event]) -> list[StageTotal]:
+    """Per stage, in the order stages first finished, its StageFinished figures summed."""
+    totals: dict[str, StageTotal] = {}
+    for event in events:
+        if isinstance(event, StageFinished):
+            totals.setdefault(event.stage, StageTotal(stage=event.stage)).add(event)
+    return list(totals.values())
+
+
+def stage_table(events: Iterable[Event]) -> str:
+    """The session's final summary per stage: runs, tokens in/out, model time, stage time;
+    empty when no stage finished."""
+    rows = stage_totals(events)
+    if not rows:
+        return ""
+    total = StageTotal(stage="total", runs=sum(r.runs for r in rows), tokens_in=sum(r.tokens_in for r in rows),
+                       tokens_out=sum(r.tokens_out for r in rows), model_s=sum(r.model_s for r in rows),
+                       duration_s=sum(r.duration_s for r in rows))
+    lines = [["STAGE", "RUNS", "TOKENS IN", "TOKENS OUT", "MODEL", "STAGE TIME"]]
+    lines += [[r.stage, str(r.runs), f"{r.tokens_in:,}", f"{r.tokens_out:,}", f"{r.model_s:.1f} s",
+               f"{r.duration_s:.1f} s"] for r in [*rows, total]]
+    return table(lines)
+
+
 def _tokens(event: StageFinished) -> str:
     """A stage's token figures: its largest prompt (acode's estimate) against its budget,
     and what the server counted, when it said."""
@@ -199,6 +252,8 @@ def _tokens(event: StageFinished) -> str:
                      f"~{event.tokens_est:,} in all")
     if event.tokens_in or event.tokens_out:
         parts.append(f"server: {event.tokens_in:,} in, {event.tokens_out:,} out")
+    if event.model_ms:
+        parts.append(f"model {event.model_ms / 1000:.1f} s")
     return f" [{'; '.join(parts)}]"
 
 

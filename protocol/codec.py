@@ -27,6 +27,7 @@ from protocol.messages import (
     SupervisorUp,
     WorkerInfo,
 )
+from protocol.progress import ModelProgress
 
 __all__ = [
     "COORDINATOR_REPLY",
@@ -37,6 +38,7 @@ __all__ = [
     "PERSISTENCE_REQUEST",
     "SANDBOX_REPLY",
     "SANDBOX_REQUEST",
+    "STREAM",
     "STAGE_REPLY",
     "STAGE_REQUEST",
     "SUPERVISOR_DOWN",
@@ -108,6 +110,8 @@ class TypedDecoder(Generic[T]):
 ENVELOPE: TypedDecoder[Envelope] = TypedDecoder(Envelope, "envelope")
 WORKER_INFO: TypedDecoder[WorkerInfo] = TypedDecoder(WorkerInfo, "worker info")
 EVENT: TypedDecoder[Event] = TypedDecoder(Event, "event")
+# What a follower reads off the event stream: committed events and ephemeral model progress
+STREAM: TypedDecoder[Event | ModelProgress] = TypedDecoder(Event | ModelProgress, "event stream message")
 COORDINATOR_REQUEST: TypedDecoder[CoordinatorRequest] = TypedDecoder(CoordinatorRequest, "coordinator request")
 COORDINATOR_REPLY: TypedDecoder[CoordinatorReply] = TypedDecoder(CoordinatorReply, "coordinator reply")
 PERSISTENCE_REQUEST: TypedDecoder[PersistenceRequest] = TypedDecoder(PersistenceRequest, "persistence request")

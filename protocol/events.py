@@ -3,7 +3,9 @@
 Every event has an id (UUIDv7, made by the sender, so a retried write is idempotent), the
 session it belongs to, a session-local sequence number assigned by persistence at
 insert (``seq == 0`` in a draft) and a wall-clock time. Names are past tense.
-The live stream's topic is the session id.
+The live stream's topic is the session id. The same stream also carries the stage actors'
+ephemeral :class:`~protocol.progress.ModelProgress` messages, which are not events: never
+stored, never replayed, without a ``seq`` (decode the stream with ``codec.STREAM``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # Time the stage waited for its model's answers, summed (a replayed answer counts 0)
+    model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
 
 
 class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):

@@ -178,6 +178,7 @@ class StageMetrics(_Wire, frozen=True, kw_only=True):
     prompt_tokens_est: Count = 0
     largest_prompt_est: Count = 0
     budget_tokens: Count = 0
+    model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # waiting for the model's answers (replays: 0)
 
 
 class StageResult(_Wire, frozen=True, kw_only=True):

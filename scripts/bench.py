@@ -76,6 +76,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from actors.llm.meter import Meter  # noqa: E402
 from actors.llm.provider import ModelRequest  # noqa: E402
 from actors.paths import RunPaths  # noqa: E402
 from actors.sandbox.confine import Workspace  # noqa: E402
@@ -168,7 +169,8 @@ class _InstantModel:
         self.gaps: list[float] = []
         self._answered: tuple[str, float] | None = None
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
         now = time.perf_counter()
         step, turn = request.call_site.rsplit("/turn", 1)
         if self._answered is not None and self._answered[0] == step:

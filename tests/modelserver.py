@@ -19,7 +19,8 @@ Chat requests are answered from a programmable responder::
 Replies: :class:`Text`, :class:`Json`, :class:`ToolCalls` (native), :class:`TextToolCalls`
 (calls written as text), :class:`Status` (any status, body, headers), :class:`MissingModel`,
 :class:`Stall`, :class:`Disconnect`, :class:`StreamError`, :class:`ToolCallsThenError`.
-``finish="length"`` on :class:`Text`/:class:`Json` ends the answer as cut at the token limit.
+``finish="length"`` on :class:`Text`/:class:`Json` ends the answer as cut at the token limit;
+``pace_s`` on them waits that long before each piece (a slow model streaming its answer).
 
 Server options that play what a real llama.cpp server does (its own bodies and strings):
 
@@ -86,22 +87,25 @@ _STAGE = re.compile(r"^\s*You are the (planner|executor|verifier|reviewer) of ac
 
 @dataclass(frozen=True)
 class Text:
-    """Text, streamed in ``chunks`` pieces."""
+    """Text, streamed in ``chunks`` pieces, ``pace_s`` apart."""
 
     text: str
     chunks: int = 3
     usage: UsageFigures = "auto"
     finish: str = "stop"
+    pace_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class Json:
-    """A JSON value, as the answer's text (what a model asked for a schema writes)."""
+    """A JSON value, as the answer's text (what a model asked for a schema writes), in
+    ``chunks`` pieces ``pace_s`` apart."""
 
     value: Any
     chunks: int = 3
     usage: UsageFigures = "auto"
     finish: str = "stop"
+    pace_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -628,10 +632,10 @@ class _Stream:
 
     def play(self, reply: Reply) -> None:
         match reply:
-            case Text(text=text, chunks=chunks, usage=usage, finish=finish):
-                self.answer(_split(text, chunks), [], usage, finish=finish)
-            case Json(value=value, chunks=chunks, usage=usage, finish=finish):
-                self.answer(_split(json.dumps(value), chunks), [], usage, finish=finish)
+            case Text(text=text, chunks=chunks, usage=usage, finish=finish, pace_s=pace):
+                self.answer(_split(text, chunks), [], usage, finish=finish, pace=pace)
+            case Json(value=value, chunks=chunks, usage=usage, finish=finish, pace_s=pace):
+                self.answer(_split(json.dumps(value), chunks), [], usage, finish=finish, pace=pace)
             case ToolCallsThenError(calls=calls, message=message):
                 self.start()
                 self.calls(list(calls))
@@ -749,10 +753,12 @@ class _Stream:
                 self.event(self._openai_chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}))
 
     def answer(self, pieces: list[str], calls: list[tuple[str, Any]], usage: UsageFigures, *,
-               started: bool = False, finish: str = "stop") -> None:
+               started: bool = False, finish: str = "stop", pace: float = 0.0) -> None:
         if not started:
             self.start()
         for piece in pieces:
+            if pace:
+                self.silence(pace)  # ends at once (raises _Left) if the client leaves
             self.content(piece)
         figures = self._usage(usage, len(calls))
         self.calls(calls)

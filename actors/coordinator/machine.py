@@ -302,7 +302,7 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
-        tokens_out=result.metrics.tokens_out)]
+        tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms)]
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":
         if snap.pause_requested_at:  # the stage stopped at a safe point: the next attempt replays its work
             why = _paused_message(snap, f"{result.error.message} in the {stage}")

@@ -22,6 +22,9 @@
   ``--jinja``), a known request error ACODE-LLM-016. None of them is retried: the same
   request would get the same answer.
 
+While the answer streams, the call's :class:`~actors.llm.meter.Meter` counts its pieces
+(each subclass's :meth:`read_stream` moves it); a retried attempt restarts the count.
+
 Connections are never reused (the watcher learns each new connection's socket when it
 opens): a local connection costs a fraction of a millisecond, a model answer seconds.
 
@@ -45,6 +48,7 @@ import structlog
 from actors.llm import tokens
 from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm.locality import check_base_url
+from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.llm.server_errors import classify, is_format_error
 from protocol.errors import ModelError
@@ -154,7 +158,8 @@ class HttpModel:
     def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         raise NotImplementedError
 
-    def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
+    def read_stream(self, lines: Iterator[str], model: str, meter: Meter | None = None) -> ModelAnswer:
+        """The answer out of the stream's lines; ``meter`` counts its pieces as they come."""
         raise NotImplementedError
 
     def missing_model(self, status: int, message: str, model: str) -> ModelError | None:
@@ -215,8 +220,10 @@ class HttpModel:
 
     # -- one model call ----------------------------------------------------------------------
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
         spec = self.spec
+        meter = meter or Meter(call_site=request.call_site)
         model = spec.model_for(request.stage)
         check_base_url(spec.base_url, allow_remote=spec.allow_remote)
         log = _log.bind(provider=self.name, model=model, stage=request.stage, call_site=request.call_site)
@@ -228,7 +235,7 @@ class HttpModel:
         cap = self.max_tokens(request, estimate)
         body = msgspec.json.encode(self.request_body(request, model, cap))
         started = time.monotonic()
-        answer, attempts = self._with_retries(lambda: self._attempt(body, model, request, cancel), cancel,
+        answer, attempts = self._with_retries(lambda: self._attempt(body, model, request, cancel, meter), cancel,
                                               request, model, log)
         usage = answer.usage
         self.calibration.observe(model, chars, usage)
@@ -286,10 +293,12 @@ class HttpModel:
         return ModelError(f"the {request.stage} stage was cancelled while {model} was answering; the request to "
                           f"{self.base_url} was closed", code="ACODE-LLM-011")
 
-    def _attempt(self, body: bytes, model: str, request: ModelRequest, cancel: threading.Event) -> ModelAnswer:
+    def _attempt(self, body: bytes, model: str, request: ModelRequest, cancel: threading.Event,
+                 meter: Meter) -> ModelAnswer:
         spec = self.spec
+        meter.restart()
         try:
-            return run_watched(lambda exchange: self._exchange(exchange, body, model), cancel=cancel,
+            return run_watched(lambda exchange: self._exchange(exchange, body, model, meter), cancel=cancel,
                                first_token_s=spec.first_token_timeout_s, idle_s=spec.idle_timeout_s,
                                allow_remote=spec.allow_remote, name=f"acode-{self.name}-http")
         except Interrupted as stopped:
@@ -304,7 +313,7 @@ class HttpModel:
                             fix="raise first_token_timeout_s (a large model may need minutes to load) "
                                 "or use a smaller model") from None
 
-    def _exchange(self, exchange: Exchange, body: bytes, model: str) -> ModelAnswer:
+    def _exchange(self, exchange: Exchange, body: bytes, model: str, meter: Meter) -> ModelAnswer:
         """The helper thread's part: send the request and read the answer (translating httpx errors)."""
         url = self.base_url + self.chat_path
         try:
@@ -317,7 +326,7 @@ class HttpModel:
                 chunks = exchange.watch(response.iter_bytes())
                 if response.status_code >= 400:
                     raise self._status_error(response, _read_capped(chunks), model)
-                return self.read_stream(lines(chunks), model)
+                return self.read_stream(lines(chunks), model, meter)
             finally:
                 response.close()
         except httpx.HTTPError as exc:

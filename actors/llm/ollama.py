@@ -6,6 +6,8 @@ mid-answer, and a last chunk with ``done: true`` carrying ``prompt_eval_count`` 
 ``eval_count`` and ``done_reason`` (``length`` when the answer hit ``num_predict``, the
 cap every request sets). The request sets ``num_ctx`` explicitly: Ollama's own default window is
 small and silently truncates a long prompt from the front, losing the system prompt.
+Ollama sends one chunk per generated token: the meter counts the chunks that carry text or
+tool calls, and takes ``eval_count`` when the last chunk brings it.
 
 A model that is not pulled answers 404 ``{"error": "model \\"x\\" not found, try pulling
 it first"}``: that is ACODE-LLM-006, never retried. ``acode doctor`` uses
@@ -21,6 +23,7 @@ from typing import Any
 import msgspec
 
 from actors.llm.http import HttpModel, Transient, parse_arguments
+from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
@@ -98,7 +101,8 @@ class OllamaModel(HttpModel):
                               code="ACODE-LLM-006")
         return None
 
-    def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
+    def read_stream(self, lines: Iterator[str], model: str, meter: Meter | None = None) -> ModelAnswer:
+        meter = meter or Meter()
         content: list[str] = []
         calls: list[ModelToolCall] = []
         for line in lines:
@@ -113,11 +117,14 @@ class OllamaModel(HttpModel):
                 return self.interrupted(chunk.error, model, 404, content="".join(content), calls=calls,
                                         usage=Usage())
             if chunk.message is not None:
+                if chunk.message.content or chunk.message.tool_calls:
+                    meter.chunk()
                 content.append(chunk.message.content)
                 for call in chunk.message.tool_calls or []:
                     calls.append(parse_arguments(call.id or f"call_{len(calls)}", call.function.name,
                                                  call.function.arguments))
             if chunk.done:
+                meter.counted(chunk.eval_count or 0)
                 return ModelAnswer(content="".join(content), tool_calls=calls, usage=Usage(
                     prompt_tokens=chunk.prompt_eval_count or 0, completion_tokens=chunk.eval_count or 0),
                     finish_reason=(chunk.done_reason or "")[:64])

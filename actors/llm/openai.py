@@ -7,7 +7,10 @@ assembled here. Arguments that do not decode to a JSON object are kept as text i
 ``ModelToolCall.invalid_arguments``: the executor tells the model what was wrong instead
 of failing the stage. ``stream_options.include_usage`` asks for a last chunk with the
 token counts, and ``max_tokens`` caps the answer (``finish_reason: "length"`` when it
-hit the cap).
+hit the cap). The meter counts the deltas that carry text or a piece of a tool call (one
+token each on llama.cpp, LM Studio and vLLM), or takes a ``usage`` block's
+``completion_tokens`` whenever a chunk carries one (vLLM's ``continuous_usage_stats``, the
+last chunk).
 
 A model the server does not have answers (LM Studio) 404 ``{"error": {"message": "Model
 \\"x\\" not found...", "code": "model_not_found"}}``: ACODE-LLM-006, never retried. The key
@@ -25,6 +28,7 @@ from typing import Any
 import msgspec
 
 from actors.llm.http import HttpModel, Transient, parse_arguments
+from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
@@ -150,7 +154,8 @@ class OpenAICompatibleModel(HttpModel):
                           f"load it (LM Studio: `lms load {model}` or the Developer tab) or set model to one that "
                           f"GET {self.base_url}/models lists", code="ACODE-LLM-006")
 
-    def read_stream(self, lines: Iterator[str], model: str) -> ModelAnswer:
+    def read_stream(self, lines: Iterator[str], model: str, meter: Meter | None = None) -> ModelAnswer:
+        meter = meter or Meter()
         content: list[str] = []
         calls: dict[int, _Call] = {}
         usage = Usage()
@@ -171,12 +176,15 @@ class OpenAICompatibleModel(HttpModel):
             if chunk.usage is not None:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens or 0,
                               completion_tokens=chunk.usage.completion_tokens or 0)
+                meter.counted(usage.completion_tokens)
             for choice in (chunk.choices or [])[:1]:
                 finished = finished or choice.finish_reason is not None
                 reason = (choice.finish_reason or reason)[:64]
                 delta = choice.delta
                 if delta is None:
                     continue
+                if delta.content or delta.tool_calls:
+                    meter.chunk()
                 content.append(delta.content or "")
                 for piece in delta.tool_calls or []:
                     self._add(calls, piece)

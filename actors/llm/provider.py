@@ -10,17 +10,23 @@ scripted provider uses it (it serves response number ``seq``).
 ``actors.stages.untrusted``); it changes on every dispatch, so the recorded-answer hash
 replaces it with a placeholder and a replayed stage still finds its answers.
 ``max_tokens`` overrides the provider's answer cap (``acode doctor``'s tiny probes).
+
+``meter`` (optional) is moved as the answer streams in (``actors.llm.meter``): it feeds
+the live "thinking…" line. A provider that does not stream may ignore it.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
 from protocol.results import ModelAnswer, ModelToolCall
 from protocol.stages import Stage
+
+if TYPE_CHECKING:
+    from actors.llm.meter import Meter
 
 __all__ = ["ChatMessage", "ModelRequest", "Provider"]
 
@@ -44,9 +50,11 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
 
 class Provider(Protocol):
-    """A model. ``cancel`` is set when the stage is abandoned: stop waiting, raise."""
+    """A model. ``cancel`` is set when the stage is abandoned: stop waiting, raise.
+    ``meter``, when given, counts the answer's pieces as they stream in."""
 
     @property
     def name(self) -> str: ...  # read-only, so a class attribute (HttpModel's) satisfies it
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer: ...
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer: ...

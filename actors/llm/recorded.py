@@ -33,17 +33,24 @@ Two hooks let a stage put a human's hand on its calls (:mod:`actors.stages.contr
 hash was taken from the request as the stage made it. So steering that arrived during an
 attempt does not change the keys of that attempt's calls: a retried attempt replays
 every recorded answer, and only the calls it makes live carry the steering.
+
+Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
+``watch`` before the call (the stage actor publishes its progress) and finished after it;
+``model_ms`` sums the time those calls took. A replayed answer costs no model time and
+shows no progress.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest, Provider
 from protocol import codec
 from protocol.errors import ModelError
@@ -77,7 +84,8 @@ class RecordedModel:
 
     def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
                  visit: int, cancel: threading.Event, before: Callable[[ModelRequest], None] | None = None,
-                 amend: Callable[[ModelRequest], ModelRequest] | None = None):
+                 amend: Callable[[ModelRequest], ModelRequest] | None = None,
+                 watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic):
         self.provider = provider
         self.before = before
         self.amend = amend
@@ -85,12 +93,15 @@ class RecordedModel:
         self.session_id = session_id
         self.visit = visit
         self.cancel = cancel
+        self.watch = watch
+        self.clock = clock
         self.calls = 0
         self.replayed = 0
         self.tokens_in = 0
         self.tokens_out = 0
         self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
         self.largest_prompt_est = 0
+        self.model_ms = 0.0  # time spent waiting for the provider's answers (replays count 0)
         self._pending: list[RecordModelAnswer] = []  # recorded with the next write (see the module)
         self._pending_lock = threading.Lock()  # tool calls (which flush) may come from helper threads
 
@@ -127,7 +138,14 @@ class RecordedModel:
         if claim.answer is not None:
             self.replayed += 1
             return claim.answer
-        answer = self.provider.complete(sent, seq=claim.seq, cancel=cancel)
+        meter = Meter(call_site=request.call_site, clock=self.clock)
+        if self.watch is not None:
+            self.watch(meter)
+        try:
+            answer = self.provider.complete(sent, seq=claim.seq, cancel=cancel, meter=meter)
+        finally:
+            meter.finish()
+            self.model_ms += meter.elapsed() * 1000
         with self._pending_lock:
             self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer))
         self.tokens_in += answer.usage.prompt_tokens

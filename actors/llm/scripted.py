@@ -3,17 +3,21 @@
 Response ``seq`` of the stage's list answers the stage's ``seq``-th distinct request of
 the session (persistence assigns ``seq`` when the request is first seen, so a retried
 request gets the same response). ``delay_s`` simulates a slow model; the wait ends early
-if the stage is cancelled.
+if the stage is cancelled. It does not stream: a meter it is given stays at 0 tokens.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from actors.llm.provider import ModelRequest
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
 from protocol.script import Script, load_script
+
+if TYPE_CHECKING:
+    from actors.llm.meter import Meter
 
 __all__ = ["ScriptedModel"]
 
@@ -29,7 +33,8 @@ class ScriptedModel:
     def from_yaml(cls, text: str, *, source: str = "<script>") -> ScriptedModel:
         return cls(load_script(text, name=source), source=source)
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
         responses = self.script.responses.get(request.stage, [])
         if seq >= len(responses):
             raise ModelError(

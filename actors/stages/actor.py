@@ -9,6 +9,9 @@ deadline) answer an ``Error`` the coordinator treats as a lost attempt.
 ``PauseWork`` and ``SteerWork`` from the coordinator reach the request's
 :class:`~actors.stages.control.WorkControl`; one that arrives before its request does (the
 broker still had it) is kept for it, a few at most.
+
+While a model answers, the loop thread publishes the call's progress on the event stream
+twice a second (``actors.stages.progress``): ephemeral, never stored.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import zmq
+
 from actors._base import Actor
 from actors.stages import executor, planner, reviewer, verifier
 from actors.stages.context import StageContext
 from actors.stages.control import WorkControl
+from actors.stages.progress import PUBLISH_EVERY, ProgressBoard
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
@@ -58,8 +64,15 @@ class StageActor(Actor):
         self._controls: dict[str, WorkControl] = {}  # request id -> the user's pause and steering
         self._early: OrderedDict[str, WorkControl] = OrderedDict()  # for requests not started yet
         self._control_lock = threading.Lock()  # the loop thread and the worker thread both look them up
+        self.progress = ProgressBoard()
+        self._progress_out = self.socket(zmq.PUB)
+        self._progress_out.connect(self.spec.endpoints.events_in)
+        self.loop.every(PUBLISH_EVERY, self._publish_progress)
         self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
         self.worker.start()
+
+    def _publish_progress(self) -> None:
+        self.progress.publish(self._progress_out)
 
     def on_cancel(self, request_ids: list[str], reason: str) -> None:
         for request_id in request_ids:
@@ -114,7 +127,9 @@ class StageActor(Actor):
             control.steer(note)
         log.info("stage_started")
         try:
-            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control)
+            ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control,
+                               watch=self.progress.watcher(body.session_id, body.stage, body.visit,
+                                                           body.attempt))
             try:
                 result = RUNNERS[body.stage](ctx)
             except TransportError:

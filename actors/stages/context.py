@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar, assert_never
 
 import msgspec
 
+from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
 from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
@@ -102,7 +104,7 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 class StageContext:
     def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
-                 control: WorkControl | None = None):
+                 control: WorkControl | None = None, watch: Callable[[Meter], None] | None = None):
         self.request = request
         self.control = control or WorkControl(request.steering)
         self.clients = clients
@@ -120,7 +122,8 @@ class StageContext:
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel,
                                    before=lambda r: self._safe_point(f"model call {r.call_site}"),
-                                   amend=self._steered)
+                                   amend=self._steered,
+                                   watch=watch)  # the stage actor publishes each call's progress
 
     @property
     def session_id(self) -> str:
@@ -274,6 +277,6 @@ class StageContext:
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
                                tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
                                largest_prompt_est=self.model.largest_prompt_est,
-                               budget_tokens=self.budget_tokens)
+                               budget_tokens=self.budget_tokens, model_ms=self.model.model_ms)
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,
                            attempt=request.attempt, ok=ok, summary=summary, metrics=metrics, **fields)

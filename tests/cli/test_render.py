@@ -43,3 +43,30 @@ def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> Non
     busy = TurnAnswered(id="t2", session_id="s1", visit=1, task="T1", step="S1", turn=1, tool_calls=2,
                         prompt_tokens=9, completion_tokens=3, estimated=True)
     assert Progress().line(busy) == "[EXECUTOR]  T1/S1 turn 1: 2 tool calls"
+
+
+def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_stage() -> None:
+    from cli.render import stage_table, stage_totals
+    from protocol.events import Event, StageFinished
+
+    def finished(stage: str, visit: int, tokens_in: int, tokens_out: int, model_ms: float) -> StageFinished:
+        return StageFinished(id=f"{stage}{visit}", session_id="s1", stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
+                             ok=True, summary="done", duration_ms=model_ms + 500, tokens_in=tokens_in,
+                             tokens_out=tokens_out, model_ms=model_ms)
+
+    events: list[Event] = [finished("planner", 1, 1_234, 567, 14_200), finished("executor", 1, 3_000, 40, 2_000),
+              finished("executor", 2, 1_000, 10, 0)]  # visit 2 replayed every answer: no model time
+    assert Progress().line(events[0]) == "[PLANNER]   done (14.70s; tokens 1,234 in / 567 out, model 14.2 s)"
+    quiet = StageFinished(id="r", session_id="s1", stage="reviewer", visit=1, attempt=1, ok=True, summary="x",
+                          duration_ms=10)
+    assert Progress().line(quiet) == "[REVIEWER]  x (0.01s)", "a stage that asked no model shows no figures"
+    assert [(t.stage, t.runs, t.tokens_in, t.tokens_out, t.model_s) for t in stage_totals(events)] == [
+        ("planner", 1, 1_234, 567, 14.2), ("executor", 2, 4_000, 50, 2.0)]
+    assert stage_table(events).splitlines() == [
+        "STAGE     RUNS  TOKENS IN  TOKENS OUT  MODEL   STAGE TIME",
+        "planner   1     1,234      567         14.2 s  14.7 s",
+        "executor  2     4,000      50          2.0 s   3.0 s",
+        "total     3     5,234      617         16.2 s  17.7 s"]
+    assert stage_table([]) == ""
+    detail = session_detail(SessionSnapshot(id="s1", task="t", workspace="/w", status="completed"), events)
+    assert "[server: 1,234 in, 567 out; model 14.2 s]" in detail, detail

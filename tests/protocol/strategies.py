@@ -21,6 +21,7 @@ from protocol import results as rs
 from protocol import sandbox as sb
 from protocol import session as ss
 from protocol.errors import ErrorInfo
+from protocol.progress import ModelProgress
 from protocol.stages import ResumeMode
 
 __all__ = ["FIELDS", "STRATEGIES", "json_values", "strategy_for"]
@@ -237,7 +238,8 @@ execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_c
                            kept=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
                        replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts,
-                       prompt_tokens_est=counts, largest_prompt_est=counts, budget_tokens=counts)
+                       prompt_tokens_est=counts, largest_prompt_est=counts, budget_tokens=counts,
+                       model_ms=non_negative)
 rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
 reworks = struct(rs.Rework, {"rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
                  completed_tasks=_few(short))
@@ -267,7 +269,8 @@ _event(ev.Transitioned, {"source": st.sampled_from([*ss.STAGES, "start"]),
 _event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "reason": texts})
 _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
        duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
-       largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals)
+       largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals,
+       model_ms=non_negative)
 _event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
        completed_tasks=_few(short))
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
@@ -372,6 +375,9 @@ struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": 
 struct(m.Stop, reason=texts)
 struct(m.PauseWork, {"request_ids": _few(ids)}, reason=texts)
 struct(m.SteerWork, {"request_ids": _few(ids), "note": steering_notes})
+struct(ModelProgress, {"session_id": ids, "stage": stages}, visit=visits, call_site=st.text(max_size=200),
+       tokens=st.integers(0, 10**9), elapsed_s=st.floats(0, 10**7, allow_nan=False),
+       counted_by=st.sampled_from(["chunks", "server"]), done=st.booleans(), attempt=visits)
 struct(m.WorkerInfo, {"instance": short}, pid=signed, epoch=naturals, capacity=st.integers(1, 10_000),
        busy=_few(ids))
 

@@ -30,6 +30,7 @@ from protocol.messages import (
     WorkerInfo,
 )
 from protocol.plan import TaskPlan
+from protocol.progress import ModelProgress
 from protocol.session import SessionSettings, SessionSnapshot
 from tests.protocol import strategies as s
 
@@ -38,6 +39,7 @@ DECODERS: dict[str, tuple[codec.TypedDecoder[Any], tuple[type[msgspec.Struct], .
     "envelope": (codec.ENVELOPE, (Envelope,)),
     "worker_info": (codec.WORKER_INFO, (WorkerInfo,)),
     "event": (codec.EVENT, get_args(Event)),
+    "stream": (codec.STREAM, (*get_args(Event), ModelProgress)),
     "coordinator_request": (codec.COORDINATOR_REQUEST, get_args(CoordinatorRequest)),
     "coordinator_reply": (codec.COORDINATOR_REPLY, get_args(CoordinatorReply)),
     "persistence_request": (codec.PERSISTENCE_REQUEST, get_args(PersistenceRequest)),

@@ -76,7 +76,10 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
     lines = result.stdout.splitlines()
     assert any(line.startswith("[PLANNER]") for line in lines)
     assert any("[VERIFIER]  A1 `python hello.py`: passed" in line for line in lines)
-    assert lines[-2] == "completed (exit 0)" and lines[-1] == "files changed: hello.py"
+    end = lines.index("completed (exit 0)")
+    assert lines[end + 1] == "files changed: hello.py"
+    assert lines[end + 2].split() == ["STAGE", "RUNS", "TOKENS", "IN", "TOKENS", "OUT", "MODEL", "STAGE", "TIME"]
+    assert [line.split()[0] for line in lines[end + 3:]] == ["planner", "executor", "verifier", "reviewer", "total"]
     session_id = _session_id(result.stdout)
     shown = _show(acode, session_id)
     events = shown["events"]

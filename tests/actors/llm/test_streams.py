@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from actors.llm.http import Transient
+from actors.llm.meter import Meter
 from actors.llm.ollama import OllamaModel, same_model
 from actors.llm.openai import OpenAICompatibleModel, sse_data
 from protocol.errors import ModelError
@@ -128,3 +129,52 @@ def test_ollama_error_line_about_a_missing_model_is_a_missing_model(ollama: Any)
 ])
 def test_ollama_names_match_with_or_without_latest(wanted: str, listed: str, same: bool) -> None:
     assert same_model(wanted, listed) is same
+
+
+def test_the_meter_counts_ollama_chunks_that_carry_text_or_calls_then_takes_eval_count(ollama: Any) -> None:
+    meter = Meter()
+    seen: list[int] = []
+
+    def lines() -> Any:
+        for piece in ["The", " plan", "", " is"]:
+            yield json.dumps({"message": {"role": "assistant", "content": piece}, "done": False})
+            seen.append(meter.tokens)
+        yield json.dumps({"message": {"role": "assistant", "content": "",
+                                      "tool_calls": [{"function": {"name": "read_file", "arguments": {}}}]},
+                          "done": False})
+        seen.append(meter.tokens)
+        yield json.dumps({"message": {"role": "assistant", "content": ""}, "done": True, "eval_count": 42})
+
+    ollama.read_stream(lines(), "m", meter)
+    assert seen == [1, 2, 2, 3, 4], "an empty chunk is not a token"
+    assert (meter.tokens, meter.counted_by) == (42, "server")
+
+
+def test_the_meter_counts_openai_deltas_and_a_running_usage_count_wins(openai: Any) -> None:
+    meter = Meter()
+    seen: list[tuple[int, str]] = []
+
+    def lines() -> Any:
+        for event in [_delta(content="a"), _delta(content="b"),
+                      _delta(tool_calls=[{"index": 0, "id": "c", "function": {"name": "x", "arguments": "{"}}]),
+                      {**_delta(content="c"), "usage": {"prompt_tokens": 9, "completion_tokens": 7}},
+                      _delta(content="d"),  # chunks no longer count once the server does
+                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]:
+            yield from _sse(event)
+            seen.append((meter.tokens, meter.counted_by))
+        yield from _sse("[DONE]")
+
+    openai.read_stream(lines(), "m", meter)
+    assert seen == [(1, "chunks"), (2, "chunks"), (3, "chunks"), (7, "server"), (7, "server"), (7, "server")]
+
+
+def test_a_meter_restarts_its_count_for_a_retry_and_stops_its_seconds_when_finished() -> None:
+    now = [100.0]
+    meter = Meter(clock=lambda: now[0])
+    meter.chunk(5)
+    now[0] = 102.5
+    meter.restart()
+    assert (meter.tokens, meter.elapsed()) == (0, 2.5), "a retried answer starts from nothing; the wait goes on"
+    meter.finish()
+    now[0] = 110.0
+    assert meter.elapsed() == 2.5

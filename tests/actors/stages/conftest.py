@@ -27,6 +27,7 @@ import msgspec
 import pytest
 import structlog
 
+from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.terminal import Terminal
@@ -52,9 +53,10 @@ class Spy:
         self.name = provider.name
         self.requests: list[ModelRequest] = []
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
         self.requests.append(request)
-        return self.provider.complete(request, seq=seq, cancel=cancel)  # type: ignore[no-any-return]
+        return self.provider.complete(request, seq=seq, cancel=cancel, meter=meter)  # type: ignore[no-any-return]
 
 
 class Run:

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 import structlog
 
+from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import executor
 from actors.stages.context import StageContext
@@ -34,8 +35,9 @@ class _PauseAfter(Spy):
         self.control = control
         self.answers = answers
 
-    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event) -> ModelAnswer:
-        answer = super().complete(request, seq=seq, cancel=cancel)
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
+        answer = super().complete(request, seq=seq, cancel=cancel, meter=meter)
         if len(self.requests) == self.answers:
             self.control.pause()
         return answer

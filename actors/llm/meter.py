@@ -1,0 +1,65 @@
+"""How far one model answer has got while the model is still writing it.
+
+A :class:`Meter` belongs to one model call. The provider that streams the answer moves it
+(:meth:`Meter.chunk` for each piece of text or tool call that arrives, :meth:`Meter.counted`
+when the server itself reports how many output tokens it has produced); the stage actor's
+loop thread reads it twice a second to publish a progress message (see
+``actors.stages.progress``). Nothing here is durable: a meter lives as long as its call.
+
+Tokens are counted from the stream: Ollama sends one NDJSON chunk per token and
+OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) one SSE delta per token, so the
+chunks seen so far are the output tokens so far. A server that reports a running count in
+the stream (``usage`` in a chunk) overrides the chunk count; its count wins from then on.
+A model that does not stream (the scripted one) leaves the count at 0: only the seconds
+advance.
+
+Reads and writes come from two threads (the HTTP helper thread writes, the loop thread
+reads); each is one attribute assignment of an int or a str, which needs no lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal
+
+__all__ = ["Counted", "Meter"]
+
+Counted = Literal["chunks", "server"]
+
+
+class Meter:
+    """One model call's progress: output tokens so far and since when (``time.monotonic``)."""
+
+    def __init__(self, *, call_site: str = "", clock: Callable[[], float] = time.monotonic):
+        self.call_site = call_site
+        self.clock = clock
+        self.started = clock()
+        self.tokens = 0
+        self.counted_by: Counted = "chunks"
+        self.finished: float | None = None  # when the call ended (answered, failed or cancelled)
+
+    def chunk(self, pieces: int = 1) -> None:
+        """``pieces`` more pieces of the answer arrived (ignored once the server counts)."""
+        if self.counted_by == "chunks":
+            self.tokens += pieces
+
+    def counted(self, tokens: int) -> None:
+        """The server's own count of the output tokens so far."""
+        if tokens > 0:
+            self.counted_by = "server"
+            self.tokens = tokens
+
+    def restart(self) -> None:
+        """A retried attempt starts its answer from nothing (the seconds keep running)."""
+        self.tokens = 0
+        self.counted_by = "chunks"
+
+    def finish(self) -> None:
+        if self.finished is None:
+            self.finished = self.clock()
+
+    def elapsed(self) -> float:
+        """Seconds since the call began, up to its end once it has ended."""
+        end = self.finished if self.finished is not None else self.clock()
+        return max(0.0, end - self.started)
