@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from protocol.errors import with_code
 from protocol.events import (
+    ApprovalDecided,
     CheckRan,
     Event,
     PlanRecorded,
@@ -167,6 +168,11 @@ class Progress:
                 return "\n".join(lines)
             case SessionResumed(reason=reason):
                 return f"resumed: {reason}"
+            case ApprovalDecided(tool=tool, target=target, risk=risk, decision=decision, always=always, reason=reason,
+                                 by=by):
+                verb = "approved" + (" (always, this rule)" if always else "") if decision == "approve" else "denied"
+                why = f": {_one_line(reason, 200)}" if reason else ""
+                return f"{_tag('executor')}   {tool} {_one_line(target, 60)} ({risk}) {verb} by {by}{why}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
                 failed = error is not None and status != "completed"
                 detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""
@@ -210,6 +216,10 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
             lines.append(f"fix       {pause.fix}")
         if pause.command:
             lines.append(f"continue  {pause.command}")
+        if session.approval is not None:
+            from cli.approvals import request_lines
+
+            lines += [f"          {line}" for line in request_lines(session.approval, diff=True)]
     if session.error:
         lines.append(f"error     {with_code(session.error.message, session.error.code)}")
     if session.status == "failed":
@@ -236,7 +246,8 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")
-        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried)):
+        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried,
+                                ApprovalDecided)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     changed = files_changed(events)

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo
 from protocol.events import Event
 from protocol.plan import TaskPlan
@@ -101,6 +102,19 @@ class ResumeSession(Message, frozen=True, tag="resume_session", kw_only=True):
     overrides: SettingsOverride | None = None  # persisted as a settings_changed event, used from then on
 
 
+class DecideApproval(Message, frozen=True, tag="decide_approval", kw_only=True):
+    """A human's decision on the call a session waits on (``acode approve``/``acode deny``, or
+    the inline prompt). ``key``, when given, is the call the human was shown: a session that
+    now waits on another call refuses the decision (ACODE-CLI-004)."""
+
+    session_id: Id
+    decision: Literal["approve", "deny"]
+    always: bool = False  # approve later calls of the same rule in this session too
+    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
+    key: str = ""
+    by: Annotated[str, msgspec.Meta(max_length=100)] = "acode approve"
+
+
 class Shutdown(Message, frozen=True, tag="shutdown", kw_only=True):
     reason: str = "acode down"
 
@@ -137,7 +151,7 @@ class SessionAccepted(Message, frozen=True, tag="session_accepted", kw_only=True
     session: SessionSnapshot
 
 
-CoordinatorRequest = SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown
+CoordinatorRequest = SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown | DecideApproval
 CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 
 
@@ -294,6 +308,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     clarifications: list[Clarification] = []  # the user's answers to the planner's questions
     kept_steps: list[str] = []  # executor: ``task/step`` labels finished earlier and not to run again
     history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
+    approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.autonomy)
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):
@@ -317,6 +332,7 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3_600)] = 120.0
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
     policy: SandboxPolicy = SandboxPolicy()
+    approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
 
 
 class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):

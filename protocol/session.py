@@ -13,6 +13,7 @@ from typing import Annotated
 
 import msgspec
 
+from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.errors import ErrorInfo
 from protocol.results import StageResult
 from protocol.sandbox import SandboxPolicy
@@ -175,6 +176,13 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # window; ``step_timeout_s`` bounds one try (an answer still coming then is abandoned).
     step_retry_limit: Annotated[int, msgspec.Meta(ge=1, le=10)] = 3
     step_timeout_s: Seconds = 120.0
+    # What a tool call needs before it runs (protocol.autonomy): the autonomy level, the
+    # approvals block's refinements, and how a prompt is decided (resolved at submit: a human
+    # waits to be asked, or the non_interactive_policy decides). Read once, at session start;
+    # nothing changes them afterwards (seed 002 S9), `acode resume` included.
+    autonomy: Level = 2
+    approvals: Approvals = Approvals()
+    approval_mode: ApprovalMode = "wait"
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):
@@ -270,6 +278,8 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     retries: SmallCount = 0  # stage retries (fresh visits) of the current stage since it was entered
     failure_print: str = ""  # the last verify failure's fingerprint (loop detection)
     attempt_floor: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 0  # the attempt a human resumed at
+    approval: ApprovalRequest | None = None  # the call an awaiting_approval pause waits on
+    approvals: list[ApprovalDecision] = []  # every human decision on a call, oldest first (the sandbox checks them)
 
     @property
     def visit(self) -> int:

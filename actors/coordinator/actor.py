@@ -33,6 +33,7 @@ from protocol.messages import (
     Ack,
     ActorStatus,
     CancelSession,
+    DecideApproval,
     GetStatus,
     Message,
     ResumeSession,
@@ -123,6 +124,9 @@ class Coordinator(Actor):
                 return DEFERRED
             case ResumeSession():
                 self.requests.resume(request, body)
+                return DEFERRED
+            case DecideApproval():
+                self.requests.decide_approval(request, body)
                 return DEFERRED
             case Shutdown(reason=reason):
                 self.loop.call_later(0.05, lambda: self.request_stop(reason))

@@ -14,6 +14,7 @@ from typing import Any, get_args
 import msgspec
 from hypothesis import strategies as st
 
+from protocol import autonomy as au
 from protocol import events as ev
 from protocol import messages as m
 from protocol import plan as pl
@@ -110,8 +111,23 @@ sandbox_policies = struct(
     max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
     read_paths=_few(texts.filter(bool)), write_paths=_few(texts.filter(bool)), read_opt=st.booleans(),
 )
+class_policies = st.none() | st.sampled_from(["auto", "prompt", "deny"])
+approvals_blocks = struct(au.Approvals, file_write=class_policies, file_delete=class_policies,
+                          terminal_commands=class_policies,
+                          non_interactive_policy=st.sampled_from(["auto", "skip", "fail"]))
+decisions_ = st.sampled_from(["approve", "deny"])
+approval_requests = struct(au.ApprovalRequest, {"key": ids, "call_hash": short, "tool": short, "risk": risks,
+                                                "rule": short, "why": texts},
+                           arguments=arguments, task=short, step=short, target=texts, diff=texts, argv=_few(short),
+                           cwd=short)
+approval_decisions = struct(au.ApprovalDecision, {"id": ids, "key": ids, "call_hash": short, "tool": short,
+                                                  "risk": risks, "rule": short, "decision": decisions_},
+                            always=st.booleans(), reason=texts, by=short, at=floats)
 settings = struct(
     ss.SessionSettings,
+    autonomy=st.integers(0, 3),
+    approvals=approvals_blocks,
+    approval_mode=st.sampled_from(["wait", "auto", "skip", "fail"]),
     stage_timeouts=st.dictionaries(stages, seconds),
     stage_retry_limit=st.integers(0, 10),
     cycle_limits=st.dictionaries(cycle_kinds, st.integers(0, 10)),
@@ -170,6 +186,8 @@ snapshots = struct(
     retries=small_counts,
     failure_print=short,
     attempt_floor=small_counts,
+    approval=st.none() | approval_requests,
+    approvals=_few(approval_decisions),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -243,6 +261,7 @@ stage_results: st.SearchStrategy[Any] = struct(
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
     error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
+    approval=st.none() | approval_requests,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -284,6 +303,8 @@ _event(ev.StepRetried, {"visit": visits, "task": short, "step": short, "attempt"
                         "of": st.integers(1, 100)}, code=short, reason=texts)
 _event(ev.SettingsChanged, {"changes": _few(texts)}, by=short)
 _event(ev.SessionResumed, reason=texts, answers=_few(clarifications))
+_event(ev.ApprovalDecided, {"key": ids, "call_hash": short, "tool": short, "decision": decisions_}, target=texts,
+       risk=short, rule=short, always=st.booleans(), reason=texts, by=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts)
 
@@ -308,6 +329,8 @@ struct(m.GetStatus)
 struct(m.CancelSession, {"session_id": ids}, reason=texts)
 struct(m.ResumeSession, {"session_id": ids}, answers=_few(clarifications), overrides=st.none() | overrides)
 struct(m.Shutdown, reason=texts)
+struct(m.DecideApproval, {"session_id": ids, "decision": decisions_}, always=st.booleans(), reason=texts, key=short,
+       by=short)
 actor_statuses = struct(
     m.ActorStatus,
     {"instance": short, "actor": short, "state": _literal(m.ActorState)},
@@ -345,13 +368,14 @@ struct(m.ModelAnswerClaim, {"seq": naturals}, answer=st.none() | model_answers)
 struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits,
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
-       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks))
+       clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks),
+       approvals=_few(approval_decisions))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
-       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies)
+       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, approval=short)
 struct(m.ToolDone, {"result": tool_results})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
