@@ -53,6 +53,7 @@ __all__ = [
     "classify",
     "command_argv",
     "command_risk",
+    "decision_of",
     "gate",
     "matches",
     "risk_of_call",
@@ -231,14 +232,28 @@ def rule_of(tool: str, arguments: dict[str, Any], risk: Risk) -> str:
     return f"{tool} ({risk})"
 
 
+def _same_call(decision: ApprovalDecision, key: str, digest: str) -> bool:
+    same_key = key == decision.key or key.startswith(decision.key + ":retry")
+    return same_key and decision.call_hash == digest
+
+
 def matches(decision: ApprovalDecision, key: str, digest: str, rule: str) -> bool:
     """Whether ``decision`` decides the call with ``key`` (a transient failure's retries,
     ``<key>:retry<n>``, included), hash ``digest`` and ``rule``: the same call, or an
     ``--always`` approval of its rule."""
     if decision.always and decision.decision == "approve" and decision.rule == rule:
         return True
-    same_key = key == decision.key or key.startswith(decision.key + ":retry")
-    return same_key and decision.call_hash == digest
+    return _same_call(decision, key, digest)
+
+
+def decision_of(decisions: list[ApprovalDecision], key: str, digest: str, rule: str) -> ApprovalDecision | None:
+    """The decision on this call: one made on the call itself comes first (so a replayed
+    stage meets the same decisions in the same order: a call denied before an ``--always``
+    rule was made stays denied), else an ``--always`` approval of its rule."""
+    exact = [d for d in decisions if _same_call(d, key, digest)]
+    if exact:
+        return exact[-1]
+    return next((d for d in decisions if d.always and d.decision == "approve" and d.rule == rule), None)
 
 
 def target_of(tool: str, arguments: dict[str, Any]) -> str:

@@ -34,8 +34,8 @@ from protocol.autonomy import (
     ApprovalDecision,
     ApprovalRequest,
     call_hash,
+    decision_of,
     gate,
-    matches,
     risk_of_call,
     rule_of,
     target_of,
@@ -110,11 +110,11 @@ class CallPipeline:
             reason = f"the session's {why}"
             self._record(key, call, digest, risk, rule, "deny", reason)
             return _Verdict(run=False, denied=_denied(reason, "ACODE-EXEC-010"))
-        for decision in reversed(self.decisions):
-            if matches(decision, key, digest, rule):
-                if decision.decision == "approve":
-                    return _Verdict(run=True, approval=decision.id)
-                return _Verdict(run=False, denied=_denied(decision.reason or "no reason given", "ACODE-EXEC-005"))
+        decision = decision_of(self.decisions, key, digest, rule)
+        if decision is not None:
+            if decision.decision == "approve":
+                return _Verdict(run=True, approval=decision.id)
+            return _Verdict(run=False, denied=_denied(decision.reason or "no reason given", "ACODE-EXEC-005"))
         match self.mode:
             case "auto":  # no human to ask, and the session said: approve (the sandbox's gate says the same)
                 self._record(key, call, digest, risk, rule, "approve", f"{why}; non_interactive_policy: auto")
