@@ -14,6 +14,7 @@ from protocol.autonomy import (
     risk_of_call,
     rule_of,
 )
+from protocol.tools import Risk
 
 
 @pytest.mark.parametrize(("command", "risk"), [
@@ -27,11 +28,12 @@ def test_a_commands_risk_class_comes_from_what_it_runs(command: str, risk: str) 
 
 
 def test_the_table_asks_for_less_at_each_higher_level_and_never_for_reads() -> None:
-    expected = {"read": "aaaa", "write": "paaa", "execute": "ppaa", "network": "ppaa", "destructive": "pppa"}
+    expected: dict[Risk, str] = {"read": "aaaa", "write": "paaa", "execute": "ppaa", "network": "ppaa",
+                                 "destructive": "pppa"}
     for risk, row in expected.items():
-        assert "".join(v[0] for v in TABLE[risk]) == row, risk  # type: ignore[index]
+        assert "".join(v[0] for v in TABLE[risk]) == row, risk
         for level in range(4):
-            assert gate(level, Approvals(), risk)[0] == TABLE[risk][level]  # type: ignore[index]
+            assert gate(level, Approvals(), risk)[0] == TABLE[risk][level]
 
 
 def test_the_approvals_block_overrides_the_level_per_class() -> None:
