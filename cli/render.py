@@ -135,8 +135,9 @@ class Progress:
             case StepStarted(task=task, step=step, title=title):
                 return f"{_tag('executor')} {task}/{step} {_one_line(title, 100)}"
             case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
-                if self.stage in ("planner", "verifier") or tool in INTERNAL_TOOLS or ":ctx" in event.key:
-                    return None  # context reads (planner, executor) are many; check_ran says the verifier's
+                if self.stage in ("planner", "verifier") or tool in INTERNAL_TOOLS or ":ctx" in event.key \
+                        or event.key.endswith(":preview"):
+                    return None  # context and diff-preview reads are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case TurnAnswered(task=task, step=step, turn=turn, tool_calls=calls, correction=correction):

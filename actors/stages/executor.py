@@ -30,6 +30,13 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:func:`tools_left_out`); only turns the server answered now count for that early
   stop, so a step resumed after the server was fixed asks it again. Output the server
   could not parse (``format_error``) is answered with a correction naming its complaint.
+- Every sandbox call goes through the per-call pipeline (:mod:`actors.stages.pipeline`:
+  budget, autonomy, anomaly, checkpoint, execute, budget update). A call the session's
+  autonomy level or ``approvals:`` denies is answered to the model (``the user denied
+  this: ...``) and the step goes on; a ``step_failed`` after such a denial fails the step
+  with ACODE-EXEC-005 (exit 33). A call that waits for a human ends the stage like a model
+  failure (the step not recorded), carrying the call; the coordinator pauses the session
+  ``awaiting_approval`` and, once decided, retries the attempt, which replays to it.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
