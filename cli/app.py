@@ -240,6 +240,8 @@ def attach(
     with Connection(_state["home"]) as connection:
         connection.require_running()
         session = attach_and_print(connection, _session_id(connection, session_id), replay=replay, json_out=json_out)
+        if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
+            session = approvals.prompt_loop(connection, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 
