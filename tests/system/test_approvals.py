@@ -284,3 +284,23 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
     finally:
         os.close(main)
     assert (workspace / "old.txt").exists()
+
+
+def test_a_write_that_waits_shows_the_unified_diff_against_the_file_as_it_is(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server)
+    acode.up()
+    workspace = _ws(tmp_path)
+    (workspace / "greet.txt").write_text("hi\nsame\n")
+    write = ToolCalls([("write_file", {"path": "greet.txt", "content": "hello\nsame\n"})])
+    server.by_stage(planner=[plan()], executor=[write, done()], verifier=[VERDICT], reviewer=[APPROVE])
+    session_id = _submit_detached(acode, workspace, "--autonomy", "0")
+    snap = _paused(acode, session_id)["snap"]
+    assert (snap.approval.tool, snap.approval.risk, snap.approval.why) == ("write_file", "write",
+                                                                           "write calls ask at autonomy 0")
+    assert snap.approval.diff.splitlines() == ["--- a/greet.txt", "+++ b/greet.txt", "@@ -1,2 +1,2 @@", "-hi",
+                                               "+hello", " same"]
+    shown = acode("show", session_id).stdout
+    assert "wants to run write_file (write): greet.txt" in shown and "    -hi" in shown
+    assert (workspace / "greet.txt").read_text() == "hi\nsame\n"
+    assert acode("cancel", session_id).returncode == 0
