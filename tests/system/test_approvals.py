@@ -304,3 +304,28 @@ def test_a_write_that_waits_shows_the_unified_diff_against_the_file_as_it_is(
     assert "wants to run write_file (write): greet.txt" in shown and "    -hi" in shown
     assert (workspace / "greet.txt").read_text() == "hi\nsame\n"
     assert acode("cancel", session_id).returncode == 0
+
+
+def test_a_config_edit_mid_session_changes_nothing_the_session_was_started_with(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server)
+    acode.up()
+    workspace = _ws(tmp_path)
+    (workspace / "b.txt").write_text("b\n")
+    (workspace / ".agent").mkdir()
+    config = workspace / ".agent" / "config.yml"
+    config.write_text("autonomy: 2\n")
+    rm = [ToolCalls([("run_terminal", {"command": f"rm {name}"})]) for name in ("old.txt", "b.txt")]
+    server.by_stage(planner=[plan()], executor=[*rm, write_greet(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+    session_id = _submit_detached(acode, workspace)
+    _paused(acode, session_id)
+    config.write_text("autonomy: 3\napprovals:\n  file_delete: auto\n")  # seed 002 S9: read once, at session start
+    assert acode("approve", session_id, "--detach").returncode == 0
+    snap = _paused(acode, session_id)["snap"]
+    assert snap.approval.argv == ["rm", "b.txt"] and snap.settings.autonomy == 2, "rm b.txt still asks"
+    assert (workspace / "b.txt").exists() and not (workspace / "old.txt").exists()
+    assert acode("cancel", session_id).returncode == 0
+
+
+def write_greet() -> ToolCalls:
+    return ToolCalls([("write_file", {"path": "greet.txt", "content": "hello\n"})])
