@@ -11,14 +11,14 @@ invalid plan, questions, plan review, paused by the user), 23 cancelled; and see
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import typer
 
 from actors import private
 from actors.paths import RunPaths
-from cli import daemon, render
+from cli import approvals, daemon, render
 from cli.config import provider_spec, resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
 from cli.follow import attach_and_print, follow_and_print, print_json, read_events
@@ -28,6 +28,7 @@ from protocol.ids import new_id
 from protocol.messages import (
     ApprovePlan,
     CancelSession,
+    DecideApproval,
     GetEvents,
     GetPlan,
     GetSession,
@@ -35,6 +36,7 @@ from protocol.messages import (
     ListSessions,
     PauseSession,
     ReplanSession,
+    Message,
     ResumeSession,
     SteerSession,
     SubmitTask,
@@ -199,8 +201,15 @@ def run(
     approve_plan: Annotated[bool, typer.Option(
         "--approve-plan", help="pause for your review of the plan before anything runs (acode approve / replan)")]
     = False,
+    autonomy: Annotated[int | None, typer.Option(
+        "--autonomy", min=0, max=3, help="0 ask before anything but reads, 1 edits run, 2 allowlisted commands "
+        "run too (default), 3 everything the sandbox allows runs; fixed for the session")] = None,
 ) -> None:
-    """Submit a task and follow it through every stage to a final state."""
+    """Submit a task and follow it through every stage to a final state.
+
+    A call the session's autonomy level does not allow pauses it ``awaiting_approval``: on a
+    terminal ``acode run`` asks inline; off one, ``approvals.non_interactive_policy`` decides;
+    with ``--detach`` the session waits for ``acode approve``/``acode deny``."""
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise CliError(f"workspace {str(workspace)!r} is not a directory; create it or pass --workspace DIR")
@@ -210,13 +219,17 @@ def run(
     check_task(task)
     flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
                              "model.model": model, "model.base_url": base_url,
-                             "orchestration.cycle_limit": cycle_limit, "executor.max_turns_per_step": max_turns}
+                             "orchestration.cycle_limit": cycle_limit, "executor.max_turns_per_step": max_turns,
+                             "autonomy": autonomy}
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
     if approve_plan:
         settings = msgspec.structs.replace(settings, plan_review=True)
+    # who decides a prompt, fixed now: a human (the inline prompt, or `acode approve` after --detach), else the policy
+    mode = "wait" if detach or approvals.interactive() else settings.approvals.non_interactive_policy
+    settings = msgspec.structs.replace(settings, approval_mode=mode)
     if settings.provider is None:
         raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
                          "--script FILE), or set model: in .agent/config.yml (README 'Models')",
@@ -230,6 +243,8 @@ def run(
             typer.echo(session_id)
             return
         session = follow_and_print(connection, session_id, json_out=json_out)
+        if mode == "wait":
+            session = approvals.prompt_loop(connection, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -243,6 +258,8 @@ def attach(
     with Connection(_state["home"]) as connection:
         connection.require_running()
         session = attach_and_print(connection, _session_id(connection, session_id), replay=replay, json_out=json_out)
+        if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
+            session = approvals.prompt_loop(connection, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -373,14 +390,16 @@ def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model
     return spec
 
 
-def _follow_resumed(connection: Connection, session_id: str, body: ResumeSession | ApprovePlan | ReplanSession, *,
-                    detach: bool, json_out: bool) -> None:
+def _follow_resumed(connection: Connection, session_id: str, body: Message, *, detach: bool,
+                    json_out: bool, done: str = "resumed") -> None:
     before = connection.persistence(GetEvents(session_id=session_id)).events
     connection.coordinator(body)
     if detach:
-        typer.echo(f"session {session_id} resumed")
+        typer.echo(f"session {session_id} {done}")
         return
     snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0)
+    if approvals.interactive() and snapshot.settings.approval_mode == "wait":
+        snapshot = approvals.prompt_loop(connection, snapshot, json_out=json_out)
     raise typer.Exit(snapshot.exit_code or 0)
 
 
@@ -450,21 +469,40 @@ def steer(
     typer.echo(f"steered session {session_id}: {where}, and every later stage too")
 
 
-def _approve_plan(connection: Connection, session_id: str, *, detach: bool, json_out: bool) -> None:
-    """``acode approve`` of a session paused ``plan_review``: the executor starts on the plan
-    (the coordinator refuses it, ACODE-CLI-004, for a session not waiting for a review)."""
-    _follow_resumed(connection, session_id, ApprovePlan(session_id=session_id), detach=detach, json_out=json_out)
+def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool = False, reason: str = "",
+            detach: bool, json_out: bool) -> None:
+    with Connection(_state["home"]) as connection:
+        session_id = _session_id(connection, session)
+        snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
+        body = approvals.decision_for(snapshot, decision, always=always, reason=reason, by=f"acode {decision}")
+        if isinstance(body, DecideApproval) and snapshot.approval is not None:
+            typer.echo("\n".join(approvals.request_lines(snapshot.approval)))
+        _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out,
+                        done="approved" if decision == "approve" else "denied")
 
 
 @app.command()
 def approve(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    always: Annotated[bool, typer.Option(
+        "--always", help="also approve later calls of the same tool and rule in this session")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
 ) -> None:
-    """Approve the plan of a session paused for review (`acode run --approve-plan`), and follow it on."""
-    with Connection(_state["home"]) as connection:
-        _approve_plan(connection, _session_id(connection, session), detach=detach, json_out=json_out)
+    """Approve what a paused session waits for, and follow it on: the call it shows
+    (``awaiting_approval``), or the plan under review (``plan_review``, `acode run --approve-plan`)."""
+    _decide(session, "approve", always=always, detach=detach, json_out=json_out)
+
+
+@app.command()
+def deny(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    reason: Annotated[str, typer.Option("--reason", help="why; the model is told")] = "denied by the user",
+    detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    json_out: Json = False,
+) -> None:
+    """Deny the call a paused session waits for: the model is told "the user denied this: REASON"."""
+    _decide(session, "deny", reason=reason, detach=detach, json_out=json_out)
 
 
 @app.command()

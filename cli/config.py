@@ -23,6 +23,7 @@ import msgspec.yaml
 
 from actors.private import USER_UMASK_ENV
 from cli.thinking import INTERVAL_ENV
+from protocol.autonomy import Approvals
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
@@ -32,7 +33,8 @@ from protocol.stages import STAGES
 if TYPE_CHECKING:
     from actors.coordinator.actor import CoordinatorOptions
 
-__all__ = ["AcodeConfig", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings", "up_options"]
+__all__ = ["AcodeConfig", "approvals_of", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings",
+           "up_options"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -174,7 +176,25 @@ class Workers(_Section, frozen=True):
     reviewer: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
 
 
+ClassPolicy = Literal["auto", "prompt", "deny"]
+
+
+class ApprovalsSection(_Section, frozen=True):
+    """Seed 004's ``approvals:`` block: refines the autonomy level per risk class
+    (protocol/autonomy.py has the table); ``non_interactive_policy`` decides a prompt when
+    ``acode run`` is not on a terminal."""
+
+    file_write: ClassPolicy | None = None
+    file_delete: ClassPolicy | None = None
+    terminal_commands: ClassPolicy | None = None
+    non_interactive_policy: Literal["auto", "skip", "fail"] | None = None
+
+
 class AcodeConfig(_Section, frozen=True):
+    # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
+    # 3 everything the sandbox allows runs; read when a session starts, stored with it
+    autonomy: Annotated[int, msgspec.Meta(ge=0, le=3)] | None = None
+    approvals: ApprovalsSection = ApprovalsSection()
     orchestration: Orchestration = Orchestration()
     planner: Planner = Planner()
     executor: Executor = Executor()
@@ -186,10 +206,15 @@ class AcodeConfig(_Section, frozen=True):
     workers: Workers = Workers()
 
 
+_SCALARS = frozenset({"autonomy"})  # top-level settings that are not sections (ACODE_AUTONOMY, --autonomy)
+
+
 def _merge(base: AcodeConfig, over: AcodeConfig) -> AcodeConfig:
     """``over``'s set fields win, section by section."""
-    sections = {}
+    sections: dict[str, Any] = {"autonomy": _pick(base.autonomy, over.autonomy)}
     for name in AcodeConfig.__struct_fields__:
+        if name in _SCALARS:
+            continue
         low, high = getattr(base, name), getattr(over, name)
         values = {f: _pick(getattr(low, f), getattr(high, f)) for f in type(low).__struct_fields__}
         sections[name] = type(low)(**values)
@@ -328,11 +353,15 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
     from actors.sandbox.isolation import FORCE_ENV  # here, not at the top: a client command loads no sandbox
 
     raw: dict[str, dict[str, str]] = {}
+    scalars: dict[str, str] = {}
     for key, value in env.items():
         if not key.startswith("ACODE_") or key == "ACODE_HOME" or key.startswith("ACODE_FAULT_") \
                 or key in FORCE_ENV.values() or key in (USER_UMASK_ENV, INTERVAL_ENV):
             continue  # read by the processes (or the CLI's thinking line), not settings
         name = key[len("ACODE_"):].lower()
+        if name in _SCALARS:
+            scalars[name] = value
+            continue
         section, sep, field = name.partition("__")
         if not sep or section not in AcodeConfig.__struct_fields__:
             raise ConfigError(f"environment variable {key} is not an acode setting; use "
@@ -343,7 +372,7 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
                               f"{', '.join(known)}")
         raw.setdefault(section, {})[field] = _env_value(section, field, value)
     try:
-        return msgspec.convert(raw, AcodeConfig, strict=False)
+        return msgspec.convert({**raw, **scalars}, AcodeConfig, strict=False)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"ACODE_* environment setting is invalid: {exc}") from exc
 
@@ -363,9 +392,11 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
         notices.extend(found)
     config = _merge(config, _from_env(os.environ if env is None else env))
     if flags:
-        sections: dict[str, dict[str, Any]] = {}
+        sections: dict[str, Any] = {}
         for dotted, value in flags.items():
-            if value is not None:
+            if value is not None and dotted in _SCALARS:
+                sections[dotted] = value
+            elif value is not None:
                 section, _, field = dotted.partition(".")
                 sections.setdefault(section, {})[field] = value
         try:
@@ -447,7 +478,16 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         tool_retry_backoff_s=(e.tool_retry_backoff if e.tool_retry_backoff is not None
                               else defaults.tool_retry_backoff_s),
         plan_review=bool((o.stages or {}).get("planner", StageOptions()).require_human_approval),
+        autonomy=config.autonomy if config.autonomy is not None else defaults.autonomy,
+        approvals=approvals_of(config),
     )
+
+
+def approvals_of(config: AcodeConfig) -> Approvals:
+    """The ``approvals:`` block as stored with a session."""
+    a = config.approvals
+    values = {f: getattr(a, f) for f in ApprovalsSection.__struct_fields__ if getattr(a, f) is not None}
+    return Approvals(**values)
 
 
 _HTTP_FIELDS = {  # config key -> provider spec field

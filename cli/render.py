@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from protocol.errors import with_code
 from protocol.events import (
+    ApprovalDecided,
     CheckRan,
     Event,
     PauseRequested,
@@ -140,8 +141,9 @@ class Progress:
             case StepStarted(task=task, step=step, title=title):
                 return f"{_tag('executor')} {task}/{step} {_one_line(title, 100)}"
             case ToolCalled(tool=tool, target=target, ok=ok, summary=summary, outcome=outcome):
-                if self.stage in ("planner", "verifier") or tool in INTERNAL_TOOLS or ":ctx" in event.key:
-                    return None  # context reads (planner, executor) are many; check_ran says the verifier's
+                if self.stage in ("planner", "verifier") or tool in INTERNAL_TOOLS or ":ctx" in event.key \
+                        or event.key.endswith(":preview"):
+                    return None  # context and diff-preview reads are many; check_ran says the verifier's
                 mark = "ok" if ok else ("UNKNOWN" if outcome == "unknown" else "error")
                 return f"{_tag(self.stage)}   {tool} {_one_line(target, 60)} -> {mark}: {_one_line(summary, 100)}"
             case TurnAnswered(task=task, step=step, turn=turn, tool_calls=calls, correction=correction):
@@ -177,6 +179,11 @@ class Progress:
                 return f"pause requested: the {stage or 'session'} stops at its next safe point"
             case Steered(text=text):
                 return f"steered by the user: {_one_line(text, 300)}"
+            case ApprovalDecided(tool=tool, target=target, risk=risk, decision=decision, always=always, reason=reason,
+                                 by=by):
+                verb = "approved" + (" (always, this rule)" if always else "") if decision == "approve" else "denied"
+                why = f": {_one_line(reason, 200)}" if reason else ""
+                return f"{_tag('executor')}   {tool} {_one_line(target, 60)} ({risk}) {verb} by {by}{why}"
             case SessionFinished(status=status, exit_code=exit_code, error=error):
                 failed = error is not None and status != "completed"
                 detail = f": {with_code(_one_line(error.message, 400), error.code)}" if failed and error else ""
@@ -273,6 +280,10 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
             lines.append(f"fix       {pause.fix}")
         if pause.command:
             lines.append(f"continue  {pause.command}")
+        if session.approval is not None:
+            from cli.approvals import request_lines
+
+            lines += [f"          {line}" for line in request_lines(session.approval, diff=True)]
     if session.error:
         lines.append(f"error     {with_code(session.error.message, session.error.code)}")
     if session.status == "failed":
@@ -299,7 +310,8 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{_one_line(event.reason, 100)}")
-        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried)):
+        elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried,
+                                ApprovalDecided)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     changed = files_changed(events)

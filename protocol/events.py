@@ -19,6 +19,7 @@ from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
 __all__ = [
+    "ApprovalDecided",
     "CheckRan",
     "Event",
     "PROGRESS_EVENTS",
@@ -217,6 +218,23 @@ class SessionResumed(EventBase, frozen=True, tag="session_resumed", kw_only=True
     answers: list[Clarification] = []  # the user's answers to the planner's questions, if any
 
 
+class ApprovalDecided(EventBase, frozen=True, tag="approval_decided", kw_only=True):
+    """A decision on a call that needed approval (the audit record): which call (key, hash,
+    tool, target, risk, rule), the decision, why, and who made it (``acode approve``, the
+    inline prompt, the non-interactive policy)."""
+
+    key: str
+    call_hash: str
+    tool: str
+    target: str = ""
+    risk: str = ""
+    rule: str = ""
+    decision: Literal["approve", "deny"]
+    always: bool = False
+    reason: str = ""
+    by: str = ""
+
+
 class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=True):
     status: Literal["completed", "failed", "cancelled"]
     exit_code: int
@@ -227,7 +245,7 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
-    | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered
+    | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
 )
 
 

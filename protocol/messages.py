@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo
 from protocol.events import Event
 from protocol.plan import TaskPlan
@@ -133,6 +134,17 @@ class ReplanSession(Message, frozen=True, tag="replan_session", kw_only=True):
 
     session_id: Id
     feedback: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEERING_CHARS)]
+class DecideApproval(Message, frozen=True, tag="decide_approval", kw_only=True):
+    """A human's decision on the call a session waits on (``acode approve``/``acode deny``, or
+    the inline prompt). ``key``, when given, is the call the human was shown: a session that
+    now waits on another call refuses the decision (ACODE-CLI-004)."""
+
+    session_id: Id
+    decision: Literal["approve", "deny"]
+    always: bool = False  # approve later calls of the same rule in this session too
+    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
+    key: str = ""
+    by: Annotated[str, msgspec.Meta(max_length=100)] = "acode approve"
 
 
 class Shutdown(Message, frozen=True, tag="shutdown", kw_only=True):
@@ -172,7 +184,7 @@ class SessionAccepted(Message, frozen=True, tag="session_accepted", kw_only=True
 
 
 CoordinatorRequest = (SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown | PauseSession | SteerSession
-                      | ApprovePlan | ReplanSession)
+                      | ApprovePlan | ReplanSession | DecideApproval)
 CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 
 
@@ -339,6 +351,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     kept_steps: list[str] = []  # executor: ``task/step`` labels finished earlier and not to run again
     history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
     steering: list[SteeringNote] = []  # the user's ``acode steer`` guidance so far (every stage)
+    approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.autonomy)
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):
@@ -367,6 +380,7 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
     policy: SandboxPolicy = SandboxPolicy()
     commit: Commit | None = None
+    approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
 
 
 class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo
 from protocol.plan import TaskPlan
 from protocol.stages import Stage, StepStatus
@@ -197,3 +198,4 @@ class StageResult(_Wire, frozen=True, kw_only=True):
     error: ErrorInfo | None = None
     metrics: StageMetrics = StageMetrics()
     rework: Rework | None = None  # the verifier's: what the next executor visit runs again
+    approval: ApprovalRequest | None = None  # the executor's: a call that waits for a human's decision

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.errors import ErrorInfo
 from protocol.results import StageResult
 from protocol.sandbox import SandboxPolicy
@@ -183,6 +184,13 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # --approve-plan``): a ready plan pauses the session (``plan_review``) until the user
     # approves it or sends it back with feedback.
     plan_review: bool = False
+    # What a tool call needs before it runs (protocol.autonomy): the autonomy level, the
+    # approvals block's refinements, and how a prompt is decided (resolved at submit: a human
+    # waits to be asked, or the non_interactive_policy decides). Read once, at session start;
+    # nothing changes them afterwards (seed 002 S9), `acode resume` included.
+    autonomy: Level = 2
+    approvals: Approvals = Approvals()
+    approval_mode: ApprovalMode = "wait"
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):
@@ -298,6 +306,8 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     # the session still runs, the stage stops at its next safe point and no stage is dispatched.
     pause_requested_at: float = 0.0
     steering: list[SteeringNote] = []  # ``acode steer`` guidance, sent with every dispatch from then on
+    approval: ApprovalRequest | None = None  # the call an awaiting_approval pause waits on
+    approvals: list[ApprovalDecision] = []  # every human decision on a call, oldest first (the sandbox checks them)
 
     @property
     def visit(self) -> int:

@@ -34,6 +34,7 @@ from protocol.messages import (
     ActorStatus,
     ApprovePlan,
     CancelSession,
+    DecideApproval,
     GetStatus,
     Message,
     PauseSession,
@@ -143,6 +144,9 @@ class Coordinator(Actor):
                 return DEFERRED
             case ReplanSession():
                 self.requests.replan(request, body)
+                return DEFERRED
+            case DecideApproval():
+                self.requests.decide_approval(request, body)
                 return DEFERRED
             case Shutdown(reason=reason):
                 self.loop.call_later(0.05, lambda: self.request_stop(reason))

@@ -62,6 +62,7 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-003": Rule("escalation", 31),
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),
+    "ACODE-EXEC-005": Rule("escalation", 33),  # the step could not go on without a call the user denied
 }
 DEFAULT_RULE = Rule("escalation")
 UNRECOVERABLE: frozenset[str] = frozenset({"ACODE-ORCH-009"})  # the workspace is gone
@@ -86,6 +87,8 @@ def command(session_id: str, kind: PauseKind, *, stage: Stage | None = None, cod
         return f"acode answer {session_id}"
     if kind == "plan_review":
         return f"acode approve {session_id}"  # or `acode replan SESSION "feedback"` (the pause's message says so)
+    if kind == "awaiting_approval":
+        return f"acode approve {session_id}"
     if kind == "actor_failed":
         return "acode down && acode up --detach"  # the session resumes by itself
     if kind == "stage_timeout" and stage is not None and timeout_s:

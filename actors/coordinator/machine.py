@@ -48,6 +48,10 @@ attempt replays what was recorded. Seed 002 wants pause and resume at least 1 s 
 resume sooner is refused (ACODE-CLI-007), and a repeated pause changes nothing.
 ``acode steer`` (:func:`steer`) keeps the note in the snapshot: every later dispatch carries
 it.
+Approvals: an executor call that needs a human's decision ends the attempt with the call
+(:class:`~protocol.autonomy.ApprovalRequest`); the session pauses ``awaiting_approval``
+and :func:`decide_call` (``acode approve``/``acode deny``) records the decision and retries
+the attempt in one commit. ``resume`` refuses such a pause: it needs a decision.
 
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
@@ -58,13 +62,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
 from actors.coordinator import escalation
 from actors.coordinator import overrides as overrides_
+from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
+    ApprovalDecided,
     Event,
     PauseRequested,
     PlanRecorded,
@@ -104,6 +111,7 @@ __all__ = [
     "approve_plan",
     "cancel",
     "create",
+    "decide_call",
     "on_lost",
     "on_result",
     "on_timeout",
@@ -140,6 +148,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "invalid_plan": 22,
     "plan_review": 22,
     "user": 22,
+    "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
 }
 PAUSE_GAP_S = 1.0  # seed 002: pause and resume at least this far apart (debounce)
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
@@ -310,6 +319,8 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         return _retry(snap, now, "the stage stopped for a pause that was withdrawn", events)
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
+        if result.approval is not None:
+            return _await_approval(snap, result, error, now, events)
         if error.retryable and snap.attempt <= _retry_limit(snap):
             return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
         return _escalate(snap, result, error, now, events)
@@ -408,6 +419,41 @@ def _held(decision: Decision) -> Decision:
                  _paused_message(snap, f"paused by the user before the {snap.stage} (attempt {snap.attempt})"),
                  snap.updated_at, list(decision.events))
     return Decision(held.snapshot, held.events, decision.plan)
+def _await_approval(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now: float,
+                    events: list[Event]) -> Decision:
+    """A call of the executor waits for a human's decision: pause ``awaiting_approval``; the
+    decision (:func:`decide_call`) retries the attempt, which replays up to that call."""
+    ask = result.approval
+    assert ask is not None
+    failing = error.code == "ACODE-EXEC-005"  # non_interactive_policy: fail
+    return pause(snap, "awaiting_approval", error.code, error.message, now, events, exit_code=33 if failing else 22,
+                 resume="retry", task=ask.task, step=ask.step, approval=ask)
+
+
+def decide_call(snap: SessionSnapshot, decision: str, now: float, *, always: bool = False, reason: str = "",
+                by: str = "acode approve", key: str = "") -> Decision:
+    """A human decides the call an ``awaiting_approval`` pause waits on: the decision is
+    recorded (``approval_decided``, and in the snapshot, where the sandbox checks it) and the
+    attempt is retried in the same commit."""
+    ask = snap.approval
+    if snap.status != "paused" or snap.pause is None or snap.pause.kind != "awaiting_approval" or ask is None:
+        state = f"paused for {snap.pause.kind}" if snap.pause else snap.status
+        raise TransitionError(f"session {snap.id} is {state}, not waiting for an approval; see `acode show "
+                              f"{snap.id}`", code="ACODE-CLI-004")
+    if key and key != ask.key:
+        raise TransitionError(f"session {snap.id} now waits on another call ({ask.tool} {ask.target!r}); look at it "
+                              f"with `acode show {snap.id}` and decide again", code="ACODE-CLI-004")
+    if decision not in ("approve", "deny"):
+        raise TransitionError(f"decision {decision!r} is neither approve nor deny", code="ACODE-CLI-003")
+    verdict: Literal["approve", "deny"] = "approve" if decision == "approve" else "deny"
+    record = ApprovalDecision(id=new_id(), key=ask.key, call_hash=ask.call_hash, tool=ask.tool, risk=ask.risk,
+                              rule=ask.rule, decision=verdict, always=always and verdict == "approve",
+                              reason=reason, by=by, at=now)
+    event = _event(ApprovalDecided, snap, now, key=ask.key, call_hash=ask.call_hash, tool=ask.tool, target=ask.target,
+                   risk=ask.risk, rule=ask.rule, decision=verdict, always=record.always, reason=reason, by=by)
+    decided = _with(snap, now, approvals=[*snap.approvals, record], approval=None)
+    resumed = resume(decided, now)
+    return Decision(resumed.snapshot, [event, *resumed.events])
 
 
 def _retry_limit(snap: SessionSnapshot) -> int:
@@ -490,6 +536,10 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     elif answers:
         raise TransitionError(f"session {snap.id} is paused for {kind}, not for questions; resume it with "
                               "`acode resume`", code="ACODE-CLI-004")
+    if kind == "awaiting_approval" and snap.approval is not None:
+        raise TransitionError(f"session {snap.id} waits for a decision on {snap.approval.tool} "
+                              f"{snap.approval.target!r}; give it with `acode approve {snap.id}` or `acode deny "
+                              f"{snap.id}`", code="ACODE-CLI-004")
     events: list[Event] = []
     settings = snap.settings
     if overrides is not None and not overrides.is_empty():

@@ -274,7 +274,8 @@ class Orchestrator:
                         workspace=snap.workspace, settings=snap.settings, plan=plan, feedback=snap.feedback,
                         previous=snap.last_result, clarifications=snap.clarifications,
                         kept_steps=snap.kept_steps if snap.stage == "executor" else [],
-                        history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering)
+                        history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering,
+                        approvals=snap.approvals if snap.stage == "executor" else [])
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

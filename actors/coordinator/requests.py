@@ -1,5 +1,5 @@
 """The coordinator service's session requests: submit, cancel, resume, and a human's
-hand on a session: pause, steer, approve (a plan under review), replan.
+hand on a session: pause, steer, approve (a plan under review), replan, decide an approval.
 
 Each is answered once the decision it caused is durable (the orchestrator commits, then
 replies). A submit is idempotent by the client's session id, also across a coordinator
@@ -32,6 +32,7 @@ from protocol.errors import AcodeError, CliError, ModelError, NotFoundError
 from protocol.messages import (
     ApprovePlan,
     CancelSession,
+    DecideApproval,
     Error,
     GetPlan,
     GetSession,
@@ -176,24 +177,40 @@ class SessionRequests:
 
     def resume(self, request: Request, body: ResumeSession) -> None:
         def act(session: Session) -> None:
-            def go(plan: TaskPlan | None) -> None:
-                session.plan = plan
+            def go() -> None:
                 self.orchestrator.decide(
                     session, lambda snap: machine.resume(snap, time.time(), body.answers, body.overrides),
                     reply_to=request)
 
-            def load_plan() -> None:
-                if session.plan is None and session.snapshot.plan_version:
-                    self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
-                                              lambda reply, error: go(reply.plan if error is None else None),
-                                              session.id)
-                else:
-                    go(session.plan)
-
             if session.snapshot.status == "failed":  # it held nothing while failed: another may hold it now
-                self._unless_held(request, session.snapshot, load_plan)
+                self._unless_held(request, session.snapshot, lambda: self._with_plan(session, go))
             else:
-                load_plan()
+                self._with_plan(session, go)
+
+        self._load(request, body.session_id, act)
+
+    def _with_plan(self, session: Session, then: Callable[[], None]) -> None:
+        """``then()`` once the session's plan is loaded (a session loaded from persistence has none yet)."""
+        if session.plan is None and session.snapshot.plan_version:
+            def loaded(reply: Any, error: AcodeError | None) -> None:
+                session.plan = reply.plan if error is None else None
+                then()
+
+            self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
+                                      loaded, session.id)
+        else:
+            then()
+
+    def decide_approval(self, request: Request, body: DecideApproval) -> None:
+        """Record a human's decision on the call a session waits on, and retry its attempt
+        (one commit: answered once durable; a crash before it loses only this request)."""
+
+        def act(session: Session) -> None:
+            def decide(snap: SessionSnapshot) -> Decision:
+                return machine.decide_call(snap, body.decision, time.time(), always=body.always, reason=body.reason,
+                                           by=body.by, key=body.key)
+
+            self._with_plan(session, lambda: self.orchestrator.decide(session, decide, reply_to=request))
 
         self._load(request, body.session_id, act)
 

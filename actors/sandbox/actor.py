@@ -1,6 +1,8 @@
 """The sandbox actor: serves ``sandbox`` through the broker, four tool calls at a time.
 
-Each request is a :class:`~protocol.messages.RunTool`; the answer is a
+Each request is a :class:`~protocol.messages.RunTool`; it passes the approval gate
+(:mod:`actors.sandbox.gate`: a call that needs a human's approval runs only with a
+matching durable record), then the answer is a
 :class:`~protocol.messages.ToolDone` whose :class:`~protocol.results.ToolResult` says what
 happened, failures the model must see included (see :mod:`actors.sandbox.dispatch`).
 Calls run on the worker's thread pool and go through the journal
@@ -36,6 +38,7 @@ from actors._base import Actor
 from actors.paths import RunPaths
 from actors.sandbox import visible
 from actors.sandbox.baseline import Baselines
+from actors.sandbox.gate import ApprovalGate, refused
 from actors.sandbox.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.journal import Journal
 from actors.sandbox.terminal import Terminal, command_policy_of
@@ -110,6 +113,7 @@ class SandboxActor(Actor):
                                      epoch=self.spec.epoch, log=self.log)
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
                                baselines=Baselines(paths.baselines))
+        self.gate = ApprovalGate(self._persistence)
         self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY)
         self.worker.start()
 
@@ -142,6 +146,10 @@ class SandboxActor(Actor):
                 log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,
                                     key=body.key, tool=body.tool)
                 log.debug("tool_call_received", request_id=request.id)
+                refusal = self.gate.check(body, request.envelope.sender)
+                if refusal is not None:
+                    log.warning("tool_call_refused_by_gate", code=refusal.code, sender=request.envelope.sender)
+                    return ToolDone(result=refused(body, refusal))
                 result = self.journal.run(body)
                 if body.tool == "run_terminal":
                     swept = self.terminal.sweep()

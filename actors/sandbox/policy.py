@@ -42,7 +42,8 @@ The allowlist is not the security boundary against code in the workspace (``pyth
 script.py`` runs whatever the script says); isolation is (:mod:`actors.sandbox.isolation`).
 The policy stops the model from smuggling a second program past the reviewer's eyes.
 
-:func:`classify` gives the risk class approval gates use: ``destructive`` (``rm``,
+:func:`classify` (in :mod:`protocol.autonomy`, pure, shared with the executor) gives the
+risk class approval gates use: ``destructive`` (``rm``,
 ``git reset --hard``, ``git clean``, forced pushes, ...), ``network`` (package installs,
 ``git fetch/pull/push/clone``, ``npx``, ...) or ``execute``.
 """
@@ -57,6 +58,7 @@ import unicodedata
 import msgspec
 
 from actors.sandbox.confine import quote
+from protocol.autonomy import classify
 from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import Risk
@@ -482,42 +484,3 @@ def check(command: str, policy: CommandPolicy | None = None) -> Command:
     argv = _check_syntax(command)
     _check_argv(argv, policy)
     return Command(argv=argv, shell=False, risk=classify(argv))
-
-
-_DESTRUCTIVE_GIT = (("reset", "--hard"), ("clean",), ("push", "--force"), ("push", "-f"),
-                    ("push", "--force-with-lease"), ("checkout", "--"), ("checkout", "."), ("restore",),
-                    ("branch", "-D"), ("stash", "drop"), ("stash", "clear"), ("rm",))
-_NETWORK_GIT = ("fetch", "pull", "push", "clone", "ls-remote", "remote")
-_INSTALL = {"pip": ("install", "download"), "pip3": ("install", "download"), "uv": ("add", "sync", "pip", "lock"),
-            "poetry": ("install", "add", "update", "lock"), "npm": ("install", "i", "ci", "add", "update"),
-            "yarn": ("install", "add", "upgrade"), "pnpm": ("install", "i", "add", "update"),
-            "cargo": ("install", "fetch", "update", "add", "publish"), "go": ("get", "install", "mod")}
-
-
-def classify(argv: list[str]) -> Risk:
-    """The risk class of a command, for approval gates."""
-    if not argv:
-        return "execute"
-    name = os.path.basename(argv[0])
-    args = argv[1:]
-    if name == "env":
-        rest = [a for a in args if not a.startswith("-") and "=" not in a]
-        return classify(rest) if rest else "execute"
-    if name == "rm":
-        return "destructive"
-    if name == "git":
-        words = [a for a in args if not a.startswith("-") or a in ("--hard", "--force", "-f", "--force-with-lease",
-                                                                    "-D", "--")]
-        for pattern in _DESTRUCTIVE_GIT:
-            if words[:1] == [pattern[0]] and all(p in words[1:] for p in pattern[1:]):
-                return "destructive"
-        if words[:1] and words[0] in _NETWORK_GIT or words[:2] == ["submodule", "update"]:
-            return "network"
-        return "execute"
-    if name in ("npx", "curl", "wget"):
-        return "network"
-    if name in _INSTALL and any(a in _INSTALL[name] for a in args[:2]):
-        return "network"
-    if name.startswith("python") and args[:2] == ["-m", "pip"] and len(args) > 2 and args[2] == "install":
-        return "network"
-    return "execute"

@@ -186,8 +186,10 @@ class StageContext:
             return None
         return Commit(session_id=self.session_id, events=events, answers=answers)
 
-    def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None) -> ToolResult:
-        """Run one tool call in the sandbox (idempotent by ``key``)."""
+    def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None,
+             approval: str = "") -> ToolResult:
+        """Run one tool call in the sandbox (idempotent by ``key``); ``approval``: the id of
+        the decision that approves a prompt-class call (the sandbox checks it)."""
         self._safe_point(f"tool call {tool}")
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
@@ -202,18 +204,18 @@ class StageContext:
             "sandbox",
             RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
                     arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
-                    policy=settings.sandbox, commit=held),
+                    policy=settings.sandbox, commit=held, approval=approval),
             timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
         return reply.result  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
-                      timeout_s: float | None = None) -> ToolResult:
+                      timeout_s: float | None = None, approval: str = "") -> ToolResult:
         """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`.
 
         Returns the first result that is not a transient failure, or the last one. A
         cancelled stage stops waiting and returns what it has.
         """
-        result = self.tool(key, tool, arguments, timeout_s=timeout_s)
+        result = self.tool(key, tool, arguments, timeout_s=timeout_s, approval=approval)
         for attempt, wait in enumerate(self.retry_waits, start=1):
             if result.error is None or not result.error.retryable:
                 break
@@ -221,7 +223,7 @@ class StageContext:
                              code=result.error.code)
             if self.cancel.wait(wait):
                 break
-            result = self.tool(f"{key}:retry{attempt}", tool, arguments, timeout_s=timeout_s)
+            result = self.tool(f"{key}:retry{attempt}", tool, arguments, timeout_s=timeout_s, approval=approval)
         return result
 
     def release_thread(self) -> None:

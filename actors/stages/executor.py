@@ -30,6 +30,13 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:func:`tools_left_out`); only turns the server answered now count for that early
   stop, so a step resumed after the server was fixed asks it again. Output the server
   could not parse (``format_error``) is answered with a correction naming its complaint.
+- Every sandbox call goes through the per-call pipeline (:mod:`actors.stages.pipeline`:
+  budget, autonomy, anomaly, checkpoint, execute, budget update). A call the session's
+  autonomy level or ``approvals:`` denies is answered to the model (``the user denied
+  this: ...``) and the step goes on; a ``step_failed`` after such a denial fails the step
+  with ACODE-EXEC-005 (exit 33). A call that waits for a human ends the stage like a model
+  failure (the step not recorded), carrying the call; the coordinator pauses the session
+  ``awaiting_approval`` and, once decided, retries the attempt, which replays to it.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
@@ -88,6 +95,8 @@ from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
+from actors.stages.pipeline import CallPipeline, NeedsApproval
+from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
@@ -153,6 +162,8 @@ class _Step:
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
+        self.pipeline = CallPipeline(ctx)
+        self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
 
     def _context_files(self, key: str) -> list[tuple[str, str | None]]:
         """The task's resource files as they are now (None: it does not exist), each cut; all
@@ -215,6 +226,7 @@ class _Step:
         self.conversation = Conversation(system, text)
         self.attempt = attempt
         self.pushed_back = False
+        self.denied = False
         self.last_call: tuple[str, str] | None = None
         self.repeats = 0
         turns = request.settings.max_turns_per_step
@@ -337,8 +349,8 @@ class _Step:
             return None
         if call.name in CONTROL_TOOLS:
             control = decode_args(call.name, call.arguments)
-            if isinstance(control, StepFailed):
-                return _Outcome("failed", control.reason, code="ACODE-EXEC-001")
+            if isinstance(control, StepFailed):  # after a denial: it could not go on without that call (exit 33)
+                return _Outcome("failed", control.reason, code="ACODE-EXEC-005" if self.denied else "ACODE-EXEC-001")
             assert isinstance(control, StepComplete)  # CONTROL_TOOLS names these two
             summary = control.summary
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
@@ -354,7 +366,13 @@ class _Step:
         if self.repeats >= _REPEATS:
             return _Outcome("failed", f"the model called {call.name} {_target(call.arguments)!r} with the same "
                                       f"arguments {_REPEATS} times in a row (ACODE-EXEC-008)", code="ACODE-EXEC-008")
-        result = self.ctx.tool_retrying(f"{key}:t{turn}:c{index}", call.name, call.arguments)
+        passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+        if passed.result is None:  # the autonomy step denied it: the model is told, the step goes on
+            self.denied = True
+            self._reply(call, passed.denied, native=native)
+            self.conversation.note(f"{call.name} {_target(call.arguments)} -> denied")
+            return None
+        result = passed.result
         self.calls += 1
         if result.ok and call.name in _WRITES:
             self.wrote = True
@@ -410,15 +428,16 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatu
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError) -> StageResult:
-    """The stage's answer when the model failed in the middle of ``step``: the model's own
-    error (its fix line included), with the step named in the report (not recorded: the
-    step runs again when the session resumes)."""
+                 exc: ModelError | NeedsApproval, approval: ApprovalRequest | None = None) -> StageResult:
+    """The stage's answer when the model failed in the middle of ``step`` (the model's own
+    error, its fix line included), or a call of it waits for approval (``approval``): the
+    step is named in the report and not recorded, so it runs again (replayed up to that
+    point) when the session goes on."""
     request = ctx.request
     stopped = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
                          status="failed", summary=f"interrupted: {exc.message}", code=exc.code, at=time.time())
     return ctx.result(ok=False, summary=f"step {task.label}/{step.label} interrupted: {exc.message}"[:2_000],
-                      error=exc.info(), execution=ExecutionReport(steps=[*records, stopped]))
+                      error=exc.info(), execution=ExecutionReport(steps=[*records, stopped]), approval=approval)
 
 
 def _blocker(plan: TaskPlan, task: PlanTask, step: PlanStep, status: dict[tuple[str, str], str]) -> str | None:
@@ -504,6 +523,8 @@ def run(ctx: StageContext) -> StageResult:
                     record = _Step(ctx, task, step, key in wrote_before, earlier_failure).run()
                 except ModelError as exc:  # the model server, not the step: say which step it stopped
                     return _interrupted(ctx, records, task, step, exc)
+                except NeedsApproval as exc:  # the session waits for a human; the step runs again after
+                    return _interrupted(ctx, records, task, step, exc, approval=exc.request)
         records.append(record)
         status[key] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))

@@ -122,3 +122,41 @@ def test_the_verifiers_auto_retry_off_makes_a_failed_verification_pause(tmp_path
                                                     "false}}\n")
     settings = session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=[]))
     assert settings.cycle_limits == {"verify": 0, "review": 3}
+
+
+def test_seed_004s_approvals_sample_loads_and_refines_every_class_to_prompt(tmp_path: Path) -> None:
+    config, notices = _load(tmp_path, "004_approvals.yml")
+    settings = session_settings(config)  # type: ignore[arg-type]
+    assert notices == []
+    approvals = settings.approvals
+    assert (approvals.file_write, approvals.file_delete, approvals.terminal_commands) == ("prompt",) * 3
+    assert approvals.non_interactive_policy == "auto" and settings.autonomy == 2
+    from protocol.autonomy import gate
+
+    assert [gate(settings.autonomy, approvals, risk)[0] for risk in ("read", "write", "execute", "destructive")] == [
+        "auto", "prompt", "prompt", "prompt"]
+
+
+def test_autonomy_comes_from_the_config_the_environment_and_the_flag_in_that_order(tmp_path: Path) -> None:
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text("autonomy: 1\napprovals:\n  file_write: deny\n")
+    home = tmp_path / "home"
+    assert session_settings(resolve(home=home, workspace=tmp_path, env={}, notices=[])).autonomy == 1
+    assert session_settings(resolve(home=home, workspace=tmp_path, env={"ACODE_AUTONOMY": "3"},
+                                    notices=[])).autonomy == 3
+    flagged = session_settings(resolve(home=home, workspace=tmp_path, env={"ACODE_AUTONOMY": "3"},
+                                       flags={"autonomy": 0}, notices=[]))
+    assert flagged.autonomy == 0 and flagged.approvals.file_write == "deny"
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("autonomy: 4\n", "autonomy"),
+    ("approvals:\n  file_write: maybe\n", "file_write"),
+    ("approvals:\n  file_move: prompt\n", "file_move"),
+])
+def test_an_autonomy_or_approvals_value_acode_does_not_know_is_refused(tmp_path: Path, text: str, words: str) -> None:
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=[])
+    assert info.value.code == "ACODE-CFG-001" and words in info.value.message

@@ -14,6 +14,7 @@ from typing import Any, get_args
 import msgspec
 from hypothesis import strategies as st
 
+from protocol import autonomy as au
 from protocol import events as ev
 from protocol import messages as m
 from protocol import plan as pl
@@ -111,8 +112,23 @@ sandbox_policies = struct(
     max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
     read_paths=_few(texts.filter(bool)), write_paths=_few(texts.filter(bool)), read_opt=st.booleans(),
 )
+class_policies = st.none() | st.sampled_from(["auto", "prompt", "deny"])
+approvals_blocks = struct(au.Approvals, file_write=class_policies, file_delete=class_policies,
+                          terminal_commands=class_policies,
+                          non_interactive_policy=st.sampled_from(["auto", "skip", "fail"]))
+decisions_ = st.sampled_from(["approve", "deny"])
+approval_requests = struct(au.ApprovalRequest, {"key": ids, "call_hash": short, "tool": short, "risk": risks,
+                                                "rule": short, "why": texts},
+                           arguments=arguments, task=short, step=short, target=texts, diff=texts, argv=_few(short),
+                           cwd=short)
+approval_decisions = struct(au.ApprovalDecision, {"id": ids, "key": ids, "call_hash": short, "tool": short,
+                                                  "risk": risks, "rule": short, "decision": decisions_},
+                            always=st.booleans(), reason=texts, by=short, at=floats)
 settings = struct(
     ss.SessionSettings,
+    autonomy=st.integers(0, 3),
+    approvals=approvals_blocks,
+    approval_mode=st.sampled_from(["wait", "auto", "skip", "fail"]),
     stage_timeouts=st.dictionaries(stages, seconds),
     stage_retry_limit=st.integers(0, 10),
     cycle_limits=st.dictionaries(cycle_kinds, st.integers(0, 10)),
@@ -175,6 +191,8 @@ snapshots = struct(
     attempt_floor=small_counts,
     pause_requested_at=floats,
     steering=_few(steering_notes),
+    approval=st.none() | approval_requests,
+    approvals=_few(approval_decisions),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -249,6 +267,7 @@ stage_results: st.SearchStrategy[Any] = struct(
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
     error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
+    approval=st.none() | approval_requests,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -293,6 +312,8 @@ _event(ev.SettingsChanged, {"changes": _few(texts)}, by=short)
 _event(ev.SessionResumed, reason=texts, answers=_few(clarifications))
 _event(ev.PauseRequested, stage=short)
 _event(ev.Steered, {"text": texts}, stage=short)
+_event(ev.ApprovalDecided, {"key": ids, "call_hash": short, "tool": short, "decision": decisions_}, target=texts,
+       risk=short, rule=short, always=st.booleans(), reason=texts, by=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts)
 
@@ -321,6 +342,8 @@ struct(m.PauseSession, {"session_id": ids})
 struct(m.SteerSession, {"session_id": ids, "text": texts.filter(bool)})
 struct(m.ApprovePlan, {"session_id": ids})
 struct(m.ReplanSession, {"session_id": ids, "feedback": texts.filter(bool)})
+struct(m.DecideApproval, {"session_id": ids, "decision": decisions_}, always=st.booleans(), reason=texts, key=short,
+       by=short)
 actor_statuses = struct(
     m.ActorStatus,
     {"instance": short, "actor": short, "state": _literal(m.ActorState)},
@@ -360,13 +383,14 @@ struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attemp
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
        clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks),
-       steering=_few(steering_notes))
+       steering=_few(steering_notes), approvals=_few(approval_decisions))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
-       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits)
+       output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits,
+       approval=short)
 struct(m.ToolDone, {"result": tool_results})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,

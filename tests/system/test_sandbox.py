@@ -236,7 +236,7 @@ def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: 
     script_path = w.script(site.base / "s.yaml", script(site, calls))
 
     result = acode("run", "probe the sandbox", "--workspace", str(site.workspace), "--provider", "scripted",
-                   "--script", str(script_path))
+                   "--script", str(script_path), "--autonomy", "3")  # every attack reaches the sandbox unasked
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     session_id = result.stdout.split("session ", 1)[1].split(":", 1)[0]

@@ -7,6 +7,7 @@ the same sockets with the semantics the sandbox relies on::
                     intent without a result → "pending" with the recorded pre_image
                     result recorded → "done" with it
     FinishToolCall  record the result (first one wins) → Committed
+    GetSession      not found (the approval gate then applies the default level)
 
 Anything else is ACODE-PROTO-005. :class:`MemoryJournal` is also used directly by the
 journal's unit tests.
@@ -28,6 +29,7 @@ from protocol.messages import (
     Committed,
     Error,
     FinishToolCall,
+    GetSession,
     Message,
     PersistenceRequest,
     ToolCallState,
@@ -67,6 +69,8 @@ class MemoryJournal:
                 entry.result = result
                 self.events.append(event)
                 return Committed()
+            case GetSession(session_id=session_id):  # the approval gate asks: no session here, defaults apply
+                return Error(error=ErrorInfo(code="ACODE-STORE-002", message=f"session {session_id} not found"))
             case _:
                 return Error(error=ErrorInfo(code="ACODE-PROTO-005",
                                              message=f"{type(request).__name__} is not handled by this journal"))

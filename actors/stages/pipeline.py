@@ -1,0 +1,173 @@
+"""The per-tool-call pipeline, in seed 002's order: budget → autonomy → anomaly →
+checkpoint → execute → budget update.
+
+Every tool call the executor's model makes goes through :meth:`CallPipeline.run`; each
+step is a named method, and a step that is not built yet (budget, anomaly, checkpoint,
+budget update) is a no-op in its slot, so later work fills it without touching the
+executor's loop.
+
+The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
+the session's stored level and approvals (never changed after the session started):
+
+- ``auto``: the call runs.
+- ``deny`` (an ``approvals:`` class set to ``deny``, or ``non_interactive_policy: skip``):
+  the call does not run; the model is told why as the call's result, and the decision is
+  recorded (an ``approval_decided`` event).
+- ``prompt``: the session's decisions (the stage request carries them) are searched for
+  this call (same key and hash) or an ``--always`` rule it matches. An approval runs the
+  call with the decision's id, which the sandbox checks against the durable record; a
+  denial goes back to the model as ``the user denied this: <reason>``. No decision yet:
+  :class:`NeedsApproval` ends the stage, the coordinator pauses the session
+  ``awaiting_approval`` (or, under ``non_interactive_policy: fail``, with ACODE-EXEC-005,
+  exit 33). When the decision is made the stage is dispatched again; it replays its
+  recorded model answers and journaled calls, reaches this call again, and finds it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal, NamedTuple, assert_never
+
+from actors.stages import preview
+from actors.stages.context import StageContext
+from protocol.autonomy import (
+    ApprovalDecision,
+    ApprovalRequest,
+    call_hash,
+    decision_of,
+    gate,
+    risk_of_call,
+    rule_of,
+    target_of,
+)
+from protocol.errors import ExecutionError
+from protocol.events import ApprovalDecided
+from protocol.ids import stable_id
+from protocol.results import ModelToolCall, ToolResult
+from protocol.tools import Risk
+
+__all__ = ["CallPipeline", "NeedsApproval", "Passed"]
+
+
+class NeedsApproval(ExecutionError):
+    """The call waits for a human's decision; ``request`` is what the pause shows."""
+
+    default_code = "ACODE-EXEC-009"
+
+    def __init__(self, message: str, request: ApprovalRequest, *, code: str = "ACODE-EXEC-009"):
+        super().__init__(message, code=code)
+        self.request = request
+
+
+class Passed(NamedTuple):
+    """A call through the pipeline: its result, or the text the model gets instead (``denied``)."""
+
+    result: ToolResult | None = None
+    denied: str = ""
+
+
+class _Verdict(NamedTuple):
+    run: bool
+    approval: str = ""  # the decision id the sandbox checks
+    denied: str = ""
+
+
+class CallPipeline:
+    """The steps one executor tool call passes, for one stage request."""
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
+        settings = ctx.request.settings
+        self.level = settings.autonomy
+        self.approvals = settings.approvals
+        self.mode = settings.approval_mode
+        self.decisions: list[ApprovalDecision] = list(ctx.request.approvals)
+
+    def run(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Passed:
+        self.budget(call)
+        verdict = self.autonomy(key, call, task=task, step=step)
+        if not verdict.run:
+            return Passed(denied=verdict.denied)
+        self.anomaly(call)
+        self.checkpoint(call)
+        result = self.execute(key, call, verdict.approval)
+        self.budget_update(call, result)
+        return Passed(result=result)
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def budget(self, call: ModelToolCall) -> None:
+        """Budget check (seed 002 step 1): not built yet; every call passes."""
+
+    def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> _Verdict:
+        risk = risk_of_call(call.name, call.arguments)
+        verdict, why = gate(self.level, self.approvals, risk)
+        if verdict == "auto":
+            return _Verdict(run=True)
+        digest = call_hash(call.name, call.arguments)
+        rule = rule_of(call.name, call.arguments, risk)
+        if verdict == "deny":
+            reason = f"the session's {why}"
+            self._record(key, call, digest, risk, rule, "deny", reason)
+            return _Verdict(run=False, denied=_denied(reason, "ACODE-EXEC-010"))
+        decision = decision_of(self.decisions, key, digest, rule)
+        if decision is not None:
+            if decision.decision == "approve":
+                return _Verdict(run=True, approval=decision.id)
+            return _Verdict(run=False, denied=_denied(decision.reason or "no reason given", "ACODE-EXEC-005"))
+        match self.mode:
+            case "auto":  # no human to ask, and the session said: approve (the sandbox's gate says the same)
+                self._record(key, call, digest, risk, rule, "approve", f"{why}; non_interactive_policy: auto")
+                return _Verdict(run=True)
+            case "skip":
+                self._record(key, call, digest, risk, rule, "deny", "skipped: non-interactive")
+                return _Verdict(run=False, denied=_denied("skipped: non-interactive", "ACODE-EXEC-005"))
+            case "wait" | "fail":
+                raise self._ask(key, call, digest, risk, rule, why, task=task, step=step)
+            case _:
+                assert_never(self.mode)
+
+    def anomaly(self, call: ModelToolCall) -> None:
+        """Anomaly check (seed 002 step 3): not built yet; nothing is anomalous."""
+
+    def checkpoint(self, call: ModelToolCall) -> None:
+        """Checkpoint before a file-changing call (seed 002 step 4): not built yet (the
+        session's baseline, recorded by the planner, is what a diff compares against)."""
+
+    def execute(self, key: str, call: ModelToolCall, approval: str) -> ToolResult:
+        return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval)
+
+    def budget_update(self, call: ModelToolCall, result: ToolResult) -> None:
+        """Budget update (seed 002 step 6): not built yet."""
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _ask(self, key: str, call: ModelToolCall, digest: str, risk: Risk, rule: str, why: str, *,
+             task: str, step: str) -> NeedsApproval:
+        request = self.ctx.request
+        argv = preview.command_of(call.arguments) if call.name == "run_terminal" else []
+        ask = ApprovalRequest(key=key, call_hash=digest, tool=call.name, arguments=call.arguments, risk=risk,
+                              rule=rule, why=why, task=task, step=step, target=target_of(call.name, call.arguments),
+                              diff=preview.diff_of(self.ctx, key, call.name, call.arguments), argv=argv,
+                              cwd=request.workspace if call.name == "run_terminal" else "")
+        what = f"{call.name} {ask.target!r}" if ask.target else call.name
+        if self.mode == "fail":
+            return NeedsApproval(f"step {task}/{step}: {what} ({risk}) needs approval ({why}) and no one is there to "
+                                 "give it (non_interactive_policy: fail); approve it with `acode approve "
+                                 f"{request.session_id}` or deny it with `acode deny {request.session_id}`", ask,
+                                 code="ACODE-EXEC-005")
+        return NeedsApproval(f"step {task}/{step}: {what} ({risk}) needs approval: {why}", ask)
+
+    def _record(self, key: str, call: ModelToolCall, digest: str, risk: Risk, rule: str,
+                decision: Literal["approve", "deny"], reason: str) -> None:
+        """The audit record of a decision the session's policy made (stable id: a replay adds none)."""
+        request = self.ctx.request
+        self.ctx.commit([ApprovalDecided(
+            id=stable_id(request.session_id, "approval", key), session_id=request.session_id, at=time.time(),
+            key=key, call_hash=digest, tool=call.name, target=target_of(call.name, call.arguments), risk=risk,
+            rule=rule, decision=decision, reason=reason, by="approvals policy")])
+
+
+def _denied(reason: str, code: str) -> str:
+    return (f"the user denied this: {reason} ({code}); the call was not run. Do the step another way, or call "
+            "step_failed if it cannot be done without it")

@@ -1,0 +1,125 @@
+"""Approvals in the CLI: what a waiting call looks like, the inline prompt, and what
+``acode approve``/``acode deny`` send for a session's pause.
+
+A foreground ``acode run`` whose stdin and stdout are terminals asks inline when the
+session pauses ``awaiting_approval``::
+
+    approve? [y]es [n]o [a]lways [d]iff [q]uit:
+
+``y`` approves this call, ``a`` approves it and later calls of the same rule in this
+session, ``n`` denies it (with an optional reason), ``d`` shows the diff of a write,
+``q`` detaches and leaves the session waiting, printing the commands that decide it.
+The decision goes to the coordinator like ``acode approve``'s; the run then follows the
+session on. Off a terminal the session's ``non_interactive_policy`` decides instead (it
+was resolved when the session was submitted).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal
+
+import typer
+
+from cli.connection import Connection
+from cli.follow import follow_and_print, read_events
+from protocol.autonomy import ApprovalRequest
+from protocol.errors import CliError
+from protocol.messages import ApprovePlan, DecideApproval, Message
+from protocol.session import SessionSnapshot
+
+__all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop", "request_lines"]
+
+PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
+
+
+def interactive() -> bool:
+    """Whether a human is at this terminal to answer a prompt."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
+    """The exact call a session waits on: tool, risk, why; a command's argv and cwd; a write's diff."""
+    where = f"{request.task}/{request.step} " if request.task else ""
+    lines = [f"{where}wants to run {request.tool} ({request.risk}): {request.target}",
+             f"  why: {request.why}"]
+    if request.argv:
+        lines.append(f"  argv: {request.argv}")
+    if request.cwd:
+        lines.append(f"  cwd: {request.cwd}")
+    if request.diff:
+        if diff:
+            lines += ["  diff:", *[f"    {line}" for line in request.diff.rstrip("\n").splitlines()]]
+        else:
+            changed = sum(1 for line in request.diff.splitlines()
+                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
+            lines.append(f"  diff: {changed} line(s) changed ([d] shows it)")
+    lines.append(f"  rule for --always: {request.rule}")
+    return lines
+
+
+def decision_for(snapshot: SessionSnapshot, decision: Literal["approve", "deny"], *, always: bool = False,
+                 reason: str = "", by: str) -> Message:
+    """What ``acode approve``/``acode deny`` send, by what the session waits for."""
+    kind = snapshot.pause.kind if snapshot.pause is not None and snapshot.status == "paused" else None
+    match kind:
+        case "awaiting_approval":
+            key = snapshot.approval.key if snapshot.approval is not None else ""
+            return DecideApproval(session_id=snapshot.id, decision=decision, always=always, reason=reason, by=by,
+                                  key=key)
+        case "plan_review" if decision == "approve":
+            return ApprovePlan(session_id=snapshot.id)
+        case "plan_review":
+            raise CliError(f"session {snapshot.id} waits for the review of its plan: send it back with your feedback, "
+                           f'`acode replan {snapshot.id[:8]} "what to change"`, or `acode cancel {snapshot.id[:8]}`',
+                           code="ACODE-CLI-004")
+        case _:
+            state = f"paused ({kind})" if kind else snapshot.status
+            raise CliError(f"session {snapshot.id} is {state}: there is nothing to {decision}; see `acode show "
+                           f"{snapshot.id}`", code="ACODE-CLI-004")
+
+
+def _ask(request: ApprovalRequest) -> tuple[str, str]:
+    """One decision from the terminal: ("approve"|"always"|"deny"|"quit", reason)."""
+    while True:
+        typer.echo(PROMPT, nl=False)
+        answer = sys.stdin.readline()
+        if not answer:
+            return "quit", ""
+        match answer.strip().lower()[:1]:
+            case "y":
+                return "approve", ""
+            case "a":
+                return "always", ""
+            case "n":
+                typer.echo("reason (optional): ", nl=False)
+                return "deny", sys.stdin.readline().strip()
+            case "d":
+                lines = request.diff.rstrip("\n").splitlines() if request.diff else ["(this call writes no file)"]
+                typer.echo("\n".join(lines))
+            case "q":
+                return "quit", ""
+            case _:
+                typer.echo("answer y, n, a, d or q")
+
+
+def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
+    """While the session waits for approval, ask here, send the decision, follow it on."""
+    while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
+            and session.approval is not None:
+        request = session.approval
+        typer.echo(f"[APPROVAL] session {session.id}")
+        typer.echo("\n".join(request_lines(request)))
+        choice, reason = _ask(request)
+        if choice == "quit":
+            typer.echo(f"detached: session {session.id} waits for a decision; `acode approve {session.id}` runs the "
+                       f"call, `acode deny {session.id} --reason TEXT` refuses it")
+            return session
+        verdict: Literal["approve", "deny"] = "deny" if choice == "deny" else "approve"
+        events = read_events(connection, session.id)
+        body = decision_for(session, verdict, always=choice == "always", reason=reason or "denied at the prompt"
+                            if verdict == "deny" else "", by="the inline prompt")
+        connection.coordinator(body)  # the follow below shows the approval_decided event
+        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
+    return session
+

@@ -1,0 +1,263 @@
+"""Autonomy levels and approvals: what a tool call needs before it runs (pure, no I/O).
+
+A session's autonomy level (0-3) and its ``approvals`` refinement are read once, when the
+session is created, and stored in its settings (seed 002 S9: nothing changes them later,
+``acode resume`` included). The executor's autonomy step and the sandbox's gate both call
+:func:`gate` with those stored values and the call's risk class (:func:`risk_of_call`), so
+the two agree by construction.
+
+The table, risk class x level (``auto``: runs; ``prompt``: waits for a human's decision)::
+
+    class        examples                             0       1       2       3
+    read         read_file, list_directory, search    auto    auto    auto    auto
+    write        write_file, modify_file, mkdir       prompt  auto    auto    auto
+    execute      pytest, python x.py, git status      prompt  prompt  auto    auto
+    network      pip install, git fetch, npx          prompt  prompt  auto    auto
+    destructive  rm, git reset --hard, git clean      prompt  prompt  prompt  auto
+
+``approvals:`` (seed 004) overrides a level per class with ``auto``, ``prompt`` or ``deny``
+(``deny``: refused without asking): ``file_write`` the write class, ``file_delete`` the
+destructive class (what deletes or discards files), ``terminal_commands`` the execute and
+network classes. Reads are never gated. ``non_interactive_policy`` decides a prompt when no
+human is there to answer (see :data:`ApprovalMode`).
+
+An approval is bound to the exact call: its :func:`call_hash` (tool and canonical
+arguments) and its idempotency key; ``--always`` records a *rule* (:func:`rule_of`: the
+tool, for commands the program, and the risk class) that approves later matching calls of
+the same session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from protocol.tools import Risk, risk_of
+
+__all__ = [
+    "LEVELS",
+    "TABLE",
+    "ApprovalDecision",
+    "ApprovalMode",
+    "ApprovalRequest",
+    "Approvals",
+    "ClassPolicy",
+    "Gate",
+    "Level",
+    "call_hash",
+    "classify",
+    "command_argv",
+    "command_risk",
+    "decision_of",
+    "gate",
+    "matches",
+    "risk_of_call",
+    "rule_of",
+    "target_of",
+]
+
+Level = Annotated[int, msgspec.Meta(ge=0, le=3)]
+LEVELS = (0, 1, 2, 3)
+Gate = Literal["auto", "prompt", "deny"]
+ClassPolicy = Literal["auto", "prompt", "deny"]
+# How a prompt is decided: "wait" for a human (`acode approve` / `acode deny`, or the inline
+# prompt of a foreground `acode run` on a terminal); otherwise the session was submitted with
+# no human to answer and its non_interactive_policy decides: "auto" approves, "skip" denies
+# ("skipped: non-interactive"), "fail" pauses the session with ACODE-EXEC-005 (exit 33).
+ApprovalMode = Literal["wait", "auto", "skip", "fail"]
+
+TABLE: dict[Risk, tuple[Gate, Gate, Gate, Gate]] = {
+    "read": ("auto", "auto", "auto", "auto"),
+    "write": ("prompt", "auto", "auto", "auto"),
+    "execute": ("prompt", "prompt", "auto", "auto"),
+    "network": ("prompt", "prompt", "auto", "auto"),
+    "destructive": ("prompt", "prompt", "prompt", "auto"),
+}
+_CLASS_KEY: dict[Risk, str | None] = {"read": None, "write": "file_write", "execute": "terminal_commands",
+                                      "network": "terminal_commands", "destructive": "file_delete"}
+
+
+class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+class Approvals(_Wire, frozen=True, kw_only=True):
+    """Seed 004's ``approvals:`` block, as stored with a session (None: the level decides)."""
+
+    file_write: ClassPolicy | None = None
+    file_delete: ClassPolicy | None = None
+    terminal_commands: ClassPolicy | None = None
+    non_interactive_policy: Literal["auto", "skip", "fail"] = "fail"
+
+
+class ApprovalRequest(_Wire, frozen=True, kw_only=True):
+    """A call the executor may not run without a human's decision: what the pause shows.
+
+    ``why`` says which rule asks; ``diff`` is the unified diff a write would make (against
+    the file as the sandbox read it); ``argv`` and ``cwd`` are a command's."""
+
+    key: str
+    call_hash: str
+    tool: str
+    arguments: dict[str, Any] = {}
+    risk: Risk
+    rule: str
+    why: str
+    task: str = ""
+    step: str = ""
+    target: str = ""
+    diff: str = ""
+    argv: list[str] = []
+    cwd: str = ""
+
+
+class ApprovalDecision(_Wire, frozen=True, kw_only=True):
+    """A human's (or the non-interactive policy's) decision on one call, durable with the
+    session; ``id`` is the token a RunTool carries to the sandbox. ``always``: the decision
+    also approves later calls of the same ``rule`` in this session."""
+
+    id: str
+    key: str
+    call_hash: str
+    tool: str
+    risk: Risk
+    rule: str
+    decision: Literal["approve", "deny"]
+    always: bool = False
+    reason: str = ""
+    by: str = ""
+    at: float = 0.0
+
+
+def command_argv(command: str) -> list[str]:
+    """A command's words as the sandbox splits them (a POSIX shell's quoting, no expansion);
+    [] when it does not parse (the sandbox refuses it anyway)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:
+        return []
+
+
+_DESTRUCTIVE_GIT = (("reset", "--hard"), ("clean",), ("push", "--force"), ("push", "-f"),
+                    ("push", "--force-with-lease"), ("checkout", "--"), ("checkout", "."), ("restore",),
+                    ("branch", "-D"), ("stash", "drop"), ("stash", "clear"), ("rm",))
+_NETWORK_GIT = ("fetch", "pull", "push", "clone", "ls-remote", "remote")
+_INSTALL = {"pip": ("install", "download"), "pip3": ("install", "download"), "uv": ("add", "sync", "pip", "lock"),
+            "poetry": ("install", "add", "update", "lock"), "npm": ("install", "i", "ci", "add", "update"),
+            "yarn": ("install", "add", "upgrade"), "pnpm": ("install", "i", "add", "update"),
+            "cargo": ("install", "fetch", "update", "add", "publish"), "go": ("get", "install", "mod")}
+
+
+def classify(argv: list[str]) -> Risk:
+    """The risk class of a command: ``destructive`` (``rm``, ``git reset --hard``, ``git
+    clean``, forced pushes, ...), ``network`` (package installs, ``git fetch/pull/push/clone``,
+    ``npx``, ...) or ``execute``."""
+    if not argv:
+        return "execute"
+    name = os.path.basename(argv[0])
+    args = argv[1:]
+    if name == "env":
+        rest = [a for a in args if not a.startswith("-") and "=" not in a]
+        return classify(rest) if rest else "execute"
+    if name == "rm":
+        return "destructive"
+    if name == "git":
+        words = [a for a in args if not a.startswith("-") or a in ("--hard", "--force", "-f", "--force-with-lease",
+                                                                    "-D", "--")]
+        for pattern in _DESTRUCTIVE_GIT:
+            if words[:1] == [pattern[0]] and all(p in words[1:] for p in pattern[1:]):
+                return "destructive"
+        if words[:1] and words[0] in _NETWORK_GIT or words[:2] == ["submodule", "update"]:
+            return "network"
+        return "execute"
+    if name in ("npx", "curl", "wget"):
+        return "network"
+    if name in _INSTALL and any(a in _INSTALL[name] for a in args[:2]):
+        return "network"
+    if name.startswith("python") and args[:2] == ["-m", "pip"] and len(args) > 2 and args[2] == "install":
+        return "network"
+    return "execute"
+
+
+def command_risk(command: str) -> Risk:
+    return classify(command_argv(command))
+
+
+def risk_of_call(tool: str, arguments: dict[str, Any]) -> Risk:
+    """A call's risk class: a command's from what it runs, any other tool's from its kind."""
+    if tool == "run_terminal":
+        command = arguments.get("command")
+        return command_risk(command) if isinstance(command, str) else "execute"
+    return risk_of(tool)
+
+
+def gate(level: int, approvals: Approvals, risk: Risk, mode: ApprovalMode = "wait") -> tuple[Gate, str]:
+    """What a call of ``risk`` needs, and the rule that says so (for the prompt's "why").
+    ``mode`` auto or skip decides a prompt at once (approve, deny)."""
+    key = _CLASS_KEY[risk]
+    refined: ClassPolicy | None = getattr(approvals, key) if key else None
+    if refined is not None:
+        verdict: Gate = refined
+        rule = f"approvals.{key}: {refined}"
+    else:
+        verdict = TABLE[risk][level]
+        rule = f"{risk} calls {'ask' if verdict == 'prompt' else 'run'} at autonomy {level}"
+    if verdict == "prompt" and mode == "auto":
+        return "auto", f"{rule}; non_interactive_policy: auto approved it"
+    if verdict == "prompt" and mode == "skip":
+        return "deny", f"{rule}; skipped: non-interactive"
+    return verdict, rule
+
+
+def call_hash(tool: str, arguments: dict[str, Any]) -> str:
+    """The exact call: its tool and its arguments in canonical JSON."""
+    text = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rule_of(tool: str, arguments: dict[str, Any], risk: Risk) -> str:
+    """What ``--always`` approves: ``run_terminal rm (destructive)``, ``write_file (write)``."""
+    if tool == "run_terminal":
+        argv = command_argv(str(arguments.get("command", "")))
+        program = os.path.basename(argv[0]) if argv else "?"
+        return f"run_terminal {program} ({risk})"
+    return f"{tool} ({risk})"
+
+
+def _same_call(decision: ApprovalDecision, key: str, digest: str) -> bool:
+    same_key = key == decision.key or key.startswith(decision.key + ":retry")
+    return same_key and decision.call_hash == digest
+
+
+def matches(decision: ApprovalDecision, key: str, digest: str, rule: str) -> bool:
+    """Whether ``decision`` decides the call with ``key`` (a transient failure's retries,
+    ``<key>:retry<n>``, included), hash ``digest`` and ``rule``: the same call, or an
+    ``--always`` approval of its rule."""
+    if decision.always and decision.decision == "approve" and decision.rule == rule:
+        return True
+    return _same_call(decision, key, digest)
+
+
+def decision_of(decisions: list[ApprovalDecision], key: str, digest: str, rule: str) -> ApprovalDecision | None:
+    """The decision on this call: one made on the call itself comes first (so a replayed
+    stage meets the same decisions in the same order: a call denied before an ``--always``
+    rule was made stays denied), else an ``--always`` approval of its rule."""
+    exact = [d for d in decisions if _same_call(d, key, digest)]
+    if exact:
+        return exact[-1]
+    return next((d for d in decisions if d.always and d.decision == "approve" and d.rule == rule), None)
+
+
+def target_of(tool: str, arguments: dict[str, Any]) -> str:
+    value = arguments.get("path") or arguments.get("command") or ""
+    text = str(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
