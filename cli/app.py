@@ -26,7 +26,6 @@ from protocol.errors import AcodeError, CliError, ModelError
 from protocol.events import StepStarted
 from protocol.ids import new_id
 from protocol.messages import (
-    ApprovePlan,
     CancelSession,
     DecideApproval,
     GetEvents,
@@ -34,9 +33,9 @@ from protocol.messages import (
     GetSession,
     GetStatus,
     ListSessions,
+    Message,
     PauseSession,
     ReplanSession,
-    Message,
     ResumeSession,
     SteerSession,
     SubmitTask,

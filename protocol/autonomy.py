@@ -156,17 +156,34 @@ _INSTALL = {"pip": ("install", "download"), "pip3": ("install", "download"), "uv
             "cargo": ("install", "fetch", "update", "add", "publish"), "go": ("get", "install", "mod")}
 
 
+_SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;"})
+_RANK: dict[Risk, int] = {"read": 0, "write": 1, "execute": 2, "network": 3, "destructive": 4}
+
+
 def classify(argv: list[str]) -> Risk:
     """The risk class of a command: ``destructive`` (``rm``, ``git reset --hard``, ``git
     clean``, forced pushes, ...), ``network`` (package installs, ``git fetch/pull/push/clone``,
-    ``npx``, ...) or ``execute``."""
+    ``npx``, ...) or ``execute``. A compound command (``make && rm -rf build``, as a
+    configured ``shell_commands`` entry may be) takes the highest class of its parts."""
+    if any(word in _SEPARATORS for word in argv):
+        parts: list[list[str]] = [[]]
+        for word in argv:
+            if word in _SEPARATORS:
+                parts.append([])
+            else:
+                parts[-1].append(word)
+        return max((_classify_simple(part) for part in parts if part), key=_RANK.__getitem__, default="execute")
+    return _classify_simple(argv)
+
+
+def _classify_simple(argv: list[str]) -> Risk:
     if not argv:
         return "execute"
     name = os.path.basename(argv[0])
     args = argv[1:]
     if name == "env":
         rest = [a for a in args if not a.startswith("-") and "=" not in a]
-        return classify(rest) if rest else "execute"
+        return _classify_simple(rest) if rest else "execute"
     if name == "rm":
         return "destructive"
     if name == "git":

@@ -198,4 +198,4 @@ class StageResult(_Wire, frozen=True, kw_only=True):
     error: ErrorInfo | None = None
     metrics: StageMetrics = StageMetrics()
     rework: Rework | None = None  # the verifier's: what the next executor visit runs again
-    approval: ApprovalRequest | None = None  # the executor's: a call that waits for a human's decision
+    approval: ApprovalRequest | None = None  # executor, verifier: a call that waits for a human's decision

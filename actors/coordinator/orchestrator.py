@@ -275,7 +275,7 @@ class Orchestrator:
                         previous=snap.last_result, clarifications=snap.clarifications,
                         kept_steps=snap.kept_steps if snap.stage == "executor" else [],
                         history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering,
-                        approvals=snap.approvals if snap.stage == "executor" else [])
+                        approvals=snap.approvals if snap.stage in ("executor", "verifier") else [])
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

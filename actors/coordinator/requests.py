@@ -205,14 +205,11 @@ class SessionRequests:
         """Record a human's decision on the call a session waits on, and retry its attempt
         (one commit: answered once durable; a crash before it loses only this request)."""
 
-        def act(session: Session) -> None:
-            def decide(snap: SessionSnapshot) -> Decision:
-                return machine.decide_call(snap, body.decision, time.time(), always=body.always, reason=body.reason,
-                                           by=body.by, key=body.key)
+        def decide(snap: SessionSnapshot) -> Decision:
+            return machine.decide_call(snap, body.decision, time.time(), always=body.always, reason=body.reason,
+                                       by=body.by, key=body.key)
 
-            self._with_plan(session, lambda: self.orchestrator.decide(session, decide, reply_to=request))
-
-        self._load(request, body.session_id, act)
+        self._decide_with_plan(request, body.session_id, decide)
 
     def _act(self, request: Request, session_id: str, decide: Callable[[SessionSnapshot], Decision | None]) -> None:
         """Load the session and apply ``decide`` to it, answering ``request`` once durable."""
@@ -228,14 +225,15 @@ class SessionRequests:
 
     def approve_plan(self, request: Request, body: ApprovePlan) -> None:
         """``acode approve`` of a plan under review: the executor starts on it."""
-        self._with_plan(request, body.session_id, lambda snap: machine.approve_plan(snap, time.time()))
+        self._decide_with_plan(request, body.session_id, lambda snap: machine.approve_plan(snap, time.time()))
 
     def replan(self, request: Request, body: ReplanSession) -> None:
         """``acode replan``: the planner plans the next version with the user's feedback."""
-        self._with_plan(request, body.session_id, lambda snap: machine.replan(snap, body.feedback, time.time()))
+        self._decide_with_plan(request, body.session_id,
+                               lambda snap: machine.replan(snap, body.feedback, time.time()))
 
-    def _with_plan(self, request: Request, session_id: str,
-                   decide: Callable[[SessionSnapshot], Decision | None]) -> None:
+    def _decide_with_plan(self, request: Request, session_id: str,
+                          decide: Callable[[SessionSnapshot], Decision | None]) -> None:
         """As :meth:`_act`, with the session's current plan loaded first (the dispatch sends it)."""
         def act(session: Session) -> None:
             def go(plan: TaskPlan | None) -> None:

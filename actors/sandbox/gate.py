@@ -5,10 +5,10 @@ this gate checks it again where calls run, against the durable record, before th
 sees the call:
 
 1. The gate applies to every caller except acode's own stages that run no model-chosen
-   call (the planner's reads and baseline, the verifier's checks, the reviewer's diff),
-   known by the envelope's sender, which the broker client sets for the whole process.
-   A call from the executor, or from anything else (a test client, a stray script),
-   is gated.
+   call (the planner's reads and baseline, the reviewer's diff), known by the envelope's
+   sender, which the broker client sets for the whole process. A call from the executor,
+   the verifier (its check commands come from the plan, which a model wrote), or anything
+   else (a test client, a stray script), is gated.
 2. The call's class (:func:`protocol.autonomy.gate`) under THE SESSION'S stored settings:
    the level, ``approvals:`` and the approval mode, read from persistence once per session
    and cached (seed 002 S9: they never change after the session starts). A session that
@@ -45,7 +45,8 @@ from protocol.tools import INTERNAL_TOOLS, SANDBOX_TOOLS
 
 __all__ = ["EXEMPT", "ApprovalGate", "refused"]
 
-EXEMPT = frozenset({"planner", "verifier", "reviewer"})  # stage actors whose calls no model chooses
+# stage actors whose calls no model chooses (the verifier's checks come from the plan: gated)
+EXEMPT = frozenset({"planner", "reviewer"})
 _CACHE = 4_096
 
 

@@ -1,7 +1,9 @@
 """The per-tool-call pipeline, in seed 002's order: budget → autonomy → anomaly →
 checkpoint → execute → budget update.
 
-Every tool call the executor's model makes goes through :meth:`CallPipeline.run`; each
+Every tool call the executor's model makes goes through :meth:`CallPipeline.run`, and every
+check command the verifier runs through its autonomy step (a check's command comes from the
+plan, which a model wrote: it is gated like the executor's commands); each
 step is a named method, and a step that is not built yet (budget, anomaly, checkpoint,
 budget update) is a no-op in its slot, so later work fills it without touching the
 executor's loop.
@@ -46,7 +48,7 @@ from protocol.ids import stable_id
 from protocol.results import ModelToolCall, ToolResult
 from protocol.tools import Risk
 
-__all__ = ["CallPipeline", "NeedsApproval", "Passed"]
+__all__ = ["CallPipeline", "NeedsApproval", "Passed", "Verdict"]
 
 
 class NeedsApproval(ExecutionError):
@@ -66,10 +68,14 @@ class Passed(NamedTuple):
     denied: str = ""
 
 
-class _Verdict(NamedTuple):
+class Verdict(NamedTuple):
+    """The autonomy step's answer: run (with the decision id the sandbox checks), or not,
+    with the text the model gets (``denied``) and the bare reason (``reason``)."""
+
     run: bool
-    approval: str = ""  # the decision id the sandbox checks
+    approval: str = ""
     denied: str = ""
+    reason: str = ""
 
 
 class CallPipeline:
@@ -99,29 +105,32 @@ class CallPipeline:
     def budget(self, call: ModelToolCall) -> None:
         """Budget check (seed 002 step 1): not built yet; every call passes."""
 
-    def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> _Verdict:
+    def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Verdict:
         risk = risk_of_call(call.name, call.arguments)
         verdict, why = gate(self.level, self.approvals, risk)
         if verdict == "auto":
-            return _Verdict(run=True)
+            return Verdict(run=True)
         digest = call_hash(call.name, call.arguments)
         rule = rule_of(call.name, call.arguments, risk)
         if verdict == "deny":
             reason = f"the session's {why}"
             self._record(key, call, digest, risk, rule, "deny", reason)
-            return _Verdict(run=False, denied=_denied(reason, "ACODE-EXEC-010"))
+            return Verdict(run=False, denied=_denied(reason, "ACODE-EXEC-010"), reason=f"{reason} (ACODE-EXEC-010)")
         decision = decision_of(self.decisions, key, digest, rule)
         if decision is not None:
             if decision.decision == "approve":
-                return _Verdict(run=True, approval=decision.id)
-            return _Verdict(run=False, denied=_denied(decision.reason or "no reason given", "ACODE-EXEC-005"))
+                return Verdict(run=True, approval=decision.id)
+            why_not = decision.reason or "no reason given"
+            return Verdict(run=False, denied=_denied(why_not, "ACODE-EXEC-005"),
+                           reason=f"the user denied it: {why_not} (ACODE-EXEC-005)")
         match self.mode:
             case "auto":  # no human to ask, and the session said: approve (the sandbox's gate says the same)
                 self._record(key, call, digest, risk, rule, "approve", f"{why}; non_interactive_policy: auto")
-                return _Verdict(run=True)
+                return Verdict(run=True)
             case "skip":
                 self._record(key, call, digest, risk, rule, "deny", "skipped: non-interactive")
-                return _Verdict(run=False, denied=_denied("skipped: non-interactive", "ACODE-EXEC-005"))
+                return Verdict(run=False, denied=_denied("skipped: non-interactive", "ACODE-EXEC-005"),
+                               reason="skipped: non-interactive (ACODE-EXEC-005)")
             case "wait" | "fail":
                 raise self._ask(key, call, digest, risk, rule, why, task=task, step=step)
             case _:

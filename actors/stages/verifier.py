@@ -17,6 +17,13 @@ kept and what the executor runs again on a verify cycle (the result's ``rework``
 model's prompt fits the verifier's token budget (:mod:`actors.stages.budget`): the diff
 is trimmed first, then the largest check outputs, each with a note.
 
+Checks are gated like the executor's commands (:mod:`actors.stages.pipeline`'s autonomy
+step: the command comes from the plan, which a model wrote): at the session's autonomy
+level a check that would ask (``rm -f out.txt`` at level 2, any command at levels 0 and 1)
+pauses the session ``awaiting_approval`` until ``acode approve``/``acode deny``; one that is
+denied or skipped (``non_interactive_policy: skip``) is not run and its criterion fails,
+saying why. The sandbox's gate checks the verifier's calls too.
+
 A check's key has no attempt in it: a retried attempt reuses a finished check's result.
 A check interrupted by a sandbox crash (outcome unknown) is run again under a new key:
 checks are meant to be free of side effects.
@@ -29,11 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from actors.stages import prompts
 from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
+from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.rework import choose as rework_for
 from protocol.events import CheckRan
 from protocol.ids import stable_id
 from protocol.plan import Check, Criterion
-from protocol.results import CriterionVerdict, StageResult, ToolResult, VerifierAnswer
+from protocol.results import CriterionVerdict, ModelToolCall, StageResult, ToolResult, VerifierAnswer
 
 __all__ = ["PARALLEL", "checked_criteria", "judge", "run"]
 
@@ -70,29 +78,38 @@ def checked_criteria(ctx: StageContext) -> list[Criterion]:
     return criteria
 
 
-def _run_check(ctx: StageContext, criterion: Criterion) -> tuple[CriterionVerdict, CheckRan]:
+def _run_check(ctx: StageContext, criterion: Criterion, pipeline: CallPipeline) -> tuple[CriterionVerdict, CheckRan]:
     request = ctx.request
     assert criterion.check is not None
+    command = criterion.check.command
     key = f"{request.session_id}:v{request.visit}:check:{criterion.label[:64]}"
     try:
-        result = ctx.tool_retrying(key, "run_terminal", {"command": criterion.check.command})
-        if result.outcome == "unknown":
-            result = ctx.tool_retrying(f"{key}:rerun{request.attempt}", "run_terminal",
-                                       {"command": criterion.check.command})
+        verdict = pipeline.autonomy(key, ModelToolCall(id="", name="run_terminal", arguments={"command": command}),
+                                    task="verify", step=criterion.label)
+        if not verdict.run:
+            passed, evidence, exit_code = False, f"`{command}` was not run: {verdict.reason}", None
+        else:
+            result = ctx.tool_retrying(key, "run_terminal", {"command": command}, approval=verdict.approval)
+            if result.outcome == "unknown":
+                result = ctx.tool_retrying(f"{key}:rerun{request.attempt}", "run_terminal", {"command": command},
+                                           approval=verdict.approval)
+            passed, evidence = judge(criterion.check, result)
+            exit_code = result.exit_code
     finally:
         ctx.release_thread()
-    passed, evidence = judge(criterion.check, result)
     event = CheckRan(id=stable_id(request.session_id, "verifier", request.visit, criterion.label),
                      session_id=request.session_id, visit=request.visit, label=criterion.label,
-                     command=criterion.check.command, passed=passed, exit_code=result.exit_code, evidence=evidence)
+                     command=command, passed=passed, exit_code=exit_code, evidence=evidence)
     return CriterionVerdict(label=criterion.label, passed=passed, evidence=evidence), event
 
 
 def _run_checks(ctx: StageContext, criteria: list[Criterion]) -> list[CriterionVerdict]:
+    """Run the checks; :class:`NeedsApproval` when one waits for a human's decision."""
     if not criteria:
         return []
+    pipeline = CallPipeline(ctx)
     with ThreadPoolExecutor(min(PARALLEL, len(criteria)), thread_name_prefix="check") as pool:
-        done = list(pool.map(lambda c: _run_check(ctx, c), criteria))
+        done = list(pool.map(lambda c: _run_check(ctx, c, pipeline), criteria))
     ctx.commit([event for _, event in done])
     return [verdict for verdict, _ in done]
 
@@ -136,7 +153,10 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     criteria = checked_criteria(ctx)
-    checked = _run_checks(ctx, [c for c in criteria if c.check is not None])
+    try:
+        checked = _run_checks(ctx, [c for c in criteria if c.check is not None])
+    except NeedsApproval as exc:  # the session waits for a human; the checks run again after (journaled)
+        return ctx.result(ok=False, summary=exc.message[:300], error=exc.info(), approval=exc.request)
     unchecked = [c for c in criteria if c.check is None]
     judged = _ask_model(ctx, unchecked, checked, _workspace_diff(ctx)) if unchecked else []
     verdicts = checked + judged

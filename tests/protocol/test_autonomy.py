@@ -22,6 +22,9 @@ from protocol.tools import Risk
     ("git reset --hard HEAD~1", "destructive"), ("git clean -fdx", "destructive"), ("git status", "execute"),
     ("pip install requests", "network"), ("git fetch origin", "network"), ("env rm x", "destructive"),
     ("'unterminated", "execute"),
+    # a compound command takes the highest class of its parts, wherever the risky part is
+    ("make && rm -rf build", "destructive"), ("true;rm x", "destructive"), ("ls | xargs rm", "execute"),
+    ("python -m pytest || pip install pytest", "network"), ("(cd src && git clean -fd)", "destructive"),
 ])
 def test_a_commands_risk_class_comes_from_what_it_runs(command: str, risk: str) -> None:
     assert risk_of_call("run_terminal", {"command": command}) == risk

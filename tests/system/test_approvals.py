@@ -27,7 +27,7 @@ from cli.connection import Connection
 from protocol import codec
 from protocol.messages import GetSession, RunTool
 from tests.harness import wait_until
-from tests.modelserver import ModelServer, ToolCalls
+from tests.modelserver import Json, ModelServer, ToolCalls
 from tests.system.conftest import CLI, REPO, Acode
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan
 
@@ -41,6 +41,23 @@ FOUR = ToolCalls([("read_file", {"path": "check.py"}), ("write_file", {"path": "
 def server() -> Iterator[ModelServer]:
     with ModelServer() as running:
         yield running
+
+
+def _unchecked_plan() -> Json:
+    """The plan without its command check (A1 judged by the model): the verifier's checks
+    are gated too, and this test is about the executor's four calls."""
+    value = plan().value
+    value["tasks"][0]["acceptance"] = [{"label": "A2", "description": "nothing else changed"}]
+    return Json(value)
+
+
+def _checked_plan(command: str) -> Json:
+    """The plan with ``command`` as its one acceptance check."""
+    value = plan().value
+    value["tasks"][0]["resources"]["commands"] = [command]
+    value["tasks"][0]["acceptance"] = [{"label": "A1", "description": "greet.txt says hello",
+                                        "check": {"command": command, "expect_exit": 0}}]
+    return Json(value)
 
 
 def _ws(tmp_path: Path) -> Path:
@@ -84,7 +101,8 @@ def test_each_autonomy_level_runs_what_it_allows_and_asks_for_the_rest(
     acode.up()
     workspace = _ws(tmp_path)
     (workspace / "greet.txt").write_text("hello\n")  # so the checks pass whichever calls ran
-    server.by_stage(planner=[plan()], executor=[FOUR, done(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+    server.by_stage(planner=[_unchecked_plan()], executor=[FOUR, done(), done()], verifier=[VERDICT],
+                    reviewer=[APPROVE])
     result = acode("run", "make greet.txt say hello", "--workspace", str(workspace), "--autonomy", str(level),
                    timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -329,3 +347,43 @@ def test_a_config_edit_mid_session_changes_nothing_the_session_was_started_with(
 
 def write_greet() -> ToolCalls:
     return ToolCalls([("write_file", {"path": "greet.txt", "content": "hello\n"})])
+
+
+def test_a_check_the_level_does_not_allow_waits_for_approval_and_runs_once_approved(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    """A plan's check is a model's command too: at level 2 a destructive one waits for the
+    user in the verifier, the sandbox refuses it unapproved, and once approved it runs once."""
+    _configure(acode, server)
+    acode.up()
+    workspace = _ws(tmp_path)
+    check = "rm old.txt"
+    server.by_stage(planner=[_checked_plan(check)], executor=[ToolCalls([("write_file", {
+        "path": "greet.txt", "content": "hello\n"})]), done()], reviewer=[APPROVE])
+    session_id = _submit_detached(acode, workspace)
+    snap = _paused(acode, session_id)["snap"]
+    assert snap.stage == "verifier" and snap.approval is not None
+    assert (snap.approval.tool, snap.approval.risk, snap.approval.argv) == ("run_terminal", "destructive",
+                                                                           ["rm", "old.txt"])
+    assert (workspace / "old.txt").exists(), "nothing ran before the decision"
+
+    with Connection(acode.home) as connection:  # the same call, sent as the verifier sends it
+        connection.require_running()
+        client = Client(connection.ctx, connection.endpoints.broker, sender="verifier")
+        try:
+            reply = client.call("sandbox", RunTool(key=snap.approval.key, session_id=session_id,
+                                                   workspace=str(workspace), tool="run_terminal",
+                                                   arguments={"command": check}),
+                                timeout=30, decoder=codec.SANDBOX_REPLY)
+        finally:
+            client.close()
+    assert reply.result.error is not None and reply.result.error.code == "ACODE-SBX-019"
+    assert (workspace / "old.txt").exists()
+
+    approved = acode("approve", session_id, timeout=180)
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert not (workspace / "old.txt").exists()
+    events = _events(acode, session_id)
+    ran = [e for e in events if e["type"] == "tool_called" and e["target"] == check]
+    assert len(ran) == 1, "the approved check ran exactly once"
+    assert [e["passed"] for e in events if e["type"] == "check_ran"] == [True]
+    assert _decided(events) == [(check, "approve", "acode approve")]
