@@ -396,7 +396,9 @@ def _follow_resumed(connection: Connection, session_id: str, body: Message, *, d
     if detach:
         typer.echo(f"session {session_id} {done}")
         return
-    snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0)
+    # the events before count too: the files changed and the per-stage figures are the session's
+    snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
+                                earlier=before)
     if approvals.interactive() and snapshot.settings.approval_mode == "wait":
         snapshot = approvals.prompt_loop(connection, snapshot, json_out=json_out)
     raise typer.Exit(snapshot.exit_code or 0)

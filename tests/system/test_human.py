@@ -126,6 +126,8 @@ def test_plan_review_pauses_with_the_plan_shown_and_approve_executes_it(acode: A
         approved = acode("approve", session_id)
         assert approved.returncode == 0, approved.stdout + approved.stderr
         assert "resumed: plan v1 approved by the user" in approved.stdout
+        table = approved.stdout.split("STAGE ", 1)[1]
+        assert "planner " in table and "executor " in table, "the figures are the whole session's, planner included"
         assert _stages(server) == ["planner", "executor", "executor", "verifier", "reviewer"]
     assert (workspace / "greet.txt").read_text() == "hello\n"
 
