@@ -135,6 +135,8 @@ class Progress:
                 text = summary if ok else f"FAILED: {error.message if error else summary}"
                 if error is not None and error.code == "ACODE-ORCH-010":
                     text = f"stopped at a safe point: {error.message}"
+                elif error is not None and error.code == "ACODE-EXEC-009":  # a call waits for the user's decision
+                    text = f"waiting for approval: {error.message}"
                 return f"{_tag(stage)} {_one_line(text)} ({ms / 1000:.2f}s{stage_figures(event)})"
             case PlanRecorded():
                 return None  # the planner's stage_finished line says it

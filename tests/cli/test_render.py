@@ -70,3 +70,19 @@ def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_s
     assert stage_table([]) == ""
     detail = session_detail(SessionSnapshot(id="s1", task="t", workspace="/w", status="completed"), events)
     assert "[server: 1,234 in, 567 out; model 14.2 s]" in detail, detail
+
+
+def test_a_stage_that_stopped_for_the_user_is_not_shown_as_failed() -> None:
+    from protocol.events import StageFinished
+
+    def finished(code: str, message: str) -> str:
+        line = Progress().line(StageFinished(id=code, session_id="s1", stage="executor", visit=1, attempt=1, ok=False,
+                                             summary=message, error=ErrorInfo(code=code, message=message)))
+        assert line is not None
+        return line
+
+    waiting = finished("ACODE-EXEC-009", "step T1/S2: run_terminal 'rm old.txt' (destructive) needs approval")
+    assert "waiting for approval: step T1/S2" in waiting and "FAILED" not in waiting
+    paused = finished("ACODE-ORCH-010", "paused by the user before tool call write_file")
+    assert "stopped at a safe point" in paused and "FAILED" not in paused
+    assert "FAILED: step T1/S1 failed" in finished("ACODE-EXEC-001", "step T1/S1 failed")
