@@ -45,7 +45,6 @@ from protocol.messages import (
     SteerSession,
     SubmitTask,
 )
-from protocol.plan import TaskPlan
 from protocol.script import load_script
 from protocol.session import ScriptedProvider, SessionSnapshot
 from protocol.stages import STAGES
@@ -235,18 +234,8 @@ class SessionRequests:
     def _decide_with_plan(self, request: Request, session_id: str,
                           decide: Callable[[SessionSnapshot], Decision | None]) -> None:
         """As :meth:`_act`, with the session's current plan loaded first (the dispatch sends it)."""
-        def act(session: Session) -> None:
-            def go(plan: TaskPlan | None) -> None:
-                session.plan = session.plan or plan
-                self.orchestrator.decide(session, decide, reply_to=request)
-
-            if session.plan is None and session.snapshot.plan_version:
-                self.orchestrator.persist(GetPlan(session_id=session.id, version=session.snapshot.plan_version),
-                                          lambda reply, error: go(reply.plan if error is None else None), session.id)
-            else:
-                go(session.plan)
-
-        self._load(request, session_id, act)
+        self._load(request, session_id, lambda session: self._with_plan(
+            session, lambda: self.orchestrator.decide(session, decide, reply_to=request)))
 
     def _unless_held(self, request: Request, snap: SessionSnapshot, then: Callable[[], None]) -> None:
         """``then()``, unless another unfinished session holds ``snap``'s workspace (ACODE-CLI-006)."""
