@@ -25,7 +25,7 @@ import msgspec
 
 from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo
-from protocol.events import Event
+from protocol.events import Event, ToolCalled
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
@@ -206,6 +206,35 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     plan: TaskPlan | None = None
     step: StepRecord | None = None
     answers: list[RecordModelAnswer] = []
+    reads: list[JournaledRead] = []
+
+
+class JournaledRead(Message, frozen=True, tag="journaled_read", kw_only=True):
+    """The result of a call without side effects that the stage journals itself (it ran
+    with ``RunTool.held``): written under ``key`` with its :class:`Commit`, the call's
+    ``tool_called`` event in the commit's ``events``. A key that already has a result keeps
+    the first one (a replay reads that)."""
+
+    key: Id
+    result: ToolResult
+
+
+class GetReplayIndex(Message, frozen=True, tag="get_replay_index", kw_only=True):
+    """What a stage attempt must replay rather than do again (``actors.llm.recorded``,
+    ``actors.stages.context``): the model requests claimed in its stage and the tool calls
+    journaled in its session."""
+
+    session_id: Id
+    stage: Stage
+
+
+class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
+    """``claims``: request hash → its place in the stage's sequence, for every model request
+    of ``(session, stage)`` claimed so far (answered or not); ``tool_keys``: the keys of the
+    session's journaled tool calls."""
+
+    claims: dict[str, int] = {}
+    tool_keys: list[str] = []
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):
@@ -274,8 +303,16 @@ class ClaimModelAnswer(Message, frozen=True, tag="claim_model_answer", kw_only=T
 
 
 class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only=True):
+    """An answer to record under its request hash. With ``seq`` (and ``session_id``,
+    ``stage``), the answer to a request the stage placed itself in its stage's sequence,
+    without a claim first (it knew every claim from :class:`ReplayIndex`): the claim is
+    written with it, unless that place or hash is taken (then it is dropped: a cache)."""
+
     request_hash: Id
     answer: ModelAnswer
+    seq: int = -1
+    session_id: str = ""
+    stage: Stage | None = None
 
 
 class Committed(Message, frozen=True, tag="committed", kw_only=True):
@@ -323,11 +360,11 @@ class ModelAnswerClaim(Message, frozen=True, tag="model_answer_claim", kw_only=T
 
 PersistenceRequest = (
     Commit | GetSession | ListSessions | GetEvents | GetPlan | GetSteps | BeginToolCall
-    | FinishToolCall | ClaimModelAnswer | RecordModelAnswer
+    | FinishToolCall | ClaimModelAnswer | RecordModelAnswer | GetReplayIndex
 )
 PersistenceReply = (
     Committed | SessionFound | SessionList | EventList | PlanFound | StepList | ToolCallState
-    | ModelAnswerClaim | Ack | Error
+    | ModelAnswerClaim | ReplayIndex | Ack | Error
 )
 
 
@@ -369,7 +406,12 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
 
     ``commit``: what the stage held back for its next request (progress events, the model's
     last answer): the sandbox writes it in the transaction that journals a call without side
-    effects (``FinishToolCall.commit``), and before anything else for any other call."""
+    effects (``FinishToolCall.commit``), and before anything else for any other call.
+
+    ``held``: the stage journals the result of a call without side effects itself, with its
+    next write (it knows nothing is journaled under ``key`` yet): the sandbox runs it, writes
+    nothing, and answers the call's event with its result (``ToolDone.event``). A call with
+    side effects ignores it: it is journaled before and after it runs, as always."""
 
     key: Id
     session_id: Id
@@ -381,10 +423,15 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     policy: SandboxPolicy = SandboxPolicy()
     commit: Commit | None = None
     approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
+    held: bool = False
 
 
 class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):
+    """``event``: for a call without side effects run with ``RunTool.held``, its
+    ``tool_called`` event, which the stage journals with the result (nothing was written)."""
+
     result: ToolResult
+    event: ToolCalled | None = None
 
 
 SandboxReply = ToolDone | Error

@@ -52,12 +52,17 @@ import msgspec
 
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest, Provider
+from actors.stages.callwatch import CallWatch
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer
 
-__all__ = ["RecordedModel", "prompt_tokens", "request_hash"]
+__all__ = ["DeadlinePassed", "RecordedModel", "prompt_tokens", "request_hash"]
+
+
+class DeadlinePassed(ModelError):
+    """A live model call abandoned at the caller's deadline (``complete(deadline=...)``)."""
 
 
 def prompt_tokens(request: ModelRequest) -> int:
@@ -85,8 +90,12 @@ class RecordedModel:
     def __init__(self, provider: Provider, persistence: Callable[[Message], Any], *, session_id: str,
                  visit: int, cancel: threading.Event, before: Callable[[ModelRequest], None] | None = None,
                  amend: Callable[[ModelRequest], ModelRequest] | None = None,
-                 watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic):
+                 watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                 claims: Callable[[], dict[str, int]] | None = None, calls: CallWatch | None = None):
         self.provider = provider
+        self.claims = claims
+        self.watched = calls
+        self._next_place: int | None = None
         self.before = before
         self.amend = amend
         self.persistence = persistence
@@ -95,7 +104,7 @@ class RecordedModel:
         self.cancel = cancel
         self.watch = watch
         self.clock = clock
-        self.calls = 0
+        self.calls = 0  # model calls made, replayed ones included
         self.replayed = 0
         self.tokens_in = 0
         self.tokens_out = 0
@@ -117,10 +126,10 @@ class RecordedModel:
         for record in self.take_pending():
             self.persistence(record)
 
-    def complete(self, request: ModelRequest, *, cancel: threading.Event | None = None) -> ModelAnswer:
-        """The recorded answer, else the provider's (recorded). ``cancel`` replaces the
-        stage's cancel event for this call (the executor's step deadline sets it too)."""
-        cancel = cancel or self.cancel
+    def complete(self, request: ModelRequest, *, deadline: float | None = None) -> ModelAnswer:
+        """The recorded answer, else the provider's (recorded). At ``deadline`` (monotonic;
+        the executor's step time) a live call is abandoned: :class:`DeadlinePassed`."""
+        cancel = self.cancel
         if cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
                              code="ACODE-LLM-011")
@@ -131,9 +140,7 @@ class RecordedModel:
         self.prompt_tokens_est += estimated
         self.largest_prompt_est = max(self.largest_prompt_est, estimated)
         digest = request_hash(self.session_id, self.visit, request)
-        claim: ModelAnswerClaim = self.persistence(
-            ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage,
-                             answers=self.take_pending()))
+        claim = self._claim(digest, request)
         self.calls += 1
         if claim.answer is not None:
             self.replayed += 1
@@ -142,12 +149,42 @@ class RecordedModel:
         if self.watch is not None:
             self.watch(meter)
         try:
-            answer = self.provider.complete(sent, seq=claim.seq, cancel=cancel, meter=meter)
+            answer = self._ask(sent, claim.seq, meter, deadline)
         finally:
             meter.finish()
             self.model_ms += meter.elapsed() * 1000
         with self._pending_lock:
-            self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer))
+            self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer, seq=claim.seq,
+                                                   session_id=self.session_id, stage=request.stage))
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens
         return answer
+
+    def _claim(self, digest: str, request: ModelRequest) -> ModelAnswerClaim:
+        """The request's place in its stage's sequence, and its answer if recorded. With the
+        stage's claims known (``claims``), a request not among them is placed here, one past
+        the last, and claimed with its answer; a known one (a replay) asks persistence."""
+        known = self.claims() if self.claims is not None else None
+        if known is not None and digest not in known:
+            if self._next_place is None:
+                self._next_place = max(known.values(), default=-1) + 1
+            place, self._next_place = self._next_place, self._next_place + 1
+            known[digest] = place
+            return ModelAnswerClaim(seq=place)
+        claim: ModelAnswerClaim = self.persistence(
+            ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage,
+                             answers=self.take_pending()))
+        return claim
+
+    def _ask(self, request: ModelRequest, seq: int, meter: Meter, deadline: float | None) -> ModelAnswer:
+        """The provider's answer, the call watched (its deadline, the stage's cancel, and
+        what the stage holds back written if it runs long: :mod:`actors.stages.callwatch`)."""
+        if self.watched is None:
+            return self.provider.complete(request, seq=seq, cancel=self.cancel, meter=meter)
+        with self.watched.call(self.cancel, deadline) as watched:
+            try:
+                return self.provider.complete(request, seq=seq, cancel=watched.stop, meter=meter)
+            except ModelError as exc:
+                if watched.expired:
+                    raise DeadlinePassed(f"{exc.message} (the deadline passed)", code=exc.code) from exc
+                raise

@@ -57,7 +57,7 @@ from actors.persistence.store import Store, Synchronous
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
-from protocol.events import PROGRESS_EVENTS, Event
+from protocol.events import PROGRESS_EVENTS, Event, ToolCalled
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -69,6 +69,7 @@ from protocol.messages import (
     FinishToolCall,
     GetEvents,
     GetPlan,
+    GetReplayIndex,
     GetSession,
     GetSteps,
     ListSessions,
@@ -115,6 +116,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
     match request:
         case Commit():
             _record_answers(store, request.answers)
+            if request.reads:
+                store.journal_reads(request.session_id, request.reads)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
                                     plan=request.plan, step=request.step)
             return Committed(seqs=appended.seqs), appended.inserted
@@ -146,6 +149,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return PlanFound(plan=store.plan(request.session_id, request.version)), []
         case GetSteps():
             return StepList(steps=store.steps(request.session_id, request.visit)), []
+        case GetReplayIndex():
+            return store.replay_index(request.session_id, request.stage), []
         case _:
             assert_never(request)
 
@@ -157,6 +162,8 @@ def _carried(store: Store, commit: Commit | None) -> list[Event]:
     if commit is None:
         return []
     _record_answers(store, commit.answers)
+    if commit.reads:
+        store.journal_reads(commit.session_id, commit.reads)
     if not (commit.events or commit.snapshot or commit.plan or commit.step):
         return []
     return store.commit(commit.session_id, commit.events, snapshot=commit.snapshot, plan=commit.plan,
@@ -167,13 +174,17 @@ def _record_answers(store: Store, answers: list[RecordModelAnswer]) -> None:
     """The model answers a request carries, recorded before it is served, in its group's
     transaction: committed with it, answered only after."""
     if answers:
-        store.record_model_answers((answer.request_hash, answer.answer) for answer in answers)
+        store.record_model_answers(answers)
 
 
 def progress_only(commit: Commit) -> bool:
-    """A commit of progress events alone (no snapshot, plan or step record): see :func:`_relaxed`."""
+    """A commit of progress events alone (no snapshot, plan or step record), with the
+    results of calls without side effects the stage journals itself and their
+    ``tool_called`` events: see :func:`_relaxed`."""
+    reads = {read.key for read in commit.reads}
     return (commit.snapshot is None and commit.plan is None and commit.step is None
-            and all(isinstance(event, PROGRESS_EVENTS) for event in commit.events))
+            and all(isinstance(event, PROGRESS_EVENTS) or (isinstance(event, ToolCalled) and event.key in reads)
+                    for event in commit.events))
 
 
 def _relaxed(request: PersistenceRequest) -> bool:
@@ -189,7 +200,7 @@ def _relaxed(request: PersistenceRequest) -> bool:
         case Commit():
             return progress_only(request)
         case RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
-                | GetSteps():
+                | GetSteps() | GetReplayIndex():
             return True
         case _:
             return False

@@ -48,7 +48,7 @@ from actors.persistence.schema import migrate
 from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
 from protocol.events import Event
-from protocol.messages import ModelAnswerClaim, ToolCallState
+from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
 from protocol.results import ModelAnswer, StepRecord, ToolResult
@@ -315,7 +315,8 @@ class Store:
 
     def claim_model_answer(self, request_hash: str, *, session_id: str, stage: Stage) -> ModelAnswerClaim:
         """The place (and answer, once recorded) of ``request_hash`` in its stage's sequence;
-        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)``.
+        an unknown hash takes the next place: 0, 1, 2, … per ``(session, stage)`` (one past the
+        last, as a stage that places its requests itself counts, see :meth:`replay_index`).
 
         Claims and answers are a cache of the model: committed relaxed (:meth:`_relaxed`). A
         power cut loses one only with every commit after it, so nothing durable depends on a
@@ -326,7 +327,8 @@ class Store:
             if row is not None:
                 seq, answer = row
                 return ModelAnswerClaim(seq=seq, answer=None if answer is None else _ANSWER.decode(answer))
-            (seq,) = conn.execute("SELECT COUNT(*) FROM model_answers WHERE session_id = ? AND stage = ?",
+            (seq,) = conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM model_answers WHERE session_id = ? "
+                                  "AND stage = ?",
                                   (session_id, stage)).fetchone()
             conn.execute("INSERT INTO model_answers (request_hash, session_id, stage, seq) "
                          "VALUES (?, ?, ?, ?)", (request_hash, session_id, stage, seq))
@@ -344,17 +346,53 @@ class Store:
                 conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
                              (self._blob(answer), request_hash))
 
-    def record_model_answers(self, answers: Iterable[tuple[str, ModelAnswer]]) -> int:
-        """Store each ``(request_hash, answer)`` whose hash was claimed (the first recorded
-        answer stays); one without a claim is dropped, not an error: these ride on another
-        write (``Commit.answers``) that must not fail for a cache entry, and commit with it
-        when both are in one group. Committed relaxed alone. Returns how many were kept."""
+    def record_model_answers(self, answers: Iterable[RecordModelAnswer]) -> int:
+        """Store each answer whose hash was claimed (the first recorded answer stays); one
+        that carries its place (``seq``, placed by the stage from :meth:`replay_index`) is
+        claimed now unless its hash or place is taken. One without a claim is dropped, not
+        an error: these ride on another write (``Commit.answers``) that must not fail for a
+        cache entry, and commit with it when both are in one group. Committed relaxed
+        alone. Returns how many were kept."""
         kept = 0
         with self._write("recording model answers", relaxed=True) as conn:
-            for request_hash, answer in answers:
+            for record in answers:
+                blob = self._blob(record.answer)
+                if record.seq >= 0 and record.stage is not None:
+                    inserted = conn.execute(
+                        "INSERT INTO model_answers (request_hash, session_id, stage, seq, answer) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        (record.request_hash, record.session_id, record.stage, record.seq, blob)).rowcount
+                    if inserted:
+                        kept += 1
+                        continue
                 kept += conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ? AND answer IS NULL",
-                                     (self._blob(answer), request_hash)).rowcount
+                                     (blob, record.request_hash)).rowcount
         return kept
+
+    def journal_reads(self, session_id: str, reads: Iterable[JournaledRead]) -> None:
+        """Journal results of calls without side effects that a stage ran itself
+        (``RunTool.held``); a key that has a result keeps it. Committed relaxed alone (as
+        :meth:`finish_tool_call` with ``rerun_safe``)."""
+        with self._write(f"journaling reads of session {session_id}", relaxed=True) as conn:
+            now = self._clock()
+            for read in reads:
+                conn.execute(
+                    "INSERT INTO tool_calls (key, session_id, tool, arguments, risk, intent_at, result, "
+                    "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                    "result = excluded.result, finished_at = excluded.finished_at "
+                    "WHERE tool_calls.result IS NULL",
+                    (self._text(read.key), session_id, self._text(read.result.tool), self._blob({}),
+                     read.result.risk, now, self._blob(read.result), now))
+
+    def replay_index(self, session_id: str, stage: Stage) -> ReplayIndex:
+        """What a stage attempt replays: the claims of ``(session, stage)`` (hash → place) and
+        the keys of the session's journaled tool calls."""
+        with self._read(f"reading the replay index of session {session_id}") as conn:
+            claims = dict(conn.execute("SELECT request_hash, seq FROM model_answers WHERE session_id = ? "
+                                       "AND stage = ?", (session_id, stage)).fetchall())
+            keys = [key for (key,) in conn.execute("SELECT key FROM tool_calls WHERE session_id = ?",
+                                                   (session_id,))]
+        return ReplayIndex(claims=claims, tool_keys=keys)
 
     # -- reads ----------------------------------------------------------------------------
 

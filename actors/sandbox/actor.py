@@ -150,7 +150,7 @@ class SandboxActor(Actor):
                 if refusal is not None:
                     log.warning("tool_call_refused_by_gate", code=refusal.code, sender=request.envelope.sender)
                     return ToolDone(result=refused(body, refusal))
-                result = self.journal.run(body)
+                result, event = self.journal.run_call(body)
                 if body.tool == "run_terminal":
                     swept = self.terminal.sweep()
                     if swept:
@@ -158,7 +158,7 @@ class SandboxActor(Actor):
                 log.info("tool_call_answered", ok=result.ok, outcome=result.outcome, replayed=result.replayed,
                          duration_ms=round(result.duration_ms, 3),
                          error=result.error.code if result.error else None)
-                return ToolDone(result=result)
+                return ToolDone(result=result, event=event)
             case _:
                 assert_never(body)
 

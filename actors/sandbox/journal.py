@@ -140,9 +140,17 @@ class Journal:
         self._keys = _KeyLocks()
 
     def run(self, request: RunTool) -> ToolResult:
+        return self.run_call(request)[0]
+
+    def run_call(self, request: RunTool) -> tuple[ToolResult, ToolCalled | None]:
+        """The call's result, and for a call without side effects the stage journals itself
+        (``RunTool.held``) its event: nothing was written (see the module)."""
         with self._keys.hold(request.key), ToolCall(request) as call:
             if call.side_effect_free:
-                return self._run_read(call)
+                if request.held:
+                    result = call.run(self._terminal, self._baselines)
+                    return result, self._event(call, result)
+                return self._run_read(call), None
             if request.commit is not None:  # what the stage held back is durable before a side effect
                 self._send(request.commit)
             state = self._begin(call)
@@ -151,7 +159,7 @@ class Journal:
                     if state.result is None:
                         raise ProtocolError(f"persistence says tool call {request.key} is done but sent no "
                                             "result; check the persistence actor", code="ACODE-PROTO-002")
-                    return msgspec.structs.replace(state.result, replayed=True)
+                    return msgspec.structs.replace(state.result, replayed=True), None
                 case "new":
                     result = call.run(self._terminal, self._baselines)
                 case "pending":
@@ -159,7 +167,7 @@ class Journal:
                 case _:
                     assert_never(state.state)
             self._finish(call, result)
-            return result
+            return result, None
 
     def _run_read(self, call: ToolCall) -> ToolResult:
         """A call without side effects: run it, then journal its result; if a result was
@@ -181,10 +189,7 @@ class Journal:
     def _finish(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
         """Journal ``result``; return the result journaled before under the same key, if any."""
         request = call.request
-        event = ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
-                           tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
-                           outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
-                           isolation=result.isolation)
+        event = self._event(call, result)
         carried = request.commit if call.side_effect_free else None  # sent before the call otherwise
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
                                           event=event, rerun_safe=call.side_effect_free, commit=carried))
@@ -192,6 +197,14 @@ class Journal:
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")
         return reply.result if isinstance(reply, Committed) else None
+
+    @staticmethod
+    def _event(call: ToolCall, result: ToolResult) -> ToolCalled:
+        request = call.request
+        return ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
+                          tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
+                          outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
+                          isolation=result.isolation)
 
     def _resume(self, call: ToolCall, recorded: str | None) -> ToolResult:
         """Decide what to do with a call whose earlier run was interrupted."""

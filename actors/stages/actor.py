@@ -136,6 +136,8 @@ class StageActor(Actor):
                 raise
             except AcodeError as exc:
                 result = ctx.result(ok=False, summary=str(exc), error=exc.info())
+            finally:
+                ctx.close()
         except TransportError as exc:
             log.warning("stage_interrupted", error=str(exc))
             raise

@@ -46,6 +46,7 @@ from actors.llm.recorded import RecordedModel
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.budget import stage_budget
+from actors.stages.callwatch import CallWatch
 from actors.stages.control import WorkControl, with_guidance
 from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
@@ -53,7 +54,18 @@ from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.events import PROGRESS_EVENTS, Event
-from protocol.messages import ClaimModelAnswer, Commit, Message, RecordModelAnswer, RunStage, RunTool
+from protocol.messages import (
+    ClaimModelAnswer,
+    Commit,
+    GetReplayIndex,
+    JournaledRead,
+    Message,
+    RecordModelAnswer,
+    ReplayIndex,
+    RunStage,
+    RunTool,
+    ToolDone,
+)
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 from protocol.tools import RERUN_SAFE_TOOLS
@@ -117,13 +129,40 @@ class StageContext:
                                  for n in range(settings.tool_retry_limit))
         self._lock = threading.Lock()
         self._held: list[Event] = []  # progress events for the next request (see the module)
+        self._reads: list[JournaledRead] = []  # results of reads the stage journals itself, with _held
+        self._send_lock = threading.RLock()  # what is held goes out in the order it was taken
+        self._index: ReplayIndex | None = None  # fetched at the first model call or read
+        self._journaled: set[str] = set()  # tool keys journaled, or held to be, in this session
+        self.watch = CallWatch(self.flush, on_exit=clients.release, log=log)
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
                                    session_id=request.session_id, visit=request.visit, cancel=cancel,
                                    before=lambda r: self._safe_point(f"model call {r.call_site}"),
-                                   amend=self._steered,
+                                   amend=self._steered, claims=lambda: self.replay_index().claims,
+                                   calls=self.watch,
                                    watch=watch)  # the stage actor publishes each call's progress
+
+    def replay_index(self) -> ReplayIndex:
+        """What this attempt replays (asked once, at the first model call or read): the model
+        requests claimed in this stage (``RecordedModel`` places a new one itself, without a
+        claim round trip) and the session's journaled tool calls (a read under another key
+        runs ``held``: the stage journals its result with its next write)."""
+        with self._lock:
+            index = self._index
+        if index is None:
+            index = self.persistence(GetReplayIndex(session_id=self.session_id, stage=self.request.stage))
+            assert isinstance(index, ReplayIndex)
+            with self._lock:
+                if self._index is None:
+                    self._index = index
+                    self._journaled.update(index.tool_keys)
+                index = self._index
+        return index
+
+    def close(self) -> None:
+        """The stage has ended: stop watching calls (the result flushed what was held)."""
+        self.watch.close()
 
     @property
     def session_id(self) -> str:
@@ -148,9 +187,14 @@ class StageContext:
         """One request to persistence, carrying what the stage held back (see the module):
         a model claim carries it, anything else is preceded by it."""
         if isinstance(body, ClaimModelAnswer):
-            body = msgspec.structs.replace(body, commit=self._take_held(with_answers=False))
-        elif not isinstance(body, Commit | RecordModelAnswer):
+            with self._send_lock:
+                body = msgspec.structs.replace(body, commit=self._take_held(with_answers=False))
+                return self._call_persistence(body)
+        if not isinstance(body, Commit | RecordModelAnswer | GetReplayIndex):  # the index depends on nothing held
             self.flush()
+        return self._call_persistence(body)
+
+    def _call_persistence(self, body: Message) -> Any:
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
                                  decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
@@ -162,18 +206,21 @@ class StageContext:
             with self._lock:
                 self._held.extend(events)
             return
-        held = self._take_held()
-        if held is not None:
-            events = [*held.events, *events]
-        self.persistence(Commit(session_id=self.session_id, events=events, step=step,
-                                answers=held.answers if held is not None else []))
+        with self._send_lock:
+            held = self._take_held()
+            if held is not None:
+                events = [*held.events, *events]
+            self._call_persistence(Commit(session_id=self.session_id, events=events, step=step,
+                                          answers=held.answers if held is not None else [],
+                                          reads=held.reads if held is not None else []))
 
     def flush(self) -> None:
-        """Write what the stage held back now, and wait until it is durable."""
-        held = self._take_held()
-        if held is not None:
-            self.clients.call("persistence", held, timeout=PERSISTENCE_TIMEOUT, decoder=codec.PERSISTENCE_REPLY,
-                              session_id=self.session_id)
+        """Write what the stage held back now, and wait until it is durable (from any
+        thread: the call watch flushes during a long model call)."""
+        with self._send_lock:
+            held = self._take_held()
+            if held is not None:
+                self._call_persistence(held)
 
     def _take_held(self, *, with_answers: bool = True) -> Commit | None:
         """The held events and (``with_answers``) the model's pending answer as one Commit,
@@ -181,10 +228,11 @@ class StageContext:
         the model's own claim (``ClaimModelAnswer.answers``)."""
         with self._lock:
             events, self._held = self._held, []
+            reads, self._reads = self._reads, []
         answers = self.model.take_pending() if with_answers else []
-        if not events and not answers:
+        if not events and not answers and not reads:
             return None
-        return Commit(session_id=self.session_id, events=events, answers=answers)
+        return Commit(session_id=self.session_id, events=events, answers=answers, reads=reads)
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None,
              approval: str = "") -> ToolResult:
@@ -195,18 +243,34 @@ class StageContext:
         timeout_s = timeout_s or settings.command_timeout
         with self._lock:
             self.tool_calls += 1
-        if tool in RERUN_SAFE_TOOLS:
-            held = self._take_held()  # journaled with the read's result, in its transaction
-        else:
-            held = None
+        call = RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
+                       arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
+                       policy=settings.sandbox, approval=approval)
+        if tool not in RERUN_SAFE_TOOLS:
             self.flush()  # a side effect may follow what was held: durable first
-        reply = self.clients.call(
-            "sandbox",
-            RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
-                    arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
-                    policy=settings.sandbox, commit=held, approval=approval),
-            timeout=timeout_s + PERSISTENCE_TIMEOUT, decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
-        return reply.result  # type: ignore[no-any-return]  # Client.call gives its decoder's union as Any
+            return self._run_tool(call)
+        self.replay_index()
+        with self._lock:
+            replay = key in self._journaled
+        if not replay:  # the stage journals the result itself, with its next write
+            done = self._run_tool_reply(msgspec.structs.replace(call, held=True))
+            if done.event is not None:
+                with self._lock:
+                    self._held.append(done.event)
+                    self._reads.append(JournaledRead(key=key, result=done.result))
+                    self._journaled.add(key)
+            return done.result
+        with self._send_lock:  # journaled (a replay reads the first result), with what was held first
+            return self._run_tool(msgspec.structs.replace(call, commit=self._take_held()))
+
+    def _run_tool(self, call: RunTool) -> ToolResult:
+        return self._run_tool_reply(call).result
+
+    def _run_tool_reply(self, call: RunTool) -> ToolDone:
+        reply = self.clients.call("sandbox", call, timeout=call.timeout_s + PERSISTENCE_TIMEOUT,
+                                  decoder=codec.SANDBOX_REPLY, session_id=self.session_id)
+        assert isinstance(reply, ToolDone), "Client.call raises the Error a sandbox answers"
+        return reply
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
                       timeout_s: float | None = None, approval: str = "") -> ToolResult:

@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from typing import Any, NamedTuple
 
@@ -91,6 +90,7 @@ import msgspec
 
 from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
+from actors.llm.recorded import DeadlinePassed
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.context import StageContext
@@ -283,30 +283,11 @@ class _Step:
 
     def _ask(self, request: ModelRequest, remaining: float) -> ModelAnswer | None:
         """The model's answer, or None when the step's time ran out while it was answering
-        (the call is cancelled: an HTTP request is closed). A cancelled stage still raises."""
-        stage_cancel = self.ctx.cancel
-        stop, expired, done = threading.Event(), threading.Event(), threading.Event()
-        deadline = time.monotonic() + remaining
-
-        def watch() -> None:
-            while not done.wait(0.05):
-                if stage_cancel.is_set() or time.monotonic() >= deadline:
-                    if not stage_cancel.is_set():
-                        expired.set()
-                    stop.set()
-                    return
-
-        watcher = threading.Thread(target=watch, name="acode-step-deadline", daemon=True)
-        watcher.start()
+        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises."""
         try:
-            return self.ctx.model.complete(request, cancel=stop)
-        except ModelError:
-            if expired.is_set():
-                return None
-            raise
-        finally:
-            done.set()
-            watcher.join()
+            return self.ctx.model.complete(request, deadline=time.monotonic() + remaining)
+        except DeadlinePassed:
+            return None
 
     def _turn(self, turn: int, answer: ModelAnswer, calls: int, correction: str) -> None:
         """The turn as an event (``acode run`` shows each one)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 import structlog
 from msgspec.structs import replace
 
@@ -19,7 +20,8 @@ from actors.stages import executor
 from actors.stages.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.events import Event, StepFinished, TurnAnswered
+from protocol.errors import ModelError
+from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered
 from protocol.ids import new_id
 from protocol.messages import GetEvents, Message
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
@@ -60,7 +62,19 @@ def test_a_pending_answer_is_lost_with_the_stage_and_the_replay_asks_the_model_a
     replay, spy = _again(run)
     again = replay.model.complete(_request())
     assert len(spy.requests) == 1 and replay.model.replayed == 0  # nothing depended on it: asked again
-    assert again.content == "first answer"  # the claim (seq 0) was written: the script answers the same place
+    assert again.content == "first answer"  # placed again at seq 0: the script answers the same place
+
+
+class _Counting(ThreadClients):
+    """Broker clients that note each request's service and type, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def call(self, service: str, body: Message, **options: Any) -> Any:
+        self.sent.append(f"{service}:{type(body).__name__}")
+        return super().call(service, body, **options)
 
 
 def test_the_answer_and_held_progress_are_written_with_the_next_commit_in_order(stack: Stack) -> None:
@@ -89,25 +103,54 @@ def test_held_progress_is_lost_with_the_stage_and_written_again_by_its_replay(st
     assert [e.id for e in _stored(run)].count(turn.id) == 1
 
 
-def test_a_read_journals_the_held_turn_and_answer_with_its_result_before_its_own_event(stack: Stack) -> None:
+def test_a_read_is_held_and_journaled_with_the_next_write_after_the_turn_before_it(stack: Stack) -> None:
     run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
     run.ctx.model.complete(_request())
     turn = _turn(run)
     run.ctx.commit([turn])
-    result = run.ctx.tool(f"{run.ctx.session_id}:k1", "read_file", {"path": "a.txt"})
+    key = f"{run.ctx.session_id}:k1"
+    result = run.ctx.tool(key, "read_file", {"path": "a.txt"})
     assert result.ok, result.error
+    assert not [e for e in _stored(run) if isinstance(e, TurnAnswered | ToolCalled)]  # all held
+    finished = StepFinished(id=new_id(), session_id=run.ctx.session_id, at=1.0, visit=1, task="T1", step="S1",
+                            status="completed")
+    run.ctx.commit([finished])
     events = _stored(run)
-    assert [type(e).__name__ for e in events][-2:] == ["TurnAnswered", "ToolCalled"] and events[-2].id == turn.id
+    assert [type(e).__name__ for e in events][-3:] == ["TurnAnswered", "ToolCalled", "StepFinished"]
+    assert events[-3].id == turn.id and isinstance(events[-2], ToolCalled) and events[-2].key == key
+    (run.workspace / "a.txt").write_text("changed\n")
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
+    again = replay.tool(key, "read_file", {"path": "a.txt"})  # journaled: the bytes the stage read
+    assert again.replayed and again.output == result.output
 
 
-def test_the_answer_is_written_with_the_next_claim(stack: Stack) -> None:
+def test_a_key_read_again_before_its_result_is_written_gets_the_first_result(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    key = f"{run.ctx.session_id}:k1"
+    first = run.ctx.tool(key, "read_file", {"path": "a.txt"})
+    (run.workspace / "a.txt").write_text("changed\n")
+    again = run.ctx.tool(key, "read_file", {"path": "a.txt"})  # carries the held first result
+    assert again.replayed and again.output == first.output
+    assert [e.key for e in _stored(run) if isinstance(e, ToolCalled)] == [key]  # one event
+
+
+def test_answers_wait_for_the_next_write_without_a_claim_each(stack: Stack) -> None:
     run = stack.stage("executor", ANSWERS, None)
-    run.ctx.model.complete(_request("a"))
-    assert run.ctx.model.complete(_request("b")).content == "second answer"  # its claim carried "a"
+    counting = _Counting(stack.harness.ctx, stack.harness.endpoints.broker, sender="test-counting")
+    run.ctx.clients = counting
+    try:
+        run.ctx.model.complete(_request("a"))
+        assert run.ctx.model.complete(_request("b")).content == "second answer"  # placed at seq 1
+        run.ctx.flush()
+    finally:
+        counting.close()
+    assert counting.sent == ["persistence:GetReplayIndex", "persistence:Commit"], counting.sent
     replay, spy = _again(run)
-    assert replay.model.complete(_request("a")).content == "first answer" and spy.requests == []
+    assert replay.model.complete(_request("a")).content == "first answer"
+    assert replay.model.complete(_request("b")).content == "second answer" and spy.requests == []
+    with pytest.raises(ModelError, match="this is request 3"):  # a new request is placed after both: seq 2
+        replay.model.complete(_request("c"))
 
 
 def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack: Stack) -> None:
@@ -133,22 +176,10 @@ def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> 
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
 
-class _Counting(ThreadClients):
-    """Broker clients that note each request's service and type, in order."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.sent: list[str] = []
-
-    def call(self, service: str, body: Message, **options: Any) -> Any:
-        self.sent.append(f"{service}:{type(body).__name__}")
-        return super().call(service, body, **options)
-
-
-def test_an_executor_turn_that_reads_is_one_claim_and_one_tool_call(stack: Stack) -> None:
-    """The round trips a turn waits for: the claim of its model request and its tool call;
-    the answer and the turn's event ride on them, the step's start on its first claim, the
-    last turn's event on the step's finish."""
+def test_an_executor_turn_that_reads_is_one_tool_call(stack: Stack) -> None:
+    """The round trips a turn waits for: its tool call alone. The stage knows its claims
+    (one request for the attempt) and places its model requests itself; the answers, the
+    turns' events, the reads' results and the step's start ride on the step's finish."""
     responses = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
                  {"tool_calls": [{"name": "read_file", "arguments": {"path": "b.txt"}}]},
                  {"tool_calls": [{"name": "step_complete", "arguments": {"summary": "read both"}}]}]
@@ -162,9 +193,8 @@ def test_an_executor_turn_that_reads_is_one_claim_and_one_tool_call(stack: Stack
     finally:
         counting.close()
     assert result.ok, result.summary
-    claims = "persistence:ClaimModelAnswer"
-    assert counting.sent == ["persistence:GetSteps", claims, "sandbox:RunTool", claims, "sandbox:RunTool", claims,
-                             "persistence:Commit"], counting.sent
+    assert counting.sent == ["persistence:GetSteps", "persistence:GetReplayIndex", "sandbox:RunTool",
+                             "sandbox:RunTool", "persistence:Commit"], counting.sent
     kinds = [type(e).__name__ for e in _stored(run)]
     assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
                           "StepFinished"], kinds

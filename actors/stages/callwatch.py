@@ -1,0 +1,112 @@
+"""One thread per stage that watches its model calls in flight.
+
+A model call may take a while (a local model thinks for seconds or minutes), and two
+things must happen while the stage's own thread waits for it:
+
+- **its deadline**: the executor gives each call what is left of the step's time
+  (``step_timeout_s``); when it passes, or when the stage is cancelled, the call's
+  ``stop`` event is set (the provider abandons the request, an HTTP request is closed)
+  and :attr:`Watched.expired` says which;
+- **what the stage holds back**: the results of reads, progress events and the last
+  answer ride on the stage's next write (:mod:`actors.stages.context`); a call that runs
+  :data:`FLUSH_AFTER` seconds gets them written meanwhile (``on_long_call``), so
+  ``acode run`` shows the step's tool calls while the model thinks rather than at the
+  step's end. A quick call (a fast server, a replay) writes nothing extra.
+
+The thread starts with the first watched call and ticks every :data:`TICK` seconds while the
+stage lives (:meth:`CallWatch.close`); registering a call is a list append under a lock, so
+a turn no longer pays for starting and joining a thread of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["FLUSH_AFTER", "TICK", "CallWatch", "Watched"]
+
+TICK = 0.05  # seconds: how late a deadline or a cancel may be noticed
+FLUSH_AFTER = 0.2  # seconds a call runs before what the stage holds back is written meanwhile
+
+
+class Watched:
+    """One call in flight: ``stop`` is set at its deadline or when ``cancel`` is set."""
+
+    __slots__ = ("cancel", "deadline", "expired", "flushed", "started", "stop")
+
+    def __init__(self, cancel: threading.Event, deadline: float | None, started: float):
+        self.cancel = cancel
+        self.deadline = deadline
+        self.started = started
+        self.stop = threading.Event()
+        self.expired = False  # the deadline passed (not a cancel)
+        self.flushed = False
+
+
+class CallWatch:
+    def __init__(self, on_long_call: Callable[[], None], *, on_exit: Callable[[], None] | None = None,
+                 log: Any = None, clock: Callable[[], float] = time.monotonic, flush_after: float = FLUSH_AFTER):
+        """``on_long_call`` runs on the watch's thread; ``on_exit`` too, as it ends (the
+        stage releases that thread's broker client there)."""
+        self._on_long_call = on_long_call
+        self._on_exit = on_exit
+        self._log = log
+        self._clock = clock
+        self._flush_after = flush_after
+        self._lock = threading.Lock()
+        self._calls: list[Watched] = []
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def call(self, cancel: threading.Event, deadline: float | None = None) -> Iterator[Watched]:
+        """Watch one call for as long as the block runs; pass ``watched.stop`` to the provider."""
+        watched = Watched(cancel, deadline, self._clock())
+        with self._lock:
+            if self._thread is None and not self._closed.is_set():
+                self._thread = threading.Thread(target=self._run, name="acode-call-watch", daemon=True)
+                self._thread.start()
+            self._calls.append(watched)
+        try:
+            yield watched
+        finally:
+            with self._lock:
+                self._calls.remove(watched)
+
+    def close(self) -> None:
+        """Stop the thread (the stage has ended); harmless twice."""
+        self._closed.set()
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._watch()
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(TICK):
+            now = self._clock()
+            with self._lock:
+                calls = list(self._calls)
+            for watched in calls:
+                if watched.cancel.is_set() or (watched.deadline is not None and now >= watched.deadline):
+                    watched.expired = not watched.cancel.is_set()
+                    watched.stop.set()
+                if not watched.flushed and now - watched.started >= self._flush_after:
+                    watched.flushed = True
+                    self._flush()
+
+    def _flush(self) -> None:
+        try:
+            self._on_long_call()
+        except Exception as exc:  # noqa: BLE001 - the stage's own next write carries them and reports
+            if self._log is not None:
+                self._log.warning("held_writes_not_flushed", error=str(exc))
