@@ -175,9 +175,12 @@ INTERNAL_TOOL_ARGS: dict[str, type[_Args]] = {
 }
 INTERNAL_TOOLS = frozenset(INTERNAL_TOOL_ARGS)
 
-#: Calls without side effects, run again whenever no result is journaled (the sandbox's
-#: ``ToolCall.side_effect_free`` decides by the decoded arguments; these are their names).
-RERUN_SAFE_TOOLS = frozenset({"read_file", "list_directory", "search_code", "search_code_terms", "diff_workspace"})
+#: Calls run again whenever no result is journaled, so their intent is not journaled first:
+#: those without side effects, and the session's baseline, whose first record stands (a
+#: second call moves nothing). The sandbox's ``ToolCall.rerun_safe`` decides by the decoded
+#: arguments; these are their names.
+RERUN_SAFE_TOOLS = frozenset({"read_file", "list_directory", "search_code", "search_code_terms", "diff_workspace",
+                              "baseline_workspace"})
 
 _RISK: dict[str, Risk] = {
     "read_file": "read",

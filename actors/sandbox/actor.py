@@ -54,6 +54,7 @@ __all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "describe_
 
 PERSISTENCE_TIMEOUT_S = 30.0
 CAPACITY = 4
+QUICK_BYTES = 256 * 1024  # a held read_file of a file this size or less runs on the loop thread
 
 
 class SandboxOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -114,7 +115,7 @@ class SandboxActor(Actor):
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
                                baselines=Baselines(paths.baselines))
         self.gate = ApprovalGate(self._persistence)
-        self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY)
+        self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY, quick=self.quick)
         self.worker.start()
 
     def on_stop(self) -> None:
@@ -138,9 +139,25 @@ class SandboxActor(Actor):
         worker: Worker | None = getattr(self, "worker", None)
         return worker.busy() if worker is not None else []
 
+    def quick(self, request: Request) -> Message | None:
+        """Answer a small read the stage journals itself (``RunTool.held``: nothing to wait
+        for) at once on the loop thread, saving the pool's thread hand-offs; None for
+        anything else, which goes to the pool. Small: a file of at most :data:`QUICK_BYTES`
+        (its size only decides where it runs; the read is confined as any other)."""
+        body = codec.SANDBOX_REQUEST.decode(request.body)
+        if not (body.held and body.tool == "read_file" and isinstance(body.arguments.get("path"), str)):
+            return None
+        try:
+            size = os.stat(os.path.join(body.workspace, body.arguments["path"])).st_size
+        except (OSError, ValueError):
+            return None  # the pool's run reports what is wrong
+        return self.serve(request, body) if size <= QUICK_BYTES else None
+
     def handle(self, request: Request) -> Message:
         """Run one RunTool (on a pool thread); a body that does not decode is ACODE-PROTO-002."""
-        body = codec.SANDBOX_REQUEST.decode(request.body)
+        return self.serve(request, codec.SANDBOX_REQUEST.decode(request.body))
+
+    def serve(self, request: Request, body: RunTool) -> Message:
         match body:
             case RunTool():
                 log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,

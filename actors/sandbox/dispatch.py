@@ -116,11 +116,13 @@ class ToolCall:
         return risk_of(self.request.tool)
 
     @property
-    def side_effect_free(self) -> bool:
+    def rerun_safe(self) -> bool:
         """A call that changes nothing anywhere (a read, a listing, a search, the diff against
-        the baseline): run again whenever no result is journaled, so its intent need not be
+        the baseline), or the session's baseline (the first record stands; a second call moves
+        nothing): run again whenever no result is journaled, so its intent need not be
         journaled first."""
-        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms, DiffWorkspace))
+        return isinstance(self.args, (ReadFile, ListDirectory, SearchCode, SearchCodeTerms, DiffWorkspace,
+                                      BaselineWorkspace))
 
     def image(self) -> str | None:
         """Pre-image of the file a write would change: sha256 hex, ``"absent"`` or None."""

@@ -11,19 +11,27 @@ after the other, the second then finds the first's result)::
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
 A call without side effects (read_file, list_directory, search_code, search_code_terms,
-diff_workspace: :attr:`ToolCall.side_effect_free`) skips ``begin``: it runs, then ``finish`` journals its
-result, and if a result was journaled first under its key (a replayed stage), persistence
-keeps that one, appends no second event and answers it (``Committed.result``), and so does
-the sandbox, ``replayed=True``: a replayed stage gets the bytes it got before. The intent
-exists to tell, after a crash, whether a side effect may have happened; such a call has none
-and is run again in any case (see the table), so writing it would cost a durable write and
-a round trip and decide nothing. One round trip to persistence instead of two, and its
-result is committed without waiting for the disk (``rerun_safe``: lost to a power cut, the
-call is just run again; any crash of a process keeps it).
+diff_workspace) or the session's baseline (its first record stands, a second call moves
+nothing): :attr:`ToolCall.rerun_safe`, skips ``begin``. The intent exists to tell, after a
+crash, whether a side effect may have happened; such a call is run again in any case (see
+the table), so writing it would cost a durable write and a round trip and decide nothing.
+Such a call is journaled one of two ways:
 
-What the stage held back for its next request (``RunTool.commit``: its progress events and
-the model's last answer) rides on the read's ``finish``, in the same transaction, before the
-call's own event; for a call with side effects it is sent on its own before ``begin``.
+- **by the stage** (``RunTool.held``, what a stage does when its replay index says nothing
+  is journaled under the key): it runs, nothing is written here, and the answer carries
+  the call's ``tool_called`` event; the stage writes the result and the event with its
+  next write (``Commit.reads``), so nothing that depends on the result becomes durable or
+  happens without it. No round trip to persistence at all;
+- **here** (a replayed stage, or a key journaled before): it runs, then ``finish`` journals
+  its result; if a result was journaled first under its key, persistence keeps that one,
+  appends no second event and answers it (``Committed.result``), and so does the sandbox,
+  ``replayed=True``: a replayed stage gets the bytes it got before. What the stage held back
+  (``RunTool.commit``: its progress events, reads and the model's last answer) rides on this
+  ``finish``, in the same transaction, before the call's own event.
+
+Either way the result is committed without waiting for the disk (lost to a power cut, the
+call is just run again; any crash of a process keeps it). For a call with side effects what
+the stage held back is sent on its own before ``begin``.
 
 ``pending`` (the sandbox died, or persistence failed, between begin and finish):
 
@@ -146,7 +154,7 @@ class Journal:
         """The call's result, and for a call without side effects the stage journals itself
         (``RunTool.held``) its event: nothing was written (see the module)."""
         with self._keys.hold(request.key), ToolCall(request) as call:
-            if call.side_effect_free:
+            if call.rerun_safe:
                 if request.held:
                     result = call.run(self._terminal, self._baselines)
                     return result, self._event(call, result)
@@ -190,9 +198,9 @@ class Journal:
         """Journal ``result``; return the result journaled before under the same key, if any."""
         request = call.request
         event = self._event(call, result)
-        carried = request.commit if call.side_effect_free else None  # sent before the call otherwise
+        carried = request.commit if call.rerun_safe else None  # sent before the call otherwise
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
-                                          event=event, rerun_safe=call.side_effect_free, commit=carried))
+                                          event=event, rerun_safe=call.rerun_safe, commit=carried))
         if not isinstance(reply, (Committed, Ack)):
             raise ProtocolError(f"persistence answered finish_tool_call with {type(reply).__name__}, expected "
                                 "committed; run the same acode version everywhere", code="ACODE-PROTO-005")

@@ -228,5 +228,25 @@ def test_the_tools_a_stage_treats_as_rerun_safe_are_those_the_sandbox_journals_w
     for tool, arguments in valid.items():
         with ToolCall(_request(tree, tool, **arguments)) as call:
             assert call.refusal is None, (tool, call.refusal)
-            assert call.side_effect_free == (tool in RERUN_SAFE_TOOLS), tool
+            assert call.rerun_safe == (tool in RERUN_SAFE_TOOLS), tool
     assert RERUN_SAFE_TOOLS <= set(valid)
+
+
+def test_a_held_read_writes_nothing_and_answers_its_event(journal: Journal, memory: MemoryJournal,
+                                                          tree: Tree) -> None:
+    """RunTool.held: the stage journals the result itself, with its next write."""
+    (tree.root / "a.txt").write_text("alpha\n")
+    request = msgspec.structs.replace(_request(tree, "read_file", path="a.txt"), held=True)
+    result, event = journal.run_call(request)
+    assert result.ok and result.output.endswith("alpha\n")
+    assert event is not None and (event.key, event.tool, event.target, event.ok) == ("k1", "read_file", "a.txt", True)
+    assert memory.entries == {} and memory.events == []
+
+
+def test_held_is_ignored_for_a_call_with_side_effects(journal: Journal, memory: MemoryJournal, tree: Tree) -> None:
+    """A write is journaled before and after it runs, whatever the stage asks."""
+    request = msgspec.structs.replace(_request(tree, "write_file", path="b.txt", content="x\n"), held=True)
+    result, event = journal.run_call(request)
+    assert result.ok and event is None
+    assert memory.entries["k1"].begin.pre_image == "absent" and memory.entries["k1"].result == result
+    assert [e.key for e in memory.events if isinstance(e, ToolCalled)] == ["k1"]

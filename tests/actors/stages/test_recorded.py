@@ -9,6 +9,7 @@ only in memory is gone, as after a kill -9 of the stage actor.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -24,7 +25,9 @@ from protocol.errors import ModelError
 from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered
 from protocol.ids import new_id
 from protocol.messages import GetEvents, Message
+from protocol.results import ModelAnswer
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
+from tests.harness import wait_until
 
 ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
 
@@ -198,3 +201,56 @@ def test_an_executor_turn_that_reads_is_one_tool_call(stack: Stack) -> None:
     kinds = [type(e).__name__ for e in _stored(run)]
     assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
                           "StepFinished"], kinds
+
+
+class _Thinking:
+    """A model that answers only when the test lets it."""
+
+    name = "thinking"
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Any = None) -> Any:
+        assert self.go.wait(30), "the test never let the model answer"
+        return ANSWERED
+
+
+ANSWERED = ModelAnswer(content="done thinking")
+
+
+def test_what_is_held_is_written_while_a_long_model_call_runs(stack: Stack) -> None:
+    """``acode run`` shows a step's reads and turns while the model thinks, not at the step's end."""
+    run = stack.stage("executor", ANSWERS, None, files={"a.txt": "hello\n"})
+    turn = _turn(run)
+    run.ctx.commit([turn])
+    run.ctx.tool(f"{run.ctx.session_id}:k1", "read_file", {"path": "a.txt"})
+    thinking = _Thinking()
+    run.ctx.model.provider = thinking
+    answers: list[ModelAnswer] = []
+    asker = threading.Thread(target=lambda: answers.append(run.ctx.model.complete(_request())))
+    asker.start()
+    try:
+        wait_until(lambda: [type(e) for e in _stored(run) if isinstance(e, TurnAnswered | ToolCalled)]
+                   == [TurnAnswered, ToolCalled], 10, what="the held turn and read written during the call")
+        assert not answers, "written while the model was still thinking"
+    finally:
+        thinking.go.set()
+        asker.join(10)
+        run.ctx.close()
+    assert answers == [ANSWERED]
+
+
+def test_a_quick_model_call_writes_nothing_on_its_own(stack: Stack) -> None:
+    run = stack.stage("executor", ANSWERS, None)
+    run.ctx.commit([_turn(run)])
+    counting = _Counting(stack.harness.ctx, stack.harness.endpoints.broker, sender="test-counting")
+    run.ctx.clients = counting
+    try:
+        run.ctx.model.complete(_request())
+        time.sleep(0.3)  # past the call watch's flush delay, had the call still been running
+    finally:
+        counting.close()
+        run.ctx.close()
+    assert counting.sent == ["persistence:GetReplayIndex"], counting.sent
