@@ -199,6 +199,7 @@ def _scanners() -> _Scanners:
 #: (a marker's last character is a token character).
 _MARKER_TEXTS = tuple(sorted({marker for kind in _KINDS.values() for marker in kind.markers} | {"[REDACTED:"}))
 _MARKERS = re.compile("|".join(re.escape(marker) for marker in _MARKER_TEXTS))
+_PREFILTER_CHARS = 512
 #: Markers whose every pattern needs a token boundary before it.
 _ANCHORED = frozenset(marker for kind in _KINDS.values() for marker in kind.markers
                       if all(other.pattern.startswith(_START) for other in _KINDS.values()
@@ -325,9 +326,13 @@ def _starts(text: str) -> tuple[list[int], set[int]]:
     only right after a replaced secret (an anchored marker after a token character)."""
     starts: list[int] = []
     blocked: set[int] = set()
-    # A substring test per marker is a fast scan in C; the alternation tries every marker
-    # that shares a first character at each place (1 KB of "x..." costs it 86 µs, not 10).
-    markers = _MARKERS.finditer(text) if any(marker in text for marker in _MARKER_TEXTS) else ()
+    # On a long text a substring test per marker first: each is a fast scan in C, where the
+    # alternation tries every marker sharing a first character at each place (1 KB of
+    # "x..." costs it 86 µs, not 10); on a short one the tests would cost more than they save.
+    if len(text) < _PREFILTER_CHARS or any(marker in text for marker in _MARKER_TEXTS):
+        markers: Iterable[re.Match[str]] = _MARKERS.finditer(text)
+    else:
+        markers = ()
     for match in markers:
         start = match.start()
         if start and text[start - 1] in _TOKEN_CHARS and match.group() in _ANCHORED:
