@@ -231,10 +231,12 @@ class GetReplayIndex(Message, frozen=True, tag="get_replay_index", kw_only=True)
 class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
     """``claims``: request hash → its place in the stage's sequence, for every model request
     of ``(session, stage)`` claimed so far (answered or not); ``tool_keys``: the keys of the
-    session's journaled tool calls."""
+    session's journaled tool calls; ``steps``: the session's step records, every visit, in
+    the order they were first written (the executor skips what its visit finished)."""
 
     claims: dict[str, int] = {}
     tool_keys: list[str] = []
+    steps: list[StepRecord] = []
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):

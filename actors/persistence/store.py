@@ -385,14 +385,16 @@ class Store:
                      read.result.risk, now, self._blob(read.result), now))
 
     def replay_index(self, session_id: str, stage: Stage) -> ReplayIndex:
-        """What a stage attempt replays: the claims of ``(session, stage)`` (hash → place) and
-        the keys of the session's journaled tool calls."""
+        """What a stage attempt replays: the claims of ``(session, stage)`` (hash → place), the
+        keys of the session's journaled tool calls and its step records (every visit)."""
         with self._read(f"reading the replay index of session {session_id}") as conn:
             claims = dict(conn.execute("SELECT request_hash, seq FROM model_answers WHERE session_id = ? "
                                        "AND stage = ?", (session_id, stage)).fetchall())
             keys = [key for (key,) in conn.execute("SELECT key FROM tool_calls WHERE session_id = ?",
                                                    (session_id,))]
-        return ReplayIndex(claims=claims, tool_keys=keys)
+            steps = [_STEP.decode(blob) for (blob,) in conn.execute(
+                "SELECT record FROM steps WHERE session_id = ? ORDER BY rowid", (session_id,))]
+        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps)
 
     # -- reads ----------------------------------------------------------------------------
 

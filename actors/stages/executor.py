@@ -100,7 +100,6 @@ from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
-from protocol.messages import GetSteps, StepList
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
 from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
 from protocol.session import Feedback, SessionSettings
@@ -460,10 +459,9 @@ def run(ctx: StageContext) -> StageResult:
     if plan is None:
         return ctx.result(ok=False, summary="no plan", error=ErrorInfo(
             code="ACODE-EXEC-001", message="the executor was dispatched without a plan"))
-    done: StepList = ctx.persistence(GetSteps(session_id=request.session_id, visit=request.visit))
-    finished = {(s.task, s.step): s for s in done.steps}
-    earlier = [r for v in range(1, request.visit)
-               for r in ctx.persistence(GetSteps(session_id=request.session_id, visit=v)).steps]
+    recorded = ctx.replay_index().steps  # every visit's, in the order written: one request
+    finished = {(s.task, s.step): s for s in recorded if s.visit == request.visit}
+    earlier = sorted((r for r in recorded if r.visit < request.visit), key=lambda r: r.visit)
     wrote_before = {(r.task, r.step) for r in earlier if r.files_changed}
     latest = {(r.task, r.step): r for r in earlier}  # each step's last outcome before this visit
     kept_labels = set(request.kept_steps)

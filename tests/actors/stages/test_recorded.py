@@ -180,8 +180,8 @@ def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> 
 
 
 def test_an_executor_turn_that_reads_is_one_tool_call(stack: Stack) -> None:
-    """The round trips a turn waits for: its tool call alone. The stage knows its claims
-    (one request for the attempt) and places its model requests itself; the answers, the
+    """The round trips a turn waits for: its tool call alone. The stage knows its claims and
+    the steps recorded (one request for the attempt) and places its model requests itself; the answers, the
     turns' events, the reads' results and the step's start ride on the step's finish."""
     responses = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
                  {"tool_calls": [{"name": "read_file", "arguments": {"path": "b.txt"}}]},
@@ -196,8 +196,8 @@ def test_an_executor_turn_that_reads_is_one_tool_call(stack: Stack) -> None:
     finally:
         counting.close()
     assert result.ok, result.summary
-    assert counting.sent == ["persistence:GetSteps", "persistence:GetReplayIndex", "sandbox:RunTool",
-                             "sandbox:RunTool", "persistence:Commit"], counting.sent
+    assert counting.sent == ["persistence:GetReplayIndex", "sandbox:RunTool", "sandbox:RunTool",
+                             "persistence:Commit"], counting.sent
     kinds = [type(e).__name__ for e in _stored(run)]
     assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
                           "StepFinished"], kinds
