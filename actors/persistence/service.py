@@ -6,7 +6,8 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 ``capacity`` lets the broker queue requests here instead of in its own queue.
 
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
-tool call without side effects (``FinishToolCall.rerun_safe``), the model-answer cache
+tool call without side effects (``FinishToolCall.rerun_safe``, or ``Commit.reads`` with their
+``tool_called`` events: the reads a stage journals itself), the model-answer cache
 (claims and answers), a stage's progress events (``protocol.events.PROGRESS_EVENTS``: a step started, a
 turn answered, a step retried; no snapshot, plan or step record), and a group commit of only
 such writes and reads. In WAL mode a power cut can lose such a commit only together with
