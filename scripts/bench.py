@@ -231,6 +231,7 @@ def _executor_turns(paths: RunPaths, workspace: Path, turns: int, profile: cProf
         finally:
             if profile is not None:
                 profile.disable()
+            ctx.close()
         assert result.ok, result.summary
     finally:
         clients.close()

@@ -13,9 +13,10 @@ things must happen while the stage's own thread waits for it:
   ``acode run`` shows the step's tool calls while the model thinks rather than at the
   step's end. A quick call (a fast server, a replay) writes nothing extra.
 
-The thread starts with the first watched call and ticks every :data:`TICK` seconds while the
-stage lives (:meth:`CallWatch.close`); registering a call is a list append under a lock, so
-a turn no longer pays for starting and joining a thread of its own.
+The thread starts with the first watched call and ticks every :data:`TICK` seconds until the
+stage ends (:meth:`CallWatch.close`) or no call has been in flight for :data:`IDLE_EXIT`
+seconds (the next call starts it again); registering a call is a list append under a lock,
+so a turn no longer pays for starting and joining a thread of its own.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["FLUSH_AFTER", "TICK", "CallWatch", "Watched"]
+__all__ = ["FLUSH_AFTER", "IDLE_EXIT", "TICK", "CallWatch", "Watched"]
 
 TICK = 0.05  # seconds: how late a deadline or a cancel may be noticed
 FLUSH_AFTER = 0.2  # seconds a call runs before what the stage holds back is written meanwhile
+IDLE_EXIT = 1.0  # seconds without a call in flight before the thread ends
 
 
 class Watched:
@@ -92,10 +94,18 @@ class CallWatch:
                 self._on_exit()
 
     def _watch(self) -> None:
+        idle_since: float | None = None
         while not self._closed.wait(TICK):
             now = self._clock()
             with self._lock:
                 calls = list(self._calls)
+                if calls:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
+                elif now - idle_since >= IDLE_EXIT:
+                    self._thread = None  # the next call starts another
+                    return
             for watched in calls:
                 if watched.cancel.is_set() or (watched.deadline is not None and now >= watched.deadline):
                     watched.expired = not watched.cancel.is_set()
