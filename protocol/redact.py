@@ -200,6 +200,10 @@ def _scanners() -> _Scanners:
 _MARKER_TEXTS = tuple(sorted({marker for kind in _KINDS.values() for marker in kind.markers} | {"[REDACTED:"}))
 _MARKERS = re.compile("|".join(re.escape(marker) for marker in _MARKER_TEXTS))
 _PREFILTER_CHARS = 512
+_MARKER_BYTES = tuple(marker.encode() for marker in _MARKER_TEXTS)
+#: The words the context patterns (:data:`_WORDS`) start with, ASCII lower case.
+_WORD_BYTES = (b"secret", b"authorization")
+_encoder = msgspec.msgpack.Encoder()
 #: Markers whose every pattern needs a token boundary before it.
 _ANCHORED = frozenset(marker for kind in _KINDS.values() for marker in kind.markers
                       if all(other.pattern.startswith(_START) for other in _KINDS.values()
@@ -227,6 +231,7 @@ class Redactor:
     def __init__(self, known: Iterable[str] = ()):
         values = {value for value in known if len(value) >= MIN_KNOWN_LENGTH}
         self._known: tuple[str, ...] = tuple(sorted(values, key=lambda v: (-len(v), v)))
+        self._known_bytes = tuple(value.encode("utf-8", "surrogatepass") for value in self._known)
 
     def __repr__(self) -> str:
         return f"Redactor(<{len(self._known)} known values>)"
@@ -246,7 +251,24 @@ class Redactor:
         msgspec Structs (a new Struct of the same type, through ``msgspec.structs.replace``).
         Other values, bytes included, come back as they are; so does an unchanged value,
         itself rather than a copy."""
+        if not isinstance(obj, str):
+            try:
+                encoded = _encoder.encode(obj)
+            except (TypeError, ValueError, msgspec.EncodeError):
+                encoded = None  # not a wire value: walked below
+            if encoded is not None and self.clean(encoded):
+                return obj  # the common case, decided by a few scans in C instead of a walk
         return cast(T, self._value(obj))  # _value keeps each value's type (a Struct: its own class)
+
+    def clean(self, encoded: bytes) -> bool:
+        """True when a value whose msgpack encoding is ``encoded`` has nothing to redact: no
+        marker, context word (ASCII, any case) or known value appears anywhere in it. Every
+        string is encoded as its UTF-8 bytes, so a match in any string shows here; a
+        redaction can only start at one of these. False may still mean nothing to redact."""
+        if any(marker in encoded for marker in _MARKER_BYTES) or any(value in encoded for value in self._known_bytes):
+            return False
+        lowered = encoded.lower()
+        return not any(word in lowered for word in _WORD_BYTES)
 
     # -- internals ------------------------------------------------------------------------
 

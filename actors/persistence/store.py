@@ -449,6 +449,9 @@ class Store:
 
     def _blob(self, record: Any) -> bytes:
         """``record`` redacted and encoded: every blob this store writes is made here."""
+        encoded = encode(record)
+        if self._redactor.clean(encoded):
+            return encoded  # nothing in it to redact (the common case): encoded once
         return encode(self._redactor.redact_value(record))
 
     def _text(self, text: str) -> str:

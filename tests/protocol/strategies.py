@@ -295,7 +295,7 @@ _event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rer
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
        status=short)
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
-_event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
+tool_called_events = _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
        outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
 _event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
        tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
@@ -355,9 +355,15 @@ struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
        degraded=st.booleans(), reason=texts, actors=_few(actor_statuses), sessions_active=signed)
 struct(m.SessionAccepted, {"session": snapshots})
 
-record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers})
+record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers},
+                              seq=st.integers(-1, INT64), session_id=short, stage=st.none() | stages)
+journaled_reads = struct(m.JournaledRead, {"key": ids, "result": tool_results})
 commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
-                 plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers))
+                 plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers),
+                 reads=_few(journaled_reads))
+struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
+struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
+       steps=_few(step_records))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
@@ -390,8 +396,8 @@ struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": sh
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
        output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits,
-       approval=short)
-struct(m.ToolDone, {"result": tool_results})
+       approval=short, held=st.booleans())
+struct(m.ToolDone, {"result": tool_results}, event=st.none() | tool_called_events)
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
                      "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids),

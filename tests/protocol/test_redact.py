@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import redact
+from protocol import codec, redact
 from protocol.errors import ErrorInfo
 from protocol.ids import new_id
 from protocol.redact import KINDS, Redactor, known_secrets, placeholder
@@ -216,6 +216,23 @@ def test_redaction_is_idempotent_and_leaves_no_known_value(text: str) -> None:
     once = redactor.redact(text)
     assert redactor.redact(once) == once
     assert KNOWN not in once
+
+
+@settings(max_examples=1000, deadline=None)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=4), padding=st.integers(0, 700))
+def test_the_encoded_prefilter_never_skips_a_value_the_walk_would_change(texts: list[str], padding: int) -> None:
+    """redact_value skips the walk when the value's encoding holds no marker, context word or
+    known value: it must give what the walk gives, whatever the strings (long ones too,
+    which _starts prefilters by substring)."""
+    redactor = Redactor([KNOWN])
+    long = "x" * padding + texts[0]
+    value = ToolResult(key=texts[0][:40], tool="read_file", ok=True, output=long, path="\n".join(texts),
+                       error=ErrorInfo(code="ACODE-SBX-001", message=texts[-1]))
+    walked = redactor._value(value)
+    assert redactor.redact_value(value) == walked
+    assert redactor.redact_value({"k": texts, texts[-1]: [long]}) == redactor._value({"k": texts, texts[-1]: [long]})
+    if walked is not value:  # (clean may also say no when nothing changes: it is a prefilter)
+        assert not redactor.clean(codec.encode(value))
 
 
 def _scan_every_position(text: str) -> str:
