@@ -201,6 +201,7 @@ _MARKER_TEXTS = tuple(sorted({marker for kind in _KINDS.values() for marker in k
 _MARKERS = re.compile("|".join(re.escape(marker) for marker in _MARKER_TEXTS))
 _PREFILTER_CHARS = 512
 _MARKER_BYTES = tuple(marker.encode() for marker in _MARKER_TEXTS)
+_MARKERS_IN_BYTES = re.compile(b"|".join(re.escape(marker) for marker in _MARKER_BYTES))
 #: The words the context patterns (:data:`_WORDS`) start with, ASCII lower case.
 _WORD_BYTES = (b"secret", b"authorization")
 _encoder = msgspec.msgpack.Encoder()
@@ -265,7 +266,12 @@ class Redactor:
         marker, context word (ASCII, any case) or known value appears anywhere in it. Every
         string is encoded as its UTF-8 bytes, so a match in any string shows here; a
         redaction can only start at one of these. False may still mean nothing to redact."""
-        if any(marker in encoded for marker in _MARKER_BYTES) or any(value in encoded for value in self._known_bytes):
+        if len(encoded) < _PREFILTER_CHARS:  # one scan; the substring tests cost more on short input
+            if _MARKERS_IN_BYTES.search(encoded) is not None:
+                return False
+        elif any(marker in encoded for marker in _MARKER_BYTES):
+            return False
+        if any(value in encoded for value in self._known_bytes):
             return False
         lowered = encoded.lower()
         return not any(word in lowered for word in _WORD_BYTES)
