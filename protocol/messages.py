@@ -207,6 +207,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     step: StepRecord | None = None
     answers: list[RecordModelAnswer] = []
     reads: list[JournaledRead] = []
+    index_for: Stage | None = None  # also answer this stage's replay index, read after the write
 
 
 class JournaledRead(Message, frozen=True, tag="journaled_read", kw_only=True):
@@ -324,6 +325,7 @@ class Committed(Message, frozen=True, tag="committed", kw_only=True):
 
     seqs: list[int] = []
     result: ToolResult | None = None
+    index: ReplayIndex | None = None  # the replay index Commit.index_for asked for
 
 
 class SessionFound(Message, frozen=True, tag="session_found", kw_only=True):
@@ -391,6 +393,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
     steering: list[SteeringNote] = []  # the user's ``acode steer`` guidance so far (every stage)
     approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.autonomy)
+    replay: ReplayIndex | None = None  # what the attempt replays, read with the transition's commit
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):

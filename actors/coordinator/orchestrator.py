@@ -49,11 +49,13 @@ from protocol.events import PauseRequested, Steered
 from protocol.ids import new_id
 from protocol.messages import (
     Commit,
+    Committed,
     Error,
     GetPlan,
     ListSessions,
     Message,
     PauseWork,
+    ReplayIndex,
     RunStage,
     SessionAccepted,
     SteerWork,
@@ -96,6 +98,7 @@ class Session:
     decided_at: float = 0.0  # monotonic time the pending decision was made
     waiters: list[Request] = field(default_factory=list)
     queued: list[Callable[[], None]] = field(default_factory=list)
+    replay: ReplayIndex | None = None  # the next dispatch's replay index, read with its transition's commit
 
     @property
     def id(self) -> str:
@@ -128,7 +131,11 @@ class Orchestrator:
         """Commit ``decision``; act on it (and answer ``reply_to``) only once it is durable."""
         session.committing = True
         session.decided_at = time.monotonic()
-        commit = Commit(session_id=session.id, events=decision.events, snapshot=decision.snapshot, plan=decision.plan)
+        # A transition that dispatches reads what the stage will replay in its own commit, so
+        # the stage need not ask before its first model call or read (one round trip less).
+        index_for = decision.snapshot.stage if decision.dispatch else None
+        commit = Commit(session_id=session.id, events=decision.events, snapshot=decision.snapshot, plan=decision.plan,
+                        index_for=index_for)
         self._send_commit(session, commit, decision, reply_to, delay=0.25)
 
     def _send_commit(self, session: Session, commit: Commit, decision: Decision, reply_to: Request | None,
@@ -140,6 +147,7 @@ class Orchestrator:
                 self.owner.loop.call_later(delay, lambda: self._send_commit(session, commit, decision, reply_to,
                                                                             min(delay * 2, 5.0)))
                 return
+            session.replay = reply.index if isinstance(reply, Committed) else None
             self._committed(session, decision, reply_to)
 
         self.persist(commit, done, session.id)
@@ -275,7 +283,9 @@ class Orchestrator:
                         previous=snap.last_result, clarifications=snap.clarifications,
                         kept_steps=snap.kept_steps if snap.stage == "executor" else [],
                         history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering,
-                        approvals=snap.approvals if snap.stage in ("executor", "verifier") else [])
+                        approvals=snap.approvals if snap.stage in ("executor", "verifier") else [],
+                        replay=session.replay)
+        session.replay = None  # read for this dispatch only
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),
                          decoder=codec.STAGE_REPLY, request_id=request_id, session_id=snap.id,

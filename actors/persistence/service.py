@@ -121,7 +121,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
                 store.journal_reads(request.session_id, request.reads)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
                                     plan=request.plan, step=request.step)
-            return Committed(seqs=appended.seqs), appended.inserted
+            index = store.replay_index(request.session_id, request.index_for) if request.index_for else None
+            return Committed(seqs=appended.seqs, index=index), appended.inserted
         case FinishToolCall():
             carried = _carried(store, request.commit)
             appended = store.finish_tool_call(request.key, session_id=request.session_id,

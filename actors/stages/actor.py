@@ -125,7 +125,8 @@ class StageActor(Actor):
             self._controls[request.id] = control
         for note in body.steering:
             control.steer(note)
-        log.info("stage_started")
+        # replay "carried": the dispatch brought the replay index (read with the transition's commit)
+        log.info("stage_started", replay="carried" if body.replay is not None else "ask")
         try:
             ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control,
                                watch=self.progress.watcher(body.session_id, body.stage, body.visit,

@@ -131,8 +131,8 @@ class StageContext:
         self._held: list[Event] = []  # progress events for the next request (see the module)
         self._reads: list[JournaledRead] = []  # results of reads the stage journals itself, with _held
         self._send_lock = threading.RLock()  # what is held goes out in the order it was taken
-        self._index: ReplayIndex | None = None  # fetched at the first model call or read
-        self._journaled: set[str] = set()  # tool keys journaled, or held to be, in this session
+        self._index: ReplayIndex | None = request.replay  # else fetched at the first model call or read
+        self._journaled: set[str] = set(request.replay.tool_keys if request.replay else ())  # or held to be
         self.watch = CallWatch(self.flush, on_exit=clients.release, log=log)
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
@@ -144,10 +144,11 @@ class StageContext:
                                    watch=watch)  # the stage actor publishes each call's progress
 
     def replay_index(self) -> ReplayIndex:
-        """What this attempt replays (asked once, at the first model call or read): the model
-        requests claimed in this stage (``RecordedModel`` places a new one itself, without a
-        claim round trip) and the session's journaled tool calls (a read under another key
-        runs ``held``: the stage journals its result with its next write)."""
+        """What this attempt replays: read with the transition's commit and carried by the
+        dispatch (``RunStage.replay``), else asked once, at the first model call or read. The
+        model requests claimed in this stage (``RecordedModel`` places a new one itself,
+        without a claim round trip), the session's journaled tool calls (a read under another
+        key runs ``held``: the stage journals its result with its next write) and its steps."""
         with self._lock:
             index = self._index
         if index is None:

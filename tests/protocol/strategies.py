@@ -360,10 +360,10 @@ record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer
 journaled_reads = struct(m.JournaledRead, {"key": ids, "result": tool_results})
 commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
                  plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers),
-                 reads=_few(journaled_reads))
+                 reads=_few(journaled_reads), index_for=st.none() | stages)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
-struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
-       steps=_few(step_records))
+replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
+                        steps=_few(step_records))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
@@ -375,7 +375,7 @@ struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results,
                           "rerun_safe": st.booleans()}, commit=st.none() | commits)
 struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages},
        answers=_few(record_model_answers), commit=st.none() | commits)
-struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results)
+struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results, index=st.none() | replay_indexes)
 struct(m.SessionFound, {"session": snapshots})
 struct(m.SessionList, sessions=_few(snapshots, 2))
 struct(m.EventList, events=_few(events))
@@ -389,7 +389,7 @@ struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attemp
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
        clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks),
-       steering=_few(steering_notes), approvals=_few(approval_decisions))
+       steering=_few(steering_notes), approvals=_few(approval_decisions), replay=st.none() | replay_indexes)
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},

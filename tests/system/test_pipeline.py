@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.paths import RunPaths
 from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode, wait_exit
@@ -94,6 +95,10 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
     assert "finished in" in text and "files changed: hello.py" in text
     listed = json.loads(acode("sessions", "--json").stdout)
     assert [s["id"] for s in listed] == [session_id]
+    started = [json.loads(line) for stage in ("planner", "executor", "verifier", "reviewer")
+               for line in RunPaths(acode.home).log_file(stage).read_text().splitlines()
+               if '"stage_started"' in line]
+    assert len(started) == 4 and all(line["replay"] == "carried" for line in started), started  # no index request
 
 
 def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verification_passes(

@@ -25,6 +25,7 @@ from protocol.messages import (
     GetReplayIndex,
     GetSession,
     GetSteps,
+    JournaledRead,
     ListSessions,
     Message,
     ModelAnswerClaim,
@@ -37,6 +38,7 @@ from protocol.messages import (
     StepList,
     ToolCallState,
 )
+from protocol.results import ModelAnswer, ToolResult
 from protocol.spec import ActorSpec, Endpoints
 from tests.actors.persistence import records
 
@@ -85,6 +87,18 @@ def test_dispatch_returns_for_publication_only_the_events_inserted_now(store: St
     assert reply == Committed(seqs=[1])
     assert [(e.id, e.seq) for e in published] == [(event.id, 1)]
     assert dispatch(store, Commit(session_id=SESSION, events=[event])) == (Committed(seqs=[1]), [])
+
+
+def test_a_commit_asking_for_a_replay_index_gets_it_with_what_it_wrote(store: Store) -> None:
+    """The coordinator's transition commit reads the next stage's replay index (RunStage.replay)."""
+    answer = RecordModelAnswer(request_hash="h1", answer=ModelAnswer(content="x"), seq=1, session_id=SESSION,
+                               stage="planner")
+    read = JournaledRead(key="k-read", result=ToolResult(key="k-read", tool="read_file", ok=True, output="a"))
+    reply, _ = dispatch(store, Commit(session_id=SESSION, answers=[answer], reads=[read], index_for="planner"))
+    assert isinstance(reply, Committed) and reply.index is not None
+    assert reply.index.claims == {"h0": 0, "h1": 1} and reply.index.tool_keys == ["k-read"]
+    plain, _ = dispatch(store, Commit(session_id=SESSION))
+    assert isinstance(plain, Committed) and plain.index is None
 
 
 def _spec(home: Path, **options: object) -> ActorSpec:
