@@ -16,6 +16,7 @@ twice a second (``actors.stages.progress``): ephemeral, never stored.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,7 +25,6 @@ from typing import Any
 import zmq
 
 from actors._base import Actor
-from actors.stages import executor, planner, reviewer, verifier
 from actors.stages.context import StageContext
 from actors.stages.control import WorkControl
 from actors.stages.progress import PUBLISH_EVERY, ProgressBoard
@@ -40,12 +40,13 @@ from protocol.stages import STAGES
 
 __all__ = ["StageActor"]
 
-RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
-    "planner": planner.run,
-    "executor": executor.run,
-    "verifier": verifier.run,
-    "reviewer": reviewer.run,
-}
+def runner(stage: str) -> Callable[[StageContext], StageResult]:
+    """The stage's ``run``, its module imported by name: a process serves one stage and need
+    not hold the other three's code (the planner's context gathering alone is about 1 MB of
+    resident memory)."""
+    module = importlib.import_module(f"actors.stages.{stage}")
+    run: Callable[[StageContext], StageResult] = module.run
+    return run
 _EARLY_LIMIT = 32  # controls kept for requests not started yet
 
 
@@ -58,6 +59,7 @@ class StageActor(Actor):
         if self.spec.actor not in STAGES:
             raise ValueError(f"stage actor started as {self.spec.actor!r}; expected one of {', '.join(STAGES)}")
         assert self.ctx is not None
+        self.run_stage = runner(self.spec.actor)  # this stage's code only, imported now
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self._cancels: dict[str, threading.Event] = {}  # request id -> its attempt's cancel event
@@ -132,7 +134,7 @@ class StageActor(Actor):
                                watch=self.progress.watcher(body.session_id, body.stage, body.visit,
                                                            body.attempt))
             try:
-                result = RUNNERS[body.stage](ctx)
+                result = self.run_stage(ctx)  # body.stage is this actor's (checked above)
             except TransportError:
                 raise
             except AcodeError as exc:

@@ -52,6 +52,21 @@ def test_an_actor_process_loads_neither_rich_asyncio_ssl_nor_what_another_actor_
     assert ("_hashlib" in loaded) == (module in _OPENSSL_DIGESTS)
 
 
+def test_a_stage_actor_holds_its_own_stage_code_only() -> None:
+    """Imported at start by the stage's name (actors.stages.actor.runner), not all four."""
+    probe = ("import sys, json\nfrom actors import lean\nimport actors.stages.actor as a\n"
+             "before = {m for m in sys.modules if m.startswith('actors.stages.')}\n"
+             "a.runner('executor')\n"
+             "print(json.dumps([sorted(before), sorted(m for m in sys.modules if m.startswith('actors.stages.'))]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=True)
+    before, after = (set(names) for names in json.loads(done.stdout.splitlines()[-1]))
+    stages = {"actors.stages.planner", "actors.stages.executor", "actors.stages.verifier", "actors.stages.reviewer",
+              "actors.stages.gather"}
+    assert before & stages == set()
+    assert after & stages == {"actors.stages.executor"}
+
+
 def test_asyncio_behind_the_stand_in_works_as_imported_and_replaces_it() -> None:
     """Code that does use asyncio in an actor process gets the real module, whichever way
     it reaches it: an attribute, ``from asyncio import``, a submodule, structlog's ``ainfo``."""
