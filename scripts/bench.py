@@ -852,7 +852,8 @@ def run_groups(groups: list[str], args: argparse.Namespace) -> dict[str, Any]:
     _compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="acode-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        shared = [g for g in ("w1", "memory", "eventlog", "tool", "turn", "cli") if g in groups]
+        # memory first: its "at rest" is the actor set before any session (after W1's, it was warm)
+        shared = [g for g in ("memory", "w1", "eventlog", "tool", "turn", "cli") if g in groups]
         if shared:
             acode = _Acode(tmp, synchronous=args.synchronous)
             try:
