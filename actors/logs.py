@@ -64,7 +64,16 @@ def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:
     the renderer shows by its ``repr``, becomes its redacted ``repr`` if that differs.
     """
     redactor = default_redactor()
+    if all(isinstance(value, _SCALARS) for value in event.values()):
+        plain = [value for value in event.values() if isinstance(value, str)]
+        # The common line: strings and numbers. One scan of its strings joined decides
+        # (no marker, word or known value holds a NUL, so none spans two of them).
+        if redactor.clean("\0".join(plain).encode("utf-8", "surrogatepass")):
+            return event
     return {key: _clean(redactor, value) for key, value in event.items()}
+
+
+_SCALARS = (str, bool, int, float, type(None))
 
 
 def _clean(redactor: Redactor, value: Any) -> Any:

@@ -262,10 +262,11 @@ class Redactor:
         return cast(T, self._value(obj))  # _value keeps each value's type (a Struct: its own class)
 
     def clean(self, encoded: bytes) -> bool:
-        """True when a value whose msgpack encoding is ``encoded`` has nothing to redact: no
-        marker, context word (ASCII, any case) or known value appears anywhere in it. Every
-        string is encoded as its UTF-8 bytes, so a match in any string shows here; a
-        redaction can only start at one of these. False may still mean nothing to redact."""
+        """True when the strings in ``encoded`` have nothing to redact: no marker, context
+        word (ASCII, any case) or known value appears anywhere in it. ``encoded`` holds every
+        string as its UTF-8 bytes: a value's msgpack encoding, or strings joined by NUL (no
+        marker, word or known value holds one). A redaction can only start at one of these,
+        so a match in any string shows here. False may still mean nothing to redact."""
         if len(encoded) < _PREFILTER_CHARS:  # one scan; the substring tests cost more on short input
             if _MARKERS_IN_BYTES.search(encoded) is not None:
                 return False

@@ -54,6 +54,15 @@ def test_every_value_of_a_log_line_is_redacted(lines: Callable[[], str]) -> None
     assert (line["path"], line["count"], line["ok"], line["actor"]) == ("PosixPath('/w/hello.py')", 2, True, "tester")
 
 
+def test_a_line_of_plain_strings_and_numbers_is_redacted_too(lines: Callable[[], str]) -> None:
+    """Such a line is first checked whole (actors.logs.redact_secrets); a secret in any value still goes."""
+    logs.get_logger().info("tool_call_answered", key="k1", tool="read_file", ok=True, duration_ms=0.5,
+                           summary=f"read {KNOWN}", error=None, output=f"token={GITHUB}")
+    line = json.loads(lines())
+    assert (line["summary"], line["output"]) == ("read [REDACTED:known-secret]", "token=[REDACTED:github-token]")
+    assert (line["key"], line["ok"], line["duration_ms"], line["error"]) == ("k1", True, 0.5, None)
+
+
 def test_a_logged_traceback_is_redacted(lines: Callable[[], str]) -> None:
     try:
         raise ValueError(f"could not parse {GITHUB} with {KNOWN}")
