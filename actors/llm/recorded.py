@@ -6,20 +6,28 @@ the record, so recovery costs no tokens and reaches the same outcome. The hash c
 session, stage, visit, call site, messages, tools and schema, never the attempt number
 or the nonce untrusted text is fenced with.
 
+**Where a request goes in its stage's sequence.** Each request has a place (0, 1, 2, …
+per session and stage; the scripted model serves the response at that place). With the
+stage's claims known (``claims``: the attempt's replay index, see
+:mod:`actors.stages.context`), a request whose hash is not among them cannot have a
+recorded answer: it is placed here, one past the last, and the model is asked at once; its
+claim is written with its answer (``RecordModelAnswer.seq``). A known hash (a replay) is
+claimed through persistence (``ClaimModelAnswer``), which answers the recorded answer, or
+its place if none was recorded. A lost claim is placed again at the same place by the
+replay, so the scripted model answers the same.
+
 **When an answer is recorded.** A new answer is not sent on its own: it stays pending in
-this object and rides on the stage's next request to persistence, recorded in the same
-transaction before it: a commit (``Commit.answers``), the next claim
-(``ClaimModelAnswer.answers``), or a read's journal write (``RunTool.commit``, through the
-sandbox; see :mod:`actors.stages.context`). That saves a broker round trip a turn. What a
-replay needs (DESIGN §3) still holds, because nothing that depends on an answer can become
-durable or happen without it:
+this object and rides on the stage's next write to persistence, recorded in the same
+transaction before it: a commit (``Commit.answers``), a claim (``ClaimModelAnswer.answers``),
+or a read journaled by the sandbox (``RunTool.commit``; see :mod:`actors.stages.context`).
+That saves a broker round trip a turn. What a replay needs (DESIGN §3) still holds, because
+nothing that depends on an answer can become durable or happen without it:
 
 - events, steps and the plan: written by a ``Commit``, which carries the pending answer in
   its own transaction (the answer is durable with them, or neither is);
 - tool calls: the stage's context records it before a call with side effects, so the answer
-  a side effect follows is recorded first, and journals it with the result of a read (one
-  transaction, ``RunTool.commit``), so a replay that reads the journaled result reads the
-  answer that asked for it;
+  a side effect follows is recorded first; a read's result is journaled by the same write
+  as the answer that asked for it, or a later one;
 - the stage's result, which the coordinator acts on: the context flushes before building it.
 
 So a stage killed (or persistence killed) while an answer is pending loses only that answer,
@@ -33,6 +41,9 @@ Two hooks let a stage put a human's hand on its calls (:mod:`actors.stages.contr
 hash was taken from the request as the stage made it. So steering that arrived during an
 attempt does not change the keys of that attempt's calls: a retried attempt replays
 every recorded answer, and only the calls it makes live carry the steering.
+
+A live call is watched (``calls``, :mod:`actors.stages.callwatch`): its deadline, the
+stage's cancel, and what the stage holds written if it runs long.
 
 Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
 ``watch`` before the call (the stage actor publishes its progress) and finished after it;

@@ -6,7 +6,10 @@ matching durable record), then the answer is a
 :class:`~protocol.messages.ToolDone` whose :class:`~protocol.results.ToolResult` says what
 happened, failures the model must see included (see :mod:`actors.sandbox.dispatch`).
 Calls run on the worker's thread pool and go through the journal
-(:mod:`actors.sandbox.journal`), which talks to ``persistence`` with a client per thread.
+(:mod:`actors.sandbox.journal`), which talks to ``persistence`` with a client per thread;
+a small ``read_file`` the stage journals itself (``RunTool.held``) is answered at once on the
+loop thread instead (:meth:`SandboxActor.quick`: nothing to wait for, two thread hand-offs
+saved).
 
 At start the isolation is chosen (:func:`actors.sandbox.isolation.choose`): the strongest
 this machine offers, unless forced. Forcing is a hook for operators and tests, e.g. to run

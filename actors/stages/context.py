@@ -11,17 +11,27 @@ end calls :meth:`StageContext.release_thread` so its socket does not outlive it.
 is asked from the stage's own thread only.
 
 **What a stage holds back.** Progress events (``protocol.events.PROGRESS_EVENTS``: a step
-started, a turn answered, a step retried; committed without a step record) and the model's
-last answer (see :mod:`actors.llm.recorded`) are not sent on their own: :meth:`commit` keeps
-them, and the stage's next request carries them, written first in its transaction: the
-next :meth:`commit` (merged), the next model claim (``ClaimModelAnswer.commit``), or a tool
-call without side effects (``RunTool.commit``: the sandbox journals the read's result with
-them, one transaction, the held events first, so the log's order is the stage's). Before a
-tool call with side effects, any other request, or the stage's result, :meth:`flush` writes
-them and waits. So each turn of the executor costs two round trips fewer, and nothing that
-depends on what was held happens or becomes durable without it; a stage killed while
-holding them loses only them, and its replay writes them again (same event ids) or asks
-the model again.
+started, a turn answered, a step retried; committed without a step record), the model's
+answers (see :mod:`actors.llm.recorded`) and the results of reads with their
+``tool_called`` events are not sent on their own: the stage's next write carries them,
+first in its transaction, in the order they came: the next :meth:`commit` (merged), a
+model claim (``ClaimModelAnswer.commit``, only when replaying), or a read journaled by the
+sandbox (``RunTool.commit``). Before a tool call with side effects, any other request, or
+the stage's result, :meth:`flush` writes them and waits; a model call that runs
+:data:`~actors.stages.callwatch.FLUSH_AFTER` seconds gets them written meanwhile (the call
+watch), so followers see a step's reads while the model thinks. So nothing that depends on
+what was held happens or becomes durable without it; a stage killed while holding them
+loses only them, and its replay writes them again (same event ids) or asks the model again.
+
+**A turn is one round trip.** The attempt's replay index (:meth:`replay_index`: the claims
+of its stage, the session's journaled tool keys, its step records) comes with the dispatch
+(``RunStage.replay``, read with the transition's commit) or is asked for once. A model
+request not among the claims is placed by :class:`~actors.llm.recorded.RecordedModel`
+itself, without a claim round trip; a read (:data:`protocol.tools.RERUN_SAFE_TOOLS`) under a
+key not journaled runs ``held`` (the sandbox writes nothing and answers its event; the stage
+journals it with its next write, ``Commit.reads``). A key journaled, or held and not yet
+written, goes through the sandbox's journal, which answers the first result, so a replay
+reads the bytes the stage read.
 
 Transient tool failures (a result whose error is ``retryable``) are retried by
 :meth:`StageContext.tool_retrying` ``tool_retry_limit`` times, after ``tool_retry_backoff_s``
