@@ -150,6 +150,8 @@ class SandboxActor(Actor):
         body = codec.SANDBOX_REQUEST.decode(request.body)
         if not (body.held and body.tool == "read_file" and isinstance(body.arguments.get("path"), str)):
             return None
+        if not self.gate.knows(body.session_id):
+            return None  # the gate would ask persistence: never wait on the loop thread
         try:
             size = os.stat(os.path.join(body.workspace, body.arguments["path"])).st_size
         except (OSError, ValueError):

@@ -95,6 +95,11 @@ class ApprovalGate:
         return SandboxError(f"{what} refused: {why}, and {given}; the session must approve it first "
                             f"(`acode approve {request.session_id}`)", code="ACODE-SBX-019")
 
+    def knows(self, session_id: str) -> bool:
+        """Whether the session's policy is cached: :meth:`check` then asks persistence nothing."""
+        with self._lock:
+            return session_id in self._settings
+
     def _policy(self, session_id: str) -> tuple[int, Approvals, ApprovalMode]:
         with self._lock:
             cached = self._settings.get(session_id)
