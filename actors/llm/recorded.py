@@ -106,7 +106,8 @@ class RecordedModel:
         self.provider = provider
         self.claims = claims
         self.watched = calls
-        self._next_place: int | None = None
+        self._places: dict[str, int] | None = None  # hash -> place, known and placed (see _claim)
+        self._next_place = 0
         self.before = before
         self.amend = amend
         self.persistence = persistence
@@ -175,12 +176,13 @@ class RecordedModel:
         """The request's place in its stage's sequence, and its answer if recorded. With the
         stage's claims known (``claims``), a request not among them is placed here, one past
         the last, and claimed with its answer; a known one (a replay) asks persistence."""
-        known = self.claims() if self.claims is not None else None
-        if known is not None and digest not in known:
-            if self._next_place is None:
-                self._next_place = max(known.values(), default=-1) + 1
-            place, self._next_place = self._next_place, self._next_place + 1
-            known[digest] = place
+        if self._places is None and self.claims is not None:
+            self._places = dict(self.claims())  # this attempt's own copy: it adds what it places
+            self._next_place = max(self._places.values(), default=-1) + 1
+        if self._places is not None and digest not in self._places:
+            place = self._next_place
+            self._next_place += 1
+            self._places[digest] = place
             return ModelAnswerClaim(seq=place)
         claim: ModelAnswerClaim = self.persistence(
             ClaimModelAnswer(request_hash=digest, session_id=self.session_id, stage=request.stage,
