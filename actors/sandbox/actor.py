@@ -30,6 +30,7 @@ process groups, and idle persistence clients are closed, so the context can term
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -153,10 +154,12 @@ class SandboxActor(Actor):
         if not self.gate.knows(body.session_id):
             return None  # the gate would ask persistence: never wait on the loop thread
         try:
-            size = os.stat(os.path.join(body.workspace, body.arguments["path"])).st_size
+            found = os.stat(os.path.join(body.workspace, body.arguments["path"]))
         except (OSError, ValueError):
             return None  # the pool's run reports what is wrong
-        return self.serve(request, body) if size <= QUICK_BYTES else None
+        if not stat.S_ISREG(found.st_mode) or found.st_size > QUICK_BYTES:
+            return None  # a FIFO, a device, a large file: on the pool, where a wait blocks nothing else
+        return self.serve(request, body)
 
     def handle(self, request: Request) -> Message:
         """Run one RunTool (on a pool thread); a body that does not decode is ACODE-PROTO-002."""
