@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import wait_until
-from tests.modelserver import Json, ModelServer
+from tests.modelserver import Json, ModelServer, Stall
 from tests.system import workloads as w
 from tests.system.conftest import CLI, REPO, Acode, wait_exit
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan, write
@@ -218,3 +218,38 @@ def test_a_planner_killed_mid_answer_gives_way_to_its_retry_whose_progress_start
     assert 2.5 <= model_s < 15, f"the model time is the answering attempt's, not the killed one's: {planner_end}"
     assert second[-1][1] <= model_s + 0.5, \
         f"the new attempt's call counts its own seconds from its start: {first} then {second}"
+
+
+def test_a_steps_reads_are_on_record_while_the_model_thinks_not_only_at_the_steps_end(
+        acode: Acode, tmp_path: Path) -> None:
+    """A stage holds its progress events and the results of its reads for its next write; a
+    model call that runs a while gets them written meanwhile (actors.stages.callwatch), so
+    followers and `acode show` see the step's start and its context read during the call."""
+    slow_write = ('<tool_call>{"name": "write_file", "arguments": {"path": "greet.txt", "content": "hello\\n"}}'
+                  "</tool_call>")
+    workspace = _workspace(tmp_path)
+    with ModelServer() as server:
+        _configure(acode, server, "ollama")
+        acode.up()
+        server.by_stage(planner=[plan()], executor=[Stall(text=slow_write, chunks=1, seconds=4.0), done()],
+                        verifier=[VERDICT], reviewer=[APPROVE])
+        run = acode.start("run", "make greet.txt say hello", "--workspace", str(workspace))
+        try:
+            def stored_during_the_call() -> list[str]:
+                listed = json.loads(acode("sessions", "--json").stdout)
+                if not listed:
+                    return []
+                return [kind for _, kind in _events_in_database(acode, listed[0]["id"])]
+
+            wait_until(lambda: "tool_called" in stored_during_the_call()
+                       and "step_started" in stored_during_the_call(), timeout=30,
+                       what="the step's start and its context read on record during the executor's call")
+            assert not (workspace / "greet.txt").exists(), "still thinking: the write has not come yet"
+            assert "step_finished" not in stored_during_the_call()
+            code = run.wait(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert code == 0, (run.stdout.read() if run.stdout else "") + (run.stderr.read() if run.stderr else "")
+    assert (workspace / "greet.txt").read_text() == "hello\n"
