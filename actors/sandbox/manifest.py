@@ -5,9 +5,14 @@ The workspace is walked as the tree tools walk it (:func:`actors.sandbox.snapsho
 followed). Each file's bytes are copied, content-addressed, into the session's store
 under acode's home, never inside the workspace::
 
-    <store>/manifest.msgpack     {path bytes: [mode, size, sha256, stored]} (msgpack: a file
-                                 name need not be UTF-8, and JSON could not hold it)
-    <store>/objects/<sha256>     the bytes of a stored file or a symlink's target (0600)
+    <store>/manifest.msgpack     {path bytes: [mode, size, sha256, stored, at]} (msgpack: a
+                                 file name need not be UTF-8, and JSON could not hold it)
+    <store>/pack                 the bytes of every stored file and symlink target, one after
+                                 another, each content once (0600); ``at`` is its offset
+
+One file for all the contents, not one per content: a baseline of a small workspace costs
+two file creations instead of one per file (a store written before the pack has
+``<store>/objects/<sha256>`` files and items without ``at``, and still diffs).
 
 Caps keep a big workspace from filling the disk: a file over :data:`MAX_STORED_FILE_BYTES`
 (1 MB) is recorded by its hash only, and so is every file once the store holds
@@ -28,7 +33,8 @@ import difflib
 import hashlib
 import os
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import msgspec
 
@@ -48,29 +54,32 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
     size: int
     sha256: str
     stored: bool
+    at: int = -1  # the offset of a stored content in the pack; -1: in objects/ (a store made before the pack)
 
 
 Manifest = dict[str, Item]
 _DECODER = msgspec.msgpack.Decoder(dict[bytes, Item])
 _FILE = "manifest.msgpack"
+_PACK = "pack"
 
 
 @dataclass
 class _Store:
-    dir: str
-    total: int = 0
+    """The pack being written: each content once, at the offset :meth:`put` answers."""
 
-    def put(self, digest: str, data: bytes) -> None:
-        objects = os.path.join(self.dir, "objects")
-        os.makedirs(objects, mode=0o700, exist_ok=True)
-        target = os.path.join(objects, digest)
-        if not os.path.exists(target):
-            tmp = f"{target}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
+    pack: BinaryIO
+    total: int = 0
+    size: int = 0
+    offsets: dict[str, int] = field(default_factory=dict)
+
+    def put(self, digest: str, data: bytes) -> int:
         self.total += len(data)
+        at = self.offsets.get(digest)
+        if at is None:
+            at = self.offsets[digest] = self.size
+            self.pack.write(data)
+            self.size += len(data)
+        return at
 
 
 def _read(entry: snapshot.Entry, keep_up_to: int) -> tuple[int, str, bytes | None] | None:
@@ -94,21 +103,23 @@ def _read(entry: snapshot.Entry, keep_up_to: int) -> tuple[int, str, bytes | Non
 
 def record(ws: Workspace, store_dir: str) -> tuple[Manifest, int]:
     """Walk the workspace into ``store_dir``; the manifest and how many files were kept as hash only."""
-    store = _Store(store_dir)
     manifest: Manifest = {}
     unstored = 0
-    for entry in snapshot.walk(ws):
-        read = _read(entry, MAX_STORED_FILE_BYTES)
-        if read is None:
-            continue
-        size, digest, data = read
-        stored = data is not None and (entry.is_link or store.total + size <= MAX_STORED_TOTAL_BYTES)
-        if stored:
-            assert data is not None
-            store.put(digest, data)
-        else:
-            unstored += 1
-        manifest[entry.path] = Item(entry.mode, size, digest, stored)
+    # Written in place: the manifest, replaced after it, is what makes a pack count (a
+    # record cut short is made again whole, and the baseline record is made after both).
+    fd = os.open(os.path.join(store_dir, _PACK), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as pack:
+        store = _Store(pack)
+        for entry in snapshot.walk(ws):
+            read = _read(entry, MAX_STORED_FILE_BYTES)
+            if read is None:
+                continue
+            size, digest, data = read
+            if data is not None and (entry.is_link or store.total + size <= MAX_STORED_TOTAL_BYTES):
+                manifest[entry.path] = Item(entry.mode, size, digest, True, store.put(digest, data))
+            else:
+                unstored += 1
+                manifest[entry.path] = Item(entry.mode, size, digest, False)
     tmp = os.path.join(store_dir, f"{_FILE}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(msgspec.msgpack.encode({os.fsencode(path): item for path, item in manifest.items()}))
@@ -186,10 +197,17 @@ class _Sides:
                     (" (files over 1 MB are not stored)" if item.size > MAX_STORED_FILE_BYTES
                      else " (the baseline store was full)"))
         try:
-            with open(os.path.join(self.store_dir, "objects", item.sha256), "rb") as f:
-                return f.read()
+            if item.at < 0:
+                with open(os.path.join(self.store_dir, "objects", item.sha256), "rb") as f:
+                    return f.read()
+            with open(os.path.join(self.store_dir, _PACK), "rb") as f:
+                f.seek(item.at)
+                data = f.read(item.size)
         except OSError:
+            data = b""
+        if len(data) != item.size or hashlib.sha256(data).hexdigest() != item.sha256:
             return "the baseline's copy of this file is missing from acode's store"
+        return data
 
     def new(self, path: str) -> bytes | str:
         for entry in snapshot.entries(self.ws, [path]):

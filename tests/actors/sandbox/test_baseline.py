@@ -8,6 +8,7 @@ content manifest in acode's home. Diffs are compared exactly.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.sandbox import manifest
@@ -400,7 +402,7 @@ def test_the_manifest_diff_shows_every_kind_of_change_exactly(ws: Path, tools: T
     out = tools.baseline()
     store = baselines.root / "s1"
     assert out == f"baseline recorded: content manifest in {store}, 9 files"
-    assert sorted(p.name for p in store.iterdir()) == ["baseline.json", "manifest.msgpack", "objects"]
+    assert sorted(p.name for p in store.iterdir()) == ["baseline.json", "manifest.msgpack", "pack"]
 
     _write(ws, {"a.py": "one\nTWO\nthree\n", "logo.bin": b"\x00\x01\x02\x04", "pkg/sub/mod.py": "x = 1",
                 "debug.log": "still ignored\n"})
@@ -492,6 +494,39 @@ def test_manifest_caps_keep_big_files_as_hash_only_and_say_so(ws: Path, tools: T
             "(the baseline store was full)]\n") in patch
     assert (f"diff --git a/big.txt b/big.txt\n[content not shown: the baseline kept only the hash of this "
             f"{len(big)}-byte file (files over 1 MB are not stored)]\n") in patch
+
+
+def test_the_manifest_packs_each_content_once_and_a_damaged_pack_is_said_not_shown(
+        ws: Path, tools: Tools, baselines: Baselines) -> None:
+    _write(ws, {"a.txt": "same\n", "b.txt": "same\n", "c.txt": "other\n"})
+    tools.baseline()
+    store = baselines.root / "s1"
+    assert (store / "pack").read_bytes() in (b"same\nother\n", b"other\nsame\n")  # "same" once
+    assert (store / "pack").stat().st_mode & 0o777 == 0o600
+    _write(ws, {"a.txt": "A\n", "b.txt": "B\n", "c.txt": "C\n"})
+    patch = tools.patch()
+    assert "@@ -1 +1 @@\n-same\n+A\n" in patch and "-same\n+B\n" in patch and "-other\n+C\n" in patch
+
+    (store / "pack").write_bytes(b"SAME\nother\n" if (store / "pack").read_bytes().startswith(b"same") else
+                                 b"other\nSAME\n")  # same size, other bytes: the hash tells
+    patch = tools.patch()
+    assert patch.count("[content not shown: the baseline's copy of this file is missing from acode's store]") == 2
+    assert "-other\n+C\n" in patch
+
+
+def test_a_manifest_store_made_before_the_pack_still_diffs(ws: Path, tools: Tools, baselines: Baselines) -> None:
+    """A store of one file per content (``objects/<sha256>``, items without an offset)."""
+    _write(ws, {"a.txt": "one\n"})
+    tools.baseline()
+    store = baselines.root / "s1"
+    digest = hashlib.sha256(b"one\n").hexdigest()
+    (store / "objects").mkdir()
+    (store / "objects" / digest).write_bytes(b"one\n")
+    (store / "pack").unlink()
+    legacy = {b"a.txt": ["100644", 4, digest, True]}  # the four fields of the old item
+    (store / "manifest.msgpack").write_bytes(msgspec.msgpack.encode(legacy))
+    _write(ws, {"a.txt": "two\n"})
+    assert "@@ -1 +1 @@\n-one\n+two\n" in tools.patch()
 
 
 # -- both kinds ---------------------------------------------------------------------------------
