@@ -25,6 +25,7 @@ from typing import Any
 
 import zmq
 
+from broker import wire
 from protocol import codec, frames
 from protocol.codec import TypedDecoder
 from protocol.errors import AcodeError, ProtocolError, RequestTimeout, from_info
@@ -114,17 +115,13 @@ class Client:
         self._pending.pop(request_id, None)
 
     def _transmit(self, message: list[bytes]) -> None:
-        try:
-            self.socket.send_multipart(message, zmq.NOBLOCK)
-        except zmq.Again:
-            pass  # the broker is unreachable and the queue is full: the resend timer retries
+        wire.send(self.socket, message)  # False: the broker is unreachable and the queue full; the resend timer retries
 
     def on_readable(self) -> None:
         """Drain replies and run their callbacks."""
         while True:
-            try:
-                parts = self.socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            parts = wire.recv(self.socket)
+            if parts is None:
                 return
             self._on_reply(parts)
 

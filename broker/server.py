@@ -25,6 +25,7 @@ from typing import Any
 
 import zmq
 
+from broker import wire
 from protocol import codec, frames
 from protocol.errors import ErrorInfo, ProtocolError
 from protocol.ids import new_id
@@ -90,25 +91,24 @@ class Broker:
 
     def _forward_events(self) -> None:
         for _ in range(1000):
-            try:
-                self.xpub.send_multipart(self.xsub.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
+            parts = wire.recv(self.xsub)
+            if parts is None:
                 return
+            wire.send(self.xpub, parts)  # XPUB drops for a subscriber that is not reading; it never blocks
 
     def _forward_subscriptions(self) -> None:
         for _ in range(1000):
-            try:
-                self.xsub.send_multipart(self.xpub.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
+            parts = wire.recv(self.xpub)
+            if parts is None:
                 return
+            wire.send(self.xsub, parts)
 
     # -- requests and workers --------------------------------------------------------------
 
     def _on_router(self) -> None:
         for _ in range(1000):  # bounded so timers and the event stream get their turn
-            try:
-                parts = self.router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            parts = wire.recv(self.router)
+            if parts is None:
                 return
             route, rest = parts[0], parts[1:]
             try:
@@ -285,8 +285,10 @@ class Broker:
 
     def _send(self, route: bytes, message: list[bytes]) -> bool:
         try:
-            self.router.send_multipart([route, *message], zmq.NOBLOCK)
-            return True
+            if wire.send(self.router, [route, *message]):
+                return True
+            self.log.debug("send_dropped", peer=route.hex(), error="queue full")
+            return False
         except zmq.ZMQError as exc:  # EHOSTUNREACH (peer gone) or EAGAIN (peer not reading)
             self.log.debug("send_dropped", peer=route.hex(), error=exc.strerror)
             return False

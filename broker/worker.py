@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import zmq
 
+from broker import wire
 from protocol import codec, frames
 from protocol.errors import AcodeError, ProtocolError
 from protocol.ids import new_id
@@ -114,9 +115,7 @@ class Worker:
 
     def _send(self, message: list[bytes]) -> None:
         assert self._socket is not None
-        try:
-            self._socket.send_multipart(message, zmq.NOBLOCK)
-        except zmq.Again:
+        if not wire.send(self._socket, message):
             self.actor.log.warning("worker_send_dropped", service=self.service)
 
     def _heartbeat(self) -> None:
@@ -131,9 +130,8 @@ class Worker:
 
     def _on_readable(self) -> None:
         while self._socket is not None:
-            try:
-                parts = self._socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            parts = wire.recv(self._socket)
+            if parts is None:
                 if self.drained is not None:
                     self.drained()
                 return

@@ -55,6 +55,7 @@ from actors._base import Actor
 from actors.paths import RunPaths
 from actors.persistence.schema import LATEST
 from actors.persistence.store import Store, Synchronous
+from broker import wire
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
@@ -299,7 +300,7 @@ class PersistenceActor(Actor):
         for event in events:
             # A PUB socket never blocks: past its high-water mark it drops, and followers
             # catch up from GetEvents (the log, not the stream, is the record).
-            self._events.send_multipart([event.session_id.encode(), codec.encode(event)])
+            wire.send(self._events, [event.session_id.encode(), codec.encode(event)])
         if events:
             self.log.debug("events_published", session_id=events[0].session_id, count=len(events),
                            last_seq=events[-1].seq)
