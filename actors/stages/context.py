@@ -23,6 +23,16 @@ watch), so followers see a step's reads while the model thinks. So nothing that 
 what was held happens or becomes durable without it; a stage killed while holding them
 loses only them, and its replay writes them again (same event ids) or asks the model again.
 
+**A step's record is written behind.** ``commit(..., wait=False)`` (the executor's step
+records) sends the commit from a writer thread and returns at once, so the next step's
+model turn and reads overlap its round trip. It is still durable before anything depends
+on it: every other write, a tool call with side effects, a journaled read and the stage's
+result first wait for it (:meth:`_settle`), and one write is behind at most, so writes
+land in the order they were made. A stage killed meanwhile is where it would be had it
+died just before sending (the next step's held reads wrote nothing). If the write fails,
+its error is raised by every later write of the stage, so nothing made after it is
+written and the stage ends with that error, as it would have at the commit itself.
+
 **A turn is one round trip.** The attempt's replay index (:meth:`replay_index`: the claims
 of its stage, the session's journaled tool keys, its step records) comes with the dispatch
 (``RunStage.replay``, read with the transition's commit) or is asked for once. A model
@@ -46,6 +56,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, assert_never
 
 import msgspec
@@ -144,6 +155,8 @@ class StageContext:
         self._index: ReplayIndex | None = request.replay  # else fetched at the first model call or read
         self._journaled: set[str] = set(request.replay.tool_keys if request.replay else ())  # or held to be
         self.watch = CallWatch(self.flush, on_exit=clients.release, log=log)
+        self._behind: Future[Any] | None = None  # the write sent without waiting (commit(wait=False))
+        self._writer: ThreadPoolExecutor | None = None  # its thread, made at the first such write
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
@@ -172,8 +185,12 @@ class StageContext:
         return index
 
     def close(self) -> None:
-        """The stage has ended: stop watching calls (the result flushed what was held)."""
+        """The stage has ended: stop watching calls (the result flushed what was held) and
+        let the writer thread go once a write still behind (a stage that failed) is done."""
         self.watch.close()
+        if self._writer is not None:
+            self._writer.submit(self.clients.release)
+            self._writer.shutdown(wait=False)
 
     @property
     def session_id(self) -> str:
@@ -206,32 +223,55 @@ class StageContext:
         return self._call_persistence(body)
 
     def _call_persistence(self, body: Message) -> Any:
+        """One request to persistence, after the write behind (if any) is durable."""
+        self._settle()
+        return self._send_persistence(body)
+
+    def _send_persistence(self, body: Message) -> Any:
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT,
                                  decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
-    def commit(self, events: list[Event], step: StepRecord | None = None) -> None:
+    def _settle(self) -> None:
+        """Wait until the write sent behind is durable; raise its error if it failed (every
+        time: after a failed write the stage writes nothing more)."""
+        with self._send_lock:
+            behind = self._behind
+            if behind is not None:
+                behind.result()
+                self._behind = None
+
+    def commit(self, events: list[Event], step: StepRecord | None = None, *, wait: bool = True) -> None:
         """Append ``events`` (and ``step``), with what the stage held back first, in one
         transaction, durable when this returns; progress events alone are held back instead
-        and written with the stage's next request (see the module)."""
+        and written with the stage's next request (see the module). ``wait=False``: sent
+        behind, durable before the stage's next write or side effect (see the module)."""
         if step is None and events and all(isinstance(event, PROGRESS_EVENTS) for event in events):
             with self._lock:
                 self._held.extend(events)
             return
         with self._send_lock:
+            self._settle()
             held = self._take_held()
             if held is not None:
                 events = [*held.events, *events]
-            self._call_persistence(Commit(session_id=self.session_id, events=events, step=step,
-                                          answers=held.answers if held is not None else [],
-                                          reads=held.reads if held is not None else []))
+            body = Commit(session_id=self.session_id, events=events, step=step,
+                          answers=held.answers if held is not None else [],
+                          reads=held.reads if held is not None else [])
+            if wait:
+                self._send_persistence(body)
+                return
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.request.stage}-writer")
+            self._behind = self._writer.submit(self._send_persistence, body)
 
     def flush(self) -> None:
-        """Write what the stage held back now, and wait until it is durable (from any
-        thread: the call watch flushes during a long model call)."""
+        """Write what the stage held back now, and wait until it and the write behind are
+        durable (from any thread: the call watch flushes during a long model call)."""
         with self._send_lock:
+            self._settle()
             held = self._take_held()
             if held is not None:
-                self._call_persistence(held)
+                self._send_persistence(held)
 
     def _take_held(self, *, with_answers: bool = True) -> Commit | None:
         """The held events and (``with_answers``) the model's pending answer as one Commit,
@@ -272,6 +312,7 @@ class StageContext:
                     self._journaled.add(key)
             return done.result
         with self._send_lock:  # journaled (a replay reads the first result), with what was held first
+            self._settle()
             return self._run_tool(msgspec.structs.replace(call, commit=self._take_held()))
 
     def _run_tool(self, call: RunTool) -> ToolResult:

@@ -403,7 +403,7 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatu
                                           "finished"),
                              session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
                              status=status, summary=summary)],
-               step=record)
+               step=record, wait=False)  # the next step's turn overlaps its round trip
     return record
 
 
