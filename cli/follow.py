@@ -1,6 +1,7 @@
 """Following a session live: the event stream for speed, the database for completeness.
 
-The SUB socket delivers events as persistence commits them, but a subscriber can miss
+The SUB socket delivers events as persistence commits them (one message per commit: the
+session id as topic, then each event, or one model-progress message), but a subscriber can miss
 some (it joined late, the broker restarted). Every event carries its session-local
 sequence number, so a gap is filled from persistence (``GetEvents``), and a periodic
 catch-up reads whatever the stream did not bring. Events are handed over exactly once,
@@ -68,18 +69,19 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
                 streamed: list[Event] = []
                 while True:
                     try:
-                        _, body = sub.recv_multipart(zmq.NOBLOCK)
+                        _, *bodies = sub.recv_multipart(zmq.NOBLOCK)  # a topic, then one or more
                     except zmq.Again:
                         break
-                    try:
-                        message = codec.STREAM.decode(body)
-                    except ProtocolError:
-                        continue
-                    if isinstance(message, ModelProgress):
-                        if on_progress is not None:
-                            on_progress(message)
-                    else:
-                        streamed.append(message)
+                    for body in bodies:
+                        try:
+                            message = codec.STREAM.decode(body)
+                        except ProtocolError:
+                            continue
+                        if isinstance(message, ModelProgress):
+                            if on_progress is not None:
+                                on_progress(message)
+                        else:
+                            streamed.append(message)
                 if streamed and min(e.seq for e in streamed) > next_seq:
                     catch_up()  # a gap: read the missing events first
                 deliver(streamed)

@@ -49,6 +49,7 @@ class _Stream:
         self.sock.setsockopt(zmq.SUBSCRIBE, session_id.encode())
         self.client = client
         self.session_id = session_id
+        self._bodies: list[bytes] = []  # the rest of the last message (one per commit)
 
     def warm_up(self) -> None:
         """Commit probe events until one arrives (the subscription travels up through the
@@ -66,10 +67,11 @@ class _Stream:
             pass
 
     def next(self, timeout_ms: int = 5_000) -> Event:
-        assert self.sock.poll(timeout_ms), "no event published in time"
-        topic, body = self.sock.recv_multipart()
-        assert topic == self.session_id.encode()
-        return codec.EVENT.decode(body)
+        if not self._bodies:
+            assert self.sock.poll(timeout_ms), "no event published in time"
+            topic, *self._bodies = self.sock.recv_multipart()
+            assert topic == self.session_id.encode() and self._bodies
+        return codec.EVENT.decode(self._bodies.pop(0))
 
     def close(self) -> None:
         self.sock.close()
@@ -112,6 +114,16 @@ def test_committed_events_are_published_on_their_session_topic_in_seq_order(stre
     seqs = _call(stream.client, Commit(session_id=sid, events=[first, second])).seqs
     assert [(e.id, e.seq) for e in (stream.next(), stream.next())] == list(zip([first.id, second.id], seqs,
                                                                                 strict=True))
+
+
+def test_a_commit_is_published_as_one_message_of_its_events(stream: _Stream) -> None:
+    sid = stream.session_id
+    created, moved, again = records.created(sid), records.transitioned(sid), records.transitioned(sid)
+    events = [created, moved, again]
+    _call(stream.client, Commit(session_id=sid, events=[created, moved, again]))
+    assert stream.sock.poll(5_000)
+    topic, *bodies = stream.sock.recv_multipart()
+    assert topic == sid.encode() and [codec.EVENT.decode(b).id for b in bodies] == [e.id for e in events]
 
 
 def test_a_duplicate_commit_publishes_nothing_new(stream: _Stream) -> None:
