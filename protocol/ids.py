@@ -43,7 +43,8 @@ def new_id() -> str:
     value |= counter << 64
     value |= 0b10 << 62
     value |= rand
-    return str(uuid.UUID(int=value))
+    digits = f"{value:032x}"  # uuid.UUID(int=value)'s text, without building the object (4 -> 1 us)
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 def new_trace_id() -> str:
