@@ -11,51 +11,21 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import msgspec
 import pytest
-import structlog
 
 from actors.stages.context import StageContext
-from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import AcodeError
-from protocol.events import Event, StepFinished, StepStarted, ToolCalled
+from protocol.events import StepFinished, StepStarted, ToolCalled
 from protocol.ids import new_id
-from protocol.messages import Commit, GetEvents, RunStage
+from protocol.messages import GetEvents
 from protocol.results import StepRecord
-from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
-from tests.harness import Harness
+from tests.actors.stages.conftest import Run, Stack
 
 
-@pytest.fixture
-def running(harness: Harness, home: Path) -> Iterator[tuple[Harness, ThreadClients, Path]]:
-    workspace = home / "ws"
-    workspace.mkdir()
-    (workspace / "a.txt").write_text("alpha\n")
-    harness.start("broker")
-    harness.start("persistence")
-    harness.start("sandbox")
-    clients = ThreadClients(harness.ctx, harness.endpoints.broker, sender="test-behind")
-    try:
-        yield harness, clients, workspace
-    finally:
-        clients.close()
-
-
-def _context(clients: ThreadClients, workspace: Path) -> StageContext:
-    script = msgspec.json.encode({"version": 1, "responses": {"executor": [{"content": "ok"}]}}).decode()
-    settings = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name="behind"))
-    session_id = new_id()
-    request = RunStage(session_id=session_id, stage="executor", visit=1, attempt=1, task="read",
-                       workspace=str(workspace), settings=settings)
-    ctx = StageContext(request, clients=clients, cancel=threading.Event(), log=structlog.get_logger())
-    ctx.persistence(Commit(session_id=session_id, snapshot=SessionSnapshot(
-        id=session_id, task="read", workspace=str(workspace), stage="executor", settings=settings,
-        created_at=time.time(), updated_at=time.time())))
-    return ctx
+def _run(stack: Stack) -> Run:
+    return stack.stage("executor", [{"content": "ok"}], None, files={"a.txt": "alpha\n"})
 
 
 def _finish(ctx: StageContext, step: str, session_id: str | None = None) -> tuple[StepFinished, StepRecord]:
@@ -65,19 +35,13 @@ def _finish(ctx: StageContext, step: str, session_id: str | None = None) -> tupl
     return event, StepRecord(session_id=session_id or sid, visit=1, task="T1", step=step, status="completed")
 
 
-def _events(clients: ThreadClients, session_id: str) -> list[Event]:
-    return list(clients.call("persistence", GetEvents(session_id=session_id), timeout=10,
-                             decoder=codec.PERSISTENCE_REPLY).events)
-
-
-def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_next_write(
-        running: tuple[Harness, ThreadClients, Path]) -> None:
-    harness, clients, _ = running
-    ctx = _context(clients, running[2])
+def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_next_write(stack: Stack) -> None:
+    run = _run(stack)
+    ctx = run.ctx
     try:
         sid = ctx.session_id
         assert ctx.tool(f"{sid}:t0", "read_file", {"path": "a.txt"}).ok  # the sandbox's gate learns the session
-        persistence = harness.procs["persistence"].pid
+        persistence = stack.harness.procs["persistence"].pid
         os.kill(persistence, signal.SIGSTOP)
         try:
             finished, record = _finish(ctx, "S1")
@@ -98,16 +62,15 @@ def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_
             os.kill(persistence, signal.SIGCONT)
         flusher.join(30)
         assert flushed
-        kinds = [type(e) for e in _events(clients, sid) if isinstance(e, StepFinished | StepStarted | ToolCalled)]
+        kinds = [type(e) for e in run.events() if isinstance(e, StepFinished | StepStarted | ToolCalled)]
         assert kinds == [ToolCalled, StepFinished, StepStarted, ToolCalled]  # in the order they were made
     finally:
         ctx.close()
 
 
-def test_a_write_behind_that_fails_fails_every_write_after_it_and_nothing_more_is_written(
-        running: tuple[Harness, ThreadClients, Path]) -> None:
-    _, clients, workspace = running
-    ctx = _context(clients, workspace)
+def test_a_write_behind_that_fails_fails_every_write_after_it_and_nothing_more_is_written(stack: Stack) -> None:
+    run = _run(stack)
+    ctx, workspace = run.ctx, run.workspace
     try:
         finished, record = _finish(ctx, "S1", session_id=new_id())  # another session's record: refused
         ctx.commit([finished], step=record, wait=False)  # no error yet: nothing waited for it
@@ -117,7 +80,9 @@ def test_a_write_behind_that_fails_fails_every_write_after_it_and_nothing_more_i
             with pytest.raises(AcodeError) as caught:
                 write()
             assert caught.value.code == "ACODE-PROTO-002" and record.session_id in caught.value.message
-        assert not [e for e in _events(clients, ctx.session_id) if isinstance(e, StepFinished)]
+        assert not [e for e in stack.clients.call("persistence", GetEvents(session_id=ctx.session_id), timeout=10,
+                                                  decoder=codec.PERSISTENCE_REPLY).events
+                    if isinstance(e, StepFinished)]  # read past the stage's failed writes
         assert not (workspace / "b.txt").exists()  # no side effect after the failed write
     finally:
         ctx.close()
