@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -58,6 +58,7 @@ from protocol.tools import Risk
 __all__ = ["Appended", "Store", "Synchronous"]
 
 Synchronous = Literal["full", "normal"]
+T = TypeVar("T")
 
 _SYNCHRONOUS: dict[str, str] = {"full": "FULL", "normal": "NORMAL"}
 _BUSY_TIMEOUT_MS = 5_000
@@ -108,7 +109,10 @@ class Store:
         self._redactor = redactor or default_redactor()
         self._conn: sqlite3.Connection | None = None
         self._grouped = False  # inside group(): writes are savepoints of one transaction
+        self._in_item = False  # inside item(): the request's writes share its savepoint
+        self._trusted = False  # inside item() of a request whose every string is clean
         self._synchronous = _SYNCHRONOUS[synchronous]
+        self._sync_now = self._synchronous  # the connection's level now (see _relaxed)
         with self._errors("opening the database"):
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
@@ -167,20 +171,18 @@ class Store:
         with self._errors(action):
             yield self._connection()
 
-    @contextmanager
-    def _relaxed(self, conn: sqlite3.Connection, relaxed: bool) -> Iterator[None]:
-        """A transaction committed with ``synchronous = normal`` when ``relaxed`` and the store
-        is ``full``: durable against any process crash, not against a power cut. In WAL mode
-        the next ``full`` commit syncs it too (the log is one file, synced whole), so a power
-        cut loses a relaxed commit only with every commit after it."""
-        if not relaxed or self._synchronous == "NORMAL":
-            yield
-            return
-        conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            yield
-        finally:
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+    def _relaxed(self, conn: sqlite3.Connection, relaxed: bool) -> None:
+        """Set the level the next transaction commits with: ``synchronous = normal`` when
+        ``relaxed`` (durable against any process crash, not against a power cut), else the
+        store's own. In WAL mode the next ``full`` commit syncs a relaxed one too (the log is
+        one file, synced whole), so a power cut loses a relaxed commit only with every commit
+        after it. The level stays set until a transaction needs the other one (a PRAGMA is
+        one statement, and runs of relaxed or of full commits are the common case); it is
+        called before every transaction begins, never inside one."""
+        level = "NORMAL" if relaxed else self._synchronous
+        if level != self._sync_now:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync_now = level
 
     @contextmanager
     def _write(self, action: str, *, relaxed: bool = False) -> Iterator[sqlite3.Connection]:
@@ -189,9 +191,15 @@ class Store:
 
         Inside :meth:`group` it is a savepoint of the group's transaction instead: its
         writes are undone alone if it raises, and made durable only by the group's commit.
+        Inside :meth:`item` it is part of the item's savepoint (undone with the whole item).
         """
-        with self._errors(action), self._relaxed(self._connection(), relaxed and not self._grouped):
+        with self._errors(action):
             conn = self._connection()
+            if self._in_item:
+                yield conn
+                return
+            if not self._grouped:
+                self._relaxed(conn, relaxed)
             begin, end, undo = (("SAVEPOINT write", "RELEASE write", "ROLLBACK TO write") if self._grouped
                                 else ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
             conn.execute(begin)
@@ -218,8 +226,9 @@ class Store:
         """
         if self._grouped:
             raise RuntimeError(f"a group commit on {self.path} is already open; groups do not nest")
-        with self._errors("committing a group of writes"), self._relaxed(self._connection(), relaxed):
+        with self._errors("committing a group of writes"):
             conn = self._connection()
+            self._relaxed(conn, relaxed)
             conn.execute("BEGIN IMMEDIATE")
             self._grouped = True
             try:
@@ -231,6 +240,42 @@ class Store:
                 raise
             finally:
                 self._grouped = False
+
+    @contextmanager
+    def item(self, body: bytes = b"") -> Iterator[None]:
+        """One request of a :meth:`group`: every write it makes shares one savepoint, undone
+        together if the block raises (a request that fails leaves nothing of itself in the
+        group), instead of one savepoint per write. Outside a group it changes nothing: each
+        write is its own transaction.
+
+        ``body``: the request's encoded form (msgpack). When :meth:`Redactor.clean` finds
+        nothing to redact in it, nothing the request stores can hold a secret (every string
+        it stores comes from the request), so the records it writes are not scanned again one
+        by one; otherwise each is redacted as it is encoded (:meth:`_blob`)."""
+        trusted = bool(body) and self._redactor.clean(body)
+        if not self._grouped:
+            self._trusted = trusted
+            try:
+                yield
+            finally:
+                self._trusted = False
+            return
+        if self._in_item:
+            raise RuntimeError(f"an item of a group commit on {self.path} is already open; items do not nest")
+        with self._errors("writing one request of a group"):
+            conn = self._connection()
+            conn.execute("SAVEPOINT item")
+            self._in_item, self._trusted = True, trusted
+            try:
+                yield
+                conn.execute("RELEASE item")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO item")
+                    conn.execute("RELEASE item")
+                raise
+            finally:
+                self._in_item = self._trusted = False
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -449,14 +494,20 @@ class Store:
 
     def _blob(self, record: Any) -> bytes:
         """``record`` redacted and encoded: every blob this store writes is made here."""
+        return self._stored(record)[0]
+
+    def _stored(self, record: T) -> tuple[bytes, T]:
+        """``record`` as stored: its blob and the record the blob holds (``record`` itself
+        unless something in it was redacted)."""
         encoded = encode(record)
-        if self._redactor.clean(encoded):
-            return encoded  # nothing in it to redact (the common case): encoded once
-        return encode(self._redactor.redact_value(record))
+        if self._trusted or self._redactor.clean(encoded):
+            return encoded, record  # nothing in it to redact (the common case): encoded once
+        redacted = self._redactor.redact_value(record)
+        return encode(redacted), redacted
 
     def _text(self, text: str) -> str:
         """A free-text column's value, redacted."""
-        return self._redactor.redact(text)
+        return text if self._trusted else self._redactor.redact(text)
 
     # -- helpers inside a transaction -----------------------------------------------------
 
@@ -475,18 +526,18 @@ class Store:
                                     "event a UUIDv7 so a retried commit stays idempotent",
                                     code="ACODE-PROTO-002")
             _check_owner("event", event.id, event.session_id, session_id)
-            row = conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()
-            if row is not None:
-                seqs.append(row[0])
-                continue
             if last is None:
                 (last,) = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
                                        (session_id,)).fetchone()
-            last += 1
-            stored = msgspec.structs.replace(event, seq=last, at=event.at or self._clock())
-            body = self._blob(stored)
-            conn.execute("INSERT INTO events (id, session_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?, ?)",
-                         (stored.id, session_id, last, stored.__struct_config__.tag, stored.at, body))
-            seqs.append(last)
-            inserted.append(_EVENT.decode(body))
+            seq = last + 1
+            body, stored = self._stored(msgspec.structs.replace(event, seq=seq, at=event.at or self._clock()))
+            if conn.execute("INSERT INTO events (id, session_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?, ?) "
+                            "ON CONFLICT (id) DO NOTHING",
+                            (stored.id, session_id, seq, stored.__struct_config__.tag, stored.at, body)).rowcount:
+                last = seq
+                seqs.append(seq)
+                inserted.append(stored)
+                continue
+            # stored before (a resent commit): answer its seq, publish nothing
+            seqs.append(conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()[0])
         return Appended(seqs=seqs, inserted=inserted)

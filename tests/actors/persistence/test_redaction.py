@@ -9,11 +9,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from actors.persistence.service import dispatch
 from actors.persistence.store import Store
-from protocol import redact
+from protocol import codec, redact
 from protocol.errors import ErrorInfo
 from protocol.events import SessionFinished, StageFinished, ToolCalled
 from protocol.ids import new_id
+from protocol.messages import Commit
 from protocol.results import ModelAnswer, ModelToolCall, ToolResult
 from tests.actors.persistence import records
 
@@ -91,3 +93,39 @@ def test_a_journaled_call_is_found_again_by_its_key(store: Store) -> None:
     assert state.state == "done"
     assert state.result is not None and state.result.output == "ok"
     assert GITHUB.encode() not in _raw(store.path)
+
+
+def _through_a_group(store: Store, requests: list[Commit]) -> None:
+    """Serve ``requests`` as the persistence actor does: one group, one item per request
+    with its encoded body (the scan of the body decides whether its records are scanned)."""
+    with store.group():
+        for request in requests:
+            with store.item(codec.encode(request)):
+                dispatch(store, request)
+
+
+def test_a_request_carrying_a_secret_is_redacted_record_by_record_in_a_group(store: Store) -> None:
+    session_id = new_id()
+    clean = Commit(session_id=session_id, snapshot=records.snapshot(session_id), events=[records.created(session_id)])
+    leaky = Commit(session_id=session_id, events=[StageFinished(
+        id=new_id(), session_id=session_id, stage="executor", visit=1, attempt=1, ok=False, summary=LEAK)],
+        step=records.step(session_id, summary=LEAK))
+    _through_a_group(store, [clean, leaky, Commit(session_id=session_id, events=[records.transitioned(session_id)])])
+    assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
+    summaries = [getattr(event, "summary", None) for event in store.events(session_id)]
+    assert summaries[1] == REDACTED and len(summaries) == 3
+    assert store.steps(session_id, 1)[0].summary == REDACTED
+
+
+def test_a_clean_request_trusts_only_its_own_records(store: Store) -> None:
+    """A clean body spares the scans of its own records only: a write made after its item
+    (here a plain commit outside any item) is scanned again."""
+    session_id = new_id()
+    _through_a_group(store, [Commit(session_id=session_id, snapshot=records.snapshot(session_id))])
+    store.commit(session_id, [StageFinished(id=new_id(), session_id=session_id, stage="executor", visit=1,
+                                            attempt=1, ok=False, summary=LEAK)])
+    with store.item(codec.encode(Commit(session_id=session_id))):  # outside a group: no savepoint, still scoped
+        pass
+    store.commit(session_id, step=records.step(session_id, summary=LEAK))
+    assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
+    assert store.events(session_id)[0].summary == REDACTED  # type: ignore[union-attr]

@@ -10,7 +10,8 @@ import pytest
 
 from actors.persistence.service import PersistenceOptions, dispatch, load_options
 from actors.persistence.store import Store
-from protocol.errors import ConfigError
+from protocol import codec
+from protocol.errors import AcodeError, ConfigError
 from protocol.ids import new_id
 from protocol.messages import (
     Ack,
@@ -100,6 +101,30 @@ def test_a_commit_asking_for_a_replay_index_gets_it_with_what_it_wrote(store: St
     plain, _ = dispatch(store, Commit(session_id=SESSION))
     assert isinstance(plain, Committed) and plain.index is None
 
+
+
+def test_a_request_that_fails_in_a_group_leaves_nothing_of_itself_and_the_others_commit(store: Store) -> None:
+    """One savepoint per request (Store.item): the read and the answer a failing commit wrote
+    before its refused event are undone with it; the requests around it are kept."""
+    before = Commit(session_id=SESSION, events=[records.created(SESSION)])
+    read = JournaledRead(key="k-lost", result=ToolResult(key="k-lost", tool="read_file", ok=True, output="a"))
+    answer = RecordModelAnswer(request_hash="h-lost", answer=ModelAnswer(content="x"), seq=5, session_id=SESSION,
+                               stage="executor")
+    failing = Commit(session_id=SESSION, answers=[answer], reads=[read], events=[records.created(new_id())])
+    after = Commit(session_id=SESSION, events=[records.transitioned(SESSION)])
+    outcomes: list[str] = []
+    with store.group():
+        for request in (before, failing, after):
+            try:
+                with store.item(codec.encode(request)):
+                    dispatch(store, request)
+                outcomes.append("ok")
+            except AcodeError as exc:
+                outcomes.append(exc.code)
+    assert outcomes == ["ok", "ACODE-PROTO-002", "ok"]
+    assert [event.seq for event in store.events(SESSION)] == [1, 2]
+    index = store.replay_index(SESSION, "executor")
+    assert "k-lost" not in index.tool_keys and "h-lost" not in index.claims
 
 def _spec(home: Path, **options: object) -> ActorSpec:
     endpoints = Endpoints(broker="ipc://b", events_in="ipc://i", events_out="ipc://o", supervisor="ipc://s")

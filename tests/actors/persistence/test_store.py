@@ -282,27 +282,43 @@ def _statements(store: Store) -> list[str]:
     return seen
 
 
+def _commit_levels(seen: list[str], start: str = "FULL") -> list[str]:
+    """The ``synchronous`` level each COMMIT of the trace ran at (the store's level is
+    ``start`` before it)."""
+    level, levels = start, []
+    for statement in seen:
+        if statement.startswith("PRAGMA synchronous = "):
+            level = statement.removeprefix("PRAGMA synchronous = ")
+        elif statement == "COMMIT":
+            levels.append(level)
+    return levels
+
+
 def test_a_rerun_safe_result_commits_without_waiting_for_the_disk_and_everything_else_with(
         store: Store, session: str) -> None:
     seen = _statements(store)
     store.finish_tool_call("r1", session_id=session, result=records.tool_result("r1"),
                            event=records.tool_called(session, "r1"), rerun_safe=True)
-    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
-    assert seen.index("COMMIT") < len(seen) - 1  # the commit itself ran relaxed
-    seen.clear()
+    store.finish_tool_call("r2", session_id=session, result=records.tool_result("r2"),
+                           event=records.tool_called(session, "r2"), rerun_safe=True)
     store.finish_tool_call("w1", session_id=session, result=records.tool_result("w1"),
                            event=records.tool_called(session, "w1"))
     store.commit(session, [records.transitioned(session)])
-    assert not [s for s in seen if s.startswith("PRAGMA")]  # the store's FULL, untouched
+    assert _commit_levels(seen) == ["NORMAL", "NORMAL", "FULL", "FULL"]
+    # the level is switched only when it changes, and never inside a transaction
+    assert [s for s in seen if s.startswith("PRAGMA")] == ["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"]
+    assert {seen[i + 1] for i, s in enumerate(seen) if s.startswith("PRAGMA")} == {"BEGIN IMMEDIATE"}
     with closing(sqlite3.connect(store.path)) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE result IS NOT NULL").fetchone() == (2,)
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE result IS NOT NULL").fetchone() == (3,)
 
 
 def test_a_group_is_relaxed_only_when_asked_and_a_store_at_normal_is_left_alone(store: Store, home: Path) -> None:
     seen = _statements(store)
     with store.group(relaxed=True):
         pass
-    assert seen[0] == "PRAGMA synchronous = NORMAL" and seen[-1] == "PRAGMA synchronous = FULL"
+    with store.group():
+        pass
+    assert _commit_levels(seen) == ["NORMAL", "FULL"]
     with Store(home / "normal.db", synchronous="normal") as normal:
         seen = _statements(normal)
         with normal.group(relaxed=True):
@@ -314,4 +330,4 @@ def test_the_model_answer_cache_commits_relaxed(store: Store, session: str) -> N
     seen = _statements(store)
     store.claim_model_answer("h" * 64, session_id=session, stage="executor")
     store.record_model_answer("h" * 64, records.answer("hi"))
-    assert seen.count("PRAGMA synchronous = NORMAL") == 2 and seen.count("PRAGMA synchronous = FULL") == 2
+    assert _commit_levels(seen) == ["NORMAL", "NORMAL"]
