@@ -5,10 +5,11 @@ socket options up as enums on every frame (microseconds each), and a non-blockin
 with nothing waiting raises ``zmq.Again``, an exception built every time. The broker
 forwards about 250 messages per W1 session, and every hop crosses two of these calls, so
 the broker, its workers and its clients use these two functions instead: plain ints,
-the backend's methods called directly, and "nothing waiting" answered by ``ZMQ_EVENTS``
-rather than by an exception. The semantics are pyzmq's: all frames of a message or none
-(ZeroMQ checks the high-water mark on the first frame only), and a ``ZMQError`` other than
-EAGAIN (e.g. EHOSTUNREACH from a ROUTER with ``ROUTER_MANDATORY``) still raises.
+the backend's methods called directly, each part's "more" flag read from its frame, and
+"nothing waiting" answered by ``ZMQ_EVENTS`` rather than by an exception. The semantics
+are pyzmq's: all frames of a message or none (ZeroMQ checks the high-water mark on the
+first frame only), and a ``ZMQError`` other than EAGAIN (e.g. EHOSTUNREACH from a ROUTER
+with ``ROUTER_MANDATORY``) still raises.
 """
 
 from __future__ import annotations
@@ -26,18 +27,22 @@ _recv = _Backend.recv
 _get = _Backend.get
 _SNDMORE = int(zmq.SNDMORE)
 _NOBLOCK = int(zmq.NOBLOCK)
-_RCVMORE = int(zmq.RCVMORE)
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 
 
 def recv(socket: zmq.Socket[Any]) -> list[bytes] | None:
-    """The next whole message waiting on ``socket``, or None if none is (never blocks)."""
+    """The next whole message waiting on ``socket``, or None if none is (never blocks).
+
+    Each part is received as a ``zmq.Frame`` and copied out: the frame carries its
+    "more" flag (read in C), where asking ``RCVMORE`` per part costs an enum lookup each."""
     if not cast(int, _get(socket, _EVENTS)) & _POLLIN:
         return None
-    parts: list[bytes] = [_recv(socket, _NOBLOCK)]
-    while _get(socket, _RCVMORE):
-        parts.append(_recv(socket, _NOBLOCK))
+    frame = _recv(socket, _NOBLOCK, False)
+    parts: list[bytes] = [frame.bytes]
+    while frame.more:
+        frame = _recv(socket, _NOBLOCK, False)
+        parts.append(frame.bytes)
     return parts
 
 
