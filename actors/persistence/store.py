@@ -130,6 +130,10 @@ class Store:
                                "keep the acode home on a local filesystem", code="ACODE-STORE-001")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        # A savepoint's undo log (the statement sub-journal) in memory: it only ever rolls
+        # back inside an open transaction, so a file buys nothing, and making one per
+        # group commit cost a temp file's create, unlink and close each time.
+        conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("PRAGMA foreign_keys = ON")
         return migrate(conn, self.path)
 
