@@ -19,8 +19,10 @@ so it ends with the session and a stale one cannot exist.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +65,24 @@ def _same_dir(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+_CHECKED_SCRIPTS: OrderedDict[bytes, None] = OrderedDict()  # sha256 of script texts that load
+_CHECKED_LIMIT = 64
+
+
+def _check_script(provider: ScriptedProvider) -> None:
+    """Refuse a scripted model file that does not load (ACODE-LLM-004). A text that loaded
+    before is not parsed again: a script of a few hundred responses takes milliseconds to
+    parse, on the coordinator's loop, for every submit that reuses it."""
+    digest = hashlib.sha256(provider.script_yaml.encode("utf-8", "surrogatepass")).digest()
+    if digest in _CHECKED_SCRIPTS:
+        _CHECKED_SCRIPTS.move_to_end(digest)
+        return
+    load_script(provider.script_yaml, name=provider.script_name or "<script>")
+    _CHECKED_SCRIPTS[digest] = None
+    while len(_CHECKED_SCRIPTS) > _CHECKED_LIMIT:
+        _CHECKED_SCRIPTS.popitem(last=False)
+
+
 class SessionRequests:
     def __init__(self, orchestrator: Orchestrator):
         self.orchestrator = orchestrator
@@ -99,7 +119,7 @@ class SessionRequests:
             raise ModelError("no model configured; pass --provider ollama --model NAME, or set model: in the config",
                              code="ACODE-LLM-001")
         if isinstance(provider, ScriptedProvider):
-            load_script(provider.script_yaml, name=provider.script_name or "<script>")
+            _check_script(provider)
         missing = [s for s in STAGES if s not in body.settings.stage_timeouts]
         if missing:
             raise CliError(f"settings lack a timeout for {', '.join(missing)}", code="ACODE-CFG-001")
