@@ -6,6 +6,7 @@ import pytest
 
 from actors.coordinator import requests
 from protocol.errors import ModelError
+from protocol.script import load_script
 from protocol.session import ScriptedProvider
 
 GOOD = "version: 1\nresponses:\n  planner:\n    - content: '{}'\n"
@@ -16,11 +17,10 @@ def test_a_script_that_loads_is_parsed_once_and_a_bad_one_is_refused_every_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(requests, "_CHECKED_SCRIPTS", type(requests._CHECKED_SCRIPTS)())
     parsed: list[str] = []
-    load = requests.load_script
 
     def counting(text: str, *, name: str) -> object:
         parsed.append(name)
-        return load(text, name=name)
+        return load_script(text, name=name)
 
     monkeypatch.setattr(requests, "load_script", counting)
     for _ in range(3):
