@@ -73,7 +73,7 @@ def load_script(text: str | bytes, *, name: str = "<script>") -> Script:
     """Decode and check a scripted model file; errors carry ACODE-LLM-004, the file name and
     the response they are about (``responses.executor[1]``)."""
     try:
-        shape = msgspec.yaml.decode(text, type=_ScriptShape)
+        shape = _shape(text)
     except msgspec.ValidationError as exc:
         raise ModelError(f"scripted model file {name} is invalid: {exc}; see README "
                          "'Scripted model format'", code="ACODE-LLM-004") from exc
@@ -86,6 +86,20 @@ def load_script(text: str | bytes, *, name: str = "<script>") -> Script:
         for stage, items in shape.responses.items()
     }
     return Script(version=shape.version, responses=responses)
+
+
+def _shape(text: str | bytes) -> _ScriptShape:
+    """The script's top level. A script written as JSON (a YAML document too) is read by
+    msgspec's JSON parser, in microseconds, where PyYAML takes milliseconds for a few KB;
+    a text that is not strict JSON (``{version: 1}``) is read as YAML."""
+    if text.lstrip()[:1] in ("{", b"{"):
+        try:
+            return msgspec.json.decode(text, type=_ScriptShape)
+        except msgspec.ValidationError:
+            raise  # JSON, but not a script's shape: said as the YAML reading would say it
+        except msgspec.DecodeError:
+            pass  # YAML's flow style, comments, ...: the YAML parser decides
+    return msgspec.yaml.decode(text, type=_ScriptShape)
 
 
 def _response(raw: Any, where: str) -> ScriptedResponse:

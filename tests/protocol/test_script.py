@@ -188,3 +188,28 @@ def test_an_unnamed_script_is_called_script_in_errors() -> None:
     with pytest.raises(ModelError) as info:
         load_script("version: 3\n")
     assert info.value.message.startswith("scripted model file <script> is invalid: ")
+
+
+def _as_json(text: str) -> str:
+    import yaml  # the YAML reading of the text, written back as strict JSON
+
+    return msgspec.json.encode(yaml.safe_load(text)).decode()
+
+
+def test_a_script_written_as_json_loads_as_its_yaml_reading_does() -> None:
+    text = _as_json(ISSUE_EXAMPLE)
+    assert text.startswith("{") and load_script(text) == load_script(ISSUE_EXAMPLE)
+    assert load_script(("  \n" + text).encode()) == load_script(ISSUE_EXAMPLE)  # bytes, leading space
+
+
+def test_a_flow_mapping_that_is_not_strict_json_is_still_read_as_yaml() -> None:
+    flow = "{version: 1, responses: {reviewer: [{content: fine}]}}  # YAML, not JSON\n"
+    assert load_script(flow).responses["reviewer"][0].content == "fine"
+
+
+def test_a_json_script_of_the_wrong_shape_is_refused_as_the_yaml_one_is() -> None:
+    bad = '{"version": 1, "responses": {"executer": []}}'
+    assert _reject(bad).message == _reject("version: 1\nresponses:\n  executer: []\n").message
+    wrong = '{"version": 1, "responses": {"planner": [{"content": "ok"}, {"tool_calls": [{"name": ""}]}]}}'
+    assert _reject(wrong).message == ("scripted model file s.yaml: responses.planner[1] is invalid: Expected `str` "
+                                      "of length >= 1 - at `$.tool_calls[0].name`" + README)
