@@ -259,7 +259,7 @@ class PersistenceActor(Actor):
         try:
             with self.store.group(relaxed=all(_relaxed(body) for _, body in group)):
                 for request, body in group:
-                    reply, events = self._serve_one(request, body)
+                    reply, events = self._serve_one(request, body, alone=len(group) == 1)
                     replies.append(reply)
                     inserted.extend(events)
                 if self._kill_at_group and len(group) >= self._kill_at_group:
@@ -273,12 +273,13 @@ class PersistenceActor(Actor):
         if len(group) > 1:
             self.log.debug("group_committed", requests=len(group), events=len(inserted))
 
-    def _serve_one(self, request: Request, body: PersistenceRequest) -> tuple[PersistenceReply | Error, list[Event]]:
+    def _serve_one(self, request: Request, body: PersistenceRequest, *,
+                   alone: bool = False) -> tuple[PersistenceReply | Error, list[Event]]:
         """One request of a group; its failure is its own answer (its savepoint is undone:
         :meth:`Store.item`, which also spares the redaction scans of a clean request)."""
         assert self.store is not None
         try:
-            with self.store.item(request.body):
+            with self.store.item(request.body, alone=alone):
                 return dispatch(self.store, body)
         except AcodeError as exc:
             return Error(error=exc.info()), []

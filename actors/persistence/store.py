@@ -110,6 +110,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._grouped = False  # inside group(): writes are savepoints of one transaction
         self._in_item = False  # inside item(): the request's writes share its savepoint
+        self._undo_group = False  # the group's only item failed: roll back instead of committing
         self._trusted = False  # inside item() of a request whose every string is clean
         self._synchronous = _SYNCHRONOUS[synchronous]
         self._sync_now = self._synchronous  # the connection's level now (see _relaxed)
@@ -234,10 +235,10 @@ class Store:
             conn = self._connection()
             self._relaxed(conn, relaxed)
             conn.execute("BEGIN IMMEDIATE")
-            self._grouped = True
+            self._grouped, self._undo_group = True, False
             try:
                 yield
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK" if self._undo_group else "COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -246,11 +247,13 @@ class Store:
                 self._grouped = False
 
     @contextmanager
-    def item(self, body: bytes = b"") -> Iterator[None]:
+    def item(self, body: bytes = b"", *, alone: bool = False) -> Iterator[None]:
         """One request of a :meth:`group`: every write it makes shares one savepoint, undone
         together if the block raises (a request that fails leaves nothing of itself in the
         group), instead of one savepoint per write. Outside a group it changes nothing: each
-        write is its own transaction.
+        write is its own transaction. ``alone``: the group's only request (the common case);
+        no savepoint, and if it raises the group rolls back when it ends instead of
+        committing: the same outcome, two statements fewer.
 
         ``body``: the request's encoded form (msgpack). When :meth:`Redactor.clean` finds
         nothing to redact in it, nothing the request stores can hold a secret (every string
@@ -268,13 +271,17 @@ class Store:
             raise RuntimeError(f"an item of a group commit on {self.path} is already open; items do not nest")
         with self._errors("writing one request of a group"):
             conn = self._connection()
-            conn.execute("SAVEPOINT item")
+            if not alone:
+                conn.execute("SAVEPOINT item")
             self._in_item, self._trusted = True, trusted
             try:
                 yield
-                conn.execute("RELEASE item")
+                if not alone:
+                    conn.execute("RELEASE item")
             except BaseException:
-                if conn.in_transaction:
+                if alone:
+                    self._undo_group = True
+                elif conn.in_transaction:
                     conn.execute("ROLLBACK TO item")
                     conn.execute("RELEASE item")
                 raise

@@ -126,6 +126,21 @@ def test_a_request_that_fails_in_a_group_leaves_nothing_of_itself_and_the_others
     index = store.replay_index(SESSION, "executor")
     assert "k-lost" not in index.tool_keys and "h-lost" not in index.claims
 
+
+def test_a_lone_request_needs_no_savepoint_and_when_it_fails_its_group_rolls_back(store: Store) -> None:
+    seen: list[str] = []
+    store._connection().set_trace_callback(seen.append)
+    read = JournaledRead(key="k-alone", result=ToolResult(key="k-alone", tool="read_file", ok=True, output="a"))
+    failing = Commit(session_id=SESSION, reads=[read], events=[records.created(new_id())])  # another session's
+    with store.group(), pytest.raises(AcodeError), store.item(codec.encode(failing), alone=True):
+        dispatch(store, failing)
+    assert not [statement for statement in seen if "SAVEPOINT" in statement] and seen[-1] == "ROLLBACK"
+    assert "k-alone" not in store.replay_index(SESSION, "executor").tool_keys
+    good = Commit(session_id=SESSION, events=[records.created(SESSION)])
+    with store.group(), store.item(codec.encode(good), alone=True):  # the next group commits again
+        dispatch(store, good)
+    assert seen[-1] == "COMMIT" and [event.seq for event in store.events(SESSION)] == [1]
+
 def _spec(home: Path, **options: object) -> ActorSpec:
     endpoints = Endpoints(broker="ipc://b", events_in="ipc://i", events_out="ipc://o", supervisor="ipc://s")
     return ActorSpec(actor="persistence", instance="persistence", epoch=1, home=str(home),
