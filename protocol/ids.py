@@ -8,6 +8,7 @@ order they were made; ids from different processes sort by millisecond.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -63,7 +64,16 @@ def stable_id(*parts: object) -> str:
     Used for events a retried attempt may emit again (a step that starts twice, a check
     that is reported twice), so persistence stores them once.
     """
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(str(p) for p in parts)))
+    # str(uuid.uuid5(_NAMESPACE, name)), without the two uuid.UUID objects (4 -> 2 us; four
+    # per executor step): SHA-1 of the namespace's bytes and the name, cut to 16 bytes, with
+    # the version (5) and the RFC 4122 variant bits set as uuid.UUID(bytes=..., version=5) does.
+    name = "\x1f".join(map(str, parts))
+    value = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])
+    value[6] = (value[6] & 0x0F) | 0x50
+    value[8] = (value[8] & 0x3F) | 0x80
+    digits = value.hex()
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 _NAMESPACE = uuid.UUID("6b1c4c52-4a0e-4d4f-9a51-ac0de0000000")
+_NAMESPACE_BYTES = _NAMESPACE.bytes

@@ -82,17 +82,86 @@ def prompt_tokens(request: ModelRequest) -> int:
     chars = sum(len(m.content) + (len(msgspec.json.encode(m.tool_calls)) if m.tool_calls else 0)
                 for m in request.messages)
     if request.tools:
-        chars += len(msgspec.json.encode(request.tools))
+        chars += _tools(request.tools).json_chars
     return -(-chars // 4)
 
 
+_PLACEHOLDER = b"\x00nonce\x00"
+_ARRAY7 = b"\x97"  # msgpack's header of a 7-element array
+
+
 def request_hash(session_id: str, visit: int, request: ModelRequest) -> str:
-    """The record's key; the dispatch's nonce is replaced by a placeholder (see ``untrusted``)."""
-    payload = codec.encode([session_id, request.stage, visit, request.call_site, request.messages,
-                            request.tools, request.json_schema])
-    if request.nonce:
-        payload = payload.replace(request.nonce.encode(), b"\x00nonce\x00")
-    return hashlib.sha256(payload).hexdigest()
+    """The record's key: SHA-256 of the msgpack array ``[session, stage, visit, call site,
+    messages, tools, schema]``, the dispatch's nonce replaced by a placeholder everywhere
+    in it (see ``untrusted``). The value is stored: it must never change.
+
+    The array is hashed in three parts, the same bytes: the first five elements, the tool
+    definitions (one list for every call of a stage: encoded once, and looked through for
+    the nonce once per dispatch, not on every call) and the schema. The nonce is replaced in
+    each part apart, which is the replacement in the whole unless a copy of it would cross
+    from one part into the next; then (a test's contrivance) the whole is replaced at once.
+    """
+    head = codec.encode([session_id, request.stage, visit, request.call_site, request.messages])
+    head = _ARRAY7 + head[1:]  # the five elements' bytes, under the seven's header
+    tools = _tools(request.tools)
+    tail = codec.encode(request.json_schema)
+    digest = hashlib.sha256()
+    if not request.nonce:
+        digest.update(head)
+        digest.update(tools.msgpack)
+        digest.update(tail)
+        return digest.hexdigest()
+    nonce = request.nonce.encode()
+    edge = len(nonce) - 1  # a copy crossing a boundary has at most this many bytes on either side of it
+    if len(tools.msgpack) < edge or nonce in _last(head, edge) + tools.msgpack[:edge] \
+            or nonce in _last(tools.msgpack, edge) + tail[:edge]:
+        digest.update((head + tools.msgpack + tail).replace(nonce, _PLACEHOLDER))
+        return digest.hexdigest()
+    digest.update(head.replace(nonce, _PLACEHOLDER))
+    digest.update(tools.without(nonce))
+    digest.update(tail.replace(nonce, _PLACEHOLDER))
+    return digest.hexdigest()
+
+
+def _last(data: bytes, count: int) -> bytes:
+    return data[max(len(data) - count, 0):]
+
+
+class _Tools:
+    """One list of tool definitions, encoded: msgpack (for the hash), its JSON's length (for
+    the estimate), and its msgpack with the last nonce asked for replaced."""
+
+    __slots__ = ("definitions", "json_chars", "msgpack", "_without")
+
+    def __init__(self, definitions: list[dict[str, Any]]):
+        self.definitions = definitions
+        self.msgpack = codec.encode(definitions)
+        self.json_chars = len(msgspec.json.encode(definitions))
+        self._without: tuple[bytes, bytes] = (b"", self.msgpack)
+
+    def without(self, nonce: bytes) -> bytes:
+        known, replaced = self._without
+        if known != nonce:
+            replaced = self.msgpack.replace(nonce, _PLACEHOLDER)
+            self._without = (nonce, replaced)
+        return replaced
+
+
+_NO_TOOLS = _Tools([])
+_last_tools: _Tools | None = None
+
+
+def _tools(definitions: list[dict[str, Any]]) -> _Tools:
+    """The encodings of ``definitions``, kept for the last list seen: a stage sends the
+    same list on every call (the executor's module constant, never changed in place, is
+    known by identity); another list is encoded anew."""
+    global _last_tools
+    if not definitions:
+        return _NO_TOOLS
+    last = _last_tools
+    if last is None or last.definitions is not definitions:
+        last = _last_tools = _Tools(definitions)
+    return last
 
 
 class RecordedModel:

@@ -20,6 +20,7 @@ import importlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import zmq
@@ -70,6 +71,9 @@ class StageActor(Actor):
         self._progress_out = self.socket(zmq.PUB)
         self._progress_out.connect(self.spec.endpoints.events_in)
         self.loop.every(PUBLISH_EVERY, self._publish_progress)
+        # Sends each request's writes behind (StageContext.commit(wait=False)): one thread and
+        # its broker client for the actor's life, not a thread and a connection per request.
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.spec.actor}-writer")
         self.worker = Worker(self, self.spec.actor, self.handle, capacity=1, threads=1)
         self.worker.start()
 
@@ -111,6 +115,8 @@ class StageActor(Actor):
         for cancel in list(self._cancels.values()):
             cancel.set()  # a model waiting (scripted delay_s) gives up at once
         self.worker.close()
+        self.writer.submit(self.clients.release)  # after a write still behind (a stage that failed)
+        self.writer.shutdown(wait=False)
         self.clients.close()  # idle clients now, busy ones when their call returns
 
     def handle(self, request: Request) -> Message:
@@ -132,7 +138,7 @@ class StageActor(Actor):
         try:
             ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control,
                                watch=self.progress.watcher(body.session_id, body.stage, body.visit,
-                                                           body.attempt))
+                                                           body.attempt), writer=self.writer)
             try:
                 result = self.run_stage(ctx)  # body.stage is this actor's (checked above)
             except TransportError:

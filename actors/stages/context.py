@@ -137,7 +137,11 @@ def _new_provider(spec: ProviderSpec) -> Provider:
 
 class StageContext:
     def __init__(self, request: RunStage, *, clients: ThreadClients, cancel: threading.Event, log: Any,
-                 control: WorkControl | None = None, watch: Callable[[Meter], None] | None = None):
+                 control: WorkControl | None = None, watch: Callable[[Meter], None] | None = None,
+                 writer: ThreadPoolExecutor | None = None):
+        """``writer``: the one-thread pool that sends the writes behind (``commit(wait=False)``),
+        the stage actor's, kept across its requests with its thread's broker client; without
+        it the context makes its own at the first such write and lets it go at :meth:`close`."""
         self.request = request
         self.control = control or WorkControl(request.steering)
         self.clients = clients
@@ -156,7 +160,8 @@ class StageContext:
         self._journaled: set[str] = set(request.replay.tool_keys if request.replay else ())  # or held to be
         self.watch = CallWatch(self.flush, on_exit=clients.release, log=log)
         self._behind: Future[Any] | None = None  # the write sent without waiting (commit(wait=False))
-        self._writer: ThreadPoolExecutor | None = None  # its thread, made at the first such write
+        self._writer = writer  # its thread; else made at the first such write, and this context's
+        self._own_writer = writer is None
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.model = RecordedModel(make_provider(request.settings.provider), self.persistence,
@@ -185,10 +190,11 @@ class StageContext:
         return index
 
     def close(self) -> None:
-        """The stage has ended: stop watching calls (the result flushed what was held) and
-        let the writer thread go once a write still behind (a stage that failed) is done."""
+        """The stage has ended: stop watching calls (the result flushed what was held) and,
+        if the writer thread is this context's own, let it go once a write still behind (a
+        stage that failed) is done (the actor's stays, for its next request)."""
         self.watch.close()
-        if self._writer is not None:
+        if self._writer is not None and self._own_writer:
             self._writer.submit(self.clients.release)
             self._writer.shutdown(wait=False)
 

@@ -1,4 +1,5 @@
-"""UUIDv7 ids: valid, unique and ordered as they were made, also across threads."""
+"""UUIDv7 ids: valid, unique and ordered as they were made, also across threads; UUIDv5
+stable ids: the same text uuid.uuid5 gives (they are stored: their values must not change)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import time
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol import ids
-from protocol.ids import new_id, new_span_id, new_trace_id
+from protocol.ids import new_id, new_span_id, new_trace_id, stable_id
 
 CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -92,3 +95,18 @@ def test_the_id_timestamp_is_the_current_unix_millisecond() -> None:
 def test_trace_and_span_ids_have_the_w3c_shape() -> None:
     assert re.fullmatch(r"[0-9a-f]{32}", new_trace_id())
     assert re.fullmatch(r"[0-9a-f]{16}", new_span_id())
+
+
+def test_a_stable_id_is_the_one_stored_events_carry() -> None:
+    assert stable_id("0190a3b4-1234-7abc-8def-0123456789ab", "executor", 1, "T1", "S3", "turn1") \
+        == "23ee94d8-424e-5502-88dd-aea584ad05d1"
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(st.text(), st.integers(), st.booleans(), st.none()), max_size=8))
+def test_a_stable_id_is_uuid5_of_its_parts_joined_by_unit_separators(parts: list[object]) -> None:
+    expected = uuid.uuid5(ids._NAMESPACE, "\x1f".join(str(p) for p in parts))
+    value = stable_id(*parts)
+    assert value == str(expected)
+    assert uuid.UUID(value).version == 5
+    assert uuid.UUID(value).variant == uuid.RFC_4122

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -86,3 +87,24 @@ def test_a_write_behind_that_fails_fails_every_write_after_it_and_nothing_more_i
         assert not (workspace / "b.txt").exists()  # no side effect after the failed write
     finally:
         ctx.close()
+
+
+def test_a_writer_thread_given_to_the_context_sends_its_writes_behind_and_outlives_it(stack: Stack) -> None:
+    writer = ThreadPoolExecutor(1, thread_name_prefix="test-writer")  # the stage actor's, kept across requests
+    try:
+        for step in ("S1", "S2"):  # two requests in a row, one writer
+            run = _run(stack)
+            ctx = StageContext(run.ctx.request, clients=stack.clients, cancel=threading.Event(),
+                               log=run.ctx.log, writer=writer)
+            try:
+                finished, record = _finish(ctx, step)
+                ctx.commit([finished], step=record, wait=False)
+                ctx.flush()  # waits for the write behind
+            finally:
+                ctx.close()
+                run.ctx.close()
+            assert [e.step for e in run.events() if isinstance(e, StepFinished)] == [step]
+        assert writer.submit(lambda: "alive").result(10) == "alive"  # close() left the actor's writer running
+    finally:
+        writer.submit(stack.clients.release)
+        writer.shutdown(wait=True)
