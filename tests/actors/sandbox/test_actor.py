@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,26 @@ def test_a_run_tool_round_trip_writes_the_file(sandbox: Harness, workspace: Path
     assert (result.ok, result.output, result.path, result.replayed) == (True, "wrote 12 bytes to pkg/hello.py",
                                                                         "pkg/hello.py", False)
     assert (workspace / "pkg" / "hello.py").read_text() == "print('hi')\n"
+
+
+def test_each_answered_call_writes_its_line_with_every_field(sandbox: Harness, workspace: Path) -> None:
+    # the line is written just after the reply is sent: waited for, not expected at once
+    client = sandbox.client()
+    wrote, missing = _tool(workspace, "write_file", path="a.txt", content="a\n"), _tool(workspace, "read_file",
+                                                                                        path="nope.txt")
+    assert _call(client, wrote).ok and not _call(client, missing).ok
+
+    def answered() -> dict[str, dict[str, Any]] | None:
+        lines = [json.loads(line) for line in sandbox.log("sandbox").splitlines() if line.startswith("{")]
+        found = {e["key"]: e for e in lines if e.get("event") == "tool_call_answered"}
+        return found if {wrote.key, missing.key} <= set(found) else None
+
+    lines = wait_until(answered, what="tool_call_answered lines")
+    for body, ok, error in ((wrote, True, None), (missing, False, "ACODE-SBX-003")):
+        line = lines[body.key]
+        assert (line["session_id"], line["tool"], line["ok"], line["outcome"], line["replayed"], line["error"],
+                line["level"]) == ("s1", body.tool, ok, "done", False, error, "info")
+        assert line["duration_ms"] >= 0 and line["trace_id"]
 
 
 def test_the_same_key_twice_runs_the_command_once(sandbox: Harness, workspace: Path) -> None:
