@@ -135,14 +135,16 @@ def _whole(data: bytes, args: ReadFile, rel: str, max_bytes: int) -> Outcome | N
     return Outcome(output=out.decode("utf-8", "replace"), path=rel)
 
 
-def _small(fd: int) -> bytes | None:
+def _small(fd: int, size: int) -> bytes | None:
     """The whole file behind ``fd`` when it holds at most one loop piece (``_CHUNK`` bytes),
-    else None (it grew since ``fstat``)."""
+    else None (it grew since ``fstat`` said ``size``)."""
     data = b""
     while chunk := os.read(fd, _CHUNK + 1 - len(data)):
         data += chunk
         if len(data) > _CHUNK:
             return None
+        if len(data) == size:
+            break  # all fstat saw, and more was asked for: no second read to meet the end
     return data
 
 
@@ -152,7 +154,7 @@ def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
     fd = ws.open(args.path, _READ_FLAGS)
     try:
         size = _regular(fd, args.path).st_size  # before reading: a FIFO or directory is refused, not read
-        data = _small(fd) if size <= _CHUNK else None
+        data = _small(fd, size) if size <= _CHUNK else None
     except BaseException:
         os.close(fd)
         raise
