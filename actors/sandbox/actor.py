@@ -116,12 +116,18 @@ class _Worker(Worker):
         super().reply(request, body)
         after = self.after.pop(request.id, None)
         if after is not None:
-            after()
+            self._run_after(request.id, after)
 
     def close(self) -> None:
         super().close()
         while self.after:  # answered but never sent (stopping): the lines are written all the same
-            self.after.popitem()[1]()
+            self._run_after(*self.after.popitem())
+
+    def _run_after(self, request_id: str, after: Callable[[], None]) -> None:
+        try:
+            after()
+        except Exception:  # noqa: BLE001 - the reply is out: a line that fails must not stop the loop
+            self.actor.log.exception("after_reply_failed", service=self.service, request_id=request_id)
 
 
 class SandboxActor(Actor):
