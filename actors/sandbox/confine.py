@@ -131,7 +131,7 @@ class Workspace:
                 "is not a directory" if exc.errno == errno.ENOTDIR else f"cannot be opened ({exc.strerror})")
             raise SandboxError(f"workspace {self.root} {what}; point the session at an existing directory",
                                code="ACODE-SBX-004") from exc
-        self._roots = {PurePosixPath(self.root), PurePosixPath(os.path.realpath(self.root))}
+        self._roots: tuple[PurePosixPath, ...] | None = None  # made when an absolute path first arrives
         if method is None:
             method = "openat2" if _OPENAT2 is not None else "walk"
         if method == "openat2" and _OPENAT2 is None:
@@ -164,13 +164,21 @@ class Workspace:
         normal = posixpath.normpath(path)
         if normal.startswith("/"):
             pure = PurePosixPath(normal)
-            for root in self._roots:
+            for root in self._absolute_roots():
                 if pure.is_relative_to(root):
                     return str(pure.relative_to(root))
             raise self._escape(path)
         if normal == ".." or normal.startswith("../"):
             raise self._escape(path)
         return normal
+
+    def _absolute_roots(self) -> tuple[PurePosixPath, ...]:
+        """The root as named and as resolved: an absolute path under either is inside. Made
+        when first needed (most calls name relative paths, and ``realpath`` costs a
+        ``lstat`` per component)."""
+        if self._roots is None:
+            self._roots = tuple(dict.fromkeys((PurePosixPath(self.root), PurePosixPath(os.path.realpath(self.root)))))
+        return self._roots
 
     def _escape(self, path: str) -> PathEscapeError:
         return PathEscapeError(f"path {quote(path)} resolves outside the workspace {self.root}; "

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import stat
 
@@ -109,23 +110,73 @@ def _marker(omitted: int, line: int, partly: bool, first: bool) -> str:
     return f"[… truncated: {omitted} more bytes, from line {line} on; continue with offset={line - 1}]"
 
 
+def _whole(data: bytes, args: ReadFile, rel: str, max_bytes: int) -> Outcome | None:
+    """read_file's answer for a file read whole into ``data`` (at most one loop piece, so no
+    line is split), in one pass instead of a loop turn per line; None when the output would
+    be cut (the loop then cuts it: same text, same marker)."""
+    skip = args.offset or 0
+    lines = data.split(b"\n")
+    if not lines[-1]:
+        lines.pop()  # the file ends with a newline, or is empty: no line after it
+    if skip >= len(lines):
+        return Outcome(output=f"[offset {skip} is past the end: the file has {len(lines)} lines]" if skip
+                       else f"[{rel} is empty]", path=rel)
+    shown = lines[skip:] if args.limit is None else lines[skip:skip + args.limit]
+    unended = skip + len(shown) == len(lines) and not data.endswith(b"\n")  # shown as it is, CR and all
+    parts = [b"%6d\t%s\n" % (number, line[:-1] if line.endswith(b"\r") else line)
+             for number, line in enumerate(shown[:-1] if unended else shown, skip + 1)]
+    if unended:
+        parts.append(b"%6d\t%s" % (skip + len(shown), shown[-1]))
+    out = b"".join(parts)
+    if len(out) > max_bytes:
+        return None
+    if b"\0" in out:
+        raise _binary(args.path)
+    return Outcome(output=out.decode("utf-8", "replace"), path=rel)
+
+
+def _small(fd: int, size: int) -> bytes | None:
+    """The whole file behind ``fd`` when it holds at most one loop piece (``_CHUNK`` bytes),
+    else None (it grew since ``fstat`` said ``size``)."""
+    data = b""
+    while chunk := os.read(fd, _CHUNK + 1 - len(data)):
+        data += chunk
+        if len(data) > _CHUNK:
+            return None
+        if len(data) == size:
+            break  # all fstat saw, and more was asked for: no second read to meet the end
+    return data
+
+
 def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
     """Lines ``offset + 1`` to ``offset + limit``, numbered, within ``max_bytes`` of output."""
     rel = ws.relative(args.path)
     fd = ws.open(args.path, _READ_FLAGS)
     try:
-        size = _regular(fd, args.path).st_size  # before open(): a FIFO or directory is refused, not read
+        size = _regular(fd, args.path).st_size  # before reading: a FIFO or directory is refused, not read
+        data = _small(fd, size) if size <= _CHUNK else None
     except BaseException:
         os.close(fd)
         raise
+    if data is not None:  # a small file (the common case): read in one go, shown without the loop's turns
+        os.close(fd)
+        if b"\0" in data[:_SNIFF]:
+            raise _binary(args.path)
+        whole = _whole(data, args, rel, max_bytes)
+        if whole is not None:
+            return whole
+        size = len(data)
+    elif size <= _CHUNK:
+        os.lseek(fd, 0, os.SEEK_SET)  # it grew while _small read it: start again, as a large file
     skip = args.offset or 0
     out = bytearray()
     omitted = 0
     cut: tuple[int, bool, bool] | None = None  # (line, partly shown, first shown)
-    with open(fd, "rb", buffering=_CHUNK) as f:
-        if b"\0" in f.read(_SNIFF):
-            raise _binary(args.path)
-        f.seek(0)
+    with io.BytesIO(data) if data is not None else open(fd, "rb", buffering=_CHUNK) as f:
+        if data is None:
+            if b"\0" in f.read(_SNIFF):
+                raise _binary(args.path)
+            f.seek(0)
         number, start = 0, True  # lines begun so far; at the start of a line
         while number < skip:
             piece = f.readline(_CHUNK)

@@ -164,7 +164,7 @@ def discover(root: str) -> Repo | None:
     Discovery stops at ``root`` (``GIT_CEILING_DIRECTORIES``), and ``GIT_WORK_TREE`` is
     ``root``, so ``core.worktree`` or ``core.bare`` in the repository's config cannot point
     acode elsewhere."""
-    if _git_binary() is None or not os.path.lexists(os.path.join(root, ".git")):
+    if not os.path.lexists(os.path.join(root, ".git")) or _git_binary() is None:
         return None
     parent = os.path.dirname(os.path.realpath(root))
     done = _run(["rev-parse", "--absolute-git-dir", "--show-object-format", "--git-path", "objects"], cwd=root,

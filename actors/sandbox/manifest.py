@@ -33,6 +33,7 @@ import difflib
 import hashlib
 import os
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -91,13 +92,15 @@ def _read(entry: snapshot.Entry, keep_up_to: int) -> tuple[int, str, bytes | Non
     fd = snapshot.open_file(entry)
     if fd is None:
         return None
-    with os.fdopen(fd, "rb") as f:
-        digest, size, kept = hashlib.sha256(), 0, bytearray()
-        while chunk := f.read(snapshot.CHUNK):
+    digest, size, kept = hashlib.sha256(), 0, bytearray()
+    try:
+        while chunk := os.read(fd, snapshot.CHUNK):  # no buffered file object: a few small files, read once
             digest.update(chunk)
             size += len(chunk)
             if size <= keep_up_to:
                 kept += chunk
+    finally:
+        os.close(fd)
     return size, digest.hexdigest(), bytes(kept) if size <= keep_up_to else None
 
 
@@ -140,15 +143,21 @@ def _current(ws: Workspace, base: Manifest, rules: ignore.Rules | None = None) -
     ``rules`` show, and the baseline's own files still there (an ignore rule added since
     hides nothing)."""
     manifest: Manifest = {}
-    walks = [snapshot.walk(ws), *([snapshot.walk(ws, rules)] if rules is not None else []),
-             snapshot.entries(ws, sorted(base, key=posixpath.split))]
-    for walk in walks:
+
+    def add(walk: Iterator[snapshot.Entry]) -> None:
         for entry in walk:
-            if entry.path in manifest:
-                continue
-            read = _read(entry, 0)
-            if read is not None:
-                manifest[entry.path] = Item(entry.mode, read[0], read[1], False)
+            if entry.path not in manifest:
+                read = _read(entry, 0)
+                if read is not None:
+                    manifest[entry.path] = Item(entry.mode, read[0], read[1], False)
+
+    left_out: list[str] = []
+    add(snapshot.walk(ws, left_out=left_out))
+    # The recorded rules' walk finds what today's rules hide; when they hid nothing, the
+    # first walk saw every file already, so the second is not made.
+    if rules is not None and left_out:
+        add(snapshot.walk(ws, rules))
+    add(snapshot.entries(ws, (path for path in sorted(base, key=posixpath.split) if path not in manifest)))
     return manifest
 
 

@@ -168,6 +168,8 @@ def _text_of(fd: int) -> str | None:
             break
         chunks.append(chunk)
         left -= len(chunk)
+        if _MAX_FILE_BYTES + 1 - left == info.st_size:
+            break  # read all fstat saw: no further read to meet the end (a file that grew or shrank reads on)
     data = b"".join(chunks)
     if b"\0" in data:
         return None

@@ -131,19 +131,22 @@ def entries(ws: Workspace, paths: Iterable[str]) -> Iterator[Entry]:
             os.close(current[1])
 
 
-def walk(ws: Workspace, rules: ignore.Rules | None = None, *, nested_repos: bool = True) -> Iterator[Entry]:
+def walk(ws: Workspace, rules: ignore.Rules | None = None, *, nested_repos: bool = True,
+         left_out: list[str] | None = None) -> Iterator[Entry]:
     """Every file and symlink of the workspace that its ``.gitignore`` files (or ``rules``,
     e.g. those a baseline recorded) do not ignore, depth first in name order; ``.git`` is
     skipped and symlinked directories are not entered, nor, without ``nested_repos``,
-    directories holding a ``.git`` of their own (git lists them as one entry)."""
+    directories holding a ``.git`` of their own (git lists them as one entry). Each path a
+    rule ignores (a directory: not entered) is appended to ``left_out``."""
     fd = os.dup(ws.fd)
     try:
-        yield from _walk(fd, ".", rules if rules is not None else ignore.Rules(), nested_repos)
+        yield from _walk(fd, ".", rules if rules is not None else ignore.Rules(), nested_repos, left_out)
     finally:
         os.close(fd)
 
 
-def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True) -> Iterator[Entry]:
+def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True,
+          left_out: list[str] | None = None) -> Iterator[Entry]:
     rules = rules.below(fd, rel)
     with os.scandir(fd) as it:
         every = [e.name for e in it]
@@ -158,6 +161,8 @@ def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True) -> 
             continue
         is_dir = stat.S_ISDIR(info.st_mode)
         if rules.ignored(path, is_dir):
+            if left_out is not None:
+                left_out.append(path)
             continue
         if is_dir:
             try:
@@ -165,7 +170,7 @@ def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True) -> 
             except OSError:
                 continue  # vanished or swapped for a link since it was seen
             try:
-                yield from _walk(child, path, rules, nested_repos)
+                yield from _walk(child, path, rules, nested_repos, left_out)
             finally:
                 os.close(child)
             continue

@@ -743,3 +743,16 @@ def test_manifest_ignore_rules_added_in_the_session_hide_no_new_or_changed_file(
     patch = tools.patch()
     assert _names(patch) == ["M  .gitignore", "A  backdoor.py", "M  main.py", "A  sub/.gitignore", "A  sub/inner.py"]
     assert "+evil = True" in patch and "-print(1)\n+print(2)" in patch and "cache/blob" not in patch
+
+
+def test_manifest_a_first_gitignore_added_in_the_session_hides_nothing_not_even_itself(ws: Path,
+                                                                                      tools: Tools) -> None:
+    # no rules at the baseline: the diff walks once, unless today's rules leave something out
+    _write(ws, {"main.py": "print(1)\n", "lib/util.py": "u = 1\n"})
+    tools.baseline()
+    assert _names(tools.patch()) == []
+    _write(ws, {"new.py": "n = 1\n", "main.py": "print(2)\n", "lib/.gitignore": "*\n", "lib/more.py": "m = 1\n"})
+    _write(ws, {".gitignore": "*\n"})
+    patch = tools.patch()
+    assert _names(patch) == ["A  .gitignore", "A  lib/.gitignore", "A  lib/more.py", "M  main.py", "A  new.py"]
+    assert "+n = 1" in patch and "-print(1)\n+print(2)" in patch and "+m = 1" in patch

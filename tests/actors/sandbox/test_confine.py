@@ -107,6 +107,16 @@ def test_missing_parents_are_created_inside_but_never_through_a_link_outside(ws:
     assert tree.canaries_intact()
 
 
+def test_a_workspace_named_through_a_symlink_takes_absolute_paths_under_either_name(tree: Tree) -> None:
+    alias = link(tree.base / "alias", tree.root)
+    with Workspace(str(alias)) as ws:
+        for path in (f"{alias}/src/a.py", f"{tree.root}/src/a.py"):
+            assert files.read_file(ws, ReadFile(path=path), 64_000).output == "     1\tprint('inside')\n"
+        for path in (f"{tree.evil}/canary.txt", f"{tree.base}/alias-x/a.py", f"{tree.root}-evil/canary.txt"):
+            with pytest.raises(PathEscapeError):
+                ws.relative(path)
+
+
 def test_a_missing_workspace_is_refused_naming_it(tree: Tree) -> None:
     with pytest.raises(SandboxError) as info:
         Workspace(str(tree.base / "nope"))

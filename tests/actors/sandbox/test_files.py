@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 from actors.sandbox import files
 from actors.sandbox.confine import Workspace
@@ -54,6 +58,16 @@ def test_read_file_over_the_limit_is_cut_with_a_marker_counting_the_rest(ws: Wor
     limited = files.read_file(ws, ReadFile(path="big.txt", limit=1), 1024).output
     assert limited.endswith("\n[… truncated: 1984 more bytes; line 1 alone is longer than the output limit; continue "
                             "with offset=1]")
+
+
+def test_read_file_shows_an_output_of_exactly_the_limit_whole_and_cuts_one_byte_more(ws: Workspace,
+                                                                                   tree: Tree) -> None:
+    (tree.root / "fits.txt").write_text("x" * 1016 + "\n")  # "     1\t" + 1016 + "\n": 1024 bytes shown
+    (tree.root / "over.txt").write_text("x" * 1017 + "\n")
+    assert files.read_file(ws, ReadFile(path="fits.txt"), 1024).output == "     1\t" + "x" * 1016 + "\n"
+    assert files.read_file(ws, ReadFile(path="over.txt"), 1024).output == (
+        "     1\t" + "x" * 1017 + "\n[… truncated: 1 more bytes; line 1 alone is longer than the output limit; "
+        "continue with offset=1]")
 
 
 def test_read_file_cut_between_lines_says_which_offset_continues(ws: Workspace, tree: Tree) -> None:
@@ -107,6 +121,26 @@ def test_read_file_of_a_missing_file_says_so(ws: Workspace, tree: Tree) -> None:
         files.read_file(ws, ReadFile(path="src/nope.py"), 64_000)
     assert str(info.value) == (f"path 'src/nope.py' does not exist in the workspace {tree.root}; check the name "
                                "with list_directory (ACODE-SBX-003)")
+
+
+_FILLER = 14_000  # lines of "fill\n": 70,000 bytes, more than read_file reads of a small file in one go
+_TEXT = st.lists(st.sampled_from(["a", "b", " ", "\r", "é", "€", "😀", "\n", "\r\n"]), min_size=1,
+                 max_size=300).map("".join)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@hypothesis.given(_TEXT, st.integers(0, 40), st.one_of(st.none(), st.integers(1, 30)),
+                  st.sampled_from([1_024, 1_100, 64_000]))
+def test_read_file_shows_the_lines_of_a_large_file_as_it_shows_those_of_a_small_one(
+        ws: Workspace, tree: Tree, text: str, offset: int, limit: int | None, max_bytes: int) -> None:
+    # a small file is read whole and shown in one pass; a large one line by line: same lines, same cuts
+    (tree.root / "small.txt").write_bytes(text.encode() * 8)
+    (tree.root / "large.txt").write_bytes(b"fill\n" * _FILLER + text.encode() * 8)
+    small = files.read_file(ws, ReadFile(path="small.txt", offset=offset, limit=limit), max_bytes).output
+    large = files.read_file(ws, ReadFile(path="large.txt", offset=_FILLER + offset, limit=limit), max_bytes).output
+    shifted = re.sub(r"(?m)^ *(\d+)\t|(offset[ =]|line |has )(\d+)",
+                     lambda m: f"{int(m[1]) + _FILLER:>6}\t" if m[1] else f"{m[2]}{int(m[3]) + _FILLER}", small)
+    assert large == shifted
 
 
 # -- write_file -----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from protocol.results import StageResult
 from protocol.sandbox import SandboxPolicy
 from protocol.session import Clarification, Feedback, FeedbackItem, ScriptedProvider, SessionSettings, SessionSnapshot
 from tests.actors.stages.conftest import write
-from tests.harness import Harness
+from tests.harness import Harness, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +110,16 @@ def test_a_redispatched_planner_replays_the_whole_exchange_from_the_records(acto
     assert (again.metrics.model_calls, again.metrics.replayed_model_calls) == (2, 2)
     assert first.plan is not None and again.plan is not None
     assert [t.title for t in again.plan.tasks] == [t.title for t in first.plan.tasks]
-    sandbox = [json.loads(line) for line in actors.log("sandbox").splitlines() if line.startswith("{")]
-    answered = [e["replayed"] for e in sandbox
-                if e.get("event") == "tool_call_answered" and e["key"].startswith(planner.session_id)]
-    assert len(answered) == first.metrics.tool_calls + again.metrics.tool_calls
+    calls = first.metrics.tool_calls + again.metrics.tool_calls
+
+    def replayed() -> list[bool] | None:  # the sandbox writes the line just after its reply
+        sandbox = [json.loads(line) for line in actors.log("sandbox").splitlines() if line.startswith("{")]
+        lines = [e["replayed"] for e in sandbox
+                 if e.get("event") == "tool_call_answered" and e["key"].startswith(planner.session_id)]
+        return lines if len(lines) >= calls else None
+
+    answered: list[bool] = wait_until(replayed, what="the sandbox's tool_call_answered lines")
+    assert len(answered) == calls
     assert answered[first.metrics.tool_calls:] == [True] * again.metrics.tool_calls  # from the journal
 
 
