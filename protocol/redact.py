@@ -193,15 +193,35 @@ def _scanners() -> _Scanners:
     return _Scanners(scan, after_secret, groups)
 
 
+def _literals(texts: Iterable[str]) -> str:
+    """A pattern matching exactly the literals ``texts`` (none a prefix of another), as a
+    trie: ``g(?:h(?:o_|p_)|l…)`` rather than ``gho_|ghp_|gl…``. ``re`` tries the
+    alternatives of a plain alternation one by one at every place where their first
+    character is; the trie decides each character once (2-6 times faster on text with many
+    such places: 3 KB of a script's JSON 47 -> 24 us, 1 KB of "g" 139 -> 23 us)."""
+    tree: dict[str, Any] = {}
+    for text in texts:
+        node = tree
+        for char in text:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a literal ends here
+
+    def emit(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items())]
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return emit(tree)
+
+
 #: Plain literals, so ``re`` skips ahead by first character instead of trying every
 #: alternative at every position. finditer does not report a marker that starts inside an
 #: earlier one; every such marker belongs to an anchored pattern, which cannot start there
 #: (a marker's last character is a token character).
 _MARKER_TEXTS = tuple(sorted({marker for kind in _KINDS.values() for marker in kind.markers} | {"[REDACTED:"}))
-_MARKERS = re.compile("|".join(re.escape(marker) for marker in _MARKER_TEXTS))
-_PREFILTER_CHARS = 512
-_MARKER_BYTES = tuple(marker.encode() for marker in _MARKER_TEXTS)
-_MARKERS_IN_BYTES = re.compile(b"|".join(re.escape(marker) for marker in _MARKER_BYTES))
+_MARKERS = re.compile(_literals(_MARKER_TEXTS))
+_MARKERS_IN_BYTES = re.compile(_literals(_MARKER_TEXTS).encode())  # the markers are ASCII
 #: The words the context patterns (:data:`_WORDS`) start with, ASCII lower case.
 _WORD_BYTES = (b"secret", b"authorization")
 _encoder = msgspec.msgpack.Encoder()
@@ -267,10 +287,7 @@ class Redactor:
         string as its UTF-8 bytes: a value's msgpack encoding, or strings joined by NUL (no
         marker, word or known value holds one). A redaction can only start at one of these,
         so a match in any string shows here. False may still mean nothing to redact."""
-        if len(encoded) < _PREFILTER_CHARS:  # one scan; the substring tests cost more on short input
-            if _MARKERS_IN_BYTES.search(encoded) is not None:
-                return False
-        elif any(marker in encoded for marker in _MARKER_BYTES):
+        if _MARKERS_IN_BYTES.search(encoded) is not None:  # one scan (a trie: see _literals)
             return False
         if any(value in encoded for value in self._known_bytes):
             return False
@@ -355,14 +372,7 @@ def _starts(text: str) -> tuple[list[int], set[int]]:
     only right after a replaced secret (an anchored marker after a token character)."""
     starts: list[int] = []
     blocked: set[int] = set()
-    # On a long text a substring test per marker first: each is a fast scan in C, where the
-    # alternation tries every marker sharing a first character at each place (1 KB of
-    # "x..." costs it 86 µs, not 10); on a short one the tests would cost more than they save.
-    if len(text) < _PREFILTER_CHARS or any(marker in text for marker in _MARKER_TEXTS):
-        markers: Iterable[re.Match[str]] = _MARKERS.finditer(text)
-    else:
-        markers = ()
-    for match in markers:
+    for match in _MARKERS.finditer(text):  # one scan (a trie: see _literals)
         start = match.start()
         if start and text[start - 1] in _TOKEN_CHARS and match.group() in _ANCHORED:
             blocked.add(start)  # the anchored scan's lookbehind would refuse it; checking here is cheaper

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -398,3 +399,21 @@ def test_configure_adds_secrets_from_config_to_the_default() -> None:
     redact.configure([value, "short"])
     assert redact.redact(f"{value} short") == "[REDACTED:known-secret] short"
     assert redact.redact_value([value]) == ["[REDACTED:known-secret]"]
+
+
+_PLAIN = re.compile("|".join(re.escape(m) for m in redact._MARKER_TEXTS))  # what the trie replaced
+
+
+@given(st.lists(st.sampled_from([*redact._MARKER_TEXTS, *(m[:-1] for m in redact._MARKER_TEXTS), "x", " ", "_",
+                                 "-", "g", "é"]), max_size=12).map("".join))
+@settings(max_examples=400)
+def test_the_marker_trie_finds_what_the_plain_alternation_finds(text: str) -> None:
+    assert [(m.start(), m.group()) for m in redact._MARKERS.finditer(text)] == \
+        [(m.start(), m.group()) for m in _PLAIN.finditer(text)]
+    assert (redact._MARKERS_IN_BYTES.search(text.encode()) is None) == (_PLAIN.search(text) is None)
+
+
+def test_no_marker_is_a_prefix_of_another() -> None:
+    """The trie stops at the end of a literal: a longer one sharing it would never match."""
+    markers = redact._MARKER_TEXTS
+    assert [(a, b) for a in markers for b in markers if a != b and b.startswith(a)] == []
