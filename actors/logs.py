@@ -20,7 +20,7 @@ from structlog.typing import EventDict
 
 from protocol.redact import Redactor, default_redactor
 
-__all__ = ["configure", "get_logger", "redact_secrets"]
+__all__ = ["configure", "get_logger", "redact_secrets", "render_json"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -30,8 +30,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
     """Set up structlog for this process and bind the process identity."""
     if json is None:
         json = not sys.stderr.isatty()
-    renderer: Any = (structlog.processors.JSONRenderer() if json
-                     else structlog.dev.ConsoleRenderer(colors=False))
+    renderer: Any = render_json if json else structlog.dev.ConsoleRenderer(colors=False)
     identity = {"actor": actor, "instance": instance, "pid": os.getpid()}
 
     def add_identity(logger: Any, method: str, event: EventDict) -> EventDict:
@@ -51,7 +50,8 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write(2) per line (print() makes two: the text, then the newline).
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
@@ -74,6 +74,20 @@ def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:
 
 
 _SCALARS = (str, bool, int, float, type(None))
+_json_renderer = structlog.processors.JSONRenderer()
+_encode_json = msgspec.json.Encoder().encode
+
+
+def render_json(logger: Any, method: str, event: EventDict) -> str:
+    """A structlog renderer: the line as one JSON object. A line of strings and numbers (all
+    but a few) is encoded by msgspec, ten times faster than ``json.dumps``; any other value
+    goes through structlog's JSONRenderer, which shows an object by its ``repr``."""
+    if all(isinstance(value, _SCALARS) for value in event.values()):
+        try:
+            return _encode_json(event).decode()
+        except (TypeError, ValueError, msgspec.EncodeError):
+            pass  # a str subclass msgspec refuses, a key that is not a str: as before
+    return str(_json_renderer(logger, method, event))
 
 
 def _clean(redactor: Redactor, value: Any) -> Any:

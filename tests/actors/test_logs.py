@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors import logs
 from protocol import redact
@@ -78,3 +80,20 @@ def test_redaction_runs_after_tracebacks_are_formatted_and_before_rendering(line
     processors = structlog.get_config()["processors"]
     assert processors[-2] is logs.redact_secrets
     assert processors[-3] is structlog.processors.format_exc_info
+
+
+@given(st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
+                                                      st.floats(allow_nan=False, allow_infinity=False),
+                                                      st.text(max_size=20)), max_size=6))
+@settings(max_examples=300)
+def test_a_line_of_scalars_renders_as_the_json_renderer_would(event: dict[str, Any]) -> None:
+    """The fast path (msgspec) of logs.render_json says what structlog's JSONRenderer says."""
+    fast = logs.render_json(None, "info", dict(event))
+    assert json.loads(fast) == json.loads(structlog.processors.JSONRenderer()(None, "info", dict(event)))
+
+
+def test_a_line_with_another_value_shows_it_by_its_repr() -> None:
+    line = json.loads(logs.render_json(None, "info", {"event": "x", "error": ErrorInfo(code="C", message="m"),
+                                                       "path": Path("/w")}))
+    assert line == {"event": "x", "error": "ErrorInfo(code='C', message='m', retryable=False)",
+                    "path": "PosixPath('/w')"}
