@@ -43,9 +43,12 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
     each progress message the stream brings meanwhile to ``on_progress``."""
     import zmq
 
+    from broker import wire
     from protocol import codec
 
     sub = connection.subscribe(session_id)
+    poller = zmq.Poller()  # one for the whole follow (Socket.poll makes one a call)
+    poller.register(sub, zmq.POLLIN)
     next_seq = after_seq + 1
     final = False
 
@@ -65,14 +68,10 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
         catch_up()
         last_catch_up = time.monotonic()
         while not final:
-            if sub.poll(200):
+            if poller.poll(200):
                 streamed: list[Event] = []
-                while True:
-                    try:
-                        _, *bodies = sub.recv_multipart(zmq.NOBLOCK)  # a topic, then one or more
-                    except zmq.Again:
-                        break
-                    for body in bodies:
+                while (parts := wire.recv(sub)) is not None:  # a topic, then one or more bodies
+                    for body in parts[1:]:
                         try:
                             message = codec.STREAM.decode(body)
                         except ProtocolError:
