@@ -155,7 +155,7 @@ class Broker:
         remaining = envelope.deadline_ms / 1000 - time.time() if envelope.deadline_ms else 3600.0
         if remaining <= 0:
             return  # already expired: the client has given up on it
-        service = self.services.setdefault(name, _Service(name))
+        service = self.services.get(name) or self.services.setdefault(name, _Service(name))  # made once
         for worker in self.workers.values():  # a resend of something a worker holds
             if envelope.id in worker.in_flight:
                 worker.in_flight[envelope.id] = client
