@@ -95,56 +95,27 @@ def request_hash(session_id: str, visit: int, request: ModelRequest) -> str:
     messages, tools, schema]``, the dispatch's nonce replaced by a placeholder everywhere
     in it (see ``untrusted``). The value is stored: it must never change.
 
-    The array is hashed in three parts, the same bytes: the first five elements, the tool
-    definitions (one list for every call of a stage: encoded once, and looked through for
-    the nonce once per dispatch, not on every call) and the schema. The nonce is replaced in
-    each part apart, which is the replacement in the whole unless a copy of it would cross
-    from one part into the next; then (a test's contrivance) the whole is replaced at once.
-    """
+    The array's bytes are put together from three parts: the first five elements under the
+    seven's header, the tool definitions (one list for every call of a stage, encoded once:
+    :func:`_tools`) and the schema."""
     head = codec.encode([session_id, request.stage, visit, request.call_site, request.messages])
-    head = _ARRAY7 + head[1:]  # the five elements' bytes, under the seven's header
-    tools = _tools(request.tools)
-    tail = codec.encode(request.json_schema)
-    digest = hashlib.sha256()
-    if not request.nonce:
-        digest.update(head)
-        digest.update(tools.msgpack)
-        digest.update(tail)
-        return digest.hexdigest()
-    nonce = request.nonce.encode()
-    edge = len(nonce) - 1  # a copy crossing a boundary has at most this many bytes on either side of it
-    if len(tools.msgpack) < edge or nonce in _last(head, edge) + tools.msgpack[:edge] \
-            or nonce in _last(tools.msgpack, edge) + tail[:edge]:
-        digest.update((head + tools.msgpack + tail).replace(nonce, _PLACEHOLDER))
-        return digest.hexdigest()
-    digest.update(head.replace(nonce, _PLACEHOLDER))
-    digest.update(tools.without(nonce))
-    digest.update(tail.replace(nonce, _PLACEHOLDER))
-    return digest.hexdigest()
-
-
-def _last(data: bytes, count: int) -> bytes:
-    return data[max(len(data) - count, 0):]
+    payload = b"".join((_ARRAY7, memoryview(head)[1:], _tools(request.tools).msgpack,
+                        codec.encode(request.json_schema)))
+    if request.nonce:
+        payload = payload.replace(request.nonce.encode(), _PLACEHOLDER)
+    return hashlib.sha256(payload).hexdigest()
 
 
 class _Tools:
-    """One list of tool definitions, encoded: msgpack (for the hash), its JSON's length (for
-    the estimate), and its msgpack with the last nonce asked for replaced."""
+    """One list of tool definitions, encoded: msgpack (for the hash) and its JSON's length
+    (for the estimate)."""
 
-    __slots__ = ("definitions", "json_chars", "msgpack", "_without")
+    __slots__ = ("definitions", "json_chars", "msgpack")
 
     def __init__(self, definitions: list[dict[str, Any]]):
         self.definitions = definitions
         self.msgpack = codec.encode(definitions)
         self.json_chars = len(msgspec.json.encode(definitions))
-        self._without: tuple[bytes, bytes] = (b"", self.msgpack)
-
-    def without(self, nonce: bytes) -> bytes:
-        known, replaced = self._without
-        if known != nonce:
-            replaced = self.msgpack.replace(nonce, _PLACEHOLDER)
-            self._without = (nonce, replaced)
-        return replaced
 
 
 _NO_TOOLS = _Tools([])
