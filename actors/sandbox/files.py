@@ -110,6 +110,12 @@ def _marker(omitted: int, line: int, partly: bool, first: bool) -> str:
     return f"[… truncated: {omitted} more bytes, from line {line} on; continue with offset={line - 1}]"
 
 
+def _nothing_shown(skip: int, lines: int, rel: str) -> Outcome:
+    """read_file's answer when no line is shown: an offset past the end, or an empty file."""
+    return Outcome(output=f"[offset {skip} is past the end: the file has {lines} lines]" if skip
+                   else f"[{rel} is empty]", path=rel)
+
+
 def _whole(data: bytes, args: ReadFile, rel: str, max_bytes: int) -> Outcome | None:
     """read_file's answer for a file read whole into ``data`` (at most one loop piece, so no
     line is split), in one pass instead of a loop turn per line; None when the output would
@@ -119,8 +125,7 @@ def _whole(data: bytes, args: ReadFile, rel: str, max_bytes: int) -> Outcome | N
     if not lines[-1]:
         lines.pop()  # the file ends with a newline, or is empty: no line after it
     if skip >= len(lines):
-        return Outcome(output=f"[offset {skip} is past the end: the file has {len(lines)} lines]" if skip
-                       else f"[{rel} is empty]", path=rel)
+        return _nothing_shown(skip, len(lines), rel)
     shown = lines[skip:] if args.limit is None else lines[skip:skip + args.limit]
     unended = skip + len(shown) == len(lines) and not data.endswith(b"\n")  # shown as it is, CR and all
     parts = [b"%6d\t%s\n" % (number, line[:-1] if line.endswith(b"\r") else line)
@@ -181,8 +186,7 @@ def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
         while number < skip:
             piece = f.readline(_CHUNK)
             if not piece:
-                lines = number if start else number + 1
-                return Outcome(output=f"[offset {skip} is past the end: the file has {lines} lines]", path=rel)
+                return _nothing_shown(skip, number if start else number + 1, rel)
             number += piece.endswith(b"\n")
             start = piece.endswith(b"\n")
         shown = 0
@@ -224,7 +228,7 @@ def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
         separator = "" if not output or output.endswith("\n") else "\n"
         output += separator + _marker(omitted, *cut)
     elif not output:
-        output = f"[offset {skip} is past the end: the file has {number} lines]" if skip else f"[{rel} is empty]"
+        return _nothing_shown(skip, number, rel)
     return Outcome(output=output, path=rel)
 
 
