@@ -220,8 +220,9 @@ def _literals(texts: Iterable[str]) -> str:
 #: earlier one; every such marker belongs to an anchored pattern, which cannot start there
 #: (a marker's last character is a token character).
 _MARKER_TEXTS = tuple(sorted({marker for kind in _KINDS.values() for marker in kind.markers} | {"[REDACTED:"}))
-_MARKERS = re.compile(_literals(_MARKER_TEXTS))
-_MARKERS_IN_BYTES = re.compile(_literals(_MARKER_TEXTS).encode())  # the markers are ASCII
+_MARKER_PATTERN = _literals(_MARKER_TEXTS)
+_MARKERS = re.compile(_MARKER_PATTERN)
+_MARKERS_IN_BYTES = re.compile(_MARKER_PATTERN.encode())  # the markers are ASCII
 #: The words the context patterns (:data:`_WORDS`) start with, ASCII lower case.
 _WORD_BYTES = (b"secret", b"authorization")
 _encoder = msgspec.msgpack.Encoder()
