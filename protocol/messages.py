@@ -204,7 +204,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     events: list[Event] = []
     snapshot: SessionSnapshot | None = None
     plan: TaskPlan | None = None
-    step: StepRecord | None = None
+    steps: list[StepRecord] = []  # several when a stage's writes behind were merged (see actors.stages.context)
     answers: list[RecordModelAnswer] = []
     reads: list[JournaledRead] = []
     index_for: Stage | None = None  # also answer this stage's replay index, read after the write

@@ -121,7 +121,7 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             if request.reads:
                 store.journal_reads(request.session_id, request.reads)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
-                                    plan=request.plan, step=request.step)
+                                    plan=request.plan, steps=request.steps)
             index = store.replay_index(request.session_id, request.index_for) if request.index_for else None
             return Committed(seqs=appended.seqs, index=index), appended.inserted
         case FinishToolCall():
@@ -167,10 +167,10 @@ def _carried(store: Store, commit: Commit | None) -> list[Event]:
     _record_answers(store, commit.answers)
     if commit.reads:
         store.journal_reads(commit.session_id, commit.reads)
-    if not (commit.events or commit.snapshot or commit.plan or commit.step):
+    if not (commit.events or commit.snapshot or commit.plan or commit.steps):
         return []
     return store.commit(commit.session_id, commit.events, snapshot=commit.snapshot, plan=commit.plan,
-                        step=commit.step).inserted
+                        steps=commit.steps).inserted
 
 
 def _record_answers(store: Store, answers: list[RecordModelAnswer]) -> None:
@@ -185,7 +185,7 @@ def progress_only(commit: Commit) -> bool:
     results of calls without side effects the stage journals itself and their
     ``tool_called`` events: see :func:`_relaxed`."""
     reads = {read.key for read in commit.reads}
-    return (commit.snapshot is None and commit.plan is None and commit.step is None
+    return (commit.snapshot is None and commit.plan is None and not commit.steps
             and all(isinstance(event, PROGRESS_EVENTS) or (isinstance(event, ToolCalled) and event.key in reads)
                     for event in commit.events))
 

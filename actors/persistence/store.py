@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -292,8 +292,8 @@ class Store:
 
     def commit(self, session_id: str, events: Iterable[Event] = (), *,
                snapshot: SessionSnapshot | None = None, plan: TaskPlan | None = None,
-               step: StepRecord | None = None) -> Appended:
-        """Upsert the snapshot, append the events, keep the plan and step: one transaction.
+               steps: Sequence[StepRecord] = ()) -> Appended:
+        """Upsert the snapshot, append the events, keep the plan and the step records: one transaction.
 
         Without a snapshot the session must exist (NotFoundError, ACODE-STORE-002).
         """
@@ -316,7 +316,7 @@ class Store:
                                         "at 1) before committing it", code="ACODE-PROTO-002")
                 conn.execute("INSERT INTO plans (session_id, version, plan) VALUES (?, ?, ?) "
                              "ON CONFLICT DO NOTHING", (session_id, plan.version, self._blob(plan)))
-            if step is not None:
+            for step in steps:
                 _check_owner("step record", f"{step.task}/{step.step}", step.session_id, session_id)
                 conn.execute("INSERT INTO steps (session_id, visit, task, step, record) "
                              "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -24,14 +24,18 @@ what was held happens or becomes durable without it; a stage killed while holdin
 loses only them, and its replay writes them again (same event ids) or asks the model again.
 
 **A step's record is written behind.** ``commit(..., wait=False)`` (the executor's step
-records) sends the commit from a writer thread and returns at once, so the next step's
-model turn and reads overlap its round trip. It is still durable before anything depends
-on it: every other write, a tool call with side effects, a journaled read and the stage's
-result first wait for it (:meth:`_settle`), and one write is behind at most, so writes
-land in the order they were made. A stage killed meanwhile is where it would be had it
-died just before sending (the next step's held reads wrote nothing). If the write fails,
-its error is raised by every later write of the stage, so nothing made after it is
-written and the stage ends with that error, as it would have at the commit itself.
+records) hands the commit to a writer thread and returns at once, so the next steps'
+model turns and reads overlap its round trip. The writer sends one commit at a time, in
+the order they were made; those made while one is on its way wait as one commit, merged
+(at most :data:`BEHIND_STEPS` step records; the next then waits), so the steps go at the
+pace of their reads, not of the commits. Each is still durable before anything depends on
+it: every other write, a tool call with side effects, a journaled read and the stage's
+result first wait for all of them (:meth:`_settle`). A stage killed meanwhile is where it
+would be had it died just before sending them (the later steps' held reads wrote nothing):
+its replay runs those steps again, their reads again, and asks the model again for what
+it answered in them. If a write fails, its error is raised by every later write of the
+stage, so nothing made after it is written and the stage ends with that error, as it
+would have at the commit itself.
 
 **A turn is one round trip.** The attempt's replay index (:meth:`replay_index`: the claims
 of its stage, the session's journaled tool keys, its step records) comes with the dispatch
@@ -96,8 +100,16 @@ __all__ = ["TOOL_RETRY_WAITS", "StageContext", "make_provider"]
 T = TypeVar("T")
 TOOL_RETRY_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
 PERSISTENCE_TIMEOUT = 120.0  # a restarting persistence delays a stage; it does not fail it
+BEHIND_STEPS = 3  # step records a write behind may gather while the one before it is on its way
 _providers: dict[bytes, Provider] = {}
 _providers_lock = threading.Lock()
+
+
+def _merged(first: Commit, then: Commit) -> Commit:
+    """Two writes behind as one, ``first``'s records before ``then``'s (both carry only
+    events, step records, answers and reads: see :meth:`StageContext.commit`)."""
+    return msgspec.structs.replace(first, events=[*first.events, *then.events], steps=[*first.steps, *then.steps],
+                                   answers=[*first.answers, *then.answers], reads=[*first.reads, *then.reads])
 
 
 def make_provider(spec: ProviderSpec | None) -> Provider:
@@ -159,7 +171,10 @@ class StageContext:
         self._index: ReplayIndex | None = request.replay  # else fetched at the first model call or read
         self._journaled: set[str] = set(request.replay.tool_keys if request.replay else ())  # or held to be
         self.watch = CallWatch(self.flush, on_exit=clients.release, log=log)
-        self._behind: Future[Any] | None = None  # the write sent without waiting (commit(wait=False))
+        self._behind: Future[Any] | None = None  # the last write sent behind (commit(wait=False))
+        self._queued: Commit | None = None  # written behind, not sent yet: later ones merge into it
+        self._queue_lock = threading.Lock()  # _queued, between this thread and the writer's
+        self._failure: BaseException | None = None  # a write behind that failed: every later one raises it
         self._writer = writer  # its thread; else made at the first such write, and this context's
         self._own_writer = writer is None
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
@@ -238,13 +253,45 @@ class StageContext:
                                  decoder=codec.PERSISTENCE_REPLY, session_id=self.session_id)
 
     def _settle(self) -> None:
-        """Wait until the write sent behind is durable; raise its error if it failed (every
-        time: after a failed write the stage writes nothing more)."""
+        """Wait until the writes sent behind are durable; raise their error if one failed
+        (every time: after a failed write the stage writes nothing more)."""
         with self._send_lock:
             behind = self._behind
             if behind is not None:
-                behind.result()
+                behind.result()  # the writer sends in order: the last one done, all are
                 self._behind = None
+
+    def _write_behind(self, body: Commit) -> None:
+        """Send ``body`` from the writer thread, after the writes before it. While one is
+        on its way, the next waits, and later ones merge into it (up to
+        :data:`BEHIND_STEPS` step records, then this waits for the writes before it): a
+        commit per round trip, whatever the pace of the steps."""
+        with self._queue_lock:
+            queued = self._queued
+            if queued is not None and len(queued.steps) < BEHIND_STEPS:
+                self._queued = _merged(queued, body)
+                return
+        if queued is not None:
+            self._settle()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.request.stage}-writer")
+        with self._queue_lock:
+            self._queued = body
+        self._behind = self._writer.submit(self._send_queued)
+
+    def _send_queued(self) -> None:
+        """On the writer thread: send what is queued (the write behind and whatever merged
+        into it), unless a write before it failed."""
+        with self._queue_lock:
+            body, self._queued = self._queued, None
+        if self._failure is not None:
+            raise self._failure
+        assert body is not None, "one send is submitted per queued write"
+        try:
+            self._send_persistence(body)
+        except BaseException as exc:
+            self._failure = exc
+            raise
 
     def commit(self, events: list[Event], step: StepRecord | None = None, *, wait: bool = True) -> None:
         """Append ``events`` (and ``step``), with what the stage held back first, in one
@@ -256,19 +303,18 @@ class StageContext:
                 self._held.extend(events)
             return
         with self._send_lock:
-            self._settle()
+            if wait:
+                self._settle()
             held = self._take_held()
             if held is not None:
                 events = [*held.events, *events]
-            body = Commit(session_id=self.session_id, events=events, step=step,
+            body = Commit(session_id=self.session_id, events=events, steps=[step] if step is not None else [],
                           answers=held.answers if held is not None else [],
                           reads=held.reads if held is not None else [])
             if wait:
                 self._send_persistence(body)
                 return
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.request.stage}-writer")
-            self._behind = self._writer.submit(self._send_persistence, body)
+            self._write_behind(body)
 
     def flush(self) -> None:
         """Write what the stage held back now, and wait until it and the write behind are

@@ -149,7 +149,7 @@ def test_progress_events_commit_relaxed_and_anything_more_waits_for_the_disk() -
     answer = RecordModelAnswer(request_hash="a" * 64, answer=records.answer("hi"))
     assert _relaxed(Commit(session_id=sid, events=[started, turn], answers=[answer]))
     assert _relaxed(Commit(session_id=sid, answers=[answer]))  # the cache alone
-    assert not _relaxed(Commit(session_id=sid, events=[turn], step=records.step(sid)))
+    assert not _relaxed(Commit(session_id=sid, events=[turn], steps=[records.step(sid)]))
     assert not _relaxed(Commit(session_id=sid, events=[turn, records.transitioned(sid)]))
     assert not _relaxed(Commit(session_id=sid, events=[turn], snapshot=records.snapshot(sid)))
     finished = StepFinished(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1", status="completed")

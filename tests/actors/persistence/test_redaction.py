@@ -51,7 +51,7 @@ def test_no_record_leaves_a_secret_in_the_database_file(store: Store) -> None:
          StageFinished(id=new_id(), session_id=session_id, stage="executor", visit=1, attempt=1, ok=False,
                        summary=LEAK, error=failure)],
         snapshot=snapshot, plan=records.plan(1, goal=LEAK),
-        step=records.step(session_id, summary=LEAK))
+        steps=[records.step(session_id, summary=LEAK)])
     key = f"{session_id}:e1:T1/S1:t0:c0"
     store.begin_tool_call(key, session_id=session_id, tool="run_terminal", risk="execute",
                           arguments={"command": f"curl -H 'X-Token: {KNOWN}' {GITHUB}"})
@@ -109,7 +109,7 @@ def test_a_request_carrying_a_secret_is_redacted_record_by_record_in_a_group(sto
     clean = Commit(session_id=session_id, snapshot=records.snapshot(session_id), events=[records.created(session_id)])
     leaky = Commit(session_id=session_id, events=[StageFinished(
         id=new_id(), session_id=session_id, stage="executor", visit=1, attempt=1, ok=False, summary=LEAK)],
-        step=records.step(session_id, summary=LEAK))
+        steps=[records.step(session_id, summary=LEAK)])
     _through_a_group(store, [clean, leaky, Commit(session_id=session_id, events=[records.transitioned(session_id)])])
     assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
     summaries = [getattr(event, "summary", None) for event in store.events(session_id)]
@@ -126,6 +126,6 @@ def test_a_clean_request_trusts_only_its_own_records(store: Store) -> None:
                                             attempt=1, ok=False, summary=LEAK)])
     with store.item(codec.encode(Commit(session_id=session_id))):  # outside a group: no savepoint, still scoped
         pass
-    store.commit(session_id, step=records.step(session_id, summary=LEAK))
+    store.commit(session_id, steps=[records.step(session_id, summary=LEAK)])
     assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
     assert store.events(session_id)[0].summary == REDACTED  # type: ignore[union-attr]

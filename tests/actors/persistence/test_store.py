@@ -182,10 +182,10 @@ def test_a_draft_plan_without_a_version_is_refused(store: Store, session: str) -
 
 
 def test_the_first_write_of_a_step_wins_and_a_visit_lists_steps_in_insertion_order(store: Store, session: str) -> None:
-    store.commit(session, step=records.step(session, name="S2", summary="first"))
-    store.commit(session, step=records.step(session, name="S1"))
-    store.commit(session, step=records.step(session, name="S2", summary="again"))
-    store.commit(session, step=records.step(session, visit=2, name="S1"))
+    store.commit(session, steps=[records.step(session, name="S2", summary="first")])
+    store.commit(session, steps=[records.step(session, name="S1")])
+    store.commit(session, steps=[records.step(session, name="S2", summary="again")])
+    store.commit(session, steps=[records.step(session, visit=2, name="S1")])
     assert [(s.step, s.summary) for s in store.steps(session, 1)] == [("S2", "first"), ("S1", "done")]
     assert [s.step for s in store.steps(session, 2)] == ["S1"]
     assert store.steps(session, 3) == []

@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from actors.stages.context import StageContext
+from actors.stages.context import BEHIND_STEPS, StageContext
 from protocol import codec
 from protocol.errors import AcodeError
 from protocol.events import StepFinished, StepStarted, ToolCalled
 from protocol.ids import new_id
-from protocol.messages import GetEvents
+from protocol.messages import GetEvents, GetSteps
 from protocol.results import StepRecord
 from tests.actors.stages.conftest import Run, Stack
 
@@ -69,12 +69,47 @@ def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_
         ctx.close()
 
 
+def test_steps_written_while_one_is_on_its_way_merge_into_the_next_write_up_to_a_bound(stack: Stack) -> None:
+    run = _run(stack)
+    ctx = run.ctx
+    try:
+        assert ctx.tool(f"{ctx.session_id}:t0", "read_file", {"path": "a.txt"}).ok
+        persistence = stack.harness.procs["persistence"].pid
+        os.kill(persistence, signal.SIGSTOP)
+        try:
+            steps = [f"S{n}" for n in range(1, BEHIND_STEPS + 3)]
+            first, *merged, last = steps
+            for step in [first, *merged]:  # S1 on its way (stuck); the next BEHIND_STEPS wait in one write
+                started = time.monotonic()
+                ctx.commit([_finish(ctx, step)[0]], step=_finish(ctx, step)[1], wait=False)
+                assert time.monotonic() - started < 0.2, step  # none waited for the write before it
+            done: list[bool] = []
+            over = threading.Thread(target=lambda: (ctx.commit([_finish(ctx, last)[0]], step=_finish(ctx, last)[1],
+                                                               wait=False), done.append(True)))
+            over.start()
+            time.sleep(0.3)
+            assert not done  # the write behind holds BEHIND_STEPS records: the next one waits for it
+        finally:
+            os.kill(persistence, signal.SIGCONT)
+        over.join(30)
+        assert done
+        ctx.flush()
+        assert [e.step for e in run.events() if isinstance(e, StepFinished)] == steps  # in the order made
+        recorded = stack.clients.call("persistence", GetSteps(session_id=ctx.session_id, visit=1), timeout=10,
+                                      decoder=codec.PERSISTENCE_REPLY).steps
+        assert sorted(r.step for r in recorded) == sorted(steps)
+    finally:
+        ctx.close()
+
+
 def test_a_write_behind_that_fails_fails_every_write_after_it_and_nothing_more_is_written(stack: Stack) -> None:
     run = _run(stack)
     ctx, workspace = run.ctx, run.workspace
     try:
         finished, record = _finish(ctx, "S1", session_id=new_id())  # another session's record: refused
         ctx.commit([finished], step=record, wait=False)  # no error yet: nothing waited for it
+        behind, behind_record = _finish(ctx, "S3")
+        ctx.commit([behind], step=behind_record, wait=False)  # queued behind the failing one: never sent
         later, _ = _finish(ctx, "S2")
         for write in (lambda: ctx.commit([later]), ctx.flush, lambda: ctx.tool(
                 f"{ctx.session_id}:w", "write_file", {"path": "b.txt", "content": "x"})):
