@@ -75,6 +75,7 @@ class Worker:
         self._socket: zmq.Socket[Any] | None = None
         self._last_heard = 0.0
         self._heartbeat_timer: Any = None
+        self._after: dict[str, Callable[[], None]] = {}  # request id -> what runs once its reply is sent
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -95,6 +96,8 @@ class Worker:
             self._socket = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        while self._after:  # answered but never sent (stopping): the lines are written all the same
+            self._run_after(*self._after.popitem())
 
     def busy(self) -> list[str]:
         return list(self._in_flight)
@@ -202,3 +205,18 @@ class Worker:
             self._replies.popitem(last=False)
         if self._socket is not None:
             self._send([frames.MAGIC, frames.REPLY, route, *payload])
+        after = self._after.pop(request.id, None)
+        if after is not None:
+            self._run_after(request.id, after)
+
+    def after_reply(self, request: Request, then: Callable[[], None]) -> None:
+        """Run ``then`` on the loop's thread once ``request``'s reply is sent (or at
+        :meth:`close`, if it never is): a handler's closing log line, which the requester
+        need not wait for. Called by the handler, from any thread, before it returns."""
+        self._after[request.id] = then
+
+    def _run_after(self, request_id: str, then: Callable[[], None]) -> None:
+        try:
+            then()
+        except Exception:  # noqa: BLE001 - the reply is out: a line that fails must not stop the loop
+            self.actor.log.exception("after_reply_failed", service=self.service, request_id=request_id)

@@ -24,7 +24,7 @@ A forced level the machine cannot give fails the start with ACODE-SBX-015, so a 
 never passes by running under something weaker than it asked for.
 
 Each call's ``tool_call_answered`` line is written right after its reply is sent
-(:class:`_Worker`), not before: the requester does not wait for the log.
+(:meth:`broker.worker.Worker.after_reply`), not before: the requester does not wait for the log.
 
 At stop: the worker stops taking requests, running commands are killed with their
 process groups, and idle persistence clients are closed, so the context can terminate.
@@ -104,38 +104,12 @@ def isolation_of(spec: ActorSpec, environ: Mapping[str, str] = os.environ) -> tu
     return choose(options.isolation or "auto", options.tree or "auto", origin=f"by {origin}"), origin
 
 
-class _Worker(Worker):
-    """The sandbox's worker: what a handler left under a request's id in ``after`` runs
-    once that request's reply is sent (on the loop's thread), or at close if it never is."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.after: dict[str, Callable[[], None]] = {}
-
-    def reply(self, request: Request, body: Message) -> None:
-        super().reply(request, body)
-        after = self.after.pop(request.id, None)
-        if after is not None:
-            self._run_after(request.id, after)
-
-    def close(self) -> None:
-        super().close()
-        while self.after:  # answered but never sent (stopping): the lines are written all the same
-            self._run_after(*self.after.popitem())
-
-    def _run_after(self, request_id: str, after: Callable[[], None]) -> None:
-        try:
-            after()
-        except Exception:  # noqa: BLE001 - the reply is out: a line that fails must not stop the loop
-            self.actor.log.exception("after_reply_failed", service=self.service, request_id=request_id)
-
-
 class SandboxActor(Actor):
     actor = "sandbox"
 
     def on_start(self) -> None:
         assert self.ctx is not None
-        self.worker: _Worker | None = None
+        self.worker: Worker | None = None
         isolation, self.forced = isolation_of(self.spec)
         self.terminal = Terminal(isolation, subreaper=True)
         paths = RunPaths.for_home(self.spec.home)
@@ -149,7 +123,7 @@ class SandboxActor(Actor):
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
                                baselines=Baselines(paths.baselines))
         self.gate = ApprovalGate(self._persistence)
-        self.worker = _Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY, quick=self.quick)
+        self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY, quick=self.quick)
         self.worker.start()
 
     def on_stop(self) -> None:
@@ -219,11 +193,11 @@ class SandboxActor(Actor):
 
     def _after_reply(self, request: Request, write: Callable[[], None]) -> None:
         """Write a line once ``request``'s reply is sent (at once without a worker)."""
-        worker: _Worker | None = getattr(self, "worker", None)
+        worker: Worker | None = getattr(self, "worker", None)
         if worker is None:
             write()
         else:
-            worker.after[request.id] = write
+            worker.after_reply(request, write)
 
     def _persistence(self, body: Message) -> Any:
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT_S,

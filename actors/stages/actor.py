@@ -16,6 +16,7 @@ twice a second (``actors.stages.progress``): ephemeral, never stored.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from collections import OrderedDict
@@ -156,6 +157,8 @@ class StageActor(Actor):
         finally:
             self._cancels.pop(request.id, None)
             self._controls.pop(request.id, None)
-        log.info("stage_finished", ok=result.ok, summary=result.summary,
-                 duration_ms=round(result.metrics.duration_ms, 1))
+        # written once the result is sent: the coordinator's transition does not wait for it
+        self.worker.after_reply(request, functools.partial(
+            log.info, "stage_finished", ok=result.ok, summary=result.summary,
+            duration_ms=round(result.metrics.duration_ms, 1)))
         return StageDone(result=result)

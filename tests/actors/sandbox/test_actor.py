@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -13,12 +12,10 @@ import psutil
 import pytest
 import zmq
 
-from actors.sandbox.actor import _Worker
 from broker.client import Client
-from broker.worker import Request
 from protocol import codec, frames
 from protocol.ids import new_id
-from protocol.messages import Ack, Envelope, Error, RunTool, ToolDone
+from protocol.messages import Envelope, Error, RunTool, ToolDone
 from protocol.results import ToolResult
 from protocol.sandbox import SandboxPolicy
 from tests.harness import Harness, wait_until
@@ -87,36 +84,6 @@ def test_each_answered_call_writes_its_line_with_every_field(sandbox: Harness, w
         assert (line["session_id"], line["tool"], line["ok"], line["outcome"], line["replayed"], line["error"],
                 line["level"]) == ("s1", body.tool, ok, "done", False, error, "info")
         assert line["duration_ms"] >= 0 and line["trace_id"]
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.exceptions: list[tuple[str, dict[str, Any]]] = []
-
-    def exception(self, event: str, **fields: Any) -> None:
-        self.exceptions.append((event, fields))
-
-
-def test_what_a_call_leaves_for_after_its_reply_runs_once_and_a_failure_stops_nothing() -> None:
-    log = _Log()
-    actor = SimpleNamespace(spec=SimpleNamespace(instance="sandbox", epoch=1), log=log)
-    worker = _Worker(actor, "sandbox", lambda request: Ack())
-    requests = [Request(Envelope(id=new_id()), b"", b"route") for _ in range(3)]
-    written: list[str] = []
-
-    def fail() -> None:
-        raise OSError("no space left on device")
-
-    worker.after[requests[0].id] = lambda: written.append("first")
-    worker.after[requests[1].id] = fail
-    worker.after[requests[2].id] = lambda: written.append("never replied")
-    worker.reply(requests[0], Ack())
-    worker.reply(requests[0], Ack())  # a resend's reply writes nothing again
-    worker.reply(requests[1], Ack())  # the failure is logged; the loop goes on
-    assert written == ["first"]
-    assert log.exceptions == [("after_reply_failed", {"service": "sandbox", "request_id": requests[1].id})]
-    worker.close()  # a reply never sent: its line is written at close
-    assert written == ["first", "never replied"] and worker.after == {}
 
 
 def test_the_same_key_twice_runs_the_command_once(sandbox: Harness, workspace: Path) -> None:
