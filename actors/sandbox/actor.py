@@ -37,6 +37,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
@@ -123,6 +124,9 @@ class SandboxActor(Actor):
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
                                baselines=Baselines(paths.baselines))
         self.gate = ApprovalGate(self._persistence)
+        # learns each session's policy while the planner's calls run (ApprovalGate.learn)
+        self._learner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-gate")
+        self._learning: set[str] = set()  # sessions sent to it (loop thread only)
         self.worker = Worker(self, "sandbox", self.handle, capacity=CAPACITY, threads=CAPACITY, quick=self.quick)
         self.worker.start()
 
@@ -130,6 +134,7 @@ class SandboxActor(Actor):
         worker: Worker | None = getattr(self, "worker", None)
         if worker is not None:
             worker.close()
+            self._learner.shutdown(wait=False, cancel_futures=True)
             killed = self.terminal.kill_all()
             if killed:
                 self.log.warning("commands_killed_at_stop", count=killed, reason=self._stop_reason)
@@ -153,9 +158,12 @@ class SandboxActor(Actor):
         anything else, which goes to the pool. Small: a file of at most :data:`QUICK_BYTES`
         (its size only decides where it runs; the read is confined as any other)."""
         body = codec.SANDBOX_REQUEST.decode(request.body)
+        known = self.gate.knows(body.session_id)
+        if not known and self.gate.exempt(request.envelope.sender):
+            self._learn(body.session_id)
         if not (body.held and body.tool == "read_file" and isinstance(body.arguments.get("path"), str)):
             return None
-        if not self.gate.knows(body.session_id):
+        if not known:
             return None  # the gate would ask persistence: never wait on the loop thread
         try:
             found = os.stat(os.path.join(body.workspace, body.arguments["path"]))
@@ -164,6 +172,16 @@ class SandboxActor(Actor):
         if not stat.S_ISREG(found.st_mode) or found.st_size > QUICK_BYTES:
             return None  # a FIFO, a device, a large file: on the pool, where a wait blocks nothing else
         return self.serve(request, body)
+
+    def _learn(self, session_id: str) -> None:
+        """Have the gate learn the session's policy in the background, once: a call that
+        passes without it (the planner's) says a session whose gated calls come soon."""
+        if session_id in self._learning:
+            return
+        if len(self._learning) >= 4_096:
+            self._learning.clear()
+        self._learning.add(session_id)
+        self._learner.submit(self.gate.learn, session_id)
 
     def handle(self, request: Request) -> Message:
         """Run one RunTool (on a pool thread); a body that does not decode is ACODE-PROTO-002."""

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
-from protocol.errors import NotFoundError, SandboxError
+from protocol.errors import AcodeError, NotFoundError, SandboxError
 from protocol.messages import GetSession, Message, RunTool
 from protocol.results import ToolResult
 from protocol.session import SessionSettings, SessionSnapshot
@@ -70,7 +70,7 @@ class ApprovalGate:
 
     def check(self, request: RunTool, sender: str) -> SandboxError | None:
         """None when the call may run; else the refusal that becomes its result."""
-        if _actor_of(sender) in EXEMPT or request.tool not in SANDBOX_TOOLS | INTERNAL_TOOLS:
+        if self.exempt(sender) or request.tool not in SANDBOX_TOOLS | INTERNAL_TOOLS:
             return None  # an unknown tool is refused by the dispatcher, with the list of tools
         risk = risk_of_call(request.tool, request.arguments)
         level, approvals, mode = self._policy(request.session_id)
@@ -94,6 +94,20 @@ class ApprovalGate:
             else "it carries no approval"
         return SandboxError(f"{what} refused: {why}, and {given}; the session must approve it first "
                             f"(`acode approve {request.session_id}`)", code="ACODE-SBX-019")
+
+    def exempt(self, sender: str) -> bool:
+        """Whether calls from ``sender`` pass without the session's policy (see the module)."""
+        return _actor_of(sender) in EXEMPT
+
+    def learn(self, session_id: str) -> None:
+        """Read and cache the session's policy now (from a thread of the caller's), so that
+        the first gated call of the session does not wait for it: the executor's first read
+        comes after the planner's calls, which pass without it. A failure is left for
+        :meth:`check` to meet again."""
+        try:
+            self._policy(session_id)
+        except AcodeError:
+            pass
 
     def knows(self, session_id: str) -> bool:
         """Whether the session's policy is cached: :meth:`check` then asks persistence nothing."""
