@@ -38,8 +38,12 @@ def _gated_read_while_persistence_is_stopped(stack: Stack, learn_first: bool) ->
         ctx.replay_index()  # the stage's own read of persistence, before it is stopped
         persistence = stack.harness.procs["persistence"].pid
         answered: list[ToolResult] = []
-        reader = threading.Thread(target=lambda: (answered.append(ctx.tool(f"{sid}:t0", "read_file", {"path": "a.txt"})),
-                                                  ctx.release_thread()))
+
+        def read() -> None:
+            answered.append(ctx.tool(f"{sid}:t0", "read_file", {"path": "a.txt"}))
+            ctx.release_thread()
+
+        reader = threading.Thread(target=read)
         os.kill(persistence, signal.SIGSTOP)
         try:
             reader.start()
