@@ -359,7 +359,7 @@ record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer
                               seq=st.integers(-1, INT64), session_id=short, stage=st.none() | stages)
 journaled_reads = struct(m.JournaledRead, {"key": ids, "result": tool_results})
 commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
-                 plan=st.none() | task_plans, step=st.none() | step_records, answers=_few(record_model_answers),
+                 plan=st.none() | task_plans, steps=_few(step_records), answers=_few(record_model_answers),
                  reads=_few(journaled_reads), index_for=st.none() | stages)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
