@@ -29,6 +29,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import select
 import shlex
 import shutil
@@ -55,7 +56,46 @@ from protocol.errors import ConfigError, ErrorInfo, SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
 
-__all__ = ["Terminal", "command_policy_of"]
+__all__ = ["SCRATCH_PREFIX", "Terminal", "command_policy_of", "sweep_scratch"]
+
+SCRATCH_PREFIX = "acode-cmd-"  # a command's scratch directory: acode-cmd-<sandbox pid>-<random>
+_SCRATCH = re.compile(re.escape(SCRATCH_PREFIX) + r"([0-9]+)-[^/]+")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def sweep_scratch(root: Path) -> int:
+    """Remove the scratch directories of sandboxes that died without removing them (a kill
+    -9 in the middle of a command): named ``acode-cmd-<pid>-…``, owned by this user, their
+    pid not running. A pid reused since keeps its directory until a later sweep. Returns
+    how many were removed."""
+    removed = 0
+    uid = os.getuid()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        found = _SCRATCH.fullmatch(entry.name)
+        if found is None:
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+        except OSError:
+            continue
+        if not _alive(int(found.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed
 
 _CHUNK = 65536
 _DRAIN_CHUNKS = 64  # per turn: an endless writer cannot keep us from checking the deadline
@@ -139,6 +179,8 @@ class Terminal:
         self._hidden: list[str] = []
         if subreaper:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # the sandbox actor: what a predecessor killed mid-command left behind goes now
+            self.scratch_swept = sweep_scratch(self._scratch_root)
 
     @property
     def isolation(self) -> Isolation:
@@ -188,7 +230,7 @@ class Terminal:
         command = command_policy.check(args.command, allowed)
         isolation = self.isolation
         require(isolation, policy.require_isolation)
-        scratch = Path(tempfile.mkdtemp(prefix="acode-cmd-", dir=self._scratch_root))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=self._scratch_root))
         group: Path | None = None
         try:
             (scratch / "home").mkdir()

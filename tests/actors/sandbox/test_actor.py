@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import psutil
 import pytest
 import zmq
 
+from actors.sandbox.terminal import SCRATCH_PREFIX
 from broker.client import Client
 from protocol import codec, frames
 from protocol.ids import new_id
@@ -123,6 +125,11 @@ def _children(pid: int, name: str) -> list[psutil.Process]:
     return found
 
 
+def _scratch_of(pid: int) -> list[Path]:
+    """The command scratch directories of the sandbox with ``pid``."""
+    return list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{pid}-*"))
+
+
 def _gone(process: psutil.Process) -> bool:
     try:
         return process.status() == psutil.STATUS_ZOMBIE
@@ -142,7 +149,9 @@ def test_a_sandbox_killed_mid_command_leaves_no_process_and_reports_outcome_unkn
     client.cancel(request_id)
     wait_until(lambda: _gone(command), what="the command killed with the sandbox")
 
+    assert _scratch_of(sandbox_pid)  # the killed sandbox could not remove its command's scratch
     sandbox.start("sandbox")
+    assert not _scratch_of(sandbox_pid)  # its successor did, at start
     result = _call(client, request)
     assert (result.ok, result.outcome) == (False, "unknown")
     assert result.error is not None and result.error.code == "ACODE-SBX-008"
@@ -196,5 +205,8 @@ def test_a_sandbox_killed_mid_command_leaves_no_orphan_even_a_double_forked_daem
                 and p.status() != psutil.STATUS_ZOMBIE]
 
     wait_until(daemons, what="the double-forked daemon running")
+    sandbox_pid = sandbox.procs["sandbox"].pid
     sandbox.kill("sandbox")
     wait_until(lambda: not daemons(), what="the daemon killed with the sandbox")
+    sandbox.start("sandbox")
+    assert not _scratch_of(sandbox_pid)  # swept by the next sandbox at its start

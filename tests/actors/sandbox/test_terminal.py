@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ import pytest
 from actors.sandbox.confine import Workspace
 from actors.sandbox.isolation import Isolation, PidsCgroup, command_env, detect
 from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.terminal import SCRATCH_PREFIX, Terminal, sweep_scratch
 from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
@@ -318,3 +319,17 @@ def test_the_pids_cgroup_is_removed_after_each_command(tree: Tree) -> None:
     assert cgroups is not None and cgroups.root.exists() and not [p for p in cgroups.root.iterdir() if p.is_dir()]
     terminal.close()
     assert not cgroups.root.exists()
+
+
+def test_a_scratch_directory_left_by_a_dead_sandbox_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f"{SCRATCH_PREFIX}{dead.pid}-abc"
+    (left / "home").mkdir(parents=True)
+    (left / "home" / "secret").write_text("what a command left")
+    live = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-def"
+    live.mkdir()
+    unrelated = tmp_path / f"{SCRATCH_PREFIX}notapid"
+    unrelated.mkdir()
+    assert sweep_scratch(tmp_path) == 1
+    assert not left.exists() and live.exists() and unrelated.exists()
