@@ -140,6 +140,7 @@ CODES: dict[str, str] = {
     "ACODE-STORE-001": "database error",
     "ACODE-STORE-002": "record not found",
     "ACODE-STORE-003": "database schema is newer than this acode",
+    "ACODE-STORE-004": "a record this commit depends on is not durable yet",
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
     "ACODE-CFG-001": "invalid configuration",

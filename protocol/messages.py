@@ -27,7 +27,7 @@ from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.plan import TaskPlan
-from protocol.results import ModelAnswer, StageResult, StepRecord, ToolResult
+from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
 from protocol.session import (
     MAX_STEERING_CHARS,
@@ -208,6 +208,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     answers: list[RecordModelAnswer] = []
     reads: list[JournaledRead] = []
     index_for: Stage | None = None  # also answer this stage's replay index, read after the write
+    requires: Requirement | None = None  # refused (ACODE-STORE-004, retryable) until these are durable
 
 
 class JournaledRead(Message, frozen=True, tag="journaled_read", kw_only=True):

@@ -25,6 +25,7 @@ __all__ = [
     "ModelAnswer",
     "ModelToolCall",
     "ReviewIssue",
+    "Requirement",
     "ReviewerAnswer",
     "Rework",
     "StageMetrics",
@@ -182,6 +183,16 @@ class StageMetrics(_Wire, frozen=True, kw_only=True):
     model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # waiting for the model's answers (replays: 0)
 
 
+class Requirement(_Wire, frozen=True, kw_only=True):
+    """Records a commit depends on: events of a stage's last writes, sent behind its
+    result (``actors.stages.context``; each of those writes has an event, and is one
+    transaction, so its events stored mean its answers and reads are too). A commit that
+    carries one is refused (ACODE-STORE-004, retryable) until each event is stored, so the
+    coordinator acts on a result only once what the stage followed is durable."""
+
+    events: list[str] = []
+
+
 class StageResult(_Wire, frozen=True, kw_only=True):
     """A stage's answer to ``RunStage``; ``(session_id, stage, visit, attempt)`` fences it."""
 
@@ -199,3 +210,4 @@ class StageResult(_Wire, frozen=True, kw_only=True):
     metrics: StageMetrics = StageMetrics()
     rework: Rework | None = None  # the verifier's: what the next executor visit runs again
     approval: ApprovalRequest | None = None  # executor, verifier: a call that waits for a human's decision
+    requires: Requirement | None = None  # the stage's writes still on their way: the transition waits for them

@@ -61,7 +61,7 @@ from protocol.messages import (
     SteerWork,
 )
 from protocol.plan import TaskPlan, with_status
-from protocol.results import StageResult
+from protocol.results import Requirement, StageResult
 from protocol.session import Clarification, SessionSnapshot, SteeringNote
 from protocol.stages import TERMINAL
 
@@ -77,6 +77,7 @@ def default_answers(plan: TaskPlan) -> list[Clarification]:
                           answer=q.default or (q.options[0] if q.options else NO_ANSWER)) for q in plan.questions]
 
 COMMIT_TIMEOUT = 30.0
+REQUIRED_WAIT_S = 10.0  # how long a transition waits for the stage's last writes before the attempt counts as lost
 _NEEDS = {"planner": {"planner"}, "executor": {"executor", "sandbox"}, "verifier": {"verifier", "sandbox"},
           "reviewer": {"reviewer", "sandbox"}}
 
@@ -127,20 +128,44 @@ class Orchestrator:
         self.client.send("persistence", body, timeout=COMMIT_TIMEOUT, decoder=codec.PERSISTENCE_REPLY,
                          on_reply=on_reply, session_id=session_id)
 
-    def apply(self, session: Session, decision: Decision, reply_to: Request | None = None) -> None:
-        """Commit ``decision``; act on it (and answer ``reply_to``) only once it is durable."""
+    def apply(self, session: Session, decision: Decision, reply_to: Request | None = None,
+              requires: Requirement | None = None) -> None:
+        """Commit ``decision``; act on it (and answer ``reply_to``) only once it is durable.
+        ``requires``: the stage's writes still on their way (``StageResult.requires``); the
+        commit is refused until they are stored, and retried meanwhile (see
+        :meth:`_send_commit`)."""
         session.committing = True
         session.decided_at = time.monotonic()
         # A transition that dispatches reads what the stage will replay in its own commit, so
         # the stage need not ask before its first model call or read (one round trip less).
         index_for = decision.snapshot.stage if decision.dispatch else None
         commit = Commit(session_id=session.id, events=decision.events, snapshot=decision.snapshot, plan=decision.plan,
-                        index_for=index_for)
+                        index_for=index_for, requires=requires)
         self._send_commit(session, commit, decision, reply_to, delay=0.25)
 
     def _send_commit(self, session: Session, commit: Commit, decision: Decision, reply_to: Request | None,
-                     delay: float) -> None:
+                     delay: float, since: float | None = None) -> None:
+        since = time.monotonic() if since is None else since
+
         def done(reply: Any, error: AcodeError | None) -> None:
+            if error is not None and error.code == "ACODE-STORE-004":
+                # The stage's last writes were not stored while persistence held the commit
+                # for them (persistence.service.PARK_S): ask again, up to REQUIRED_WAIT_S
+                # (a restarted persistence gets the stage's resend within a second or so).
+                # If they never come (the stage actor died before they left), the attempt is
+                # lost: dispatched again.
+                waited = time.monotonic() - since
+                if waited >= REQUIRED_WAIT_S:
+                    self.log.warning("stage_writes_missing", session_id=session.id, waited_s=round(waited, 3),
+                                     error=str(error))
+                    session.committing = False
+                    now = time.time()
+                    self.decide(session, lambda snap: machine.on_lost(
+                        snap, "the stage's last writes never became durable", now))
+                    return
+                self.owner.loop.call_later(0.01, lambda: self._send_commit(session, commit, decision, reply_to,
+                                                                           delay, since))
+                return
             if error is not None:
                 # Same events, same ids: a retried commit never duplicates anything.
                 self.log.warning("commit_retrying", session_id=session.id, error=str(error), retry_in_s=delay)
@@ -178,7 +203,7 @@ class Orchestrator:
             self.sessions.pop(session.id, None)
 
     def decide(self, session: Session, decide: Callable[[SessionSnapshot], Decision | None],
-                reply_to: Request | None = None) -> None:
+               reply_to: Request | None = None, requires: Requirement | None = None) -> None:
         """Decide from the session's snapshot *as it is then* and apply the decision.
 
         One thing at a time per session: while a commit is in flight the input waits. A
@@ -186,7 +211,7 @@ class Orchestrator:
         (``reply_to``); otherwise it is a bug, and the session fails rather than hangs.
         """
         if session.committing:
-            session.queued.append(lambda: self.decide(session, decide, reply_to))
+            session.queued.append(lambda: self.decide(session, decide, reply_to, requires))
             return
         try:
             decision = decide(session.snapshot)
@@ -197,7 +222,7 @@ class Orchestrator:
             self.log.error("transition_refused", session_id=session.id, error=str(exc))
             decision = machine.on_result(session.snapshot, self._failure(session.snapshot, exc.info()), time.time())
         if decision is not None:
-            self.apply(session, decision, reply_to)
+            self.apply(session, decision, reply_to, requires)
         elif reply_to is not None:  # nothing to change (a repeated pause): the session as it is
             self.reply(reply_to, SessionAccepted(session=session.snapshot))
 
@@ -310,7 +335,7 @@ class Orchestrator:
                 self.log.warning("fenced_answer_dropped", session_id=session_id, got=list(fence))
                 self.decide(session, lambda snap: machine.on_lost(snap, "answer for another attempt", now))
                 return
-            self.decide(session, lambda snap: machine.on_result(snap, result, now))
+            self.decide(session, lambda snap: machine.on_result(snap, result, now), requires=result.requires)
         elif isinstance(error, RequestTimeout):
             self._cancel_work(dispatch, "the stage timed out")
             self.decide(session, lambda snap: machine.on_timeout(snap, now))

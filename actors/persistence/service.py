@@ -26,6 +26,13 @@ resends and the idempotent writes apply once. A request that fails answers its o
 (its savepoint is undone); a failed commit answers every request of the group with it.
 A lone request costs what it did before: it is served as soon as it has been read.
 
+**A commit that requires records waits here for them.** A commit whose ``requires`` names
+events not stored yet (a stage's last writes, sent just before its result: see
+``actors.stages.context``) is not answered with its refusal at once: it is parked, and
+tried again after the new requests of each later group, in the same transaction, so it
+commits together with the write it waited for. After :data:`PARK_S` it is answered with
+its refusal (ACODE-STORE-004, retryable) and the coordinator decides what next.
+
 :func:`dispatch` maps each request type to one store call with ``match``; adding a type
 to :data:`PersistenceRequest` without a case fails type checking (``assert_never``) and
 the dispatch test. After the store has committed, every event inserted *now* is published
@@ -44,6 +51,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -91,6 +99,7 @@ __all__ = ["SERVICE", "PersistenceActor", "PersistenceOptions", "dispatch", "loa
 SERVICE = "persistence"
 _CAPACITY = 32
 _GROUP = 64  # requests per group commit at most
+PARK_S = 2.0  # how long a commit waits here for the records it requires before it is refused
 # Test hook for the group-commit drill: the first group of at least this many requests
 # kills this process (SIGKILL) after its writes ran and before its commit.
 FAULT_KILL_BEFORE_COMMIT = "ACODE_FAULT_KILL_BEFORE_GROUP_COMMIT"
@@ -121,7 +130,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             if request.reads:
                 store.journal_reads(request.session_id, request.reads)
             appended = store.commit(request.session_id, request.events, snapshot=request.snapshot,
-                                    plan=request.plan, steps=request.steps)
+                                    plan=request.plan, steps=request.steps,
+                                    requires=request.requires)
             index = store.replay_index(request.session_id, request.index_for) if request.index_for else None
             return Committed(seqs=appended.seqs, index=index), appended.inserted
         case FinishToolCall():
@@ -190,6 +200,10 @@ def progress_only(commit: Commit) -> bool:
                     for event in commit.events))
 
 
+def _requires(request: PersistenceRequest) -> bool:
+    return isinstance(request, Commit) and request.requires is not None
+
+
 def _relaxed(request: PersistenceRequest) -> bool:
     """Whether a group holding ``request`` may commit without waiting for the disk: it writes
     nothing, or only the result of a call without side effects (FinishToolCall.rerun_safe),
@@ -218,6 +232,10 @@ class PersistenceActor(Actor):
         self.worker: Worker | None = None
         self._events: zmq.Socket[Any] | None = None
         self._queued: list[tuple[Request, PersistenceRequest]] = []
+        # commits whose required records (Commit.requires) are not stored yet, with when they
+        # came: tried again after each group's other requests, refused after PARK_S
+        self._parked: list[tuple[Request, PersistenceRequest, float]] = []
+        self._epochs: dict[str, int] = {}  # sender instance -> the newest epoch seen from it
         fault = os.environ.get(FAULT_KILL_BEFORE_COMMIT, "")
         self._kill_at_group = int(fault) if fault.isdigit() else 0
 
@@ -248,12 +266,25 @@ class PersistenceActor(Actor):
             self.serve_queued()
         return DEFERRED
 
-    def serve_queued(self) -> None:
+    def serve_queued(self, *, retry_parked: bool = False) -> None:
         """Serve the queued requests in one group commit, then answer them and publish."""
         assert self.store is not None and self.worker is not None, "requests arrive only after on_start()"
         group, self._queued = self._queued, []
-        if not group:
+        if not group and not (retry_parked and self._parked):
             return
+        # A commit that requires records goes after the group's other requests, and a
+        # parked one after those: the records it waits for may be among them, and then land
+        # in the same transaction, just before it. (Requests of one group are concurrent:
+        # a sender waits for a reply before it sends what depends on it.)
+        parked, self._parked = self._parked, []
+        for request, _ in group:
+            sender, epoch = request.envelope.sender, request.envelope.epoch
+            if epoch > self._epochs.get(sender, -1):
+                self._epochs[sender] = epoch
+        parked = self._drop_stale(parked)
+        since = {request.id: at for request, _, at in parked}
+        group = ([item for item in group if not _requires(item[1])] + [item for item in group if _requires(item[1])]
+                 + [(request, body) for request, body, _ in parked])
         replies: list[PersistenceReply | Error] = []
         inserted: list[Event] = []
         try:
@@ -267,11 +298,42 @@ class PersistenceActor(Actor):
         except AcodeError as exc:  # the commit failed: nothing of the group is durable
             self.log.warning("group_commit_failed", requests=len(group), error=str(exc))
             replies, inserted = [Error(error=exc.info()) for _ in group], []
-        for (request, _), reply in zip(group, replies, strict=True):
+        now = time.monotonic()
+        for (request, body), reply in zip(group, replies, strict=True):
+            if isinstance(reply, Error) and reply.error.code == "ACODE-STORE-004" \
+                    and now - since.get(request.id, now) < PARK_S:
+                if request.id not in since:
+                    self.loop.call_later(PARK_S, self._expire_parked)
+                self._parked.append((request, body, since.get(request.id, now)))
+                continue
             self.worker.reply(request, reply)
         self._publish(inserted)
         if len(group) > 1:
             self.log.debug("group_committed", requests=len(group), events=len(inserted))
+
+    def _drop_stale(self, parked: list[tuple[Request, PersistenceRequest, float]]
+                    ) -> list[tuple[Request, PersistenceRequest, float]]:
+        """The parked commits whose sender has not restarted since. A restarted coordinator
+        rebuilt its sessions from the log as it was, so a transition its predecessor left
+        waiting here must never land after that: it is refused now (nobody waits for the
+        answer), before any request of the new epoch is served."""
+        kept = []
+        for request, body, at in parked:
+            envelope = request.envelope
+            if envelope.epoch < self._epochs.get(envelope.sender, -1):
+                assert self.worker is not None
+                self.worker.reply(request, Error(error=AcodeError(
+                    f"dropped: {envelope.sender} restarted (epoch {envelope.epoch} -> "
+                    f"{self._epochs[envelope.sender]}) while this commit waited", code="ACODE-STORE-004",
+                    retryable=False).info()))
+                continue
+            kept.append((request, body, at))
+        return kept
+
+    def _expire_parked(self) -> None:
+        """Try the parked commits once more (nothing may have come since); answer those
+        still refused after :data:`PARK_S` with their refusal (ACODE-STORE-004)."""
+        self.serve_queued(retry_parked=True)
 
     def _serve_one(self, request: Request, body: PersistenceRequest, *,
                    alone: bool = False) -> tuple[PersistenceReply | Error, list[Event]]:

@@ -51,7 +51,7 @@ from protocol.events import Event
 from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
-from protocol.results import ModelAnswer, StepRecord, ToolResult
+from protocol.results import ModelAnswer, Requirement, StepRecord, ToolResult
 from protocol.session import SessionSnapshot, Stage
 from protocol.tools import Risk
 
@@ -292,12 +292,16 @@ class Store:
 
     def commit(self, session_id: str, events: Iterable[Event] = (), *,
                snapshot: SessionSnapshot | None = None, plan: TaskPlan | None = None,
-               steps: Sequence[StepRecord] = ()) -> Appended:
+               steps: Sequence[StepRecord] = (), requires: Requirement | None = None) -> Appended:
         """Upsert the snapshot, append the events, keep the plan and the step records: one transaction.
 
-        Without a snapshot the session must exist (NotFoundError, ACODE-STORE-002).
+        Without a snapshot the session must exist (NotFoundError, ACODE-STORE-002). With
+        ``requires``, nothing is written unless each of its records is stored
+        (ACODE-STORE-004, retryable: they are on their way).
         """
         with self._write(f"committing to session {session_id}") as conn:
+            if requires is not None:
+                _require(conn, session_id, requires)
             if snapshot is not None:
                 _check_owner("snapshot", snapshot.id, snapshot.id, session_id)
                 conn.execute(
@@ -552,3 +556,18 @@ class Store:
             # stored before (a resent commit): answer its seq, publish nothing
             seqs.append(conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()[0])
         return Appended(seqs=seqs, inserted=inserted)
+
+
+def _require(conn: sqlite3.Connection, session_id: str, requires: Requirement) -> None:
+    """Raise ACODE-STORE-004 (retryable) unless every record ``requires`` names is stored."""
+    missing: list[str] = []
+    wanted = list(dict.fromkeys(requires.events))
+    for start in range(0, len(wanted), 500):  # SQLite's bound on parameters
+        part = wanted[start:start + 500]
+        found = {row[0] for row in conn.execute(
+            f"SELECT id FROM events WHERE id IN ({','.join('?' * len(part))})", part)}
+        missing += [key for key in part if key not in found]
+    if missing:
+        raise StorageError(f"the commit to session {session_id} depends on {len(missing)} record(s) not stored yet "
+                           f"(first: {missing[0]}); it is refused until they are (a stage's last write on its way)",
+                           code="ACODE-STORE-004", retryable=True)

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
 import zmq
 
 from actors._base import Actor
@@ -34,8 +36,9 @@ from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ProtocolError, TransportError
+from protocol.ids import new_id
 from protocol.messages import Message, StageDone
-from protocol.results import StageResult
+from protocol.results import Requirement, StageResult
 from protocol.session import SteeringNote
 from protocol.spec import ActorSpec
 from protocol.stages import STAGES
@@ -50,6 +53,17 @@ def runner(stage: str) -> Callable[[StageContext], StageResult]:
     run: Callable[[StageContext], StageResult] = module.run
     return run
 _EARLY_LIMIT = 32  # controls kept for requests not started yet
+
+
+# A drill for the coordinator's side of StageResult.requires: the first attempt of the
+# stage named here answers with a result that names a write which never comes (a stage
+# killed between handing its last write to its writer thread and the write leaving).
+FAULT_LOST_WRITE = "ACODE_FAULT_LOST_LAST_WRITE"
+
+
+def _with_lost_write(result: StageResult) -> StageResult:
+    events = result.requires.events if result.requires is not None else []
+    return msgspec.structs.replace(result, requires=Requirement(events=[*events, new_id()]))
 
 
 class StageActor(Actor):
@@ -140,6 +154,7 @@ class StageActor(Actor):
             ctx = StageContext(body, clients=self.clients, cancel=cancel, log=log, control=control,
                                watch=self.progress.watcher(body.session_id, body.stage, body.visit,
                                                            body.attempt), writer=self.writer)
+            ctx.result_behind = True  # the result names the stage's last writes instead of waiting for them
             try:
                 result = self.run_stage(ctx)  # body.stage is this actor's (checked above)
             except TransportError:
@@ -157,6 +172,8 @@ class StageActor(Actor):
         finally:
             self._cancels.pop(request.id, None)
             self._controls.pop(request.id, None)
+        if os.environ.get(FAULT_LOST_WRITE) == self.spec.actor and body.attempt == 1:
+            result = _with_lost_write(result)
         # written once the result is sent: the coordinator's transition does not wait for it
         self.worker.after_reply(request, functools.partial(
             log.info, "stage_finished", ok=result.ok, summary=result.summary,

@@ -37,6 +37,18 @@ it answered in them. If a write fails, its error is raised by every later write 
 stage, so nothing made after it is written and the stage ends with that error, as it
 would have at the commit itself.
 
+**A result does not wait for the stage's last writes** (in the stage actor:
+:attr:`StageContext.result_behind`). What the stage still holds is sent behind, and the
+result names the events of every write not yet known durable
+(``StageResult.requires``); the coordinator's transition carries them
+(``Commit.requires``) and persistence refuses it (ACODE-STORE-004, retryable) until they
+are stored, so the coordinator still acts only on a result whose answers are durable, and
+a crash of the coordinator meanwhile still finds them (no model call is asked twice),
+one round trip sooner. A held write with no event (a model answer alone) cannot be named
+so; then the result waits for it as before. If a named write never lands (the stage
+actor died before it left), the coordinator counts the attempt as lost after
+``REQUIRED_WAIT_S`` and dispatches it again.
+
 **A turn is one round trip.** The attempt's replay index (:meth:`replay_index`: the claims
 of its stage, the session's journaled tool keys, its step records) comes with the dispatch
 (``RunStage.replay``, read with the transition's commit) or is asked for once. A model
@@ -91,7 +103,7 @@ from protocol.messages import (
     RunTool,
     ToolDone,
 )
-from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult
+from protocol.results import ModelAnswer, Requirement, StageMetrics, StageResult, StepRecord, ToolResult
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 from protocol.tools import RERUN_SAFE_TOOLS
 
@@ -175,6 +187,11 @@ class StageContext:
         self._queued: Commit | None = None  # written behind, not sent yet: later ones merge into it
         self._queue_lock = threading.Lock()  # _queued, between this thread and the writer's
         self._failure: BaseException | None = None  # a write behind that failed: every later one raises it
+        self._unsettled: list[str] = []  # event ids of the writes behind, until they are known durable
+        self._eventless = False  # a write behind without an event: the result must wait for it
+        # True in the stage actor: the result does not wait for the stage's last writes but
+        # names them (StageResult.requires), and the coordinator's transition waits for them
+        self.result_behind = False
         self._writer = writer  # its thread; else made at the first such write, and this context's
         self._own_writer = writer is None
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
@@ -260,6 +277,7 @@ class StageContext:
             if behind is not None:
                 behind.result()  # the writer sends in order: the last one done, all are
                 self._behind = None
+                self._unsettled, self._eventless = [], False
 
     def _write_behind(self, body: Commit) -> None:
         """Send ``body`` from the writer thread, after the writes before it. While one is
@@ -270,14 +288,21 @@ class StageContext:
             queued = self._queued
             if queued is not None and len(queued.steps) < BEHIND_STEPS:
                 self._queued = _merged(queued, body)
+                self._note(body)
                 return
         if queued is not None:
             self._settle()
+        self._note(body)
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.request.stage}-writer")
         with self._queue_lock:
             self._queued = body
         self._behind = self._writer.submit(self._send_queued)
+
+    def _note(self, body: Commit) -> None:
+        """Remember what ``body``, sent behind, holds, until it is known durable."""
+        self._unsettled.extend(event.id for event in body.events)
+        self._eventless = self._eventless or not body.events
 
     def _send_queued(self) -> None:
         """On the writer thread: send what is queued (the write behind and whatever merged
@@ -291,6 +316,7 @@ class StageContext:
             self._send_persistence(body)
         except BaseException as exc:
             self._failure = exc
+            self.log.warning("stage_write_failed", error=str(exc))
             raise
 
     def commit(self, events: list[Event], step: StepRecord | None = None, *, wait: bool = True) -> None:
@@ -324,6 +350,28 @@ class StageContext:
             held = self._take_held()
             if held is not None:
                 self._send_persistence(held)
+
+    def _flush_behind(self) -> Requirement | None:
+        """Send what the stage holds behind its other writes, without waiting, and return
+        the events of every write not known durable (None: all of them are). A write with
+        no event cannot be named so: then this waits, as :meth:`flush` does. A write that
+        failed raises here, as :meth:`flush` would."""
+        with self._send_lock:
+            if self._failure is not None:
+                raise self._failure
+            held = self._take_held()
+            if held is not None and held.events and not self._eventless:
+                self._write_behind(held)
+                held = None
+            if held is not None or self._eventless:
+                self._settle()
+                if held is not None:
+                    self._send_persistence(held)
+                return None
+            behind = self._behind
+            if behind is None or (behind.done() and behind.exception() is None and self._queued is None):
+                return None  # every write is durable already
+            return Requirement(events=list(self._unsettled))
 
     def _take_held(self, *, with_answers: bool = True) -> Commit | None:
         """The held events and (``with_answers``) the model's pending answer as one Commit,
@@ -439,8 +487,15 @@ class StageContext:
 
     def result(self, *, ok: bool, summary: str, **fields: Any) -> StageResult:
         """The stage's result; the model's pending answer is recorded first (the coordinator
-        acts on the result, so a replay must find every answer it followed)."""
-        self.flush()
+        acts on the result, so a replay must find every answer it followed). With
+        :attr:`result_behind` what the stage holds is sent behind instead and the result
+        names every write not yet known durable (``requires``): the coordinator's
+        transition is refused until they are stored, so it still acts only on what is
+        durable, one round trip sooner."""
+        if self.result_behind:
+            fields["requires"] = self._flush_behind()
+        else:
+            self.flush()
         request = self.request
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,

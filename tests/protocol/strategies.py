@@ -261,13 +261,14 @@ stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=co
 rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
 reworks = struct(rs.Rework, {"rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
                  completed_tasks=_few(short))
+requirements = struct(rs.Requirement, events=_few(ids))
 stage_results: st.SearchStrategy[Any] = struct(
     rs.StageResult,
     {"session_id": ids, "stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
     summary=texts, plan=st.none() | task_plans, execution=st.none() | execution_reports,
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
     error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
-    approval=st.none() | approval_requests,
+    approval=st.none() | approval_requests, requires=st.none() | requirements,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -360,7 +361,8 @@ record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer
 journaled_reads = struct(m.JournaledRead, {"key": ids, "result": tool_results})
 commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
                  plan=st.none() | task_plans, steps=_few(step_records), answers=_few(record_model_answers),
-                 reads=_few(journaled_reads), index_for=st.none() | stages)
+                 reads=_few(journaled_reads), index_for=st.none() | stages,
+                 requires=st.none() | requirements)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
                         steps=_few(step_records))

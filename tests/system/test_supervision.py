@@ -12,7 +12,9 @@ import psutil
 import pytest
 import zmq
 
+from actors.coordinator.orchestrator import REQUIRED_WAIT_S
 from actors.paths import RunPaths
+from actors.stages.actor import FAULT_LOST_WRITE
 from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode
@@ -139,3 +141,28 @@ def test_garbage_on_the_supervision_socket_does_not_disturb_the_coordinator(acod
     status = acode.status()
     assert all(a["state"] == "ready" for a in status["actors"])
     assert acode.actor("planner")["restarts"] == 0
+
+
+def test_a_result_whose_last_write_never_lands_is_a_lost_attempt_and_the_session_goes_on(
+        home: Path, tmp_path: Path) -> None:
+    # The verifier's first result names a write that never comes (the drill stands for a
+    # stage killed between handing its last write to its writer thread and the write
+    # leaving): the coordinator's transition is refused until it lands, so after
+    # REQUIRED_WAIT_S the attempt counts as lost, attempt 2 runs, and the session completes.
+    acode = Acode(home, {FAULT_LOST_WRITE: "verifier"})
+    try:
+        acode.up()
+        workspace = w.workspace(tmp_path / "w")
+        script = w.script(tmp_path / "s.yaml", w.workload())
+        run = acode("run", w.TASK, "--workspace", str(workspace), "--provider", "scripted", "--script", str(script))
+        assert run.returncode == 0, run.stdout + run.stderr
+        session_id = run.stdout.split("session ", 1)[1].split(":", 1)[0]
+        events = json.loads(acode("show", session_id, "--json").stdout)["events"]
+        verifier = [e["attempt"] for e in events if e["type"] == "stage_finished" and e["stage"] == "verifier"]
+        assert verifier == [2]  # the first attempt's result was never acted on
+        log = [json.loads(line) for line in (home / "run" / "logs" / "coordinator.log").read_text().splitlines()]
+        missing = [e for e in log if e.get("event") == "stage_writes_missing"]
+        assert len(missing) == 1 and missing[0]["session_id"] == session_id
+        assert missing[0]["waited_s"] >= REQUIRED_WAIT_S
+    finally:
+        acode.close()

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from msgspec.structs import replace as msgspec_replace
 
-from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT
+from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT, PARK_S
 from actors.persistence.store import Store
 from broker.client import Client
 from protocol import codec
 from protocol.errors import AcodeError, ProtocolError
 from protocol.ids import new_id
 from protocol.messages import Commit, GetEvents
+from protocol.results import Requirement
 from tests.actors.persistence import records
 from tests.harness import Harness, wait_until
 
@@ -154,3 +157,69 @@ def test_progress_events_commit_relaxed_and_anything_more_waits_for_the_disk() -
     assert not _relaxed(Commit(session_id=sid, events=[turn], snapshot=records.snapshot(sid)))
     finished = StepFinished(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1", status="completed")
     assert not _relaxed(Commit(session_id=sid, events=[finished]))
+
+
+def test_a_commit_that_requires_records_waits_for_them_and_commits_with_them(harness: Harness) -> None:
+    harness.start("broker")
+    harness.start("persistence")
+    client = harness.client()
+    sid = new_id()
+    client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
+                timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    stage_write = records.tool_called(sid, f"{sid}:t1")
+    transition = records.transitioned(sid)
+    answers: list[Any] = []
+    waiting = client.send("persistence", Commit(session_id=sid, events=[transition],
+                                                requires=Requirement(events=[stage_write.id])),
+                          timeout=10, decoder=codec.PERSISTENCE_REPLY,
+                          on_reply=lambda reply, error: answers.append((reply, error)))
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:  # parked: no answer while the record it requires is missing
+        client.socket.poll(20)
+        client.on_readable()
+    assert answers == [] and waiting
+    client.call("persistence", Commit(session_id=sid, events=[stage_write]), timeout=10,
+                decoder=codec.PERSISTENCE_REPLY)
+    wait_until(lambda: (client.socket.poll(20), client.on_readable(), answers)[2], what="the parked commit answered")
+    assert answers[0][1] is None
+    events = client.call("persistence", GetEvents(session_id=sid), timeout=10, decoder=codec.PERSISTENCE_REPLY).events
+    assert [e.id for e in events][-2:] == [stage_write.id, transition.id]
+
+
+def test_a_commit_whose_required_records_never_come_is_refused_after_the_park(harness: Harness) -> None:
+    harness.start("broker")
+    harness.start("persistence")
+    client = harness.client()
+    sid = new_id()
+    client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
+                timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    started = time.monotonic()
+    with pytest.raises(AcodeError) as refused:
+        client.call("persistence", Commit(session_id=sid, events=[records.transitioned(sid)],
+                                          requires=Requirement(events=[new_id()])),
+                    timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    assert (refused.value.code, refused.value.retryable) == ("ACODE-STORE-004", True)
+    assert PARK_S <= time.monotonic() - started < PARK_S + 2.0
+
+
+def test_a_waiting_commit_of_a_sender_that_restarted_since_never_lands(harness: Harness) -> None:
+    # A coordinator killed while its transition waits here: its successor rebuilt the session
+    # from the log as it was, so the old transition must not land later, when the record it
+    # waited for does.
+    harness.start("broker")
+    harness.start("persistence")
+    old = harness.client(sender="coordinator", epoch=1)
+    sid = new_id()
+    old.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
+             timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    stage_write = records.tool_called(sid, f"{sid}:t1")
+    stale = records.transitioned(sid)
+    old.send("persistence", Commit(session_id=sid, events=[stale], requires=Requirement(events=[stage_write.id])),
+             timeout=10, decoder=codec.PERSISTENCE_REPLY, on_reply=lambda reply, error: None)
+    old.socket.poll(200)
+    new = harness.client(sender="coordinator", epoch=2)
+    new.call("persistence", GetEvents(session_id=sid), timeout=10, decoder=codec.PERSISTENCE_REPLY)  # its recovery
+    new.call("persistence", Commit(session_id=sid, events=[stage_write]), timeout=10,
+             decoder=codec.PERSISTENCE_REPLY)  # the record the old transition waited for
+    events = new.call("persistence", GetEvents(session_id=sid), timeout=10, decoder=codec.PERSISTENCE_REPLY).events
+    assert stale.id not in [e.id for e in events]

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from actors.persistence.store import Store
-from protocol.errors import NotFoundError, ProtocolError
+from protocol.errors import NotFoundError, ProtocolError, StorageError
 from protocol.events import Event
 from protocol.ids import new_id
 from protocol.messages import ModelAnswerClaim, ToolCallState
+from protocol.results import Requirement
 from protocol.stages import SessionStatus
 from tests.actors.persistence import records
 
@@ -119,6 +120,21 @@ def test_a_refused_commit_stores_nothing_of_itself(store: Store, session: str) -
                                   f"request is for session {session}; send each session's records in "
                                   "its own request")
     assert _rows(store, "events") == 0
+
+
+def test_a_commit_that_requires_events_not_stored_yet_is_refused_retryably_and_passes_once_they_are(
+        store: Store, session: str) -> None:
+    stage_write = records.tool_called(session, f"{session}:t1")  # the stage's last write, still on its way
+    transition = records.transitioned(session)
+    requires = Requirement(events=[stage_write.id])
+    with pytest.raises(StorageError) as info:
+        store.commit(session, [transition], requires=requires)
+    assert (info.value.code, info.value.retryable) == ("ACODE-STORE-004", True)
+    assert stage_write.id in info.value.message and session in info.value.message
+    assert [e.id for e in store.events(session)] == []  # nothing of the refused commit
+    store.commit(session, [stage_write])  # the stage's write lands
+    store.commit(session, [transition], requires=requires)
+    assert [e.id for e in store.events(session)] == [stage_write.id, transition.id]  # in the order they depend
 
 
 # -- sessions -----------------------------------------------------------------------------

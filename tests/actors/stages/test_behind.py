@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages.context import BEHIND_STEPS, StageContext
 from protocol import codec
 from protocol.errors import AcodeError
 from protocol.events import StepFinished, StepStarted, ToolCalled
 from protocol.ids import new_id
 from protocol.messages import GetEvents, GetSteps
-from protocol.results import StepRecord
+from protocol.results import StageResult, StepRecord
 from tests.actors.stages.conftest import Run, Stack
 
 
@@ -143,3 +144,57 @@ def test_a_writer_thread_given_to_the_context_sends_its_writes_behind_and_outliv
     finally:
         writer.submit(stack.clients.release)
         writer.shutdown(wait=True)
+
+
+def test_a_result_sent_behind_names_the_writes_still_on_their_way_and_they_land(stack: Stack) -> None:
+    run = _run(stack)
+    ctx = run.ctx
+    ctx.result_behind = True  # as in the stage actor
+    try:
+        sid = ctx.session_id
+        assert ctx.tool(f"{sid}:t0", "read_file", {"path": "a.txt"}).ok  # held: its event waits for a write
+        held = [e.id for e in ctx._held]
+        persistence = stack.harness.procs["persistence"].pid
+        os.kill(persistence, signal.SIGSTOP)
+        try:
+            finished, record = _finish(ctx, "S1")
+            ctx.commit([finished], step=record, wait=False)
+            started = time.monotonic()
+            result = ctx.result(ok=True, summary="done")
+            assert time.monotonic() - started < 0.2  # not waiting for a persistence that cannot answer
+        finally:
+            os.kill(persistence, signal.SIGCONT)
+        assert result.requires is not None
+        assert result.requires.events == [*held, finished.id]  # every event of the writes on their way
+        ctx.flush()
+        stored = {e.id for e in run.events()}
+        assert set(result.requires.events) <= stored
+        assert ctx.result(ok=True, summary="again").requires is None  # nothing on its way any more
+    finally:
+        ctx.close()
+
+
+def test_a_result_whose_held_write_has_no_event_waits_for_it_instead(stack: Stack) -> None:
+    run = _run(stack)
+    ctx = run.ctx
+    ctx.result_behind = True
+    try:
+        request = ModelRequest(stage="executor", call_site="T1/S1/turn1",
+                               messages=[ChatMessage(role="user", content="go")])
+        assert ctx.model.complete(request).content == "ok"  # its answer held: a write with no event
+        persistence = stack.harness.procs["persistence"].pid
+        os.kill(persistence, signal.SIGSTOP)
+        done: list[StageResult] = []
+        finisher = threading.Thread(target=lambda: (done.append(ctx.result(ok=True, summary="done")),
+                                                    ctx.release_thread()))
+        try:
+            finisher.start()
+            time.sleep(0.3)
+            assert not done  # a requirement could not name the answer: the result waits for it
+        finally:
+            os.kill(persistence, signal.SIGCONT)
+        finisher.join(30)
+        assert done and done[0].requires is None
+        assert ctx.model.take_pending() == []
+    finally:
+        ctx.close()
