@@ -41,8 +41,9 @@ would have at the commit itself.
 :attr:`StageContext.result_behind`). What the stage still holds is sent behind, and the
 result names the events of every write not yet known durable
 (``StageResult.requires``); the coordinator's transition carries them
-(``Commit.requires``) and persistence refuses it (ACODE-STORE-004, retryable) until they
-are stored, so the coordinator still acts only on a result whose answers are durable, and
+(``Commit.requires``) and persistence holds it until they are stored (committing it with
+them; after ``PARK_S`` it refuses it, ACODE-STORE-004, retryable, and the coordinator asks
+again), so the coordinator still acts only on a result whose answers are durable, and
 a crash of the coordinator meanwhile still finds them (no model call is asked twice),
 one round trip sooner. A held write with no event (a model answer alone) cannot be named
 so; then the result waits for it as before. If a named write never lands (the stage
@@ -360,14 +361,13 @@ class StageContext:
             if self._failure is not None:
                 raise self._failure
             held = self._take_held()
-            if held is not None and held.events and not self._eventless:
-                self._write_behind(held)
-                held = None
-            if held is not None or self._eventless:
+            if self._eventless or (held is not None and not held.events):  # a write it cannot name
                 self._settle()
                 if held is not None:
                     self._send_persistence(held)
                 return None
+            if held is not None:
+                self._write_behind(held)
             behind = self._behind
             if behind is None or (behind.done() and behind.exception() is None and self._queued is None):
                 return None  # every write is durable already

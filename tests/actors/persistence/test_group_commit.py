@@ -159,13 +159,19 @@ def test_progress_events_commit_relaxed_and_anything_more_waits_for_the_disk() -
     assert not _relaxed(Commit(session_id=sid, events=[finished]))
 
 
-def test_a_commit_that_requires_records_waits_for_them_and_commits_with_them(harness: Harness) -> None:
+def _session(harness: Harness, sender: str = "test", epoch: int = 0) -> tuple[Client, str]:
+    """A broker and persistence, a client of them, and a session it created."""
     harness.start("broker")
     harness.start("persistence")
-    client = harness.client()
+    client = harness.client(sender=sender, epoch=epoch)
     sid = new_id()
     client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
                 timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    return client, sid
+
+
+def test_a_commit_that_requires_records_waits_for_them_and_commits_with_them(harness: Harness) -> None:
+    client, sid = _session(harness)
     stage_write = records.tool_called(sid, f"{sid}:t1")
     transition = records.transitioned(sid)
     answers: list[Any] = []
@@ -187,12 +193,7 @@ def test_a_commit_that_requires_records_waits_for_them_and_commits_with_them(har
 
 
 def test_a_commit_whose_required_records_never_come_is_refused_after_the_park(harness: Harness) -> None:
-    harness.start("broker")
-    harness.start("persistence")
-    client = harness.client()
-    sid = new_id()
-    client.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
-                timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    client, sid = _session(harness)
     started = time.monotonic()
     with pytest.raises(AcodeError) as refused:
         client.call("persistence", Commit(session_id=sid, events=[records.transitioned(sid)],
@@ -206,12 +207,7 @@ def test_a_waiting_commit_of_a_sender_that_restarted_since_never_lands(harness: 
     # A coordinator killed while its transition waits here: its successor rebuilt the session
     # from the log as it was, so the old transition must not land later, when the record it
     # waited for does.
-    harness.start("broker")
-    harness.start("persistence")
-    old = harness.client(sender="coordinator", epoch=1)
-    sid = new_id()
-    old.call("persistence", Commit(session_id=sid, snapshot=records.snapshot(sid), events=[records.created(sid)]),
-             timeout=10, decoder=codec.PERSISTENCE_REPLY)
+    old, sid = _session(harness, sender="coordinator", epoch=1)
     stage_write = records.tool_called(sid, f"{sid}:t1")
     stale = records.transitioned(sid)
     old.send("persistence", Commit(session_id=sid, events=[stale], requires=Requirement(events=[stage_write.id])),
