@@ -11,8 +11,9 @@ Groups (each against a private acode home; everything started is stopped):
   verify, then review" with a zero-delay scripted model; ``session_s.server_p50`` is one
   session's first event to its last (as stored), ``client_p50`` submit to the final event as
   `acode run` sees it. The peer, LangGraph with its SQLite checkpointer doing the same steps
-  in one process (``scripts/bench_langgraph.py``, extra ``bench``), runs in the same run;
-  ``ratio`` is acode over LangGraph (target ≤ 1.0). ``transition_ms``: stage transition
+  in one process (``scripts/bench_langgraph.py``, extra ``bench``), runs in the same run, one
+  of its sessions after each of acode's (alternated, so a drift of the machine's speed meets
+  both alike); ``ratio`` is acode over LangGraph (target ≤ 1.0). ``transition_ms``: stage transition
   latency, answer in to the next dispatch, durable commit included (coordinator log).
 - ``memory``: RSS, PSS and USS of every actor process at rest, after warm-up sessions, after
   ``--sessions`` more and once they have ended; growth per session; what each third-party
@@ -502,27 +503,43 @@ def _memory(processes: list[psutil.Process]) -> dict[str, Any]:
 
 
 def group_w1(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
-    acode.w1()  # warm-up: imports, caches and the first session's tables
-    client, server = [], []
-    for _ in range(args.sessions):
-        c, s = acode.w1()
-        client.append(c)
-        server.append(s)
-    out: dict[str, Any] = {"session_s": {
-        "server_p50": round(statistics.median(server), 4), "server_min": round(min(server), 4),
-        "server_max": round(max(server), 4), "client_p50": round(statistics.median(client), 4),
-        "sessions": args.sessions, "workload": f"plan, {STEPS} steps of one read_file each, verify, review"}}
+    """acode's W1 sessions, each followed by one of LangGraph's peer (``bench_langgraph.Peer``)
+    when the extra is installed: alternated, so a drift of the machine's speed (±10 % within
+    minutes on a shared virtual machine) meets both alike instead of skewing the ratio."""
+    peer: Any = None
+    peer_note = ""
     if not args.no_peer:
         try:
             import bench_langgraph
-            peer = bench_langgraph.measure(args.sessions)
         except ImportError as exc:
-            out["peer"] = f"not measured: {exc}; pip install -e .[bench]"
+            peer_note = f"not measured: {exc}; pip install -e .[bench]"
         else:
-            out["peer_langgraph_s"] = peer
-            out["ratio"] = round(out["session_s"]["server_p50"] / peer["p50"], 2)
+            peer = bench_langgraph.Peer()
+    try:
+        acode.w1()  # warm-up: imports, caches and the first session's tables
+        if peer is not None:
+            peer.session()
+        client, server, peer_s = [], [], []
+        for _ in range(args.sessions):
+            c, s = acode.w1()
+            client.append(c)
+            server.append(s)
+            if peer is not None:
+                peer_s.append(peer.session())
+        out: dict[str, Any] = {"session_s": {
+            "server_p50": round(statistics.median(server), 4), "server_min": round(min(server), 4),
+            "server_max": round(max(server), 4), "client_p50": round(statistics.median(client), 4),
+            "sessions": args.sessions, "workload": f"plan, {STEPS} steps of one read_file each, verify, review"}}
+        if peer is not None:
+            out["peer_langgraph_s"] = {**peer.summary(peer_s), "alternated": True}
+            out["ratio"] = round(out["session_s"]["server_p50"] / out["peer_langgraph_s"]["p50"], 2)
             out["target_ratio"] = 1.0
-    return out
+        elif peer_note:
+            out["peer"] = peer_note
+        return out
+    finally:
+        if peer is not None:
+            peer.close()
 
 
 # What one import adds to a fresh interpreter's RSS, each alone after plain Python (its own

@@ -10,7 +10,10 @@ is one session's wall time, ``invoke`` to its return, p50/min/max over ``--sessi
 same with LangGraph's default ``durability="async"`` is reported beside it.
 
 Run alone it also runs acode's W1 (``scripts/bench.py``'s ``w1`` group) in the same run and
-prints both figures and their ratio; ``scripts/bench.py --only w1`` calls :func:`measure`.
+prints both figures and their ratio. ``scripts/bench.py --only w1`` runs a :class:`Peer`
+session after each of acode's, alternated, so both meet the same machine: on a shared
+virtual machine the speed drifts by ±10 % within minutes, and two blocks run one after the
+other would measure the drift as much as the two systems.
 Needs the optional extra: ``pip install -e .[bench]``.
 
 Usage: ``scripts/bench_langgraph.py [--sessions N] [--peer-only]`` (JSON on stdout).
@@ -94,45 +97,66 @@ def _percentile(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-def measure(sessions: int, durability: str = "sync") -> dict[str, Any]:
-    """LangGraph's W1, ``sessions`` times on one checkpoint database; seconds per session."""
-    from langchain_core.messages import HumanMessage
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.sqlite import SqliteSaver
+class Peer:
+    """LangGraph's W1 on one checkpoint database, one session at a time (:meth:`session`),
+    so a caller can alternate its sessions with acode's and both meet the same machine."""
 
-    with tempfile.TemporaryDirectory(prefix="acode-bench-lg-") as tmp:
-        workspace = Path(tmp) / "ws"
+    def __init__(self, durability: str = "sync"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        self.durability = durability
+        self._tmp = tempfile.TemporaryDirectory(prefix="acode-bench-lg-")
+        workspace = Path(self._tmp.name) / "ws"
         workspace.mkdir()
         for i in range(1, STEPS + 1):
             (workspace / f"f{i}.txt").write_text(f"file {i}\n" * 20)
-        conn = sqlite3.connect(str(Path(tmp) / "checkpoints.db"), check_same_thread=False)
-        try:
-            saver = SqliteSaver(conn)
-            saver.setup()
-            graph = _graph(workspace, saver)
-            times: list[float] = []
-            checkpoints = 0
-            for n in range(sessions + 1):
-                config: RunnableConfig = {"configurable": {"thread_id": f"s{n}"}}
-                t0 = time.perf_counter()
-                final = graph.invoke({"messages": [HumanMessage(content="read ten files")], "plan": [],
-                                      "verified": False, "approved": False}, config, durability=durability)
-                elapsed = time.perf_counter() - t0
-                assert final["approved"] and len([m for m in final["messages"] if m.type == "tool"]) == STEPS
-                if n:  # the first session warms up imports and the database
-                    times.append(elapsed)
-                    checkpoints = sum(1 for _ in saver.list(config))
-            journal_mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            level = conn.execute("PRAGMA synchronous").fetchone()[0]
-            synchronous = {0: "off", 1: "normal", 2: "full", 3: "extra"}[level]
-        finally:
-            conn.close()
-    from importlib.metadata import version
+        self._conn = sqlite3.connect(str(Path(self._tmp.name) / "checkpoints.db"), check_same_thread=False)
+        self.saver = SqliteSaver(self._conn)
+        self.saver.setup()
+        self.graph = _graph(workspace, self.saver)
+        self.checkpoints = 0
+        self._sessions = 0
 
-    return {"p50": round(statistics.median(times), 4), "min": round(min(times), 4), "max": round(max(times), 4),
-            "sessions": sessions, "checkpoints_per_session": checkpoints, "durability": durability,
-            "sqlite": f"journal_mode={journal_mode}, synchronous={synchronous}",
-            "langgraph": version("langgraph"), "unit": "s"}
+    def session(self) -> float:
+        """One W1 session, ``invoke`` to its return; seconds."""
+        from langchain_core.messages import HumanMessage
+        from langchain_core.runnables import RunnableConfig
+
+        self._sessions += 1
+        config: RunnableConfig = {"configurable": {"thread_id": f"s{self._sessions}"}}
+        t0 = time.perf_counter()
+        final = self.graph.invoke({"messages": [HumanMessage(content="read ten files")], "plan": [],
+                                   "verified": False, "approved": False}, config, durability=self.durability)
+        elapsed = time.perf_counter() - t0
+        assert final["approved"] and len([m for m in final["messages"] if m.type == "tool"]) == STEPS
+        self.checkpoints = sum(1 for _ in self.saver.list(config))
+        return elapsed
+
+    def summary(self, times: list[float]) -> dict[str, Any]:
+        """The figures of ``times`` (seconds per session, warm-up left out by the caller)."""
+        from importlib.metadata import version
+
+        journal_mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        level = self._conn.execute("PRAGMA synchronous").fetchone()[0]
+        synchronous = {0: "off", 1: "normal", 2: "full", 3: "extra"}[level]
+        return {"p50": round(statistics.median(times), 4), "min": round(min(times), 4),
+                "max": round(max(times), 4), "sessions": len(times), "checkpoints_per_session": self.checkpoints,
+                "durability": self.durability, "sqlite": f"journal_mode={journal_mode}, synchronous={synchronous}",
+                "langgraph": version("langgraph"), "unit": "s"}
+
+    def close(self) -> None:
+        self._conn.close()
+        self._tmp.cleanup()
+
+
+def measure(sessions: int, durability: str = "sync") -> dict[str, Any]:
+    """LangGraph's W1, ``sessions`` times on one checkpoint database; seconds per session."""
+    peer = Peer(durability)
+    try:
+        peer.session()  # the first session warms up imports and the database
+        return peer.summary([peer.session() for _ in range(sessions)])
+    finally:
+        peer.close()
 
 
 def main() -> int:
@@ -141,15 +165,18 @@ def main() -> int:
     parser.add_argument("--peer-only", action="store_true", help="measure LangGraph only")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    peer = measure(args.sessions)
-    result: dict[str, Any] = {"langgraph_w1_s": peer, "langgraph_w1_async_s": measure(args.sessions, "async")}
-    if not args.peer_only:
+    result: dict[str, Any] = {}
+    if args.peer_only:
+        result["langgraph_w1_s"] = measure(args.sessions)
+    else:  # acode's W1 with the peer's sessions alternated with its own (bench.py's w1 group)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import bench
 
-        acode = bench.run_groups(["w1"], bench.parse_args(["--sessions", str(args.sessions), "--no-peer"]))
+        acode = bench.run_groups(["w1"], bench.parse_args(["--sessions", str(args.sessions)]))
+        result["langgraph_w1_s"] = acode["w1"].pop("peer_langgraph_s")
         result["acode"] = acode
-        result["w1_ratio"] = round(acode["w1"]["session_s"]["server_p50"] / peer["p50"], 2)
+        result["w1_ratio"] = acode["w1"]["ratio"]
+    result["langgraph_w1_async_s"] = measure(args.sessions, "async")
     result["loadavg"] = {"before": [round(x, 2) for x in load_before],
                          "after": [round(x, 2) for x in os.getloadavg()]}
     print(json.dumps(result, indent=2))
