@@ -11,7 +11,8 @@ One client, two ways to drive it:
 
 - in an actor's loop: register :attr:`Client.socket` with :meth:`on_readable`, call
   :meth:`tick` periodically, and pass ``on_reply`` callbacks to :meth:`send`;
-- from a worker thread or the CLI: :meth:`call` blocks until the reply (or raises).
+- from a worker thread or the CLI: :meth:`call` blocks until the reply (or raises), and
+  :meth:`call_all` sends several requests at once and waits for all their replies.
 
 A client is not thread-safe: one per thread.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
@@ -174,25 +175,41 @@ class Client:
     def call(self, service: str, body: Message, *, timeout: float, decoder: TypedDecoder[Any],
              **options: Any) -> Any:
         """Send and wait for the reply; raise the error it carries or RequestTimeout."""
-        box: list[tuple[Any, AcodeError | None]] = []
-        request_id = self.send(service, body, timeout=timeout, decoder=decoder,
-                               on_reply=lambda reply, error: box.append((reply, error)), **options)
+        [outcome] = self.call_all(service, [body], timeout=timeout, decoder=decoder, **options)
+        if isinstance(outcome, AcodeError):
+            raise outcome
+        return outcome
+
+    def call_all(self, service: str, bodies: Sequence[Message], *, timeout: float, decoder: TypedDecoder[Any],
+                 **options: Any) -> list[Any]:
+        """Send every body at once, then wait until each is answered: the replies in the
+        order of ``bodies``, each the decoded reply or the :class:`AcodeError` it carried
+        (RequestTimeout for one past its deadline). The service works on them side by side
+        if it has the capacity; ``options`` apply to each (so not ``request_id``)."""
+        boxes: list[list[tuple[Any, AcodeError | None]]] = [[] for _ in bodies]
+        ids = [self.send(service, body, timeout=timeout, decoder=decoder, on_reply=_into(box), **options)
+               for body, box in zip(bodies, boxes, strict=True)]
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         try:
-            while not box:
-                pending = self._pending.get(request_id)
-                if pending is None:
-                    break
-                wait = max(0.0, min(pending.next_resend, pending.deadline) - self.clock())
-                if poller.poll(math.ceil(wait * 1000)):
+            while waiting := [pending for request_id in ids if (pending := self._pending.get(request_id))]:
+                due = min(min(pending.next_resend, pending.deadline) for pending in waiting)
+                if poller.poll(math.ceil(max(0.0, due - self.clock()) * 1000)):
                     self.on_readable()
                 self.tick()
         finally:
-            self.cancel(request_id)
-        if not box:
-            raise RequestTimeout(f"request to {service} was cancelled", code="ACODE-NET-001")
-        reply, error = box[0]
-        if error is not None:
-            raise error
-        return reply
+            for request_id in ids:
+                self.cancel(request_id)
+        outcomes: list[Any] = []
+        for box in boxes:
+            if not box:
+                outcomes.append(RequestTimeout(f"request to {service} was cancelled", code="ACODE-NET-001"))
+            else:
+                reply, error = box[0]
+                outcomes.append(error if error is not None else reply)
+        return outcomes
+
+
+def _into(box: list[tuple[Any, AcodeError | None]]) -> ReplyCallback:
+    """A reply callback that keeps the outcome in ``box``."""
+    return lambda reply, error: box.append((reply, error))

@@ -13,13 +13,14 @@ socket is closed then rather than kept until the actor stops.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
 
 from broker.client import Client
 from protocol.codec import TypedDecoder
-from protocol.errors import TransportError
+from protocol.errors import AcodeError, TransportError
 from protocol.messages import Message
 
 __all__ = ["ThreadClients"]
@@ -48,12 +49,21 @@ class ThreadClients:
     def call(self, service: str, body: Message, *, timeout: float, decoder: TypedDecoder[Any],
              **options: Any) -> Any:
         """Request and wait (the client resends until ``timeout``); raises the error it gets."""
+        [outcome] = self.call_all(service, [body], timeout=timeout, decoder=decoder, **options)
+        if isinstance(outcome, AcodeError):
+            raise outcome
+        return outcome
+
+    def call_all(self, service: str, bodies: Sequence[Message], *, timeout: float, decoder: TypedDecoder[Any],
+                 **options: Any) -> list[Any]:
+        """Send them all at once and wait for every reply (:meth:`Client.call_all`: each item
+        is a reply or the error it carried)."""
         slot = self._acquire(service)
         try:
-            return slot.client.call(service, body, timeout=timeout, decoder=decoder, **options)
+            return slot.client.call_all(service, bodies, timeout=timeout, decoder=decoder, **options)
         except zmq.ZMQError as exc:
-            raise TransportError(f"request to {service} failed in ZeroMQ: {exc}; this actor is probably "
-                                 "stopping, retry the call") from exc
+            raise TransportError(f"requests to {service} failed in ZeroMQ: {exc}; this actor is probably "
+                                 "stopping, retry the calls") from exc
         finally:
             self._release(slot)
 

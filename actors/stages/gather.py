@@ -49,6 +49,7 @@ __all__ = [
     "Section",
     "ToolFn",
     "estimate_tokens",
+    "first_calls",
     "prepare",
 ]
 
@@ -238,6 +239,10 @@ class _Gatherer:
         self.calls += 1
         return self.tool(f"{self.key_prefix}:ctx:{suffix}", name, arguments)
 
+    def call_of(self, made: tuple[str, str, dict[str, Any]]) -> ToolResult:
+        """:meth:`call` with one of :func:`_tree_call` or :func:`_search_call`."""
+        return self.call(*made)
+
     def fenced(self, kind: str, name: str, heading: str, kind_label: str, body: str) -> Section:
         return Section(kind, name, f"{heading}\n{self.fence.wrap(kind_label, body)}")
 
@@ -245,7 +250,7 @@ class _Gatherer:
     def tree(self) -> list[str] | None:
         """Adds the tree section; returns the listed paths (files and directories), or None
         when the workspace cannot be listed (then nothing else in it can be read either)."""
-        result = self.call("tree", "list_directory", {"path": ".", "depth": TREE_DEPTH})
+        result = self.call_of(_tree_call())
         if not result.ok:
             self.budget.leave_out("tree", ".", result.error.code if result.error else "failed")
             text = result.error.message if result.error else "the listing failed"
@@ -326,7 +331,7 @@ class _Gatherer:
     def search(self, terms: list[str]) -> list[str]:
         """Each term's search_code output (empty if the search failed), from one walk of the
         workspace: the sandbox's search_code_terms, one tool call for every term."""
-        result = self.call(f"search:{_digest(chr(0).join(terms))}", "search_code_terms", {"queries": terms})
+        result = self.call_of(_search_call(terms))
         parts: list[list[str]] = [[] for _ in terms]
         current: list[str] | None = None
         for line in result.output.split("\n"):
@@ -403,6 +408,28 @@ class _Gatherer:
         if named_missing:
             self.budget.take(self.fenced("match", "missing", "Named in the task but not in the workspace tree:",
                                          "file names", "\n".join(named_missing)))
+
+
+def _tree_call() -> tuple[str, str, dict[str, Any]]:
+    """The tree's listing: (key suffix, tool, arguments)."""
+    return "tree", "list_directory", {"path": ".", "depth": TREE_DEPTH}
+
+
+def _search_call(terms: list[str]) -> tuple[str, str, dict[str, Any]]:
+    """The one search for every term: (key suffix, tool, arguments)."""
+    return f"search:{_digest(chr(0).join(terms))}", "search_code_terms", {"queries": terms}
+
+
+def first_calls(task: str, key_prefix: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The tool calls :func:`prepare` makes for ``task`` whatever their results: the
+    tree's listing and, if the task has terms, their search, as ``(key, tool, arguments)``.
+    Neither depends on the other, so a caller may run them at once beforehand (the
+    planner does, with the baseline) and give :func:`prepare` a ``tool`` that answers
+    them from what came back. (If the listing fails, :func:`prepare` never asks for the
+    search: its result then goes unused.)"""
+    terms = [term for term, _ in task_terms(task)[:MAX_TERMS]]
+    made = [_tree_call(), *([_search_call(terms)] if terms else [])]
+    return [(f"{key_prefix}:ctx:{suffix}", tool, arguments) for suffix, tool, arguments in made]
 
 
 def _render_clarifications(answers: Sequence[Clarification]) -> str:

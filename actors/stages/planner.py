@@ -6,6 +6,8 @@
    ``planner_context_tokens``, less the system prompt): earlier answers, the reviewer's
    feedback and the plan being revised, the workspace tree, key files, matching files.
    When not even the system prompt and the task fit, the stage fails with ACODE-ORCH-005.
+   Its first reads (the tree, the search; :func:`~actors.stages.gather.first_calls`) go
+   to the sandbox at once with the session's baseline (``StageContext.tools``).
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
    command against the session's sandbox policy. An answer with problems goes back to
@@ -23,6 +25,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import msgspec
 
@@ -33,7 +36,7 @@ from actors.stages.context import StageContext
 from actors.stages.corrections import correction
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
-from protocol.results import StageResult
+from protocol.results import StageResult, ToolResult
 from protocol.task import check_task
 
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
@@ -106,8 +109,18 @@ def run(ctx: StageContext) -> StageResult:
     task = check_task(request.task)
     previous = request.plan
     # The workspace as it is before anything changes: the reviewer's diff is taken against
-    # it. Every visit asks; the sandbox keeps the first (a re-plan must not move it).
-    baseline = ctx.tool(f"{request.session_id}:baseline", "baseline_workspace", {})
+    # it. Every visit asks; the sandbox keeps the first (a re-plan must not move it). The
+    # context's first reads go with it: none depends on another, so the three take about
+    # one round trip, and gather.prepare is answered from them (the same keys).
+    key_prefix = f"{request.session_id}:p{request.visit}"
+    first = [(f"{request.session_id}:baseline", "baseline_workspace", {}), *gather.first_calls(task, key_prefix)]
+    ready = dict(zip([key for key, _, _ in first], ctx.tools(first), strict=True))
+    baseline = ready.pop(first[0][0])
+
+    def tool(key: str, name: str, arguments: dict[str, Any]) -> ToolResult:
+        done = ready.pop(key, None)
+        return done if done is not None else ctx.tool(key, name, arguments)
+
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
@@ -119,7 +132,7 @@ def run(ctx: StageContext) -> StageResult:
     if needed > whole:
         raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace",
                         cap=(settings.planner_context_tokens, "planner.context_tokens"))
-    prepared = gather.prepare(ctx.tool, task=task, fence=ctx.fence, key_prefix=f"{request.session_id}:p{request.visit}",
+    prepared = gather.prepare(tool, task=task, fence=ctx.fence, key_prefix=key_prefix,
                               budget_tokens=budget, clarifications=request.clarifications,
                               feedback=request.feedback, previous=previous, log=ctx.log,
                               includes=settings.context_includes, excludes=settings.context_excludes)

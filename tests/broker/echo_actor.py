@@ -1,7 +1,11 @@
-"""A test-only service actor: answers ``Ack("<instance> <n>")`` after ``delay`` seconds."""
+"""A test-only service actor: answers ``Ack("<instance> <n>")`` after ``delay`` seconds.
+
+With ``barrier`` N, a request is answered only once N requests are being handled at the
+same time (an error after 5 s otherwise): requests sent one after another never meet it."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from actors._base import Actor, main
@@ -17,6 +21,8 @@ class EchoActor(Actor):
         options = self.spec.options
         self.delay = float(options.get("delay", 0.0))
         self.count = 0
+        barrier = int(options.get("barrier", 0))
+        self.barrier = threading.Barrier(barrier, timeout=5.0) if barrier else None
         self.worker = Worker(self, options.get("service", "echo"), self.handle,
                              capacity=int(options.get("capacity", 1)), threads=int(options.get("threads", 1)))
         self.worker.start()
@@ -24,8 +30,11 @@ class EchoActor(Actor):
     def handle(self, request):  # type: ignore[no-untyped-def]
         codec.COORDINATOR_REQUEST.decode(request.body)  # bad bodies get an Error reply
         self.count += 1
+        count = self.count
+        if self.barrier is not None:
+            self.barrier.wait()  # BrokenBarrierError: the handler's error reply
         time.sleep(self.delay)
-        return Ack(detail=f"{self.spec.instance} {self.count}")
+        return Ack(detail=f"{self.spec.instance} {count}")
 
     def busy(self) -> list[str]:
         return self.worker.busy()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from broker.client import Client
 from protocol import codec, frames
-from protocol.errors import RequestTimeout, TransportError
+from protocol.errors import AcodeError, RequestTimeout, TransportError
 from protocol.ids import new_id
 from protocol.messages import Ack, Envelope, GetStatus, Message
 from tests.harness import Harness, wait_until
@@ -61,6 +61,22 @@ def test_requests_are_balanced_across_workers_of_one_service(broker: Harness) ->
 
     _pump(client, replies, 4, what="4 replies")
     assert {r.detail.split()[0] for r in replies} == {"echo-1", "echo-2"}
+
+
+def test_call_all_sends_every_request_before_waiting_for_any_reply(broker: Harness) -> None:
+    # Each handler waits until all three are in hand: sent one after another, they would
+    # fail at the barrier instead.
+    broker.start("echo", "echo-1", module=ECHO, capacity=3, threads=3, barrier=3)
+    replies = broker.client().call_all("echo", [GetStatus()] * 3, timeout=10, decoder=REPLY)
+    assert sorted(reply.detail for reply in replies) == ["echo-1 1", "echo-1 2", "echo-1 3"]
+
+
+def test_call_all_gives_each_request_its_own_outcome(broker: Harness) -> None:
+    broker.start("echo", "echo-1", module=ECHO)
+    bad = Ack(detail="not a coordinator request")  # the actor answers this one with an Error
+    outcomes = broker.client().call_all("echo", [GetStatus(), bad, GetStatus()], timeout=10, decoder=REPLY)
+    assert isinstance(outcomes[0], Ack) and isinstance(outcomes[2], Ack)
+    assert isinstance(outcomes[1], AcodeError) and outcomes[1].code == "ACODE-PROTO-002"
 
 
 def test_a_resent_request_runs_the_handler_once(broker: Harness) -> None:

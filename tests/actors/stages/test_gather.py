@@ -340,3 +340,16 @@ def test_context_excludes_are_never_shown_and_includes_narrow_the_matching_files
     narrowed = _prepare(LocalTools(shop, terminal), includes=["src/greet.py"])
     assert [(s.kind, s.name) for s in narrowed.sections if s.kind in ("key_file", "match")] == [
         ("key_file", "README.md"), ("key_file", "pyproject.toml"), ("match", "src/greet.py")]
+
+
+@pytest.mark.parametrize("task", [TASK, "do it"], ids=["with-terms", "no-terms"])
+def test_first_calls_are_the_calls_prepare_makes_whatever_their_results(shop: Path, terminal: Terminal,
+                                                                        task: str) -> None:
+    # The planner runs these at once beforehand and answers prepare's calls from them by
+    # key: a call that drifted from what prepare asks would be made twice.
+    tools = LocalTools(shop, terminal)
+    _prepare(tools, task=task)
+    first = gather.first_calls(task, "sess:p1")
+    assert [call for call in tools.calls if call in first] == first
+    assert [name for _, name, _ in first] == ["list_directory", "search_code_terms"][:len(first)]
+    assert len(first) == (2 if task == TASK else 1)
