@@ -70,6 +70,27 @@ def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_
         ctx.close()
 
 
+def test_every_other_step_is_held_for_the_next_ones_write(stack: Stack) -> None:
+    run = _run(stack)
+    ctx = run.ctx
+    try:
+        def stored() -> list[str]:
+            return [r.step for r in stack.clients.call("persistence", GetSteps(session_id=ctx.session_id, visit=1),
+                                                       timeout=10, decoder=codec.PERSISTENCE_REPLY).steps]
+
+        ctx.commit([_finish(ctx, "S1")[0]], step=_finish(ctx, "S1")[1], wait=False)
+        ctx._settle()  # nothing was sent behind: S1 is held
+        assert stored() == []
+        ctx.commit([_finish(ctx, "S2")[0]], step=_finish(ctx, "S2")[1], wait=False)  # S1 goes with it
+        ctx._settle()
+        assert sorted(stored()) == ["S1", "S2"]
+        ctx.commit([_finish(ctx, "S3")[0]], step=_finish(ctx, "S3")[1], wait=False)
+        ctx.flush()  # anything that waits for the writes behind writes the held step too
+        assert sorted(stored()) == ["S1", "S2", "S3"]
+    finally:
+        ctx.close()
+
+
 def test_steps_written_while_one_is_on_its_way_merge_into_the_next_write_up_to_a_bound(stack: Stack) -> None:
     run = _run(stack)
     ctx = run.ctx
@@ -78,18 +99,21 @@ def test_steps_written_while_one_is_on_its_way_merge_into_the_next_write_up_to_a
         persistence = stack.harness.procs["persistence"].pid
         os.kill(persistence, signal.SIGSTOP)
         try:
-            steps = [f"S{n}" for n in range(1, BEHIND_STEPS + 3)]
-            first, *merged, last = steps
-            for step in [first, *merged]:  # S1 on its way (stuck); the next BEHIND_STEPS wait in one write
+            # S1 is held, S2 takes it on its way (stuck); S3 is held, S4 takes it into the
+            # queued write (BEHIND_STEPS - 1 records); S5 is held; S6 would take the
+            # queued write past BEHIND_STEPS: it waits for the writes before it.
+            assert BEHIND_STEPS == 3
+            steps = [f"S{n}" for n in range(1, 7)]
+            for step in steps[:-1]:
                 started = time.monotonic()
                 ctx.commit([_finish(ctx, step)[0]], step=_finish(ctx, step)[1], wait=False)
                 assert time.monotonic() - started < 0.2, step  # none waited for the write before it
             done: list[bool] = []
-            over = threading.Thread(target=lambda: (ctx.commit([_finish(ctx, last)[0]], step=_finish(ctx, last)[1],
+            over = threading.Thread(target=lambda: (ctx.commit([_finish(ctx, "S6")[0]], step=_finish(ctx, "S6")[1],
                                                                wait=False), done.append(True)))
             over.start()
             time.sleep(0.3)
-            assert not done  # the write behind holds BEHIND_STEPS records: the next one waits for it
+            assert not done  # past the bound: the next one waits
         finally:
             os.kill(persistence, signal.SIGCONT)
         over.join(30)
