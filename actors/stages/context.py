@@ -33,14 +33,14 @@ two cores (about 3 % of a W1 session). A slow model call still gets it written a
 commit at a time, in the order they were made; those made while one is on its way wait
 as one commit, merged (at most :data:`BEHIND_STEPS` step records; the next then waits),
 so the steps go at the pace of their reads, not of the commits: at most
-:data:`BEHIND_STEPS` records queued and one held are unsent. Each is still durable before anything depends on
-it: every other write, a tool call with side effects, a journaled read and the stage's
-result first wait for all of them (:meth:`_settle`). A stage killed meanwhile is where it
-would be had it died just before sending them (the later steps' held reads wrote nothing):
-its replay runs those steps again, their reads again, and asks the model again for what
-it answered in them. If a write fails, its error is raised by every later write of the
-stage, so nothing made after it is written and the stage ends with that error, as it
-would have at the commit itself.
+:data:`BEHIND_STEPS` records queued and one held are unsent. Each is still durable
+before anything depends on it: every other write, a tool call with side effects, a
+journaled read and the stage's result first wait for all of them (:meth:`_settle`). A
+stage killed meanwhile is where it would be had it died just before sending them (the
+later steps' held reads wrote nothing): its replay runs those steps again, their reads
+again, and asks the model again for what it answered in them. If a write fails, its
+error is raised by every later write of the stage, so nothing made after it is written
+and the stage ends with that error, as it would have at the commit itself.
 
 **A result does not wait for the stage's last writes** (in the stage actor:
 :attr:`StageContext.result_behind`). What the stage still holds is sent behind, and the
@@ -439,13 +439,12 @@ class StageContext:
             return [self.tool(key, tool, arguments) for key, tool, arguments in calls]
         self.replay_index()
         with self._lock:
-            if any(key in self._journaled for key, _, _ in calls):
-                replayed = True
-            else:
-                replayed, self.tool_calls = False, self.tool_calls + len(calls)
+            replayed = any(key in self._journaled for key, _, _ in calls)
         if replayed:
             return [self.tool(key, tool, arguments) for key, tool, arguments in calls]
         self._safe_point(f"tool calls {', '.join(tool for _, tool, _ in calls)}")
+        with self._lock:
+            self.tool_calls += len(calls)
         settings = self.request.settings
         sent = [RunTool(key=key, session_id=self.session_id, workspace=self.request.workspace, tool=tool,
                         arguments=arguments, timeout_s=settings.command_timeout,
