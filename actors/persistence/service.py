@@ -379,15 +379,15 @@ class PersistenceActor(Actor):
         final event (``protocol.events.is_final``) goes out at once, with whatever waits."""
         for event in events:
             self._unpublished.setdefault(event.session_id, []).append(codec.encode(event))
-        if not self._unpublished or self._publish_timer is not None:
-            if self._publish_timer is not None and any(is_final(event) for event in events):
-                self._publish_timer.cancel()
-                self._send_unpublished()
+        if not self._unpublished:
             return
+        pending = self._publish_timer
         wait = self._published_at + PUBLISH_EVERY_S - self.loop.clock()
-        if wait <= 0 or any(is_final(event) for event in events):
+        if any(is_final(event) for event in events) or (wait <= 0 and pending is None):
+            if pending is not None:
+                pending.cancel()
             self._send_unpublished()
-        else:
+        elif pending is None:
             self._publish_timer = self.loop.call_later(wait, self._send_unpublished)
 
     def _send_unpublished(self) -> None:

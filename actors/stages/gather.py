@@ -239,10 +239,6 @@ class _Gatherer:
         self.calls += 1
         return self.tool(f"{self.key_prefix}:ctx:{suffix}", name, arguments)
 
-    def call_of(self, made: tuple[str, str, dict[str, Any]]) -> ToolResult:
-        """:meth:`call` with one of :func:`_tree_call` or :func:`_search_call`."""
-        return self.call(*made)
-
     def fenced(self, kind: str, name: str, heading: str, kind_label: str, body: str) -> Section:
         return Section(kind, name, f"{heading}\n{self.fence.wrap(kind_label, body)}")
 
@@ -250,7 +246,7 @@ class _Gatherer:
     def tree(self) -> list[str] | None:
         """Adds the tree section; returns the listed paths (files and directories), or None
         when the workspace cannot be listed (then nothing else in it can be read either)."""
-        result = self.call_of(_tree_call())
+        result = self.call(*_tree_call())
         if not result.ok:
             self.budget.leave_out("tree", ".", result.error.code if result.error else "failed")
             text = result.error.message if result.error else "the listing failed"
@@ -331,7 +327,7 @@ class _Gatherer:
     def search(self, terms: list[str]) -> list[str]:
         """Each term's search_code output (empty if the search failed), from one walk of the
         workspace: the sandbox's search_code_terms, one tool call for every term."""
-        result = self.call_of(_search_call(terms))
+        result = self.call(*_search_call(terms))
         parts: list[list[str]] = [[] for _ in terms]
         current: list[str] | None = None
         for line in result.output.split("\n"):

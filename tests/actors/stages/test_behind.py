@@ -70,23 +70,31 @@ def test_a_step_written_behind_overlaps_the_next_read_and_is_durable_before_the_
         ctx.close()
 
 
+def _behind(ctx: StageContext, step: str) -> None:
+    """Finish ``step`` as the executor does: its record written behind."""
+    finished, record = _finish(ctx, step)
+    ctx.commit([finished], step=record, wait=False)
+
+
+def _stored(stack: Stack, ctx: StageContext) -> list[str]:
+    """The step records persistence holds for the session's first visit, sorted."""
+    return sorted(r.step for r in stack.clients.call("persistence", GetSteps(session_id=ctx.session_id, visit=1),
+                                                     timeout=10, decoder=codec.PERSISTENCE_REPLY).steps)
+
+
 def test_every_other_step_is_held_for_the_next_ones_write(stack: Stack) -> None:
     run = _run(stack)
     ctx = run.ctx
     try:
-        def stored() -> list[str]:
-            return [r.step for r in stack.clients.call("persistence", GetSteps(session_id=ctx.session_id, visit=1),
-                                                       timeout=10, decoder=codec.PERSISTENCE_REPLY).steps]
-
-        ctx.commit([_finish(ctx, "S1")[0]], step=_finish(ctx, "S1")[1], wait=False)
+        _behind(ctx, "S1")
         ctx._settle()  # nothing was sent behind: S1 is held
-        assert stored() == []
-        ctx.commit([_finish(ctx, "S2")[0]], step=_finish(ctx, "S2")[1], wait=False)  # S1 goes with it
+        assert _stored(stack, ctx) == []
+        _behind(ctx, "S2")  # S1 goes with it
         ctx._settle()
-        assert sorted(stored()) == ["S1", "S2"]
-        ctx.commit([_finish(ctx, "S3")[0]], step=_finish(ctx, "S3")[1], wait=False)
+        assert _stored(stack, ctx) == ["S1", "S2"]
+        _behind(ctx, "S3")
         ctx.flush()  # anything that waits for the writes behind writes the held step too
-        assert sorted(stored()) == ["S1", "S2", "S3"]
+        assert _stored(stack, ctx) == ["S1", "S2", "S3"]
     finally:
         ctx.close()
 
@@ -106,11 +114,10 @@ def test_steps_written_while_one_is_on_its_way_merge_into_the_next_write_up_to_a
             steps = [f"S{n}" for n in range(1, 7)]
             for step in steps[:-1]:
                 started = time.monotonic()
-                ctx.commit([_finish(ctx, step)[0]], step=_finish(ctx, step)[1], wait=False)
+                _behind(ctx, step)
                 assert time.monotonic() - started < 0.2, step  # none waited for the write before it
             done: list[bool] = []
-            over = threading.Thread(target=lambda: (ctx.commit([_finish(ctx, "S6")[0]], step=_finish(ctx, "S6")[1],
-                                                               wait=False), done.append(True)))
+            over = threading.Thread(target=lambda: (_behind(ctx, "S6"), done.append(True)))
             over.start()
             time.sleep(0.3)
             assert not done  # past the bound: the next one waits
@@ -120,9 +127,7 @@ def test_steps_written_while_one_is_on_its_way_merge_into_the_next_write_up_to_a
         assert done
         ctx.flush()
         assert [e.step for e in run.events() if isinstance(e, StepFinished)] == steps  # in the order made
-        recorded = stack.clients.call("persistence", GetSteps(session_id=ctx.session_id, visit=1), timeout=10,
-                                      decoder=codec.PERSISTENCE_REPLY).steps
-        assert sorted(r.step for r in recorded) == sorted(steps)
+        assert _stored(stack, ctx) == sorted(steps)
     finally:
         ctx.close()
 
