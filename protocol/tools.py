@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.text import find_bad_text
+
 __all__ = [
     "CONTROL_TOOLS",
     "INTERNAL_TOOLS",
@@ -209,12 +211,17 @@ def decode_args(tool: str, arguments: dict[str, Any], *, internal: bool = False)
     """Validate a tool call's arguments against its Struct; ``internal`` also accepts the
     internal tools (only the sandbox's dispatcher passes it).
 
-    Raises msgspec.ValidationError, also for an unknown tool. Conversion is lax on
+    Raises msgspec.ValidationError, also for an unknown tool, and for text with no UTF-8
+    form (a lone surrogate: :mod:`protocol.text`), named by argument and offset, before
+    msgspec sees it (its messages quote unknown argument names). Conversion is lax on
     purpose (``"5"`` becomes 5, ``"true"`` True): small models quote numbers and booleans.
     """
     args_type = TOOL_ARGS.get(tool) or (INTERNAL_TOOL_ARGS.get(tool) if internal else None)
     if args_type is None:
         raise msgspec.ValidationError(f"unknown tool {tool!r}; available: {', '.join(TOOL_ARGS)}")
+    bad = find_bad_text(arguments)
+    if bad is not None:
+        raise msgspec.ValidationError(bad.describe())
     return msgspec.convert(arguments, args_type, strict=False)
 
 
