@@ -45,6 +45,11 @@ every recorded answer, and only the calls it makes live carry the steering.
 A live call is watched (``calls``, :mod:`actors.stages.callwatch`): its deadline, the
 stage's cancel, and what the stage holds written if it runs long.
 
+A live answer is made storable first (:func:`actors.llm.toolcalls.storable_answer`): a
+lone UTF-16 surrogate in it, which no encoder takes, would fail the record, and the replay
+after it the same way; its text is scrubbed and a call's arguments holding one are kept as
+escaped JSON text for the executor to refuse with a tool error.
+
 Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed to
 ``watch`` before the call (the stage actor publishes its progress) and finished after it;
 ``model_ms`` sums the time those calls took. A replayed answer costs no model time and
@@ -61,6 +66,7 @@ from typing import Any
 
 import msgspec
 
+from actors.llm import toolcalls
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest, Provider
 from actors.stages.callwatch import CallWatch
@@ -201,7 +207,8 @@ class RecordedModel:
         if self.watch is not None:
             self.watch(meter)
         try:
-            answer = self._ask(sent, claim.seq, meter, deadline)
+            # text with no UTF-8 form (a lone surrogate) could not be recorded, nor replayed
+            answer = toolcalls.storable_answer(self._ask(sent, claim.seq, meter, deadline))
         finally:
             meter.finish()
             self.model_ms += meter.elapsed() * 1000

@@ -17,7 +17,19 @@ where it breaks, so the model can fix it; JSON that is not shaped like a call (a
 ``package.json`` shown in prose) is ignored. :func:`check` validates a call, native or
 from text, against its tool's argument Struct and returns the correction to send back.
 
-Both are pure, deterministic and never raise: ids are ``text_0``, ``text_1``, … in order,
+Text with no UTF-8 form (a lone UTF-16 surrogate, which the ``json`` module makes from an
+escape such as ``"\\udcff"``: :mod:`protocol.text`) never stays in a call or an answer this
+module hands on, so nothing downstream (the record, the sandbox's wire, the journal, logs,
+events) meets it: :func:`storable` moves arguments holding one into ``invalid_arguments``,
+as JSON text with the surrogate escaped, and scrubs the name and the id (U+FFFD);
+:func:`storable_answer` does that to an answer's calls and scrubs its text. Every answer a
+provider gives passes it before it is recorded (:mod:`actors.llm.recorded`), and
+:func:`from_text` makes its calls storable. :func:`check` then refuses such a call with
+ACODE-EXEC-007 naming the argument and the character offset, as it refuses any invalid
+arguments: the model sees a tool error, its next turn may send valid text, and a replay
+makes the same refusal from the same record.
+
+All are pure, deterministic and never raise: ids are ``text_0``, ``text_1``, … in order,
 so a replayed stage rebuilds the same conversation.
 """
 
@@ -31,10 +43,11 @@ from typing import Any
 
 import msgspec
 
-from protocol.results import ModelToolCall
+from protocol.results import ModelAnswer, ModelToolCall
+from protocol.text import escape, find_bad_text, has_bad_text, scrub
 from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
 
-__all__ = ["CALL_EXAMPLE", "ParseProblem", "check", "from_text", "signature"]
+__all__ = ["CALL_EXAMPLE", "ParseProblem", "check", "from_text", "signature", "storable", "storable_answer"]
 
 CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "src/app.py"}}'
 
@@ -77,8 +90,33 @@ def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] 
         if isinstance(found, ParseProblem):
             return found
         raw = found
-    return [ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid)
+    return [storable(ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid))
             for i, (name, args, invalid) in enumerate(raw)]
+
+
+def storable(call: ModelToolCall) -> ModelToolCall:
+    """``call`` with no lone surrogate left (the same object if it had none): arguments
+    holding one become ``invalid_arguments``, JSON text with each surrogate escaped, so
+    :func:`check` finds it again; the name and the id are scrubbed."""
+    invalid, arguments = call.invalid_arguments, call.arguments
+    if has_bad_text(arguments):
+        invalid, arguments = json.dumps(arguments, ensure_ascii=False, default=str), {}
+    changed = {"id": scrub(call.id), "name": scrub(call.name), "invalid_arguments": escape(invalid)}
+    if arguments is call.arguments and all(value is getattr(call, key) for key, value in changed.items()):
+        return call
+    return msgspec.structs.replace(call, arguments=arguments, **changed)
+
+
+def storable_answer(answer: ModelAnswer) -> ModelAnswer:
+    """``answer`` with no lone surrogate left (the same object if it had none): its text
+    scrubbed, its tool calls made :func:`storable`."""
+    calls = [storable(call) for call in answer.tool_calls]
+    changed = {"content": scrub(answer.content), "finish_reason": scrub(answer.finish_reason),
+               "format_error": scrub(answer.format_error)}
+    if all(new is old for new, old in zip(calls, answer.tool_calls, strict=True)) \
+            and all(value is getattr(answer, key) for key, value in changed.items()):
+        return answer
+    return msgspec.structs.replace(answer, tool_calls=calls, **changed)
 
 
 def check(call: ModelToolCall) -> str | None:
@@ -87,6 +125,9 @@ def check(call: ModelToolCall) -> str | None:
         return (f"tool {_quote(call.name)} is not available; call one of: {', '.join(TOOL_ARGS)} "
                 "(ACODE-SBX-001)")
     if call.invalid_arguments:
+        bad = _bad_text(call.invalid_arguments)
+        if bad:
+            return f"invalid arguments for {call.name}: {bad}; it takes {signature(call.name)} (ACODE-EXEC-007)"
         return (f"arguments must be a JSON object: the arguments of {call.name} were {_quote(call.invalid_arguments)}"
                 f"{_json_problem(call.invalid_arguments)}; call it again as {signature(call.name)} (ACODE-EXEC-007)")
     try:
@@ -94,6 +135,17 @@ def check(call: ModelToolCall) -> str | None:
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         return f"invalid arguments for {call.name}: {exc}; it takes {signature(call.name)} (ACODE-EXEC-007)"
     return None
+
+
+def _bad_text(text: str) -> str:
+    """What is wrong with arguments that decode to an object holding a lone surrogate
+    (:func:`storable` or a provider put them there), or ''."""
+    try:
+        value = _decoder.decode(text.strip())
+    except (ValueError, RecursionError):
+        return ""
+    bad = find_bad_text(value) if isinstance(value, dict) else None
+    return bad.describe() if bad is not None else ""
 
 
 def _json_problem(text: str) -> str:
