@@ -35,11 +35,12 @@ Subclasses own a wire format: :meth:`request_body`, :meth:`read_stream` and
 from __future__ import annotations
 
 import email.utils
+import json
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 import msgspec
@@ -54,8 +55,11 @@ from actors.llm.server_errors import classify, is_format_error
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, ModelToolCall, Usage
 from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.text import escape, has_bad_text, scrub
 
-__all__ = ["HttpModel", "Transient", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
+__all__ = ["HttpModel", "Transient", "decode_chunk", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
+
+T = TypeVar("T")
 
 _log = structlog.get_logger()
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -92,11 +96,51 @@ def parse_arguments(call_id: str, name: str, raw: Any) -> ModelToolCall:
         return ModelToolCall(id=call_id, name=name)
     try:
         value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeEncodeError):  # a lone surrogate: escaped (refused) or raw
         value = None
     if isinstance(value, dict):
         return ModelToolCall(id=call_id, name=name, arguments=value)
     return ModelToolCall(id=call_id, name=name, invalid_arguments=text)
+
+
+def decode_chunk(data: str, decode: Callable[[str], T], type_: type[T]) -> T:
+    """One chunk of a streamed answer, by ``decode`` (msgspec's, for ``type_``). msgspec
+    refuses JSON holding a lone UTF-16 surrogate escape (``"\\udcff"``), which a model's
+    text may carry: such a chunk is read by the ``json`` module instead, its text scrubbed
+    (U+FFFD) and its tool arguments kept with the surrogate escaped, so the answer goes on
+    and the executor refuses that call with a tool error (:mod:`actors.llm.toolcalls`).
+    Anything else malformed raises msgspec's error."""
+    try:
+        return decode(data)
+    except msgspec.DecodeError:
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            value = None
+        if not has_bad_text(value):
+            raise
+    return msgspec.convert(_lenient(value), type_)
+
+
+def _lenient(value: Any) -> Any:
+    """A decoded chunk with every lone surrogate scrubbed, but in tool arguments: those
+    become (or stay) JSON text with the surrogate escaped."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_lenient(item) for item in value]
+    if isinstance(value, dict):
+        return {scrub(key) if isinstance(key, str) else key: _arguments(item) if key == "arguments" else _lenient(item)
+                for key, item in value.items()}
+    return value
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str):  # JSON text, or a fragment of it
+        return escape(value)
+    if has_bad_text(value):  # an object (Ollama): as JSON text, which parse_arguments keeps
+        return escape(json.dumps(value, ensure_ascii=False))
+    return value
 
 
 def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:

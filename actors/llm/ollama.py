@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from actors.llm.http import HttpModel, Transient, parse_arguments
+from actors.llm.http import HttpModel, Transient, decode_chunk, parse_arguments
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
@@ -109,7 +109,7 @@ class OllamaModel(HttpModel):
             if not line.strip():
                 continue
             try:
-                chunk = _decode_chunk(line)
+                chunk = decode_chunk(line, _decode_chunk, _Chunk)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise ModelError(f"Ollama at {self.base_url} sent a line that is not an answer chunk ({exc}): "
                                  f"{line[:120]!r}; is base_url an Ollama server?", code="ACODE-LLM-010") from exc

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from actors.llm.http import HttpModel, Transient, parse_arguments
+from actors.llm.http import HttpModel, Transient, decode_chunk, parse_arguments
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
@@ -166,7 +166,7 @@ class OpenAICompatibleModel(HttpModel):
                 finished = True
                 break
             try:
-                chunk = _decode_chunk(data)
+                chunk = decode_chunk(data, _decode_chunk, _Chunk)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise ModelError(f"{self.label} at {self.base_url} sent an event that is not a chat chunk ({exc}): "
                                  f"{data[:120]!r}; does base_url end in /v1?", code="ACODE-LLM-010") from exc
