@@ -139,7 +139,9 @@ class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
     """The executor's model answered a turn of a step. ``tool_calls`` counts the calls it
     made (native or written as text); ``correction`` is what went back instead when the
     turn made no call that could run (no call at all, broken JSON, output the server could
-    not parse). Token counts and ``finish_reason`` are the server's (``estimated``: acode's)."""
+    not parse), or the first refusal when every call it made was refused before running (an
+    unknown tool, invalid arguments). Token counts and ``finish_reason`` are the server's
+    (``estimated``: acode's)."""
 
     visit: Visit
     task: str

@@ -23,7 +23,13 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
   the window at most) with a note of what was cut. Untrusted text is fenced.
 - Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
-  the server's token counts), which ``acode run`` shows.
+  or the first refusal when no call of the turn could run, the server's token counts),
+  which ``acode run`` shows.
+- Bad text: a call whose arguments hold text with no UTF-8 form (a lone UTF-16 surrogate
+  from an escape like ``"\\udcff"``) is refused like any invalid arguments (ACODE-EXEC-007,
+  naming the argument and the character offset); the answer itself was made storable
+  before it was recorded (:func:`actors.llm.toolcalls.storable_answer`), so a replay
+  refuses it the same way and the step goes on.
 - Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
   with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
   when the server's prompt counts show it left the tool definitions out
@@ -266,15 +272,17 @@ class _Step:
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
                     live_silent += 1
                     dropped = dropped or tools_left_out(model_request, answer.usage)
-            self._turn(turn, answer, 0 if isinstance(calls, toolcalls.ParseProblem) else len(calls), correction)
+            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [toolcalls.check(c) for c in calls]
+            refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
+            self._turn(turn, answer, len(problems), correction or refused)
             if correction:
                 if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
                     raise self._ignored(turn, dropped)
                 self.conversation.reply_user(correction)
                 continue
             assert not isinstance(calls, toolcalls.ParseProblem)
-            for index, call in enumerate(calls):
-                outcome = self._call(key, turn, index, call, native=native, last_turn=turn == turns)
+            for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
+                outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns)
                 if outcome is not None:
                     return outcome
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
@@ -320,9 +328,9 @@ class _Step:
         else:
             self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
-    def _call(self, key: str, turn: int, index: int, call: ModelToolCall, *, native: bool,
+    def _call(self, key: str, turn: int, index: int, call: ModelToolCall, problem: str | None, *, native: bool,
               last_turn: bool) -> _Outcome | None:
-        problem = toolcalls.check(call)
+        """Run ``call``, or answer ``problem`` (:func:`actors.llm.toolcalls.check`'s) to the model."""
         if problem is not None:
             self._reply(call, f"error: {problem}", native=native)
             self.conversation.note(f"{call.name[:40]} refused: invalid call")
