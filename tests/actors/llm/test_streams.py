@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from actors.llm.http import Transient
+from actors.llm.http import Transient, lines
 from actors.llm.meter import Meter
 from actors.llm.ollama import OllamaModel, same_model
 from actors.llm.openai import OpenAICompatibleModel, sse_data
+from actors.llm.toolcalls import check
+from protocol import codec
 from protocol.errors import ModelError
 from protocol.session import OllamaProvider, OpenAIProvider
 
@@ -178,3 +180,64 @@ def test_a_meter_restarts_its_count_for_a_retry_and_stops_its_seconds_when_finis
     meter.finish()
     now[0] = 110.0
     assert meter.elapsed() == 2.5
+
+
+# -- a lone UTF-16 surrogate escape, which msgspec refuses -------------------------------------------
+
+def _storable(answer: Any) -> None:
+    """The answer goes on the wire and into the record as it is."""
+    assert codec.encode(answer)
+
+
+def test_openai_chunks_with_a_lone_surrogate_keep_the_answer_and_the_call_for_the_executor_to_refuse(
+        openai: Any) -> None:
+    # json.dumps writes "\udcff" as the escape msgspec refuses; as a raw character inside the
+    # arguments' fragment, and as an escape in the arguments' own JSON text
+    stream = _sse(
+        _delta(content="I think \udcff so"),
+        _delta(tool_calls=[{"index": 0, "id": "a", "function": {"name": "write_file", "arguments": '{"path": "x'}}]),
+        _delta(tool_calls=[{"index": 0, "function": {"arguments": '\udcff", "content": "y"}'}}]),
+        _delta(tool_calls=[{"index": 1, "id": "b", "function": {
+            "name": "run_terminal", "arguments": json.dumps({"command": "echo \ud800"})}}]),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}, "[DONE]")
+    answer = openai.read_stream(iter(stream), "m")
+    assert answer.content == "I think \ufffd so"
+    assert [(c.id, c.name, c.arguments, c.invalid_arguments) for c in answer.tool_calls] == [
+        ("a", "write_file", {}, '{"path": "x\\udcff", "content": "y"}'),
+        ("b", "run_terminal", {}, '{"command": "echo \\ud800"}')]
+    _storable(answer)
+    assert [(check(c) or "").split(" holds ")[0] for c in answer.tool_calls] == [
+        "invalid arguments for write_file: `$.path`", "invalid arguments for run_terminal: `$.command`"]
+
+
+def test_ollama_chunks_with_a_lone_surrogate_keep_the_answer_and_the_call_for_the_executor_to_refuse(
+        ollama: Any) -> None:
+    stream = [json.dumps({"message": {"role": "assistant", "content": "caf\udcff"}, "done": False}),
+              json.dumps({"message": {"role": "assistant", "content": "", "tool_calls": [
+                  {"function": {"name": "modify_file", "arguments": {
+                      "path": "a.py", "edits": [{"search": "\udcff", "replace": "é"}]}}}]}, "done": False}),
+              json.dumps({"message": {"role": "assistant", "content": ""}, "done": True, "eval_count": 4})]
+    answer = ollama.read_stream(iter(stream), "m")
+    assert answer.content == "caf\ufffd"
+    [call] = answer.tool_calls
+    assert (call.arguments, call.invalid_arguments) == (
+        {}, '{"path": "a.py", "edits": [{"search": "\\udcff", "replace": "é"}]}')
+    _storable(answer)
+    assert (check(call) or "").startswith(
+        "invalid arguments for modify_file: `$.edits[0].search` holds a lone UTF-16 surrogate (\\udcff) at "
+        "character offset 0")
+
+
+def test_invalid_utf8_from_the_server_is_read_as_replacement_characters(openai: Any) -> None:
+    raw = [b'data: {"choices": [{"index": 0, "delta": {"content": "a\xff\xed\xb3\xbfb"}, "finish_reason": "stop"}]}\n',
+           b"\n", b"data: [DONE]\n", b"\n"]
+    answer = openai.read_stream(lines(iter(raw)), "m")
+    assert answer.content == "a\ufffd\ufffd\ufffd\ufffdb"
+    _storable(answer)
+
+
+def test_a_chunk_malformed_otherwise_is_still_refused(openai: Any, ollama: Any) -> None:
+    with pytest.raises(ModelError, match="not a chat chunk"):
+        openai.read_stream(iter(['data: {"choices": [NaN], "x": "\\udcff"}']), "m")  # json reads it: not a chunk
+    with pytest.raises(ModelError, match="not an answer chunk"):
+        ollama.read_stream(iter(['{"message": {"content": "\\udcff"}, "done": nope}']), "m")  # not JSON at all

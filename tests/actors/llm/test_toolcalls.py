@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.llm.toolcalls import ParseProblem, check, from_text, signature
-from protocol.results import ModelToolCall
+from actors.llm.toolcalls import ParseProblem, check, from_text, signature, storable, storable_answer
+from protocol import codec
+from protocol.results import ModelAnswer, ModelToolCall
 from protocol.tools import TOOL_ARGS
 from tests.protocol.strategies import arguments, json_values
 
@@ -118,11 +119,64 @@ def test_check_accepts_a_valid_call_and_lax_scalars() -> None:
     assert signature("write_file") == "write_file(path: string, content: string)"
 
 
+# -- text with no UTF-8 form (lone surrogates) ------------------------------------------------
+
+SURROGATE_FIX = ("which is not text; send it again as valid UTF-8 text (write characters as themselves; a \\u "
+                 "escape of a surrogate is only valid as half of a pair)")
+
+
+def test_a_surrogate_escape_in_a_text_call_gives_a_storable_call_that_check_refuses_by_argument() -> None:
+    text = ('[{"name": "modify_file", "arguments": {"path": "a.py", "edits": [{"search": "x", "replace": "y"}, '
+            '{"search": "caf\\udcff", "replace": "z"}]}}, {"name": "run_terminal", "arguments": "{\\"command\\": '
+            '\\"echo \\\\ud800\\"}"}]')
+    found = from_text(text, NAMES)
+    assert not isinstance(found, ParseProblem), found.message
+    first, second = found
+    assert (first.arguments, second.arguments) == ({}, {})
+    assert first.invalid_arguments == ('{"path": "a.py", "edits": [{"search": "x", "replace": "y"}, '
+                                       '{"search": "caf\\udcff", "replace": "z"}]}')
+    codec.encode(found)  # the wire, the record and the journal take it
+    assert check(first) == (
+        f"invalid arguments for modify_file: `$.edits[1].search` holds a lone UTF-16 surrogate (\\udcff) at character "
+        f"offset 3, {SURROGATE_FIX}; it takes modify_file(path: string, edits?: array, diff?: string) (ACODE-EXEC-007)")
+    assert check(second) == (
+        f"invalid arguments for run_terminal: `$.command` holds a lone UTF-16 surrogate (\\ud800) at character "
+        f"offset 5, {SURROGATE_FIX}; it takes run_terminal(command: string, timeout_s?: number) (ACODE-EXEC-007)")
+
+
+def test_a_surrogate_in_native_arguments_is_refused_as_it_is_and_after_storable() -> None:
+    raw = ModelToolCall(id="call_1", name="write_file", arguments={"path": "a\udcff.txt", "content": "x"})
+    kept = storable(raw)
+    assert (kept.arguments, kept.invalid_arguments) == ({}, '{"path": "a\\udcff.txt", "content": "x"}')
+    expected = (f"invalid arguments for write_file: `$.path` holds a lone UTF-16 surrogate (\\udcff) at character "
+                f"offset 1, {SURROGATE_FIX}; it takes write_file(path: string, content: string) (ACODE-EXEC-007)")
+    assert check(raw) == expected  # decode_args refuses it too, whichever way it arrives
+    assert check(kept) == expected
+    assert storable(kept) is kept
+
+
+def test_a_storable_answer_has_its_text_scrubbed_and_encodes() -> None:
+    answer = ModelAnswer(content="I think \udcff so", tool_calls=[
+        ModelToolCall(id="c\ud800", name="read\udcff", arguments={"path": "a"}),
+        ModelToolCall(id="c2", name="read_file", invalid_arguments='{"path": "\udcff"'),
+        ModelToolCall(id="c3", name="read_file", arguments={"path": "fine"})], format_error="bad \udcff")
+    kept = storable_answer(answer)
+    assert kept.content == "I think \ufffd so" and kept.format_error == "bad \ufffd"
+    assert [(c.id, c.name, c.invalid_arguments) for c in kept.tool_calls] == [
+        ("c\ufffd", "read\ufffd", ""), ("c2", "read_file", '{"path": "\\udcff"'), ("c3", "read_file", "")]
+    assert kept.tool_calls[2] is answer.tool_calls[2]
+    codec.encode(kept)
+    assert "(ACODE-SBX-001)" in (check(kept.tool_calls[0]) or "")
+    clean = ModelAnswer(content="fine", tool_calls=[ModelToolCall(id="c", name="read_file", arguments=READ)])
+    assert storable_answer(clean) is clean
+
+
 # -- fuzz: never raises ------------------------------------------------------------------------
 
 _pieces = st.sampled_from(['{"name": ', '"read_file"', '"arguments": ', "{", "}", "[", "]", ",", ":", '"',
                            "```json\n", "```", "<tool_call>", "</tool_call>", "\\", "\n", '"path"', "'",
-                           '{"function": ', '{"tool_calls": [', '{"read_file": ', "null", "1e999", " "])
+                           '{"function": ', '{"tool_calls": [', '{"read_file": ', "null", "1e999", " ",
+                           "\\udcff", "\\ud83d", "\\ude00"])
 _jsonish = st.lists(_pieces | st.text(max_size=5), max_size=40).map("".join)
 _shaped = st.builds(lambda name, args, wrap: wrap(name, args), st.sampled_from([*NAMES, "x", ""]), json_values,
                     st.sampled_from([
@@ -141,6 +195,7 @@ def test_from_text_never_raises_and_gives_calls_or_a_problem(text: str) -> None:
         assert found.message.endswith("(ACODE-EXEC-007)")
     else:
         assert [c.id for c in found] == [f"text_{i}" for i in range(len(found))]
+        codec.encode(found)  # storable: no lone surrogate left anywhere
         for c in found:
             assert isinstance(c.name, str) and isinstance(c.arguments, dict)
             problem = check(c)
