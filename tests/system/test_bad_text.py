@@ -165,6 +165,25 @@ def test_approving_a_later_call_replays_the_bad_turn_and_the_session_completes(a
     _clean(workspace)
 
 
+def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(acode: Acode, tmp_path: Path) -> None:
+    """The pause is the script's end, not the bad text (which once paused it with ACODE-ORCH-001)."""
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    full = _scripted({"content": BAD_CALLS})
+    short = {**full, "executor": full["executor"][:1]}
+    first = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+                  str(w.script(tmp_path / "short.yaml", short)))
+    assert first.returncode == 22, first.stdout + first.stderr
+    assert "(ACODE-LLM-002)" in first.stdout and "ACODE-ORCH-001" not in first.stdout
+    assert "turn 1: no tool call ran; sent: error: invalid arguments for write_file" in first.stdout
+
+    resumed = acode("resume", _session_id(first.stdout), "--script", str(w.script(tmp_path / "full.yaml", full)))
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "completed (exit 0)" in resumed.stdout
+    _clean(workspace)
+
+
 # -- the stand-in server: native calls and calls written as text, both wire formats -----------
 
 def _bad(style: str) -> ToolCalls | TextToolCalls:
