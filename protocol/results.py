@@ -101,8 +101,9 @@ class Usage(_Wire, frozen=True, kw_only=True):
 
 class ModelToolCall(_Wire, frozen=True, kw_only=True):
     """One tool call of a model. ``invalid_arguments`` holds the raw text when the model's
-    arguments were not a JSON object (``arguments`` is then empty); the executor sends the
-    model a correction instead of running the call."""
+    arguments were not a JSON object, or JSON text of them, each lone UTF-16 surrogate
+    escaped, when they held one (:func:`actors.llm.toolcalls.storable`); ``arguments`` is
+    then empty, and the executor sends the model a correction instead of running the call."""
 
     id: str
     name: str
