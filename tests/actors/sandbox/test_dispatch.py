@@ -6,6 +6,7 @@ from typing import Any
 
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.terminal import Terminal
+from protocol import codec
 from protocol.messages import RunTool
 from protocol.results import ToolResult
 from tests.actors.sandbox.conftest import Tree
@@ -61,3 +62,13 @@ def test_secrets_in_files_and_command_output_are_redacted_in_the_result(tree: Tr
     ran = _run(tree, "run_terminal", command="cat settings.py")
     assert ran.ok and token not in ran.output and "[REDACTED:github-token]" in ran.output
     assert (tree.root / "settings.py").read_text() == f"GITHUB = '{token}'\n"  # the file itself is untouched
+
+
+def test_a_lone_surrogate_that_reaches_the_dispatcher_is_refused_with_sbx_007_and_nothing_runs(tree: Tree) -> None:
+    """The executor refuses such calls first (ACODE-EXEC-007) and msgpack cannot carry one;
+    a caller in the sandbox's own process still meets the same refusal, never an OSError."""
+    result = _run(tree, "write_file", path="a\udcff.txt", content="x")
+    assert result.error is not None and result.error.code == "ACODE-SBX-007"
+    assert result.error.message.startswith("arguments of write_file rejected: `$.path` holds a lone UTF-16 surrogate "
+                                           "(\\udcff) at character offset 1, which is not text")
+    assert codec.encode(result) and not list(tree.root.glob("a*"))
