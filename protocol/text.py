@@ -27,7 +27,6 @@ from typing import Any
 __all__ = ["BadText", "escape", "find_bad_text", "has_bad_text", "scrub"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_MAX_DEPTH = 64  # deeper values are not searched (msgspec refuses them long before)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +50,11 @@ class BadText:
 def find_bad_text(value: Any, where: str = "$") -> BadText | None:
     """The first lone surrogate in ``value`` (strings, and the keys and items of dicts and
     lists, searched in order), or None."""
-    return _find(value, where, 0)
+    return _find(value, where)
 
 
 def has_bad_text(value: Any) -> bool:
-    return _find(value, "$", 0) is not None
+    return _find(value, "$") is not None
 
 
 def scrub(text: str) -> str:
@@ -73,24 +72,36 @@ def _escaped(char: str) -> str:
     return f"\\u{ord(char):04x}"
 
 
-def _find(value: Any, where: str, depth: int) -> BadText | None:
-    if isinstance(value, str):
-        match = _SURROGATE.search(value)
-        return BadText(where, match.start(), match.group()) if match else None
-    if depth >= _MAX_DEPTH:
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                match = _SURROGATE.search(key)
-                if match:
-                    return BadText(where, match.start(), match.group(), in_name=True)
-            found = _find(item, f"{where}.{key}", depth + 1)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = _find(item, f"{where}[{index}]", depth + 1)
-            if found is not None:
-                return found
+def _find(value: Any, where: str) -> BadText | None:
+    # depth first, in order, with a stack of its own: JSON nested deeper than Python's
+    # recursion limit is still searched, and nothing raises
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            match = _SURROGATE.search(item)
+            if match:
+                return BadText(at, match.start(), match.group())
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                if isinstance(key, str):
+                    match = _SURROGATE.search(key)
+                    if match:
+                        children.append((_Name(match.start(), match.group()), at))
+                        break  # what follows a bad name is not reached
+                children.append((child, f"{at}.{key}"))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(child, f"{at}[{index}]") for index, child in enumerate(item)]))
+        elif isinstance(item, _Name):
+            return BadText(at, item.offset, item.char, in_name=True)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Name:
+    """A bad argument name, found in its turn among the values."""
+
+    offset: int
+    char: str

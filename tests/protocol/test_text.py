@@ -76,3 +76,10 @@ def test_escaped_json_text_decodes_to_the_same_value(value: dict[str, Any]) -> N
     kept = escape(json.dumps(value, ensure_ascii=False))
     kept.encode("utf-8")
     assert json.loads(kept) == value
+
+
+def test_text_nested_deeper_than_the_recursion_limit_is_still_searched() -> None:
+    deep: Any = "\udcff"
+    for _ in range(5_000):
+        deep = [deep]
+    assert find_bad_text({"path": deep}) == BadText("$.path" + "[0]" * 5_000, 0, "\udcff")
