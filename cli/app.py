@@ -370,7 +370,7 @@ def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model
             if isinstance(current, ScriptedProvider):
                 return current
             raise CliError("--provider scripted needs --script FILE")
-        text = script.read_text()
+        text = script.read_text(errors="surrogateescape")  # bytes that are not UTF-8: load_script says so
         load_script(text, name=str(script))  # a bad file is refused here, before the session goes on
         return ScriptedProvider(script_yaml=text, script_name=str(script.resolve()))
     if script is not None:

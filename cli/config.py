@@ -514,7 +514,7 @@ def provider_spec(config: AcodeConfig) -> ProviderSpec | None:
             raise ConfigError("the scripted provider needs a script: pass --script FILE or set model.script")
         path = Path(model.script)
         try:
-            text = path.read_text()
+            text = path.read_text(errors="surrogateescape")  # bytes that are not UTF-8: load_script says so
         except OSError as exc:
             raise ConfigError(f"cannot read the scripted model file {path}: {exc.strerror}; check the path") from exc
         load_script(text, name=str(path))

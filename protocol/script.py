@@ -29,6 +29,7 @@ import msgspec.yaml
 
 from protocol.errors import ModelError
 from protocol.stages import Stage
+from protocol.text import find_bad_text
 
 __all__ = ["Script", "ScriptedResponse", "ScriptedToolCall", "load_script"]
 
@@ -71,7 +72,13 @@ class _ScriptShape(_Strict, frozen=True, kw_only=True):
 
 def load_script(text: str | bytes, *, name: str = "<script>") -> Script:
     """Decode and check a scripted model file; errors carry ACODE-LLM-004, the file name and
-    the response they are about (``responses.executor[1]``)."""
+    the response they are about (``responses.executor[1]``). Text read with
+    ``errors="surrogateescape"`` is refused if it held bytes that are not UTF-8."""
+    bad = find_bad_text(text) if isinstance(text, str) else None
+    if bad is not None:
+        raise ModelError(f"scripted model file {name} is not UTF-8 text: an undecodable byte "
+                         f"(\\x{ord(bad.char) & 0xff:02x}) at character {bad.offset}; save it as UTF-8",
+                         code="ACODE-LLM-004")
     try:
         shape = _shape(text)
     except msgspec.ValidationError as exc:

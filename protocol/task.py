@@ -8,6 +8,7 @@ here, so the contract has one definition (and the CLI needs nothing from the sta
 from __future__ import annotations
 
 from protocol.errors import PlanError
+from protocol.text import find_bad_text
 
 __all__ = ["TASK_MAX_CHARS", "check_task"]
 
@@ -15,12 +16,17 @@ TASK_MAX_CHARS = 10_000
 
 
 def check_task(task: str) -> str:
-    """``task`` itself when acceptable; refuses an empty one and one over :data:`TASK_MAX_CHARS`
-    characters (PlanError ACODE-PLAN-001, saying what to do instead)."""
+    """``task`` itself when acceptable; refuses an empty one, one over :data:`TASK_MAX_CHARS`
+    characters and one that is not UTF-8 text (PlanError ACODE-PLAN-001, saying what to do
+    instead)."""
     if len(task) > TASK_MAX_CHARS:
         raise PlanError(f"the task is {len(task):,} characters; the limit is {TASK_MAX_CHARS:,}. Shorten it, or "
                         "write the details to a file in the workspace and name that file in the task",
                         code="ACODE-PLAN-001")
     if not task.strip():
         raise PlanError("the task is empty; say what you want changed", code="ACODE-PLAN-001")
+    bad = find_bad_text(task)
+    if bad is not None:  # a command line's bytes that are not UTF-8 arrive as lone surrogates
+        raise PlanError(f"the task is not UTF-8 text: it holds an undecodable byte (\\x{ord(bad.char) & 0xff:02x}) "
+                        f"at character {bad.offset}; pass the task as UTF-8 text", code="ACODE-PLAN-001")
     return task

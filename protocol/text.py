@@ -4,7 +4,9 @@ A Python ``str`` may hold a code point between U+D800 and U+DFFF, which no UTF-8
 takes: msgpack, JSON, SQLite and every hash raise ``UnicodeEncodeError`` on it. Python's
 ``json`` module makes one from an escape that is not half of a pair (``"\\udcff"``), and
 models write such escapes (for a byte they could not spell, or a cut emoji); msgspec's
-decoder refuses that JSON outright. So a model's text is made safe where it enters acode:
+decoder refuses that JSON outright. Bytes that are not UTF-8, read with
+``errors="surrogateescape"`` (a command line's arguments, a file), arrive as surrogates too.
+So a model's text is made safe where it enters acode:
 
 - :func:`find_bad_text`: where the first surrogate in a tool call's arguments is (the
   argument, as msgspec names it, ``$.edits[0].search``, and the character offset), for the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -213,3 +215,13 @@ def test_a_json_script_of_the_wrong_shape_is_refused_as_the_yaml_one_is() -> Non
     wrong = '{"version": 1, "responses": {"planner": [{"content": "ok"}, {"tool_calls": [{"name": ""}]}]}}'
     assert _reject(wrong).message == ("scripted model file s.yaml: responses.planner[1] is invalid: Expected `str` "
                                       "of length >= 1 - at `$.tool_calls[0].name`" + README)
+
+
+def test_a_script_with_bytes_that_are_not_utf8_is_refused_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b'version: 1\nresponses:\n  planner:\n    - content: "a\xffb"\n')
+    with pytest.raises(ModelError) as raised:
+        load_script(path.read_text(errors="surrogateescape"), name=str(path))  # as the CLI reads it
+    assert (raised.value.code, raised.value.message) == (
+        "ACODE-LLM-004", f"scripted model file {path} is not UTF-8 text: an undecodable byte (\\xff) at character "
+                         "50; save it as UTF-8")

@@ -28,3 +28,12 @@ def test_an_empty_or_blank_task_is_refused(task: str) -> None:
         check_task(task)
     assert (raised.value.code, raised.value.message) == (
         "ACODE-PLAN-001", "the task is empty; say what you want changed")
+
+
+def test_a_task_with_bytes_that_are_not_utf8_is_refused_naming_the_byte() -> None:
+    task = b"fix caf\xe9 please".decode("utf-8", "surrogateescape")  # how a Latin-1 command line arrives
+    with pytest.raises(PlanError) as raised:
+        check_task(task)
+    assert (raised.value.code, raised.value.message) == (
+        "ACODE-PLAN-001", "the task is not UTF-8 text: it holds an undecodable byte (\\xe9) at character 7; pass the "
+                          "task as UTF-8 text")

@@ -184,6 +184,26 @@ def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(acode: Aco
     _clean(workspace)
 
 
+def test_a_task_or_a_script_that_is_not_utf8_is_refused_with_its_code_before_anything_runs(
+        acode: Acode, tmp_path: Path) -> None:
+    acode.up()
+    workspace = w.workspace(tmp_path / "w")
+    script = w.script(tmp_path / "s.yaml", _scripted({"content": BAD_CALLS}))
+    latin1 = acode("run", b"write caf\xe9.txt", "--workspace", str(workspace), "--provider", "scripted",  # type: ignore[arg-type]
+                   "--script", str(script))
+    assert latin1.returncode != 0 and "Traceback" not in latin1.stderr
+    assert "the task is not UTF-8 text: it holds an undecodable byte (\\xe9) at character 9; pass the task as " \
+           "UTF-8 text (ACODE-PLAN-001)" in latin1.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_bytes(script.read_bytes().replace(b"wrote a.txt", b"wrote \xff"))
+    refused = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+                    str(broken))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert f"scripted model file {broken} is not UTF-8 text: an undecodable byte (\\xff)" in refused.stderr
+    assert "(ACODE-LLM-004)" in refused.stderr
+    assert "session " not in latin1.stdout + refused.stdout, "no session was started"
+
+
 # -- the stand-in server: native calls and calls written as text, both wire formats -----------
 
 def _bad(style: str) -> ToolCalls | TextToolCalls:
