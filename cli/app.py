@@ -52,6 +52,7 @@ from protocol.session import (
 )
 from protocol.stages import STAGES, Stage
 from protocol.task import check_task
+from protocol.text import find_bad_text
 
 __all__ = ["app", "main"]
 
@@ -212,6 +213,10 @@ def run(
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise CliError(f"workspace {str(workspace)!r} is not a directory; create it or pass --workspace DIR")
+    bad = find_bad_text(str(root))
+    if bad is not None:  # a path's bytes that are not UTF-8 arrive as lone surrogates, which no message carries
+        raise CliError(f"workspace {str(root)!r} is not a UTF-8 path (the byte \\x{ord(bad.char) & 0xff:02x} at "
+                       f"character {bad.offset}); rename the directory to a UTF-8 name")
     if provider is not None and provider not in PROVIDERS:
         raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
                          code="ACODE-LLM-001")

@@ -184,7 +184,7 @@ def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(acode: Aco
     _clean(workspace)
 
 
-def test_a_task_or_a_script_that_is_not_utf8_is_refused_with_its_code_before_anything_runs(
+def test_a_task_a_script_or_a_workspace_that_is_not_utf8_is_refused_with_its_code_before_anything_runs(
         acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = w.workspace(tmp_path / "w")
@@ -201,7 +201,14 @@ def test_a_task_or_a_script_that_is_not_utf8_is_refused_with_its_code_before_any
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert f"scripted model file {broken} is not UTF-8 text: an undecodable byte (\\xff)" in refused.stderr
     assert "(ACODE-LLM-004)" in refused.stderr
-    assert "session " not in latin1.stdout + refused.stdout, "no session was started"
+    odd = tmp_path / os.fsdecode(b"w\xff")
+    odd.mkdir()
+    elsewhere = acode("run", "write a.txt", "--workspace", str(odd), "--provider", "scripted", "--script",
+                      str(script))
+    assert elsewhere.returncode != 0 and "Traceback" not in elsewhere.stderr
+    assert "is not a UTF-8 path (the byte \\xff at character" in elsewhere.stderr
+    assert "rename the directory to a UTF-8 name (ACODE-CLI-003)" in elsewhere.stderr
+    assert "session " not in latin1.stdout + refused.stdout + elsewhere.stdout, "no session was started"
 
 
 # -- the stand-in server: native calls and calls written as text, both wire formats -----------
