@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cli.render import Progress, active_sessions, files_changed, session_detail
 from protocol.errors import ErrorInfo, ModelError, with_code
-from protocol.events import SessionFinished, StageFinished, ToolCalled
+from protocol.events import Event, SessionFinished, StageFinished, ToolCalled
 from protocol.results import FileChange, WorkspaceChanges
 from protocol.session import PauseInfo, SessionSnapshot
 
@@ -49,7 +49,7 @@ def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> Non
 
 def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_stage() -> None:
     from cli.render import stage_table, stage_totals
-    from protocol.events import Event, StageFinished
+    from protocol.events import StageFinished
 
     def finished(stage: str, visit: int, tokens_in: int, tokens_out: int, model_ms: float) -> StageFinished:
         return StageFinished(id=f"{stage}{visit}", session_id="s1", stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
@@ -102,7 +102,7 @@ def _call(tool: str, target: str, ok: bool = True) -> ToolCalled:
 def test_files_changed_is_the_last_comparison_with_the_baseline_with_what_happened_to_each_file() -> None:
     compared = StageFinished(id="r1", session_id="s1", stage="reviewer", visit=1, attempt=1, ok=True,
                              changes=_changes(("deleted", "old.txt"), ("modified", "data.txt"), ("added", "new.py")))
-    events = [_call("write_file", "new.py"), _call("run_terminal", "python wipe.py"), compared]
+    events: list[Event] = [_call("write_file", "new.py"), _call("run_terminal", "python wipe.py"), compared]
     assert files_changed(events) == "old.txt (deleted), data.txt (modified), new.py (added)"
     finished = SessionFinished(id="f1", session_id="s1", status="completed", exit_code=0,
                                changes=_changes(("deleted", "old.txt"), total=250))
