@@ -102,7 +102,8 @@ def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> s
     for s in sessions:  # why each paused one waits, and the way on
         if s.status == "paused" and s.pause is not None:
             pause = s.pause
-            lines.append(f"{s.id[:8]} paused ({pause.kind}): {_one_line(with_code(pause.message, pause.code), 300)}")
+            code = f", {pause.code}" if pause.code else ""
+            lines.append(f"{s.id[:8]} paused ({pause.kind}{code}): {_one_line(pause.message, 300)}")
             if pause.fix:
                 lines.append(f"         fix: {_one_line(pause.fix, 300)}")
             lines.append(f"         continue: {pause.command or f'acode resume {s.id}'}, or `acode cancel {s.id}`")
@@ -236,7 +237,7 @@ def files_changed(events: Iterable[Event]) -> str:
     if commands:
         since.append(f"{commands} command{'s' if commands != 1 else ''} ran, whose effects are not listed")
     if last is None:
-        return f"not compared with the baseline yet (the verifier compares); {'; '.join(since)}"
+        return f"not compared with the baseline; {'; '.join(since)}"
     return f"{_listed(last)} at the last comparison with the baseline; since then, not compared: {'; '.join(since)}"
 
 

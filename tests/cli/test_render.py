@@ -117,9 +117,9 @@ def test_calls_not_yet_compared_are_said_to_be_so_and_a_directory_is_never_a_cha
     assert files_changed([]) == "none"
     before = [_call("create_directory", "pkg"), _call("write_file", "pkg/a.py"), _call("write_file", "b.py", ok=False)]
     assert files_changed(before) == (
-        "not compared with the baseline yet (the verifier compares); written by the file tools: pkg/a.py")
+        "not compared with the baseline; written by the file tools: pkg/a.py")
     ran = [*before, _call("run_terminal", "python wipe.py")]
-    assert files_changed(ran) == ("not compared with the baseline yet (the verifier compares); written by the file "
+    assert files_changed(ran) == ("not compared with the baseline; written by the file "
                                   "tools: pkg/a.py; 1 command ran, whose effects are not listed")
     compared = StageFinished(id="v1", session_id="s1", stage="verifier", visit=1, attempt=1, ok=True,
                              changes=_changes(("added", "pkg/a.py")))
@@ -134,7 +134,7 @@ def test_status_names_each_paused_sessions_code_and_the_way_on() -> None:
     session = SessionSnapshot(id="01a2b3c4-x", task="t", workspace="/w", status="paused", stage="verifier",
                               pause=pause)
     lines = active_sessions([session], {}).splitlines()
-    assert lines[2:] == ["01a2b3c4 paused (escalation): verifier failed: the diff cannot be made (ACODE-ORCH-012)",
+    assert lines[2:] == ["01a2b3c4 paused (escalation, ACODE-ORCH-012): verifier failed: the diff cannot be made",
                          "         fix: put back the .git",
                          "         continue: acode resume 01a2b3c4-x, or `acode cancel 01a2b3c4-x`"]
     detail = session_detail(session, [])
