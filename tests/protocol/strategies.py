@@ -237,7 +237,8 @@ reviewer_answers = struct(rs.ReviewerAnswer,
                           summary=texts, issues=_few(review_issues))
 file_changes = struct(rs.FileChange, {"status": st.sampled_from(list(rs.CHANGE_STATUS.values())), "path": short},
                       old=short)
-workspace_changes = struct(rs.WorkspaceChanges, files=_few(file_changes), total=counts, at=floats)
+workspace_changes: st.SearchStrategy[Any] = struct(rs.WorkspaceChanges, files=_few(file_changes), total=counts,
+                                                   at=floats)
 tool_results = struct(
     rs.ToolResult,
     {"key": ids, "tool": short, "ok": st.booleans()},
