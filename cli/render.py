@@ -218,12 +218,13 @@ def files_changed(events: Iterable[Event]) -> str:
     baseline (the verifier's or the reviewer's diff, so what commands did is in it), each
     file with what happened to it. Calls that can change files made after that comparison
     (or before any) are named too, said to be not compared yet: the file tools' writes by
-    path (directories never), commands by count."""
+    path (directories never), commands by count. (``session_finished`` carries the last
+    comparison again, not a new one: a session cancelled after more calls says so.)"""
     last: WorkspaceChanges | None = None
     written: list[str] = []
     commands = 0
     for event in events:
-        if isinstance(event, (StageFinished, SessionFinished)) and event.changes is not None:
+        if isinstance(event, StageFinished) and event.changes is not None:  # session_finished repeats the last
             last, written, commands = event.changes, [], 0
         elif isinstance(event, ToolCalled) and event.tool == "run_terminal":  # the verifier's checks too
             commands += 1

@@ -104,10 +104,15 @@ def test_files_changed_is_the_last_comparison_with_the_baseline_with_what_happen
                              changes=_changes(("deleted", "old.txt"), ("modified", "data.txt"), ("added", "new.py")))
     events: list[Event] = [_call("write_file", "new.py"), _call("run_terminal", "python wipe.py"), compared]
     assert files_changed(events) == "old.txt (deleted), data.txt (modified), new.py (added)"
-    finished = SessionFinished(id="f1", session_id="s1", status="completed", exit_code=0,
-                               changes=_changes(("deleted", "old.txt"), total=250))
-    assert files_changed([*events, finished]) == ("old.txt (deleted), and 249 more (`acode show --json` has the "
-                                                  "first 1)")
+    finished = SessionFinished(id="f1", session_id="s1", status="completed", exit_code=0, changes=compared.changes)
+    assert files_changed([*events, finished]) == "old.txt (deleted), data.txt (modified), new.py (added)"
+    many = StageFinished(id="r2", session_id="s1", stage="reviewer", visit=2, attempt=1, ok=True,
+                         changes=_changes(("deleted", "old.txt"), total=250))
+    assert files_changed([many]) == "old.txt (deleted), and 249 more (`acode show --json` has the first 1)"
+    cancelled = SessionFinished(id="f2", session_id="s1", status="cancelled", exit_code=23, changes=compared.changes)
+    assert files_changed([*events, _call("run_terminal", "python wipe.py"), cancelled]) == (
+        "old.txt (deleted), data.txt (modified), new.py (added) at the last comparison with the baseline; since then, "
+        "not compared: 1 command ran, whose effects are not listed")  # the end repeats the comparison: no news
     nothing = StageFinished(id="v1", session_id="s1", stage="verifier", visit=1, attempt=1, ok=True,
                             changes=_changes())
     assert files_changed([_call("run_terminal", "rm -rf x"), nothing]) == "none"
