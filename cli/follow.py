@@ -147,9 +147,7 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
         typer.echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
                    f"`acode cancel {session_id}` ends it")
     else:
-        changed = render.files_changed(events)
-        typer.echo(f"session {session_id} is {session.status}; files changed: "
-                   f"{', '.join(changed) if changed else 'none'}")
+        typer.echo(f"session {session_id} is {session.status}; files changed: {render.files_changed(events)}")
         print_stage_summary(events)
     return session
 
@@ -202,8 +200,7 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     else:
-        changed = render.files_changed(events)
-        typer.echo(f"files changed: {', '.join(changed) if changed else 'none'}")
+        typer.echo(f"files changed: {render.files_changed(events)}")
         print_stage_summary(events)
     return session
 

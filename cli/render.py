@@ -31,13 +31,14 @@ from protocol.events import (
 )
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
+from protocol.results import WorkspaceChanges
 from protocol.session import SessionSnapshot
 from protocol.tools import INTERNAL_TOOLS
 
 __all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "StageTotal", "stage_figures",
            "stage_table", "stage_totals", "status_table", "table"]
 
-_WRITES = frozenset({"write_file", "modify_file", "create_directory"})
+_FILE_WRITES = frozenset({"write_file", "modify_file"})  # create_directory makes no file
 
 
 def _tag(stage: str) -> str:
@@ -97,7 +98,16 @@ def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> s
     for s in sessions:
         task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
         rows.append([s.id, s.status, where.get(s.id, s.stage or "-"), task])
-    return table(rows)
+    lines = [table(rows)]
+    for s in sessions:  # why each paused one waits, and the way on
+        if s.status == "paused" and s.pause is not None:
+            pause = s.pause
+            code = f", {pause.code}" if pause.code else ""
+            lines.append(f"{s.id[:8]} paused ({pause.kind}{code}): {_one_line(pause.message, 300)}")
+            if pause.fix:
+                lines.append(f"         fix: {_one_line(pause.fix, 300)}")
+            lines.append(f"         continue: {pause.command or f'acode resume {s.id}'}, or `acode cancel {s.id}`")
+    return "\n".join(lines)
 
 
 def _one_line(text: str, width: int = 160) -> str:
@@ -194,9 +204,42 @@ class Progress:
         return None
 
 
-def files_changed(events: Iterable[Event]) -> list[str]:
-    return list(dict.fromkeys(e.target for e in events
-                              if isinstance(e, ToolCalled) and e.ok and e.tool in _WRITES and e.target))
+def _listed(changes: WorkspaceChanges) -> str:
+    if not changes.files:
+        return "none"
+    shown = ", ".join(f"{c.old} -> {c.path} ({c.status})" if c.old else f"{c.path} ({c.status})"
+                      for c in changes.files)
+    more = changes.total - len(changes.files)
+    return shown + (f", and {more} more (`acode show --json` has the first {len(changes.files)})" if more > 0 else "")
+
+
+def files_changed(events: Iterable[Event]) -> str:
+    """What ``files changed:`` says: the last comparison of the workspace with the session's
+    baseline (the verifier's or the reviewer's diff, so what commands did is in it), each
+    file with what happened to it. Calls that can change files made after that comparison
+    (or before any) are named too, said to be not compared yet: the file tools' writes by
+    path (directories never), commands by count. (``session_finished`` carries the last
+    comparison again, not a new one: a session cancelled after more calls says so.)"""
+    last: WorkspaceChanges | None = None
+    written: list[str] = []
+    commands = 0
+    for event in events:
+        if isinstance(event, StageFinished) and event.changes is not None:  # session_finished repeats the last
+            last, written, commands = event.changes, [], 0
+        elif isinstance(event, ToolCalled) and event.tool == "run_terminal":  # the verifier's checks too
+            commands += 1
+        elif isinstance(event, ToolCalled) and event.ok and event.tool in _FILE_WRITES and event.target:
+            written.append(event.target)
+    if not written and not commands:
+        return _listed(last) if last is not None else "none"
+    since = []
+    if written:
+        since.append(f"written by the file tools: {', '.join(dict.fromkeys(written))}")
+    if commands:
+        since.append(f"{commands} command{'s' if commands != 1 else ''} ran, whose effects are not listed")
+    if last is None:
+        return f"not compared with the baseline; {'; '.join(since)}"
+    return f"{_listed(last)} at the last comparison with the baseline; since then, not compared: {'; '.join(since)}"
 
 
 def stage_figures(event: StageFinished) -> str:
@@ -281,7 +324,7 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         if pause.fix:
             lines.append(f"fix       {pause.fix}")
         if pause.command:
-            lines.append(f"continue  {pause.command}")
+            lines.append(f"continue  {pause.command} (or `acode cancel {session.id}` ends the session)")
         if session.approval is not None:
             from cli.approvals import request_lines
 
@@ -316,9 +359,8 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
                                 ApprovalDecided)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
-    changed = files_changed(events)
     lines.append("")
-    lines.append(f"files changed: {', '.join(changed) if changed else 'none'}")
+    lines.append(f"files changed: {files_changed(events)}")
     lines.append(f"events: {len(events)} (see --json for all)")
     return "\n".join(lines)
 

@@ -84,6 +84,7 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-009": "the workspace is gone: the session cannot go on",
     "ACODE-ORCH-010": "paused by the user: the stage stopped at a safe point",
     "ACODE-ORCH-011": "plan review: the plan waits for the user's approve or replan",
+    "ACODE-ORCH-012": "the workspace's changes cannot be computed against the session's baseline",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
     "ACODE-PLAN-003": "decomposition failed",

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.errors import ErrorInfo
+from protocol.results import WorkspaceChanges
 from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
@@ -94,6 +95,8 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
     # Time the stage waited for its model's answers, summed (a replayed answer counts 0)
     model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # The verifier's and the reviewer's: the workspace against the session's baseline
+    changes: WorkspaceChanges | None = None
 
 
 class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
@@ -242,6 +245,7 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
     exit_code: int
     error: ErrorInfo | None = None
     summary: str = ""
+    changes: WorkspaceChanges | None = None  # the session's last comparison with its baseline (None: never made)
 
 
 Event = (

@@ -20,8 +20,10 @@ from protocol.stages import Stage, StepStatus
 from protocol.tools import Risk
 
 __all__ = [
+    "CHANGE_STATUS",
     "CriterionVerdict",
     "ExecutionReport",
+    "FileChange",
     "ModelAnswer",
     "ModelToolCall",
     "ReviewIssue",
@@ -34,6 +36,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "VerifierAnswer",
+    "WorkspaceChanges",
 ]
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
@@ -71,6 +74,33 @@ class ReviewerAnswer(_Wire, frozen=True, kw_only=True):
     issues: list[ReviewIssue] = []
 
 
+ChangeStatus = Literal["added", "modified", "deleted", "renamed", "type changed"]
+#: git's ``--name-status`` letters, as the diff's header shows them, and what each says
+CHANGE_STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed",
+                                          "T": "type changed"}
+
+
+class FileChange(_Wire, frozen=True, kw_only=True):
+    """One file (or symlink) changed since the session's baseline: ``modified`` covers
+    content and mode; ``renamed`` has the ``old`` path; ``type changed`` is a file that
+    became a symlink or back. Directories are never listed, only the files in them."""
+
+    status: ChangeStatus
+    path: str
+    old: str = ""
+
+
+class WorkspaceChanges(_Wire, frozen=True, kw_only=True):
+    """What changed in the workspace since the session's baseline, whatever changed it (the
+    file tools, commands, the user): the ``diff_workspace`` header as data. ``files`` holds
+    the first :data:`actors.sandbox.baseline.MAX_LISTED`, ``total`` counts them all; ``at``
+    is when the workspace was compared (wall clock)."""
+
+    files: list[FileChange] = []
+    total: Count = 0
+    at: float = 0.0
+
+
 class ToolResult(_Wire, frozen=True, kw_only=True):
     """One tool call's outcome. ``outcome == "unknown"`` means an earlier run of the same
     call was interrupted after its intent was journaled: check the workspace, do not
@@ -88,6 +118,7 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
     risk: Risk = "read"
     path: str = ""
     isolation: str = ""  # run_terminal: the isolation the command ran under (see actors/sandbox/isolation.py)
+    changes: WorkspaceChanges | None = None  # diff_workspace: the changed files, as data
 
 
 class Usage(_Wire, frozen=True, kw_only=True):
@@ -212,3 +243,4 @@ class StageResult(_Wire, frozen=True, kw_only=True):
     rework: Rework | None = None  # the verifier's: what the next executor visit runs again
     approval: ApprovalRequest | None = None  # executor, verifier: a call that waits for a human's decision
     requires: Requirement | None = None  # the stage's writes still on their way: the transition waits for them
+    changes: WorkspaceChanges | None = None  # verifier, reviewer: the workspace against the baseline, as they saw it

@@ -15,7 +15,7 @@ import msgspec
 
 from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.errors import ErrorInfo
-from protocol.results import StageResult
+from protocol.results import StageResult, WorkspaceChanges
 from protocol.sandbox import SandboxPolicy
 from protocol.stages import (
     CYCLE_KINDS,
@@ -308,6 +308,7 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     steering: list[SteeringNote] = []  # ``acode steer`` guidance, sent with every dispatch from then on
     approval: ApprovalRequest | None = None  # the call an awaiting_approval pause waits on
     approvals: list[ApprovalDecision] = []  # every human decision on a call, oldest first (the sandbox checks them)
+    changes: WorkspaceChanges | None = None  # the last comparison of the workspace with its baseline (None: none yet)
 
     @property
     def visit(self) -> int:

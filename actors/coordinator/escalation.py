@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from protocol.stages import PauseKind, ResumeMode, Stage
 
-__all__ = ["DEFAULT_RULE", "RULES", "UNRECOVERABLE", "Rule", "command", "fingerprint", "fix_of", "normalise",
-           "rule_for"]
+__all__ = ["DEFAULT_RULE", "FIX_LINES", "RULES", "UNRECOVERABLE", "Rule", "command", "fingerprint", "fix_of",
+           "normalise", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,11 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),
     "ACODE-EXEC-005": Rule("escalation", 33),  # the step could not go on without a call the user denied
+    # the workspace's changes cannot be computed against the baseline (.git gone or replaced, the
+    # baseline unreadable): never verified or reviewed blind; fix it, then the stage runs afresh
+    "ACODE-ORCH-012": Rule("escalation", resume="revisit"),
 }
+FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")
 UNRECOVERABLE: frozenset[str] = frozenset({"ACODE-ORCH-009"})  # the workspace is gone
 

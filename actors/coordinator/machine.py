@@ -53,6 +53,13 @@ Approvals: an executor call that needs a human's decision ends the attempt with 
 and :func:`decide_call` (``acode approve``/``acode deny``) records the decision and retries
 the attempt in one commit. ``resume`` refuses such a pause: it needs a decision.
 
+What changed: the verifier's and the reviewer's results carry the workspace's changes
+against the session's baseline; each is kept in the snapshot (``changes``) and its
+``stage_finished`` event, and the last one goes with ``session_finished``. A verifier or
+reviewer that cannot compute them fails with ACODE-ORCH-012, which pauses the session
+(escalation, exit 22; a resume revisits the stage, so the diff is taken afresh): a
+session completes only after a reviewer approved a change it saw whole.
+
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
 spending the remaining cycles on it.
@@ -222,7 +229,7 @@ def _finish(snap: SessionSnapshot, status: str, now: float, *, events: list[Even
     new = _with(snap, now, status=status, stage=stage, exit_code=exit_code, finished_at=now, error=error,
                 pause=None)
     events.append(_event(SessionFinished, snap, now, status=status, exit_code=exit_code, error=error,
-                         summary=summary))
+                         summary=summary, changes=snap.changes))
     return Decision(new, events)
 
 
@@ -266,7 +273,7 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
                         reason=f"stage retry {snap.retries + 1} of {limit}, afresh: {error.message}")
     failed = [r for r in steps if r.status == "failed"]
     task, step = (failed[0].task, failed[0].step) if failed else ("", "")
-    fix = escalation.fix_of(error.message) if error.code.startswith("ACODE-LLM-") else ""
+    fix = escalation.fix_of(error.message) if error.code.startswith(escalation.FIX_LINES) else ""
     return pause(snap, rule.kind, error.code, f"{stage} failed: {error.message}", now, events,
                  exit_code=rule.exit_code, resume=rule.resume, task=task, step=step, fix=fix)
 
@@ -311,7 +318,9 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
-        tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms)]
+        tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms, changes=result.changes)]
+    if result.changes is not None:  # the workspace against its baseline, as the verifier or reviewer saw it
+        snap = _with(snap, now, changes=result.changes)
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":
         if snap.pause_requested_at:  # the stage stopped at a safe point: the next attempt replays its work
             why = _paused_message(snap, f"{result.error.message} in the {stage}")

@@ -34,9 +34,10 @@ still shows with its content. The header names the rule files of ``.git`` change
 
 The diff's output starts with a header (the baseline, then every changed file as
 ``A``/``M``/``D``/``T``/``R`` and its path, git's ``--name-status`` letters), then the
-unified diff, cut at ``max_bytes`` with a marker counting what was cut. A session with no
-baseline is ACODE-SBX-017; a baseline that can no longer be read (its git objects pruned,
-the repository replaced) is ACODE-SBX-018.
+unified diff, cut at ``max_bytes`` with a marker counting what was cut. The same list goes
+with the result as data (``ToolResult.changes``): it is what ``files changed`` reports. A
+session with no baseline is ACODE-SBX-017; a baseline that can no longer be read (its git
+objects pruned, the repository replaced, ``.git`` gone) is ACODE-SBX-018.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.gitsnap import Change
 from actors.sandbox.output import Outcome, utf8_stop
 from protocol.errors import SandboxError
+from protocol.results import CHANGE_STATUS, FileChange, WorkspaceChanges
 
-__all__ = ["MAX_LISTED", "Baselines", "Record", "ref_of"]
+__all__ = ["MAX_LISTED", "Baselines", "Record", "changes_of", "ref_of"]
 
 MAX_LISTED = 200  # changed files named in the header
 _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -210,7 +212,8 @@ class Baselines:
                 raise SandboxError(f"the manifest of session {session_id}'s baseline is missing from "
                                    f"{self.store(session_id)}", code="ACODE-SBX-018")
             changes, patch, total = manifest.diff(ws, str(self.store(session_id)), base, max_bytes, rules=rules)
-        return Outcome(output=_render(record, self.store(session_id), changes, patch, total, max_bytes, notes))
+        return Outcome(output=_render(record, self.store(session_id), changes, patch, total, max_bytes, notes),
+                       changes=changes_of(changes))
 
     def _diff_git(self, ws: Workspace, record: Record, limit: int,
                   rules: ignore.Rules | None) -> tuple[list[Change], str, int, list[str]]:
@@ -236,6 +239,14 @@ class Baselines:
         notes = [f"ignore rules changed since the baseline: {', '.join(changed)}; the files they would hide are "
                  "listed all the same"] if changed else []
         return changes, patch.decode("utf-8", "replace"), total, notes
+
+
+def changes_of(changes: list[Change]) -> WorkspaceChanges:
+    """The diff's header as data: the first :data:`MAX_LISTED` changes (paths that are not
+    UTF-8 with U+FFFD, as the header shows them) and how many there are."""
+    files = [FileChange(status=CHANGE_STATUS[change.status[0]], path=_text(change.path), old=_text(change.old))
+             for change in changes[:MAX_LISTED]]
+    return WorkspaceChanges(files=files, total=len(changes), at=time.time())
 
 
 def _gitignores(ws: Workspace, paths: list[str] | tuple[str, ...]) -> dict[str, str]:

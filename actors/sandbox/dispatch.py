@@ -186,4 +186,5 @@ class ToolCall:
         return redact_value(ToolResult(key=self.request.key, tool=self.request.tool, ok=outcome.ok,
                                        output=outcome.output,
                           error=outcome.error, exit_code=outcome.exit_code, duration_ms=duration_ms,
-                          risk=self.risk, path=outcome.path, isolation=outcome.isolation))
+                          risk=self.risk, path=outcome.path, isolation=outcome.isolation,
+                          changes=outcome.changes))

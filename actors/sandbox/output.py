@@ -16,6 +16,7 @@ import re
 import msgspec
 
 from protocol.errors import ErrorInfo
+from protocol.results import WorkspaceChanges
 
 __all__ = ["Outcome", "strip_controls", "truncate", "utf8_start", "utf8_stop"]
 
@@ -26,6 +27,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     exit_code: int | None = None
     error: ErrorInfo | None = None
     isolation: str = ""  # run_terminal: what the command ran under
+    changes: WorkspaceChanges | None = None  # diff_workspace: the changed files, as data
 
     @property
     def ok(self) -> bool:

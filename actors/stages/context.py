@@ -95,7 +95,7 @@ from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.errors import AcodeError, ModelError
+from protocol.errors import AcodeError, ModelError, OrchestrationError, with_code
 from protocol.events import PROGRESS_EVENTS, Event
 from protocol.messages import (
     ClaimModelAnswer,
@@ -109,7 +109,15 @@ from protocol.messages import (
     RunTool,
     ToolDone,
 )
-from protocol.results import ModelAnswer, Requirement, StageMetrics, StageResult, StepRecord, ToolResult
+from protocol.results import (
+    ModelAnswer,
+    Requirement,
+    StageMetrics,
+    StageResult,
+    StepRecord,
+    ToolResult,
+    WorkspaceChanges,
+)
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 from protocol.tools import RERUN_SAFE_TOOLS
 
@@ -496,16 +504,26 @@ class StageContext:
         """Close the calling thread's broker client (a helper thread calls it before it ends)."""
         self.clients.release()
 
-    def diff(self, purpose: str) -> str:
+    def diff(self, purpose: str) -> tuple[str, WorkspaceChanges | None]:
         """The workspace's diff since the session began (the sandbox's ``diff_workspace``
-        against the planner's baseline), or why it is not available. ``purpose`` keeps the
-        verifier's and the reviewer's keys apart; the visit makes each visit's diff fresh."""
+        against the planner's baseline) and its list of changed files (None in a result
+        journaled before the list was kept). ``purpose`` keeps the verifier's and the
+        reviewer's keys apart; the visit makes each visit's diff fresh.
+
+        A diff that cannot be computed (no baseline, an unreadable one, ``.git`` gone or
+        replaced, git failing) raises ACODE-ORCH-012: nothing can then be verified or
+        reviewed, so the session pauses (its fix is the message's last part)."""
         request = self.request
         result = self.tool(f"{request.session_id}:{purpose}{request.visit}:diff", "diff_workspace", {})
         if result.ok:
-            return result.output
-        message = result.error.message if result.error else result.output
-        return f"(the diff is not available: {message})"
+            return result.output, result.changes
+        why = with_code(result.error.message, result.error.code) if result.error else result.output
+        short = request.session_id[:8]
+        raise OrchestrationError(
+            f"the workspace's changes since the session's baseline cannot be computed: {why}; so the work can be "
+            f"neither verified nor reviewed, and the session cannot complete; put back what is missing (a moved or "
+            f"replaced .git, the baseline in acode's home), then `acode resume {short}` compares again, or "
+            f"`acode cancel {short}` ends the session", code="ACODE-ORCH-012")
 
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str, corrections: int = 2) -> T:
         """Ask the model for a structured answer (a verdict, a review) and validate it. An

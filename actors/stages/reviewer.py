@@ -4,7 +4,9 @@ It sees the task, the plan (with each task's status), the verifier's verdicts, t
 session's earlier cycles (verifier failures, review issues, re-plan summaries: the
 ``history`` the coordinator sends) and the exact diff of the workspace since the session
 began (``diff_workspace``: the sandbox compares against the baseline the planner
-recorded). Its decision:
+recorded; its list of changed files goes with the result, ``changes``). A diff that
+cannot be computed fails the stage with ACODE-ORCH-012 before the model is asked: the
+session pauses, and nothing is approved unseen. Its decision:
 
 - ``approve``: the session completes.
 - ``request_changes``: the approach is right, details are not; its issues go to the
@@ -51,7 +53,7 @@ def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
     return ""
 
 
-def _parts(ctx: StageContext, system: str) -> list[Part]:
+def _parts(ctx: StageContext, system: str, diff: str) -> list[Part]:
     request = ctx.request
     fence = ctx.fence
     parts = [Part("the system prompt", system, fixed=True),
@@ -62,7 +64,7 @@ def _parts(ctx: StageContext, system: str) -> list[Part]:
     history = prompts.render_history(request.history)
     if history:
         parts.append(Part("the earlier cycles", history, rank=1, keep=600))
-    parts.append(Part("the diff", ctx.diff("r"), rank=0, keep=1_000, cutter=cut_diff,
+    parts.append(Part("the diff", diff, rank=0, keep=1_000, cutter=cut_diff,
                       frame=lambda text: f"Changes since the session began:\n{fence.wrap('diff', text)}"))
     return parts
 
@@ -70,7 +72,8 @@ def _parts(ctx: StageContext, system: str) -> list[Part]:
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     system = f"{prompts.REVIEWER}\n{ctx.fence.preamble()}"
-    parts = fit(request.settings, "reviewer", _parts(ctx, system), extra_tokens=60)  # the note below
+    diff, changes = ctx.diff("r")  # ACODE-ORCH-012 when it cannot be computed: never a review without it
+    parts = fit(request.settings, "reviewer", _parts(ctx, system, diff), extra_tokens=60)  # the note below
     trimmed = [p.name for p in parts if p.cut]
     if trimmed:
         ctx.log.info("prompt_trimmed", stage="reviewer", parts=trimmed, saved_chars=sum(p.cut for p in parts))
@@ -91,4 +94,4 @@ def run(ctx: StageContext) -> StageResult:
         review = ctx.ask(ReviewerAnswer, call_site=f"review/retry{retry}", system=system,
                          user=f"{user}\n\nYour previous answer was refused: {problem}. Answer again.")
     summary = f"{review.decision}: {review.summary}" if review.summary else review.decision
-    return ctx.result(ok=True, summary=summary[:300], review=review)
+    return ctx.result(ok=True, summary=summary[:300], review=review, changes=changes)

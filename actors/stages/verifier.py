@@ -9,8 +9,15 @@ at a time); their ``check_ran`` events are committed together, in criterion orde
 event log does not depend on which finished first.
 
 The model is asked only about criteria without a check, shown the check results and the
-change (:func:`_workspace_diff`). A failed check fails the verification; its evidence
-(command, exit code, the tail of its output) goes back to the executor as feedback.
+change. A failed check fails the verification; its evidence (command, exit code, the tail
+of its output) goes back to the executor as feedback.
+
+**No verification without the change.** After the checks (a check is a command too, and
+may change the workspace) the verifier always takes the workspace's diff against the
+session's baseline; its list of changed files goes with the result (``changes``: what
+``files changed`` reports). A diff that cannot be computed (no baseline or an unreadable
+one, ``.git`` moved away or replaced, git failing) fails the stage with ACODE-ORCH-012,
+and the session pauses: what was not compared is never reported as verified.
 
 After the verdicts, :func:`actors.stages.rework.choose` decides what finished work is
 kept and what the executor runs again on a verify cycle (the result's ``rework``). The
@@ -114,11 +121,6 @@ def _run_checks(ctx: StageContext, criteria: list[Criterion]) -> list[CriterionV
     return [verdict for verdict, _ in done]
 
 
-def _workspace_diff(ctx: StageContext) -> str:
-    """The change the model judges: the exact diff since the session began."""
-    return ctx.diff("v")
-
-
 def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict],
                diff: str) -> list[CriterionVerdict]:
     """The model's verdicts on ``criteria``, from the check results and the diff, trimmed
@@ -157,8 +159,9 @@ def run(ctx: StageContext) -> StageResult:
         checked = _run_checks(ctx, [c for c in criteria if c.check is not None])
     except NeedsApproval as exc:  # the session waits for a human; the checks run again after (journaled)
         return ctx.result(ok=False, summary=exc.message[:300], error=exc.info(), approval=exc.request)
+    diff, changes = ctx.diff("v")  # after the checks, which may change the workspace too; ACODE-ORCH-012 if it cannot
     unchecked = [c for c in criteria if c.check is None]
-    judged = _ask_model(ctx, unchecked, checked, _workspace_diff(ctx)) if unchecked else []
+    judged = _ask_model(ctx, unchecked, checked, diff) if unchecked else []
     verdicts = checked + judged
     failed = [v for v in verdicts if not v.passed]
     if failed:
@@ -169,4 +172,5 @@ def run(ctx: StageContext) -> StageResult:
     answer = VerifierAnswer(passed=not failed, summary=summary[:2000], criteria=verdicts)
     execution = request.previous.execution if request.previous else None
     rework = rework_for(request.plan, verdicts, execution, request.workspace) if request.plan is not None else None
-    return ctx.result(ok=True, summary=summary[:300], verification=answer, execution=execution, rework=rework)
+    return ctx.result(ok=True, summary=summary[:300], verification=answer, execution=execution, rework=rework,
+                      changes=changes)

@@ -1,11 +1,13 @@
-"""Error codes appear once wherever the CLI shows an error (issue 15 #12)."""
+"""Error codes appear once wherever the CLI shows an error (issue 15 #12); files changed and paused
+sessions are reported as they are (issue 24)."""
 
 from __future__ import annotations
 
-from cli.render import Progress, session_detail
+from cli.render import Progress, active_sessions, files_changed, session_detail
 from protocol.errors import ErrorInfo, ModelError, with_code
-from protocol.events import SessionFinished
-from protocol.session import SessionSnapshot
+from protocol.events import Event, SessionFinished, StageFinished, ToolCalled
+from protocol.results import FileChange, WorkspaceChanges
+from protocol.session import PauseInfo, SessionSnapshot
 
 TURN_LIMIT = ("step T1/S1 failed: no step_complete after 10 turns (ACODE-EXEC-003); split the step, or raise "
               "max_turns_per_step")
@@ -47,7 +49,7 @@ def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> Non
 
 def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_stage() -> None:
     from cli.render import stage_table, stage_totals
-    from protocol.events import Event, StageFinished
+    from protocol.events import StageFinished
 
     def finished(stage: str, visit: int, tokens_in: int, tokens_out: int, model_ms: float) -> StageFinished:
         return StageFinished(id=f"{stage}{visit}", session_id="s1", stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
@@ -86,3 +88,60 @@ def test_a_stage_that_stopped_for_the_user_is_not_shown_as_failed() -> None:
     paused = finished("ACODE-ORCH-010", "paused by the user before tool call write_file")
     assert "stopped at a safe point" in paused and "FAILED" not in paused
     assert "FAILED: step T1/S1 failed" in finished("ACODE-EXEC-001", "step T1/S1 failed")
+
+
+def _changes(*files: tuple[str, str], total: int = 0) -> WorkspaceChanges:
+    return WorkspaceChanges(files=[FileChange(status=s, path=p) for s, p in files],  # type: ignore[arg-type]
+                            total=total or len(files), at=1.0)
+
+
+def _call(tool: str, target: str, ok: bool = True) -> ToolCalled:
+    return ToolCalled(id=f"t-{tool}-{target}", session_id="s1", key=f"k-{target}", tool=tool, target=target, ok=ok)
+
+
+def test_files_changed_is_the_last_comparison_with_the_baseline_with_what_happened_to_each_file() -> None:
+    compared = StageFinished(id="r1", session_id="s1", stage="reviewer", visit=1, attempt=1, ok=True,
+                             changes=_changes(("deleted", "old.txt"), ("modified", "data.txt"), ("added", "new.py")))
+    events: list[Event] = [_call("write_file", "new.py"), _call("run_terminal", "python wipe.py"), compared]
+    assert files_changed(events) == "old.txt (deleted), data.txt (modified), new.py (added)"
+    finished = SessionFinished(id="f1", session_id="s1", status="completed", exit_code=0, changes=compared.changes)
+    assert files_changed([*events, finished]) == "old.txt (deleted), data.txt (modified), new.py (added)"
+    many = StageFinished(id="r2", session_id="s1", stage="reviewer", visit=2, attempt=1, ok=True,
+                         changes=_changes(("deleted", "old.txt"), total=250))
+    assert files_changed([many]) == "old.txt (deleted), and 249 more (`acode show --json` has the first 1)"
+    cancelled = SessionFinished(id="f2", session_id="s1", status="cancelled", exit_code=23, changes=compared.changes)
+    assert files_changed([*events, _call("run_terminal", "python wipe.py"), cancelled]) == (
+        "old.txt (deleted), data.txt (modified), new.py (added) at the last comparison with the baseline; since then, "
+        "not compared: 1 command ran, whose effects are not listed")  # the end repeats the comparison: no news
+    nothing = StageFinished(id="v1", session_id="s1", stage="verifier", visit=1, attempt=1, ok=True,
+                            changes=_changes())
+    assert files_changed([_call("run_terminal", "rm -rf x"), nothing]) == "none"
+
+
+def test_calls_not_yet_compared_are_said_to_be_so_and_a_directory_is_never_a_changed_file() -> None:
+    assert files_changed([]) == "none"
+    before = [_call("create_directory", "pkg"), _call("write_file", "pkg/a.py"), _call("write_file", "b.py", ok=False)]
+    assert files_changed(before) == (
+        "not compared with the baseline; written by the file tools: pkg/a.py")
+    ran = [*before, _call("run_terminal", "python wipe.py")]
+    assert files_changed(ran) == ("not compared with the baseline; written by the file "
+                                  "tools: pkg/a.py; 1 command ran, whose effects are not listed")
+    compared = StageFinished(id="v1", session_id="s1", stage="verifier", visit=1, attempt=1, ok=True,
+                             changes=_changes(("added", "pkg/a.py")))
+    assert files_changed([*ran, compared, _call("run_terminal", "mv .git /tmp/x"), _call("run_terminal", "ls")]) == (
+        "pkg/a.py (added) at the last comparison with the baseline; since then, not compared: 2 commands ran, whose "
+        "effects are not listed")
+
+
+def test_status_names_each_paused_sessions_code_and_the_way_on() -> None:
+    pause = PauseInfo(kind="escalation", code="ACODE-ORCH-012", message="verifier failed: the diff cannot be made",
+                      fix="put back the .git", command="acode resume 01a2b3c4-x")
+    session = SessionSnapshot(id="01a2b3c4-x", task="t", workspace="/w", status="paused", stage="verifier",
+                              pause=pause)
+    lines = active_sessions([session], {}).splitlines()
+    assert lines[2:] == ["01a2b3c4 paused (escalation, ACODE-ORCH-012): verifier failed: the diff cannot be made",
+                         "         fix: put back the .git",
+                         "         continue: acode resume 01a2b3c4-x, or `acode cancel 01a2b3c4-x`"]
+    detail = session_detail(session, [])
+    assert "continue  acode resume 01a2b3c4-x (or `acode cancel 01a2b3c4-x` ends the session)" in detail
+    assert "paused    escalation: verifier failed: the diff cannot be made (ACODE-ORCH-012)" in detail

@@ -193,6 +193,7 @@ snapshots = struct(
     steering=_few(steering_notes),
     approval=st.none() | approval_requests,
     approvals=_few(approval_decisions),
+    changes=st.none() | st.deferred(lambda: workspace_changes),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -234,12 +235,16 @@ review_issues = struct(rs.ReviewIssue, {"problem": texts}, criterion=short, sugg
 reviewer_answers = struct(rs.ReviewerAnswer,
                           {"decision": st.sampled_from(["approve", "request_changes", "replan"])},
                           summary=texts, issues=_few(review_issues))
+file_changes = struct(rs.FileChange, {"status": st.sampled_from(list(rs.CHANGE_STATUS.values())), "path": short},
+                      old=short)
+workspace_changes: st.SearchStrategy[Any] = struct(rs.WorkspaceChanges, files=_few(file_changes), total=counts,
+                                                   at=floats)
 tool_results = struct(
     rs.ToolResult,
     {"key": ids, "tool": short, "ok": st.booleans()},
     output=texts, error=st.none() | error_infos, exit_code=st.none() | signed,
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
-    risk=risks, path=short, isolation=short,
+    risk=risks, path=short, isolation=short, changes=st.none() | workspace_changes,
 )
 usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans())
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
@@ -269,6 +274,7 @@ stage_results: st.SearchStrategy[Any] = struct(
     verification=st.none() | verifier_answers, review=st.none() | reviewer_answers,
     error=st.none() | error_infos, metrics=stage_metrics, rework=st.none() | reworks,
     approval=st.none() | approval_requests, requires=st.none() | requirements,
+    changes=st.none() | workspace_changes,
 )
 
 # --- events ------------------------------------------------------------------------------
@@ -290,7 +296,7 @@ _event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "r
 _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
        duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
        largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals,
-       model_ms=non_negative)
+       model_ms=non_negative, changes=st.none() | workspace_changes)
 _event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
        completed_tasks=_few(short))
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
@@ -316,7 +322,8 @@ _event(ev.Steered, {"text": texts}, stage=short)
 _event(ev.ApprovalDecided, {"key": ids, "call_hash": short, "tool": short, "decision": decisions_}, target=texts,
        risk=short, rule=short, always=st.booleans(), reason=texts, by=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
-                            "exit_code": signed}, error=st.none() | error_infos, summary=texts)
+                            "exit_code": signed}, error=st.none() | error_infos, summary=texts,
+       changes=st.none() | workspace_changes)
 
 events = st.one_of([STRATEGIES[cls] for cls in get_args(ev.Event)])
 

@@ -78,7 +78,7 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
     assert any(line.startswith("[PLANNER]") for line in lines)
     assert any("[VERIFIER]  A1 `python hello.py`: passed" in line for line in lines)
     end = lines.index("completed (exit 0)")
-    assert lines[end + 1] == "files changed: hello.py"
+    assert lines[end + 1] == "files changed: hello.py (added)"
     assert lines[end + 2].split() == ["STAGE", "RUNS", "TOKENS", "IN", "TOKENS", "OUT", "MODEL", "STAGE", "TIME"]
     assert [line.split()[0] for line in lines[end + 3:]] == ["planner", "executor", "verifier", "reviewer", "total"]
     session_id = _session_id(result.stdout)
@@ -92,7 +92,7 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
     assert shown["plan"]["tasks"][0]["label"] == "T1" and len(shown["plan"]["id"]) == 36
     text = acode("show", session_id[:13]).stdout  # a unique prefix is enough
     assert "planner -> executor" in text and "reviewer -> completed" in text
-    assert "finished in" in text and "files changed: hello.py" in text
+    assert "finished in" in text and "files changed: hello.py (added)" in text
     listed = json.loads(acode("sessions", "--json").stdout)
     assert [s["id"] for s in listed] == [session_id]
     started = [json.loads(line) for stage in ("planner", "executor", "verifier", "reviewer")

@@ -8,15 +8,17 @@ from hypothesis import strategies as st
 
 from actors.coordinator import escalation, machine
 from protocol.errors import ErrorInfo
-from protocol.events import SessionPaused, SettingsChanged, Transitioned
+from protocol.events import SessionFinished, SessionPaused, SettingsChanged, StageFinished, Transitioned
 from protocol.plan import Question, TaskPlan
 from protocol.results import (
     CriterionVerdict,
     ExecutionReport,
+    FileChange,
     ReviewerAnswer,
     StageResult,
     StepRecord,
     VerifierAnswer,
+    WorkspaceChanges,
 )
 from protocol.session import Clarification, SessionSettings, SessionSnapshot, SettingsOverride
 from protocol.stages import STAGES
@@ -264,3 +266,38 @@ def test_no_sequence_of_results_timeouts_and_losses_fails_a_session_and_every_pa
         assert snap.status != "cancelled"
         if snap.status == "completed":
             assert all(snap.visits.get(s) for s in STAGES)
+
+
+NO_DIFF = ("the workspace's changes since the session's baseline cannot be computed: the workspace /w is no longer a "
+           "git work tree (ACODE-SBX-018); so the work can be neither verified nor reviewed, and the session cannot "
+           "complete; put back what is missing (a moved or replaced .git, the baseline in acode's home), then "
+           "`acode resume s1` compares again, or `acode cancel s1` ends the session")
+
+
+def test_a_diff_that_cannot_be_computed_pauses_the_session_and_a_resume_takes_it_afresh() -> None:
+    for stage in ("verifier", "reviewer"):
+        snap = _at(stage)
+        paused = machine.on_result(snap, _fail(snap, "ACODE-ORCH-012", NO_DIFF), NOW).snapshot
+        assert (paused.status, paused.exit_code, paused.stage) == ("paused", 22, stage)  # never completed
+        assert paused.pause is not None
+        assert (paused.pause.kind, paused.pause.code, paused.pause.resume) == ("escalation", "ACODE-ORCH-012",
+                                                                               "revisit")
+        assert paused.pause.fix.startswith("put back what is missing") and "`acode cancel s1`" in paused.pause.fix
+        assert paused.pause.command == "acode resume s1"
+        resumed = machine.resume(paused, NOW + 2)
+        assert (resumed.snapshot.stage, resumed.snapshot.visits[stage]) == (stage, 2)  # a new visit: a fresh diff
+
+
+def test_the_changes_a_stage_saw_are_kept_and_the_last_goes_with_the_end_of_the_session() -> None:
+    seen = WorkspaceChanges(files=[FileChange(status="deleted", path="old.txt")], total=1, at=NOW)
+    last = WorkspaceChanges(files=[FileChange(status="deleted", path="old.txt"),
+                                   FileChange(status="modified", path="data.txt")], total=2, at=NOW + 1)
+    snap = _at("verifier")
+    verified = machine.on_result(snap, _result(snap, verification=VerifierAnswer(passed=True), changes=seen), NOW)
+    assert verified.snapshot.changes == seen
+    assert [e.changes for e in verified.events if isinstance(e, StageFinished)] == [seen]
+    snap = verified.snapshot
+    done = machine.on_result(snap, _result(snap, review=ReviewerAnswer(decision="approve"), changes=last), NOW)
+    assert done.snapshot.status == "completed" and done.snapshot.changes == last
+    [finished] = [e for e in done.events if isinstance(e, SessionFinished)]
+    assert finished.changes == last

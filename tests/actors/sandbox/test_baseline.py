@@ -756,3 +756,30 @@ def test_manifest_a_first_gitignore_added_in_the_session_hides_nothing_not_even_
     patch = tools.patch()
     assert _names(patch) == ["A  .gitignore", "A  lib/.gitignore", "A  lib/more.py", "M  main.py", "A  new.py"]
     assert "+n = 1" in patch and "-print(1)\n+print(2)" in patch and "+m = 1" in patch
+
+
+@pytest.mark.parametrize("kind", ["git", "manifest"])
+def test_the_diff_lists_its_changed_files_as_data_too_never_a_directory(ws: Path, tools: Tools, kind: str) -> None:
+    if kind == "git":
+        git(ws, "init", "-q", "-b", "main")
+    _write(ws, {"gone.txt": "x\n", "data.txt": "keep me\n", "run.sh": "echo\n", "move/me.txt": "moved\n"})
+    (ws / "run.sh").chmod(0o644)
+    tools.baseline()
+    (ws / "gone.txt").unlink()
+    (ws / "data.txt").write_text("")  # truncated
+    (ws / "run.sh").chmod(0o755)  # its mode alone
+    (ws / "move" / "me.txt").rename(ws / "me.txt")
+    (ws / "move").rmdir()
+    (ws / "newdir" / "deep").mkdir(parents=True)  # a directory alone is no change
+    (ws / "newdir" / "deep" / "f.txt").write_text("new\n")
+    (ws / "caf\xe9-\udcff.txt").write_bytes(b"not UTF-8 in its name\n")
+
+    result = tools.call("diff_workspace")
+
+    assert result.ok and result.changes is not None
+    listed = [(c.status, c.path, c.old) for c in result.changes.files]
+    assert listed == [("added", "café-\ufffd.txt", ""), ("modified", "data.txt", ""), ("deleted", "gone.txt", ""),
+                      ("renamed", "me.txt", "move/me.txt"), ("added", "newdir/deep/f.txt", ""),
+                      ("modified", "run.sh", "")]
+    assert result.changes.total == 6
+    assert codec.encode(result)  # every path encodes (U+FFFD for the byte that is not UTF-8)

@@ -2,7 +2,8 @@
 
 A :class:`Stack` (one per test module: starting three processes per test would be slow)
 owns broker, persistence and sandbox processes and its acode home. :meth:`Stack.stage`
-makes a fresh session (its snapshot committed through persistence), a workspace and a
+makes a fresh session (its snapshot committed through persistence), a workspace (its
+baseline recorded for the verifier and the reviewer, as the planner would) and a
 :class:`StageContext` whose model is the scripted one, with the requests it is sent
 recorded for the test to read. Retry waits are shortened; everything else is what the
 stage actor would run.
@@ -109,6 +110,10 @@ class Stack:
         ctx.retry_waits = FAST_RETRIES
         spy = Spy(ctx.model.provider)
         ctx.model.provider = spy
+        if stage in ("verifier", "reviewer"):  # the planner's baseline: these stages diff against it
+            recorded = ctx.tool(f"{session_id}:baseline", "baseline_workspace", {})
+            assert recorded.ok, recorded
+            ctx.tool_calls = 0
         return Run(self, ctx, spy, workspace)
 
     def close(self) -> None:

@@ -56,3 +56,32 @@ def test_a_reviewer_whose_system_prompt_alone_exceeds_its_budget_fails_with_orch
     assert "but its budget is 286 tokens (1% of the model's 32,768-token context less 4,096 for the answer)" \
         in caught.value.message
     assert run.spy.requests == []  # the model was not asked
+
+
+def test_the_reviewer_never_approves_when_the_baseline_cannot_be_read(stack: Stack) -> None:
+    run = stack.stage("reviewer", [_answer("approve")], PLAN, files={"a.txt": "alpha\n"})
+    record = stack.home / "run" / "baselines" / run.ctx.session_id / "baseline.json"
+    record.write_text("{not json")
+
+    with pytest.raises(OrchestrationError) as caught:
+        reviewer.run(run.ctx)
+
+    assert caught.value.code == "ACODE-ORCH-012"
+    assert caught.value.message.startswith(
+        f"the workspace's changes since the session's baseline cannot be computed: the baseline record {record} is "
+        "unreadable (")
+    assert "(ACODE-SBX-018); so the work can be neither verified nor reviewed" in caught.value.message
+    assert run.spy.requests == []  # the model was never asked to judge an unseen change
+
+
+def test_the_reviewers_result_lists_what_commands_did_as_well(stack: Stack) -> None:
+    run = stack.stage("reviewer", [_answer("approve")], PLAN, files={"a.txt": "alpha\n", "b.txt": "beta\n"})
+    (run.workspace / "a.txt").unlink()
+    (run.workspace / "b.txt").write_text("")
+    (run.workspace / "b.txt").chmod(0o755)
+
+    result = reviewer.run(run.ctx)
+
+    assert result.review is not None and result.review.decision == "approve"
+    assert result.changes is not None and result.changes.total == 2
+    assert [(c.status, c.path) for c in result.changes.files] == [("deleted", "a.txt"), ("modified", "b.txt")]

@@ -7,7 +7,10 @@ sandbox; the model is asked only about what no command decides; a failure's evid
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,7 +18,7 @@ import pytest
 
 from actors.coordinator import machine
 from actors.stages import prompts, verifier
-from protocol.errors import ModelError
+from protocol.errors import ModelError, OrchestrationError
 from protocol.events import CheckRan
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.results import ExecutionReport, StageResult, StepRecord
@@ -71,7 +74,9 @@ def test_checks_and_verify_commands_run_in_parallel_and_the_model_is_not_asked(s
     ran = [(e.label, e.command, e.passed) for e in run.events() if isinstance(e, CheckRan)]
     assert ran == [("A1", "python rendezvous.py a b", True), ("V1", "python rendezvous.py b a", True)]
     assert elapsed < 5  # neither waited out its partner
-    assert result.metrics.tool_calls == 2  # counted from both threads
+    assert result.metrics.tool_calls == 3  # the checks, counted from both threads, and the diff after them
+    assert result.changes is not None  # what the checks' commands made is in the change
+    assert [(c.status, c.path) for c in result.changes.files] == [("added", "a"), ("added", "b")]
     assert len(stack.clients._slots) == 1  # the check threads closed their broker clients; the stage's remains
 
 
@@ -186,3 +191,32 @@ def test_a_failing_test_suite_reruns_the_step_that_changed_the_file_its_output_n
     assert result.rework.completed_tasks == ["T2"]
     assert result.rework.reason == ("V1 failed, owned by no task; its output names files changed by T1/S1: those "
                                     "run again")
+
+
+def test_checks_that_pass_do_not_verify_a_workspace_whose_git_directory_is_gone(stack: Stack,
+                                                                                tmp_path: Path) -> None:
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    (workspace / "ok.py").write_text("print('fine')\n")
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    run = stack.stage("verifier", [], plan(check("A1", "python ok.py")), workspace=workspace)
+    (workspace / ".git").rename(tmp_path / "moved-git")
+
+    with pytest.raises(OrchestrationError) as caught:
+        verifier.run(run.ctx)
+
+    assert caught.value.code == "ACODE-ORCH-012"
+    short = run.ctx.session_id[:8]
+    assert caught.value.message == (
+        f"the workspace's changes since the session's baseline cannot be computed: the workspace {workspace} is no "
+        f"longer a git work tree; its baseline ({_commit(run)} on refs/acode/sessions/{run.ctx.session_id}/base) is "
+        f"in {workspace / '.git'}, so the change cannot be shown (ACODE-SBX-018); so the work can be neither "
+        "verified nor reviewed, and the session cannot complete; put back what is missing (a moved or replaced "
+        f".git, the baseline in acode's home), then `acode resume {short}` compares again, or `acode cancel "
+        f"{short}` ends the session")
+    assert [e.passed for e in run.events() if isinstance(e, CheckRan)] == [True]  # the check ran, and passed
+
+
+def _commit(run: Any) -> str:
+    record = json.loads((run.stack.home / "run" / "baselines" / run.ctx.session_id / "baseline.json").read_text())
+    return str(record["commit"])[:12]
