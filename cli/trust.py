@@ -49,7 +49,7 @@ from protocol.sandbox import SandboxPolicy
 if TYPE_CHECKING:
     from cli.config import AcodeConfig
 
-__all__ = ["STORE_NAME", "TIGHTEN_ONLY", "WORKSPACE_OK", "TrustStore", "config_file", "digest", "grants",
+__all__ = ["MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY", "WORKSPACE_OK", "TrustStore", "config_file", "digest", "grants",
            "load_store", "save_store", "tighten"]
 
 STORE_NAME = "trusted.yml"
@@ -207,7 +207,9 @@ WORKSPACE_OK = frozenset({
     "storage.synchronous",
     *(f"workers.{k}" for k in ("planner", "executor", "verifier", "reviewer")),
 })
-#: ``orchestration.stages.<stage>.<key>``: the one kept on when the user turned it on, and the rest
+#: settings classified key by key below them: ``orchestration.stages.<stage>.<key>``, where
+#: the plan review stays on when the user turned it on, and the rest is the workspace's
+MIXED = frozenset({"orchestration.stages"})
 STAGE_TIGHTEN_ONLY = frozenset({"require_human_approval"})
 STAGE_WORKSPACE_OK = frozenset({"context_strategy", "parallel_steps", "auto_retry_on_failure"})
 
