@@ -223,6 +223,10 @@ def run(
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
+    if paths.home.resolve().is_relative_to(root):
+        typer.echo(f"acode: warning: the workspace {root} contains acode's home {paths.home}; the model's file tools "
+                   "refuse it (ACODE-SBX-013) and commands see it masked, but a narrower workspace (-w) is safer",
+                   err=True)
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
     if approve_plan:
         settings = msgspec.structs.replace(settings, plan_review=True)

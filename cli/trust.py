@@ -49,8 +49,8 @@ from protocol.sandbox import SandboxPolicy
 if TYPE_CHECKING:
     from cli.config import AcodeConfig
 
-__all__ = ["MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY", "WORKSPACE_OK", "TrustStore", "config_file", "digest", "grants",
-           "load_store", "save_store", "tighten"]
+__all__ = ["MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY", "WORKSPACE_OK",
+           "TrustStore", "config_file", "digest", "grants", "load_store", "save_store", "tighten", "warning"]
 
 STORE_NAME = "trusted.yml"
 Sha256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]

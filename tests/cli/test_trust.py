@@ -245,3 +245,15 @@ def test_doctor_names_the_ignored_keys_and_the_trust_command(tmp_path: Path) -> 
     line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["config"])
     assert line.startswith("warn") and "would loosen autonomy, sandbox.network: ignored (ACODE-CFG-005)" in line
     assert f"fix: if you trust that file: acode trust {workspace.resolve()}" in done.stdout
+
+
+def test_acode_run_warns_when_the_workspace_contains_acodes_home(tmp_path: Path) -> None:
+    user = tmp_path / "user"  # `acode run -w ~` with the default ~/.acode
+    user.mkdir()
+    script = _write(tmp_path / "s.yaml", "version: 1\nresponses: {}\n")
+    done = _acode(user / ".acode", "run", "t", "-w", str(user), "--provider", "scripted", "--script", str(script))
+    assert f"acode: warning: the workspace {user} contains acode's home {user / '.acode'}" in done.stderr
+    elsewhere = _acode(tmp_path / "home", "run", "t", "-w", str(user), "--provider", "scripted",
+                       "--script", str(script))
+    assert "contains acode's home" not in elsewhere.stderr
+    assert done.returncode == elsewhere.returncode == 1  # acode is not running: nothing was submitted
