@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -84,6 +83,7 @@ def load_store(home: Path) -> TrustStore:
 
 def save_store(home: Path, store: TrustStore) -> None:
     """Written whole and renamed over the old one, private to the user."""
+    import tempfile  # only `acode trust` writes the store
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=home, prefix=".trusted.", suffix=".tmp")
     try:
