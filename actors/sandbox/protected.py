@@ -21,7 +21,9 @@ since the database holds every session's events — on the path as given
 (:func:`check_write`, :func:`open_for_read`) and on the kernel-resolved location (the
 write :func:`guard`; for reads the opened fd's ``/proc`` name), so a symlink inside the
 workspace pointing at the home gets no further than the home's own path. The tree tools
-skip it (:func:`hidden_ids`). Commands see the home masked (:mod:`actors.sandbox.visible`).
+skip it (:func:`hidden_ids`), and so do the session's baseline snapshots
+(:mod:`actors.sandbox.snapshot`, :func:`hidden_rels`), whose diff the reviewer reads.
+Commands see the home masked (:mod:`actors.sandbox.visible`).
 
 Which names count. Linux is case-sensitive, so ``.GIT`` is not git's directory on ext4,
 but a workspace may be (or contain) a case-insensitive mount — vfat, exFAT, ntfs3, CIFS,
@@ -63,7 +65,7 @@ import posixpath
 from actors.sandbox.confine import Guard, Workspace, quote
 from protocol.errors import SandboxError
 
-__all__ = ["check", "check_write", "guard", "hidden_ids", "is_protected", "open_for_read"]
+__all__ = ["check", "check_write", "guard", "hidden_ids", "hidden_rels", "is_protected", "open_for_read"]
 
 # What HFS+ ignores when it compares names (git's is_hfs_dotgit list), plus two more
 # invisible ones (ZERO WIDTH SPACE, WORD JOINER): a name that reads ".git" is refused.
@@ -193,6 +195,17 @@ def _check_opened(ws: Workspace, fd: int, path: str) -> None:
     if home is not None:
         os.close(fd)
         raise _home_refusal(path, home, where)
+
+
+def hidden_rels(ws: Workspace) -> tuple[str, ...]:
+    """acode's home as workspace-relative paths, where it lies inside the root (a snapshot
+    leaves those paths out, as git lists them)."""
+    rels: dict[str, None] = {}
+    for root in dict.fromkeys((ws.root, os.path.realpath(ws.root))):
+        for _, home in _homes(ws):
+            if home != root and _inside(home, root):
+                rels[posixpath.relpath(home, root)] = None
+    return tuple(rels)
 
 
 def hidden_ids(ws: Workspace) -> frozenset[tuple[int, int]]:

@@ -214,3 +214,28 @@ def test_the_running_sandbox_refuses_its_own_home_inside_the_workspace(home: Pat
         assert listed.ok and "main.py" in listed.output and ".acode" not in listed.output
     finally:
         harness.close()
+
+
+@pytest.mark.parametrize("kind", ["git", "plain"])
+def test_the_sessions_baseline_and_its_diff_leave_the_home_out(tmp_path: Path, kind: str) -> None:
+    import subprocess
+
+    from actors.sandbox.baseline import Baselines
+
+    site = Site(tmp_path)
+    if kind == "git":
+        subprocess.run(["git", "init", "-q", str(site.root)], check=True)
+    baselines = Baselines(tmp_path / "elsewhere" / "baselines")
+
+    def tool(name: str) -> Any:
+        request = RunTool(key=f"k-{name}", session_id="s1", workspace=str(site.root), tool=name, arguments={})
+        with ToolCall(request, hidden=(str(site.home),)) as tool_call:
+            return tool_call.run(Terminal(), baselines)
+
+    assert tool("baseline_workspace").ok
+    (site.home / "config.yml").write_text("autonomy: 3\n")
+    (site.home / "logs" / "planner.log").write_text(SECRET + "\n")
+    (site.root / "project" / "main.py").write_text("print('changed')\n")
+    diff = tool("diff_workspace")
+    assert diff.ok and "project/main.py" in diff.output and "+print('changed')" in diff.output
+    assert ".acode" not in diff.output and SECRET not in diff.output and "autonomy" not in diff.output
