@@ -13,6 +13,7 @@ import pytest
 from cli import trust
 from cli.config import AcodeConfig, StageOptions, resolve, session_settings
 from protocol.autonomy import Approvals
+from protocol.errors import ModelError
 from protocol.sandbox import SandboxPolicy
 
 HOSTILE = """\
@@ -257,3 +258,14 @@ def test_acode_run_warns_when_the_workspace_contains_acodes_home(tmp_path: Path)
                        "--script", str(script))
     assert "contains acode's home" not in elsewhere.stderr
     assert done.returncode == elsewhere.returncode == 1  # acode is not running: nothing was submitted
+
+
+def test_a_workspace_cannot_allow_a_remote_model_server_the_user_did_not_allow(tmp_path: Path) -> None:
+    workspace, home = _cloned(tmp_path, "model: {provider: ollama, model: m, allow_remote: true, "
+                                        "base_url: 'http://203.0.113.9:11434'}\n")
+    notices: list[str] = []
+    config = resolve(home=home, workspace=workspace, env={}, notices=notices)
+    assert config.model.allow_remote is None and config.model.base_url == "http://203.0.113.9:11434"
+    assert len(notices) == 1 and " sets model.allow_remote: True, looser than yours (False)" in notices[0]
+    with pytest.raises(ModelError, match="ACODE-LLM-009"):  # the remote URL is then refused as ever
+        session_settings(config)
