@@ -228,6 +228,10 @@ def run(
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
+    if paths.home.resolve().is_relative_to(root):
+        typer.echo(f"acode: warning: the workspace {root} contains acode's home {paths.home}; the model's file tools "
+                   "refuse it (ACODE-SBX-013) and commands see it masked, but a narrower workspace (-w) is safer",
+                   err=True)
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
     if approve_plan:
         settings = msgspec.structs.replace(settings, plan_review=True)
@@ -660,6 +664,54 @@ def doctor(
     else:
         typer.echo(render_checks(checks))
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+
+
+@app.command()
+def trust(
+    directory: Annotated[Path, typer.Argument(help="the workspace whose .agent/config.yml you trust")] = Path("."),
+    list_: Annotated[bool, typer.Option("--list", help="list the trusted files and whether each is unchanged")]
+    = False,
+    revoke: Annotated[bool, typer.Option("--revoke", help="stop trusting DIR's file")] = False,
+) -> None:
+    """Trust DIR/.agent/config.yml as it is now: its settings may then loosen yours (README 'Configuration')."""
+    from cli import trust as trusting
+    from cli.config import decode_file
+
+    home = _paths().home
+    store = trusting.load_store(home)
+    if list_:
+        for name, sha in sorted(store.files.items()):
+            try:
+                state = "trusted" if trusting.digest(Path(name).read_bytes()) == sha else "changed: untrusted"
+            except OSError:
+                state = "missing"
+            typer.echo(f"{name}  {state}")
+        if not store.files:
+            typer.echo(f"no workspace config is trusted (store {home / trusting.STORE_NAME})")
+        return
+    root = directory.expanduser()
+    if not root.is_dir():
+        raise CliError(f"{str(directory)!r} is not a directory; pass the workspace directory", code="ACODE-CLI-003")
+    path = trusting.config_file(root)
+    if revoke:
+        if str(path) not in store.files:
+            raise CliError(f"{path} is not trusted; `acode trust --list` shows what is", code="ACODE-CLI-003")
+        trusting.save_store(home, trusting.TrustStore(files={k: v for k, v in store.files.items() if k != str(path)}))
+        typer.echo(f"no longer trusted: {path}; its loosening settings are ignored again")
+        return
+    user = resolve(home=home, notices=[])  # the user's own layers: file, environment
+    try:
+        text = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise CliError(f"{path} does not exist; there is nothing to trust in {root.resolve()}",
+                       code="ACODE-CLI-003") from None
+    granted = trusting.grants(user, decode_file(path, text, []))  # an invalid file is refused, not trusted
+    trusting.save_store(home, trusting.TrustStore(files={**store.files, str(path): trusting.digest(text)}))
+    typer.echo(f"trusted: {path} (sha256 {trusting.digest(text)[:16]}…); a change to the file untrusts it")
+    for key, value, base in granted:
+        typer.echo(f"  grants {key}: {value} (yours: {base})")
+    if not granted:
+        typer.echo("  it grants nothing beyond your own settings")
 
 
 @app.command()

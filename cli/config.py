@@ -1,7 +1,9 @@
 """Configuration files, environment and flags, resolved in one function.
 
 Precedence (highest first): CLI flags > ``ACODE_<SECTION>__<KEY>`` environment >
-workspace ``.agent/config.yml`` > user ``$ACODE_HOME/config.yml`` > defaults.
+workspace ``.agent/config.yml`` > user ``$ACODE_HOME/config.yml`` > defaults. The
+workspace's own file may only tighten safety settings unless the user trusts it
+(:mod:`cli.trust`, ``acode trust``): flags, environment and the user file are the user's.
 
 Files are YAML decoded into Structs that forbid unknown keys, so a typo fails loudly
 with the file, the key and what is valid. Every field is optional in a file; a layer
@@ -22,6 +24,7 @@ import msgspec
 import msgspec.yaml
 
 from actors.private import USER_UMASK_ENV
+from cli import trust
 from cli.thinking import INTERVAL_ENV
 from protocol.autonomy import Approvals
 from protocol.errors import ConfigError
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from actors.coordinator.actor import CoordinatorOptions
 
 __all__ = ["AcodeConfig", "approvals_of", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings",
-           "up_options"]
+           "up_options", "decode_file", "workspace_layer"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -300,6 +303,11 @@ def load_file(path: Path, notices: list[str] | None = None) -> AcodeConfig:
         text = path.read_bytes()
     except FileNotFoundError:
         return AcodeConfig()
+    return decode_file(path, text, notices)
+
+
+def decode_file(path: Path, text: bytes, notices: list[str] | None) -> AcodeConfig:
+    """:func:`load_file` on bytes already read (``path`` names them in messages)."""
     try:
         raw = msgspec.yaml.decode(text) if text.strip() else None
         raw = _dealias(raw, path, notices if notices is not None else [])
@@ -312,6 +320,29 @@ def load_file(path: Path, notices: list[str] | None = None) -> AcodeConfig:
         config = msgspec.structs.replace(config, model=msgspec.structs.replace(
             config.model, script=str((path.parent / script).resolve())))
     return config
+
+
+def workspace_layer(home: Path, workspace: Path, user: AcodeConfig,
+                    notices: list[str]) -> tuple[AcodeConfig, bytes | None]:
+    """``workspace``'s own ``.agent/config.yml`` as it may apply (:mod:`cli.trust`): whole
+    when the user trusts these exact bytes, otherwise without what would loosen ``user``
+    (every layer the user controls), one notice per key dropped. Also the bytes read (None:
+    no file), so what is judged is what was hashed."""
+    path = trust.config_file(workspace)
+    try:
+        text = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return AcodeConfig(), None
+    config = decode_file(path, text, notices)
+    recorded = trust.load_store(home).files.get(str(path))
+    if recorded == trust.digest(text):
+        return config, text
+    tightened, dropped = trust.tighten(user, config)
+    if dropped and recorded is not None:
+        notices.append(f"{path} changed since you trusted it; it is untrusted again until you run "
+                       f"`acode trust {path.parent.parent}` (ACODE-CFG-005)")
+    notices.extend(trust.warning(path, key, value, base) for key, value, base in dropped)
+    return tightened, text
 
 
 def _env_value(section: str, field: str, value: str) -> Any:
@@ -379,31 +410,37 @@ def _from_env(env: Mapping[str, str]) -> AcodeConfig:
 
 def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str] | None = None,
             flags: Mapping[str, Any] | None = None, notices: list[str] | None = None) -> AcodeConfig:
-    """Every layer merged: defaults < user < workspace < environment < flags. Deprecation
-    notices go to ``notices``, or to stderr (one line each, ``acode: …``) when it is None."""
+    """Every layer merged: defaults < user < workspace < environment < flags, the workspace
+    layer tightened first (:func:`workspace_layer`). Deprecation notices and the workspace's
+    ignored settings go to ``notices``, or to stderr (one line each, ``acode: …``) when it is None."""
     found: list[str] = []
-    config = load_file(home / "config.yml", found)
+    user = load_file(home / "config.yml", found)
+    from_env = _from_env(os.environ if env is None else env)
+    from_flags = _from_flags(flags or {})
+    config = user
     if workspace is not None:
-        config = _merge(config, load_file(workspace / ".agent" / "config.yml", found))
+        layer, _ = workspace_layer(home, workspace, _merge(_merge(user, from_env), from_flags), found)
+        config = _merge(config, layer)
     if notices is None:
         for notice in found:
             print(f"acode: {notice}", file=sys.stderr)
     else:
         notices.extend(found)
-    config = _merge(config, _from_env(os.environ if env is None else env))
-    if flags:
-        sections: dict[str, Any] = {}
-        for dotted, value in flags.items():
-            if value is not None and dotted in _SCALARS:
-                sections[dotted] = value
-            elif value is not None:
-                section, _, field = dotted.partition(".")
-                sections.setdefault(section, {})[field] = value
-        try:
-            config = _merge(config, msgspec.convert(sections, AcodeConfig, strict=False))
-        except msgspec.ValidationError as exc:
-            raise ConfigError(f"invalid option: {exc}") from exc
-    return config
+    return _merge(_merge(config, from_env), from_flags)
+
+
+def _from_flags(flags: Mapping[str, Any]) -> AcodeConfig:
+    sections: dict[str, Any] = {}
+    for dotted, value in flags.items():
+        if value is not None and dotted in _SCALARS:
+            sections[dotted] = value
+        elif value is not None:
+            section, _, field = dotted.partition(".")
+            sections.setdefault(section, {})[field] = value
+    try:
+        return msgspec.convert(sections, AcodeConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid option: {exc}") from exc
 
 
 def _stage_options(stages: Mapping[StageName, StageOptions]) -> bool:

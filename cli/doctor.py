@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import msgspec
@@ -39,12 +40,23 @@ class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
+    notices: list[str] = []
     try:
-        config = resolve(home=paths.home, workspace=workspace)
+        config = resolve(home=paths.home, workspace=workspace, notices=notices)
         spec = provider_spec(config)
     except AcodeError as exc:
         return [Check(name="config", ok=False, detail=str(exc), fix="correct the setting named above")]
-    checks = [Check(name="config", ok=True, detail=f"resolved for workspace {workspace}")]
+    ignored = [n.split(" sets ", 1)[1].split(":", 1)[0] for n in notices if " sets " in n and "ACODE-CFG-005" in n]
+    for notice in notices:
+        if "ACODE-CFG-005" not in notice:
+            print(f"acode: {notice}", file=sys.stderr)  # a deprecation, as every command prints it
+    if ignored:  # a workspace file that would loosen the user's safety settings (cli.trust)
+        checks = [Check(name="config", ok=True, warning=True,
+                        detail=f"resolved for workspace {workspace}; its .agent/config.yml would loosen "
+                               f"{', '.join(ignored)}: ignored (ACODE-CFG-005)",
+                        fix=f"if you trust that file: acode trust {workspace}")]
+    else:
+        checks = [Check(name="config", ok=True, detail=f"resolved for workspace {workspace}")]
     if spec is None:
         return [*checks, Check(name="model", ok=False, detail="no model configured",
                                fix="set model.provider and model.model in .agent/config.yml or "
@@ -97,7 +109,7 @@ def _paths_check(paths: RunPaths, workspace: Path, level: str) -> Check:
     from actors.sandbox.terminal import Terminal
 
     try:
-        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace), home=paths.home)
+        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace, notices=[]), home=paths.home)
     except AcodeError as exc:
         return Check(name="sandbox paths", ok=False, detail=str(exc), fix="correct sandbox.read_paths or write_paths")
     terminal = Terminal(Isolation(level="process" if level == "process" else "bubblewrap"))
@@ -118,7 +130,7 @@ def _paths_check(paths: RunPaths, workspace: Path, level: str) -> Check:
 def configured_paths(paths: RunPaths, workspace: Path) -> str:
     """The configured read and write paths for ``workspace``, in one line (``acode status``)."""
     try:
-        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace), home=paths.home)
+        policy = sandbox_policy(resolve(home=paths.home, workspace=workspace, notices=[]), home=paths.home)
     except AcodeError as exc:
         return f"sandbox paths for {workspace}: configuration error: {exc}"
     return (f"sandbox paths for {workspace}: read_paths {', '.join(policy.read_paths) or 'none'} (read-only); "

@@ -8,7 +8,7 @@ Modules, from the wire inwards::
     files.py     read_file, write_file, modify_file, create_directory, pre-images
     edits.py     modify_file's search/replace edits, newline style, closest-region hints
     patch.py     modify_file's unified-diff form: header checks, hunks placed by context
-    protected.py writes into .git and .agent refused, on the kernel-resolved location
+    protected.py writes into .git and .agent refused, acode's home never reached, on the kernel-resolved location
     search.py    list_directory, search_code (regex with a time budget), search_code_terms (one walk, many queries)
     baseline.py  internal tools baseline_workspace, diff_workspace: the session's starting point and its diff
     gitsnap.py   git snapshots on a private ref, with plumbing a hostile repository config cannot hijack

@@ -122,7 +122,7 @@ class SandboxActor(Actor):
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
         self.journal = Journal(self._persistence, self.terminal, log=self.log,
-                               baselines=Baselines(paths.baselines))
+                               baselines=Baselines(paths.baselines), hidden=(str(paths.home), str(paths.sock_dir)))
         self.gate = ApprovalGate(self._persistence)
         # learns each session's policy while the planner's calls run (ApprovalGate.learn)
         self._learner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-gate")

@@ -119,11 +119,14 @@ def _user_mode(name: str, dir_fd: int) -> None:
 class Workspace:
     """An open workspace root; every tool path is resolved beneath its fd. ``close()`` twice is fine."""
 
-    def __init__(self, root: str, *, method: Method | None = None):
+    def __init__(self, root: str, *, method: Method | None = None, hidden: tuple[str, ...] = ()):
         if not os.path.isabs(root):
             raise SandboxError(f"workspace {quote(root)} is not an absolute path; the session must name "
                                "its workspace by absolute path", code="ACODE-SBX-004")
         self.root = os.path.normpath(root)
+        #: absolute paths no tool may reach even inside the root (acode's home): the rule is
+        #: :mod:`actors.sandbox.protected`'s, which every file and tree tool applies
+        self.hidden = tuple(os.path.normpath(h) for h in hidden if os.path.isabs(h))
         try:
             self.fd = os.open(self.root, _DIR_FLAGS)
         except OSError as exc:

@@ -66,16 +66,17 @@ def _decode(request: RunTool) -> ToolArgs:
 
 
 class ToolCall:
-    """A RunTool checked and ready: ``args`` and ``workspace`` are set unless ``refusal`` is."""
+    """A RunTool checked and ready: ``args`` and ``workspace`` are set unless ``refusal`` is.
+    ``hidden``: paths no tool may reach (acode's home, :mod:`actors.sandbox.protected`)."""
 
-    def __init__(self, request: RunTool):
+    def __init__(self, request: RunTool, *, hidden: tuple[str, ...] = ()):
         self.request = request
         self.args: ToolArgs | None = None
         self.workspace: Workspace | None = None
         self.refusal: SandboxError | None = None
         try:
             self.args = _decode(request)
-            self.workspace = Workspace(request.workspace)
+            self.workspace = Workspace(request.workspace, hidden=hidden)
         except SandboxError as exc:
             self.refusal = exc
 

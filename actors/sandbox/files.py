@@ -18,9 +18,10 @@ and the directory is fsynced; a crash leaves the old file or the new one, never 
 one. ``rename`` replaces the directory entry, so a write never goes through a symlink.
 Writes are refused
 
-- into ``.git`` or ``.agent`` (ACODE-SBX-013, :mod:`actors.sandbox.protected`), checked on
-  the path as given and again on the location the kernel resolved, before any missing
-  parent is created;
+- into ``.git`` or ``.agent``, or anywhere in acode's home (ACODE-SBX-013,
+  :mod:`actors.sandbox.protected`, which also refuses reading the home), checked on the
+  path as given and again on the location the kernel resolved, before any missing parent
+  is created;
 - over a regular file with more than one hard link (ACODE-SBX-014): its other names may be
   outside the workspace, and a tool that silently split them would change what the
   user's other name sees. The rename would not write through, but the change would not
@@ -156,7 +157,7 @@ def _small(fd: int, size: int) -> bytes | None:
 def read_file(ws: Workspace, args: ReadFile, max_bytes: int) -> Outcome:
     """Lines ``offset + 1`` to ``offset + limit``, numbered, within ``max_bytes`` of output."""
     rel = ws.relative(args.path)
-    fd = ws.open(args.path, _READ_FLAGS)
+    fd = protected.open_for_read(ws, args.path, _READ_FLAGS)
     try:
         size = _regular(fd, args.path).st_size  # before reading: a FIFO or directory is refused, not read
         data = _small(fd, size) if size <= _CHUNK else None
@@ -293,7 +294,7 @@ def _replace(ws: Workspace, dir_fd: int, name: str, data: bytes, path: str) -> N
 def _parent_for_write(ws: Workspace, path: str, *, create: bool) -> tuple[int, str, str]:
     """``open_parent`` with the protected-path rule applied to the path as given and to
     every location the kernel resolves on the way."""
-    protected.check(ws.relative(path), path)
+    protected.check_write(ws, path)
     return ws.open_parent(path, create=create, guard=protected.guard(ws, path))
 
 
@@ -346,7 +347,7 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
         raise SandboxError(f"modify_file of {quote(args.path)} got {given} of edits and diff; give exactly one: "
                            "edits (search/replace pairs) or diff (a unified diff of this file)",
                            code="ACODE-SBX-007")
-    protected.check(ws.relative(args.path), args.path)  # before the diff: the clearer refusal first
+    protected.check_write(ws, args.path)  # before the diff: the clearer refusal first
     diff = None
     if args.diff is not None:
         size = len(args.diff.encode("utf-8", "surrogatepass"))
@@ -381,7 +382,7 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
 
 
 def create_directory(ws: Workspace, args: CreateDirectory) -> Outcome:
-    protected.check(ws.relative(args.path), args.path)
+    protected.check_write(ws, args.path)
     created, rel = ws.makedirs(args.path, guard=protected.guard(ws, args.path))
     return Outcome(output=f"created directory {rel}" if created else f"directory {rel} already exists",
                    path=rel)

@@ -140,8 +140,10 @@ def _summary(result: ToolResult) -> str:
 class Journal:
     """Runs tool calls exactly as the journal in persistence allows (see the module docstring)."""
 
-    def __init__(self, send: Send, terminal: Terminal, *, log: Any = None, baselines: Baselines | None = None):
+    def __init__(self, send: Send, terminal: Terminal, *, log: Any = None, baselines: Baselines | None = None,
+                 hidden: tuple[str, ...] = ()):
         self._send = send
+        self._hidden = hidden  # acode's home: no file tool reaches it
         self._terminal = terminal
         self._baselines = baselines
         self._log = log
@@ -153,7 +155,7 @@ class Journal:
     def run_call(self, request: RunTool) -> tuple[ToolResult, ToolCalled | None]:
         """The call's result, and for a call without side effects the stage journals itself
         (``RunTool.held``) its event: nothing was written (see the module)."""
-        with self._keys.hold(request.key), ToolCall(request) as call:
+        with self._keys.hold(request.key), ToolCall(request, hidden=self._hidden) as call:
             if call.rerun_safe:
                 if request.held:
                     result = call.run(self._terminal, self._baselines)

@@ -1,4 +1,5 @@
-"""Protected paths: the file tools never write into ``.git`` or acode's own ``.agent``.
+"""Protected paths: the file tools never write into ``.git`` or acode's own ``.agent``,
+and never reach acode's home at all.
 
 A write target (write_file, modify_file, create_directory) is *protected*, and refused
 with ACODE-SBX-013 whether it exists or not, when its location relative to the
@@ -11,6 +12,18 @@ workspace root has
   not rewrite to change the rules it runs under.
 
 Reading stays allowed: a model may look at ``.git/HEAD`` or ``.agent/config.yml``.
+
+acode's home (``ACODE_HOME``, default ``~/.acode``: the user's config and trust store, the
+database, logs, baselines) is the sandbox's :attr:`Workspace.hidden
+<actors.sandbox.confine.Workspace.hidden>`. When a workspace contains it (``acode run -w
+~``), every file tool refuses it with ACODE-SBX-013 — reads too (:func:`open_for_read`),
+since the database holds every session's events — on the path as given
+(:func:`check_write`, :func:`open_for_read`) and on the kernel-resolved location (the
+write :func:`guard`; for reads the opened fd's ``/proc`` name), so a symlink inside the
+workspace pointing at the home gets no further than the home's own path. The tree tools
+skip it (:func:`hidden_ids`), and so do the session's baseline snapshots
+(:mod:`actors.sandbox.snapshot`, :func:`hidden_rels`), whose diff the reviewer reads.
+Commands see the home masked (:mod:`actors.sandbox.visible`).
 
 Which names count. Linux is case-sensitive, so ``.GIT`` is not git's directory on ext4,
 but a workspace may be (or contain) a case-insensitive mount — vfat, exFAT, ntfs3, CIFS,
@@ -52,7 +65,7 @@ import posixpath
 from actors.sandbox.confine import Guard, Workspace, quote
 from protocol.errors import SandboxError
 
-__all__ = ["check", "guard", "is_protected"]
+__all__ = ["check", "check_write", "guard", "hidden_ids", "hidden_rels", "is_protected", "open_for_read"]
 
 # What HFS+ ignores when it compares names (git's is_hfs_dotgit list), plus two more
 # invisible ones (ZERO WIDTH SPACE, WORD JOINER): a name that reads ".git" is refused.
@@ -101,9 +114,117 @@ def _location(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _homes(ws: Workspace) -> list[tuple[str, str]]:
+    """``(as named, a location)``: acode's home (and its socket directory) as named and as
+    the kernel resolves it. A workspace strictly inside the home (``-w ~/.acode/project``)
+    keeps its own files, as commands do (:mod:`actors.sandbox.terminal`): the home's own
+    files lie outside it, where confinement already keeps every tool."""
+    roots = {ws.root, os.path.realpath(ws.root)}
+    found = [(h, p) for h in ws.hidden for p in (h, os.path.realpath(h))]
+    return list(dict.fromkeys((h, p) for h, p in found if not any(r != p and _inside(r, p) for r in roots)))
+
+
+def _home_refusal(path: str, home: str, where: str = "") -> SandboxError:
+    resolved = f" (it resolves to {quote(where)})" if where and where != path else ""
+    return SandboxError(f"path {quote(path)}{resolved} is inside acode's home {home} (acode's own configuration, "
+                        "database and logs), which the file tools never read or write; work on the project's "
+                        "files, or run acode on a workspace that does not contain its home", code="ACODE-SBX-013")
+
+
+def _check_home(ws: Workspace, rel: str, path: str) -> None:
+    """The path as given, made absolute under the root as named and as resolved."""
+    homes = _homes(ws)
+    if not homes:
+        return
+    for root in dict.fromkeys((ws.root, os.path.realpath(ws.root))):
+        where = posixpath.normpath(posixpath.join(root, rel))
+        for named, home in homes:
+            if _inside(where, home):
+                raise _home_refusal(path, named, where)
+
+
+def check_write(ws: Workspace, path: str) -> None:
+    """:func:`check` and the home rule on the path as given, before anything is resolved."""
+    rel = ws.relative(path)
+    check(rel, path)
+    _check_home(ws, rel, path)
+
+
+def open_for_read(ws: Workspace, path: str, flags: int) -> int:
+    """``ws.open`` for a reading tool, refusing acode's home on the path as given and on
+    where the kernel opened it (whatever symlinks led there)."""
+    _check_home(ws, ws.relative(path), path)
+    try:
+        fd = ws.open(path, flags)
+    except SandboxError:
+        if ws.hidden:  # "missing", "not a directory", ...: not even that is told about the home
+            _check_nearest(ws, ws.relative(path), path)
+        raise
+    if ws.hidden:
+        _check_opened(ws, fd, path)
+    return fd
+
+
+def _check_nearest(ws: Workspace, rel: str, path: str) -> None:
+    """The home rule on the deepest part of ``rel`` that opens (a read that failed)."""
+    parts = [] if rel == "." else rel.split("/")
+    for cut in range(len(parts), -1, -1):
+        try:
+            # as read_file opens (O_PATH would open a final symlink itself under the walk method)
+            fd = ws.open("/".join(parts[:cut]) or ".", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except (SandboxError, OSError):
+            continue
+        _check_opened(ws, fd, path)
+        os.close(fd)
+        return
+
+
+def _check_opened(ws: Workspace, fd: int, path: str) -> None:
+    """Closes ``fd`` and refuses when the kernel opened it inside acode's home."""
+    try:
+        where = _location(fd)
+        home = next((named for named, h in _homes(ws) if _inside(where, h)), None)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(f"cannot tell where {quote(path)} resolves ({exc.strerror} reading /proc/self/fd); "
+                           "reads are refused until /proc is available", code="ACODE-EXEC-002") from exc
+    if home is not None:
+        os.close(fd)
+        raise _home_refusal(path, home, where)
+
+
+def hidden_rels(ws: Workspace) -> tuple[str, ...]:
+    """acode's home as workspace-relative paths, where it lies inside the root (a snapshot
+    leaves those paths out, as git lists them)."""
+    rels: dict[str, None] = {}
+    for root in dict.fromkeys((ws.root, os.path.realpath(ws.root))):
+        for _, home in _homes(ws):
+            if home != root and _inside(home, root):
+                rels[posixpath.relpath(home, root)] = None
+    return tuple(rels)
+
+
+def hidden_ids(ws: Workspace) -> frozenset[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of acode's home, for the tree tools to skip it."""
+    ids = set()
+    for home in dict.fromkeys(named for named, _ in _homes(ws)):
+        try:
+            info = os.stat(home)
+        except OSError:
+            continue
+        ids.add((info.st_dev, info.st_ino))
+    return frozenset(ids)
+
+
 def guard(ws: Workspace, path: str) -> Guard:
-    """A guard refusing to create or replace anything at a protected resolved location;
-    ``path`` is the model's path, for the message."""
+    """A guard refusing to create or replace anything at a protected resolved location
+    (acode's home included); ``path`` is the model's path, for the message."""
+
+    homes = _homes(ws)
 
     def check_resolved(dir_fd: int, name: str) -> None:
         try:
@@ -111,6 +232,10 @@ def guard(ws: Workspace, path: str) -> Guard:
         except OSError as exc:
             raise SandboxError(f"cannot tell where {quote(path)} resolves ({exc.strerror} reading /proc/self/fd); "
                                "writes are refused until /proc is available", code="ACODE-EXEC-002") from exc
+        target = posixpath.join(here, name) if name else here
+        for named, home in homes:
+            if _inside(target, home):
+                raise _home_refusal(path, named, target)
         if here == root:
             parts = []
         elif here.startswith(root.rstrip("/") + "/"):

@@ -5,7 +5,8 @@ Both walk the workspace with directory fds: the start directory is opened throug
 parent's fd with ``O_NOFOLLOW``, so a walk never leaves the tree it started in, never
 descends into a symlinked directory and never reads through a symlinked file (a link
 swapped in mid-walk makes that one open fail; the walk skips it). FIFOs, sockets and
-devices are listed but never opened. ``.git`` is skipped, and so is whatever the
+devices are listed but never opened. ``.git`` and acode's home (wherever it lies, found by
+its inode: :mod:`actors.sandbox.protected`) are skipped, and so is whatever the
 project's ``.gitignore`` files ignore (:mod:`actors.sandbox.ignore`); a final line
 ``[N entries ignored by .gitignore]`` says how much was left out, so the model does not
 take the listing for the whole tree. Output is sorted by name at every level and capped
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from actors.sandbox import ignore
+from actors.sandbox import ignore, protected
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, truncate
 from protocol.errors import ErrorInfo, SandboxError
@@ -50,15 +51,29 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_C
 @dataclass
 class _Tally:
     ignored: int = 0
+    skip: frozenset[tuple[int, int]] = frozenset()  # (st_dev, st_ino) of acode's home: never walked nor listed
 
 
 def _join(base: str, name: str) -> str:
     return name if base == "." else f"{base}/{name}"
 
 
-def _entries(fd: int) -> list[os.DirEntry[str]]:
+def _entries(fd: int, skip: frozenset[tuple[int, int]]) -> list[os.DirEntry[str]]:
     with os.scandir(fd) as it:
-        return sorted((e for e in it if e.name not in _SKIP), key=lambda e: e.name)
+        return sorted((e for e in it if e.name not in _SKIP and not (skip and _hidden(e, skip))),
+                      key=lambda e: e.name)
+
+
+def _hidden(entry: os.DirEntry[str], skip: frozenset[tuple[int, int]]) -> bool:
+    """Whether ``entry`` is acode's home: its inode (free from the directory read) first,
+    the device (an lstat) only when that matches."""
+    if not any(entry.inode() == ino for _, ino in skip):
+        return False
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return True  # gone, or not ours to tell: left out
+    return (info.st_dev, info.st_ino) in skip
 
 
 def _walk(fd: int, rel: str, depth: int | None, rules: ignore.Rules,
@@ -67,7 +82,7 @@ def _walk(fd: int, rel: str, depth: int | None, rules: ignore.Rules,
     (kind: dir, file, link, other), depth first in name order; ``dir_fd`` is the entry's
     parent, open while it is yielded. Ignored entries are counted in ``tally``."""
     rules = rules.below(fd, rel)
-    for entry in _entries(fd):
+    for entry in _entries(fd, tally.skip):
         path = _join(rel, entry.name)
         if entry.is_symlink():
             kind = "link"
@@ -112,10 +127,10 @@ def list_directory(ws: Workspace, args: ListDirectory, max_bytes: int) -> Outcom
     """Workspace-relative paths, directories with a trailing ``/`` and symlinks with ``@``;
     at most :data:`MAX_ENTRIES` entries and ``max_bytes``."""
     rel = ws.relative(args.path)
-    fd = ws.open(args.path, os.O_RDONLY | os.O_DIRECTORY)
+    fd = protected.open_for_read(ws, args.path, os.O_RDONLY | os.O_DIRECTORY)
     lines: list[str] = []
     more = False
-    tally = _Tally()
+    tally = _Tally(skip=protected.hidden_ids(ws))
     try:
         rules, ignored_start = ignore.for_start(ws, rel)
         for kind, path, _ in _walk(fd, rel, args.depth, rules, tally):
@@ -242,9 +257,9 @@ def _search(ws: Workspace, queries: list[str], path: str, use_regex: bool, max_b
     would give (same matches, caps, notes), except that the time budget is shared."""
     found = [_Query(query, _matcher(query, use_regex)) for query in queries]
     rel = ws.relative(path)
-    fd = ws.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    fd = protected.open_for_read(ws, path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     deadline = clock() + budget_s
-    tally = _Tally()
+    tally = _Tally(skip=protected.hidden_ids(ws))
     ignored_start = None
     files: Iterator[tuple[str, int]]
     try:

@@ -17,7 +17,8 @@ or a FIFO swapped in after the look is refused by the kernel, not followed or wa
 
 :func:`walk` is the manifest's walk (``.gitignore`` rules from :mod:`actors.sandbox.ignore`,
 ``.git`` skipped, symlinked directories not entered); :func:`entries` serves the git
-snapshot, whose paths come from ``git ls-files`` and are checked here before use.
+snapshot, whose paths come from ``git ls-files`` and are checked here before use. Both
+leave out acode's home when the workspace holds it (:mod:`actors.sandbox.protected`).
 """
 
 from __future__ import annotations
@@ -109,9 +110,10 @@ def entries(ws: Workspace, paths: Iterable[str]) -> Iterator[Entry]:
     the order given; each parent directory is resolved beneath the root once per run of
     paths that share it. Paths that are gone, special or unsafe are left out."""
     current: tuple[str, int] | None = None
+    homes = protected.hidden_rels(ws)  # acode's home, when the workspace holds it: never snapshotted
     try:
         for path in paths:
-            if _skipped(path):
+            if _skipped(path) or any(path == home or path.startswith(home + "/") for home in homes):
                 continue
             head, name = posixpath.split(path)
             head = head or "."
@@ -140,13 +142,14 @@ def walk(ws: Workspace, rules: ignore.Rules | None = None, *, nested_repos: bool
     rule ignores (a directory: not entered) is appended to ``left_out``."""
     fd = os.dup(ws.fd)
     try:
-        yield from _walk(fd, ".", rules if rules is not None else ignore.Rules(), nested_repos, left_out)
+        yield from _walk(fd, ".", rules if rules is not None else ignore.Rules(), nested_repos, left_out,
+                         protected.hidden_ids(ws))
     finally:
         os.close(fd)
 
 
 def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True,
-          left_out: list[str] | None = None) -> Iterator[Entry]:
+          left_out: list[str] | None = None, skip: frozenset[tuple[int, int]] = frozenset()) -> Iterator[Entry]:
     rules = rules.below(fd, rel)
     with os.scandir(fd) as it:
         every = [e.name for e in it]
@@ -160,6 +163,8 @@ def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True,
         except OSError:
             continue
         is_dir = stat.S_ISDIR(info.st_mode)
+        if is_dir and (info.st_dev, info.st_ino) in skip:
+            continue  # acode's home
         if rules.ignored(path, is_dir):
             if left_out is not None:
                 left_out.append(path)
@@ -170,7 +175,7 @@ def _walk(fd: int, rel: str, rules: ignore.Rules, nested_repos: bool = True,
             except OSError:
                 continue  # vanished or swapped for a link since it was seen
             try:
-                yield from _walk(child, path, rules, nested_repos, left_out)
+                yield from _walk(child, path, rules, nested_repos, left_out, skip)
             finally:
                 os.close(child)
             continue

@@ -97,8 +97,8 @@ def test_up_options_carry_supervision_storage_and_workers(tmp_path: Path) -> Non
     assert options.synchronous == "normal" and options.workers == {"executor": 3}
 
 
-def test_the_workspace_sandbox_section_reaches_the_session(tmp_path: Path) -> None:
-    _write(tmp_path / ".agent" / "config.yml",
+def test_the_user_sandbox_section_reaches_the_session(tmp_path: Path) -> None:
+    _write(tmp_path / "home" / "config.yml",
            "sandbox:\n  extra_commands: [make]\n  shell_commands: ['npm test && npm run lint']\n"
            "  require_isolation: bubblewrap\n  memory_limit_mb: 0\n")
     policy = session_settings(resolve(home=tmp_path / "home", workspace=tmp_path, env={})).sandbox
@@ -167,8 +167,8 @@ def test_read_and_write_paths_travel_to_the_sandbox_and_min_isolation_is_require
     shared, out = tmp_path / "shared", tmp_path / "out"
     shared.mkdir()
     out.mkdir()
-    _write(tmp_path / ".agent" / "config.yml", f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], "
-                                               "read_opt: false, min_isolation: bubblewrap}\n")
+    _write(tmp_path / "h" / "config.yml", f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], "
+                                          "read_opt: false, min_isolation: bubblewrap}\n")
     policy = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env={}), home=tmp_path / "h").sandbox
     assert (policy.read_paths, policy.write_paths, policy.read_opt) == ([str(shared)], [str(out)], False)
     assert policy.require_isolation == "bubblewrap"

@@ -15,9 +15,10 @@ from cli import doctor
 from protocol.messages import ActorStatus, StatusReport
 
 
-def _config(workspace: Path, text: str) -> None:
-    (workspace / ".agent").mkdir(parents=True, exist_ok=True)
-    (workspace / ".agent" / "config.yml").write_text(text)
+def _config(paths: RunPaths, text: str) -> None:
+    """The user's config: read and write paths are theirs to grant (a workspace's own file may only tighten)."""
+    paths.home.mkdir(parents=True, exist_ok=True)
+    (paths.home / "config.yml").write_text(text)
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_doctor_and_status_show_the_read_and_write_paths_and_what_commands_see(
     shared, out = tmp_path / "shared", tmp_path / "out"
     shared.mkdir()
     out.mkdir()
-    _config(workspace, f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], read_opt: false}}\n")
+    _config(paths, f"sandbox: {{read_paths: [{shared}], write_paths: [{out}], read_opt: false}}\n")
     check = doctor._paths_check(paths, workspace, "bubblewrap")
     assert check.ok and not check.warning, check
     assert check.detail.startswith(f"read_paths {shared}; write_paths {out}; /opt not seen; commands see the "
@@ -70,7 +71,7 @@ def test_doctor_and_status_show_the_read_and_write_paths_and_what_commands_see(
 
 def test_a_bad_read_path_fails_the_doctor_with_its_code(site: tuple[RunPaths, Path]) -> None:
     paths, workspace = site
-    _config(workspace, "sandbox: {read_paths: [/]}\n")
+    _config(paths, "sandbox: {read_paths: [/]}\n")
     check = doctor._paths_check(paths, workspace, "landlock")
     assert not check.ok and "sandbox.read_paths entry '/' is /" in check.detail and "(ACODE-CFG-001)" in check.detail
     assert "configuration error" in doctor.configured_paths(paths, workspace)

@@ -20,8 +20,10 @@ SAMPLES = Path(__file__).parent / "seed_configs"
 
 
 def _load(tmp_path: Path, name: str) -> tuple[object, list[str]]:
-    (tmp_path / ".agent").mkdir(exist_ok=True)
-    shutil.copy(SAMPLES / name, tmp_path / ".agent" / "config.yml")
+    """The sample as the user's own config file: a workspace's may only tighten safety
+    settings (tests/cli/test_trust.py), and the samples loosen some."""
+    (tmp_path / "home").mkdir(exist_ok=True)
+    shutil.copy(SAMPLES / name, tmp_path / "home" / "config.yml")
     notices: list[str] = []
     config = resolve(home=tmp_path / "home", workspace=tmp_path, env={}, notices=notices)
     return config, notices
@@ -40,7 +42,7 @@ def test_seed_000s_orchestration_sample_loads_with_its_token_budget(tmp_path: Pa
 def test_seed_003s_planner_sample_loads_with_aliases_and_patterns(tmp_path: Path) -> None:
     config, notices = _load(tmp_path, "003_planner.yml")
     settings = session_settings(config)  # type: ignore[arg-type]
-    path = tmp_path / ".agent" / "config.yml"
+    path = tmp_path / "home" / "config.yml"
     assert notices == [f"config file {path}: planner.timeout is deprecated; use orchestration.planner_timeout",
                        f"config file {path}: planner.max_context_tokens is deprecated; use planner.context_tokens"]
     assert settings.stage_timeouts["planner"] == 60 and settings.planner_context_tokens == 8_000

@@ -234,6 +234,8 @@ def test_no_attack_leaks_the_canary_into_logs_the_database_or_cli_output(acode: 
     attacks_made = attacks(site)
     calls = [*attacks_made, *controls(site)]
     script_path = w.script(site.base / "s.yaml", script(site, calls))
+    # the workspace's config loosens the sandbox (inline code, a read path, shell commands): the user trusts it
+    assert acode("trust", str(site.workspace)).returncode == 0
 
     result = acode("run", "probe the sandbox", "--workspace", str(site.workspace), "--provider", "scripted",
                    "--script", str(script_path), "--autonomy", "3")  # every attack reaches the sandbox unasked
