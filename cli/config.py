@@ -25,6 +25,7 @@ from actors.private import USER_UMASK_ENV
 from cli.thinking import INTERVAL_ENV
 from protocol.autonomy import Approvals
 from protocol.errors import ConfigError
+from protocol.printable import printable
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
@@ -387,7 +388,7 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
         config = _merge(config, load_file(workspace / ".agent" / "config.yml", found))
     if notices is None:
         for notice in found:
-            print(f"acode: {notice}", file=sys.stderr)
+            print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace's words, escaped
     else:
         notices.extend(found)
     config = _merge(config, _from_env(os.environ if env is None else env))
