@@ -3,15 +3,19 @@ processes, every actor a process, the stand-in model server on loopback.
 
 The model puts OSC 52 (clipboard), OSC 8 (hyperlink), OSC 0 (title), DCS, 8-bit CSI, a
 lone CR, NUL and bidi overrides into a plan's titles, a write's path and content, a
-command, and a question. Every byte ``acode run``, ``show``, ``approve``, ``attach`` and
-``answer`` print is checked: none of those characters arrives raw; their escaped form does.
-``--json`` output is valid JSON that reads back the very characters the model sent.
+command, and a question. Every byte ``acode run``, ``show``, ``approve``, ``attach``,
+``plan show``, ``answer`` and the inline prompt (on a pty) print is checked: none of those
+characters arrives raw; their escaped form does. ``--json`` output is valid JSON that reads
+back the very characters the model sent.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ from typing import Any
 import pytest
 
 from tests.modelserver import Json, ModelServer, ToolCalls
-from tests.system.conftest import Acode
+from tests.system.conftest import CLI, REPO, Acode
+from tests.system.test_approvals import _read_until
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done
 
 pytestmark = pytest.mark.system
@@ -100,6 +105,36 @@ def test_show_approve_run_and_attach_escape_what_a_model_wrote(
     assert "printf '\\x1b]52;c;" in attached.stdout
     events = _json_clean(acode("attach", session_id, "--json", "--replay", "1000").stdout)
     assert any(e.get("target") == path for e in events if isinstance(e, dict))
+
+
+def test_the_inline_prompt_and_its_diff_escape_what_a_model_wrote(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server)
+    acode.up()
+    workspace = _workspace(tmp_path)
+    server.by_stage(planner=[_plan()], executor=[
+        ToolCalls([("write_file", {"path": f"a{TITLE}.txt", "content": f"{HOSTILE}\n"})]), done()],
+        verifier=[VERDICT], reviewer=[APPROVE])
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "run", "write notes", "--workspace", str(workspace),
+                             "--autonomy", "0"], env=acode.env, cwd=REPO, stdin=child, stdout=child, stderr=child,
+                            close_fds=True)
+    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    os.close(child)
+    try:
+        shown = _read_until(main, "[q]uit: ")
+        os.write(main, b"d\n")  # the diff
+        shown += _read_until(main, "[q]uit: ")
+        os.write(main, b"q\n")  # detach: the session waits
+        shown += _read_until(main, "detached: session")
+        assert proc.wait(timeout=60) == 22  # the session waits for a decision
+    finally:
+        os.close(main)
+    own = shown.replace("\r\x1b[K", "").replace("\r\n", "\n")  # the thinking line's own erase; the pty's CRLF
+    _clean(own, "the inline prompt")
+    assert "wants to run write_file (write): a\\x1b]0;pwned\\x07.txt" in own
+    assert f"+{SHOWN}" in own, "the diff [d] shows is escaped too"
+    assert not (workspace / f"a{TITLE}.txt").exists()
 
 
 def test_the_planners_questions_and_answers_are_shown_escaped(
