@@ -151,6 +151,7 @@ U = "[REDACTED:url-password]"
      f'{{"cmd": "login", "args": "{{\\"password\\": \\"{S}\\"}}"}}'),  # JSON inside a JSON string
     ("export PASSWORD=abc123\\nnext", f"export PASSWORD={S}\\nnext"),  # a newline escaped as in JSON
     ("PASSWORD=" + "x" * 2 + "1", f"PASSWORD={S}"),
+    ("İstanbul: password=hunter2", f"İstanbul: password={S}"),  # İ lower-cases to two characters
     # connection strings: the password part
     ("postgres://user:password@localhost/db", f"postgres://user:{U}@localhost/db"),
     ("postgresql://app:s3cr3t@db.internal:5432/app?sslmode=require", f"postgresql://app:{U}@db.internal:5432/app"
@@ -207,6 +208,7 @@ def test_a_providers_token_as_a_named_value_keeps_its_own_kind(text: str, kind: 
     "compass: 270deg",
     "PWD=/home/u/project",
     "OLDPWD=/home/u",
+    "to\u212aen=abc123",  # a Kelvin sign is no k: names are ASCII
     # references, templates, masks and placeholders
     "password: ${DB_PASSWORD}",
     'password="$PGPASSWORD"',
