@@ -3,6 +3,10 @@
 Every line carries ``actor``, ``instance`` and ``pid``; handlers bind ``session_id`` and
 ``trace_id`` per message. Event names are snake_case facts (``actor_restarted``).
 
+No line drives a terminal it is shown on: on a terminal every string value has its control
+and bidi characters escaped (:func:`printable_values`); a JSON line has them all as ``\\u``
+escapes, C1 and bidi included (:func:`protocol.printable.json_printable`).
+
 Secrets never reach the renderer: :func:`redact_secrets` runs after ``format_exc_info`` (so
 tracebacks are covered) and redacts every value with :func:`protocol.redact.default_redactor`.
 """
@@ -18,9 +22,10 @@ import msgspec
 import structlog
 from structlog.typing import EventDict
 
+from protocol.printable import json_printable, printable
 from protocol.redact import Redactor, default_redactor
 
-__all__ = ["configure", "get_logger", "redact_secrets", "render_json"]
+__all__ = ["configure", "get_logger", "printable_values", "redact_secrets", "render_json"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -47,6 +52,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             redact_secrets,
+            *([] if json else [printable_values]),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
@@ -73,21 +79,29 @@ def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:
     return {key: _clean(redactor, value) for key, value in event.items()}
 
 
+def printable_values(logger: Any, method: str, event: EventDict) -> EventDict:
+    """A structlog processor for a terminal: each string value with its control and bidi
+    characters escaped (:func:`protocol.printable.printable`), as the CLI shows text, so a
+    model's words in a line cannot drive the terminal."""
+    return {key: printable(value) if isinstance(value, str) else value for key, value in event.items()}
+
+
 _SCALARS = (str, bool, int, float, type(None))
 _json_renderer = structlog.processors.JSONRenderer()
 _encode_json = msgspec.json.Encoder().encode
 
 
 def render_json(logger: Any, method: str, event: EventDict) -> str:
-    """A structlog renderer: the line as one JSON object. A line of strings and numbers (all
+    """A structlog renderer: the line as one JSON object (DEL, C1 and bidi controls escaped
+    as well as C0). A line of strings and numbers (all
     but a few) is encoded by msgspec, ten times faster than ``json.dumps``; any other value
     goes through structlog's JSONRenderer, which shows an object by its ``repr``."""
     if all(isinstance(value, _SCALARS) for value in event.values()):
         try:
-            return _encode_json(event).decode()
+            return json_printable(_encode_json(event).decode())
         except (TypeError, ValueError, msgspec.EncodeError):
             pass  # a str subclass msgspec refuses, a key that is not a str: as before
-    return str(_json_renderer(logger, method, event))
+    return json_printable(str(_json_renderer(logger, method, event)))
 
 
 def _clean(redactor: Redactor, value: Any) -> Any:

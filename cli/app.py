@@ -22,6 +22,7 @@ from cli import approvals, daemon, render
 from cli.config import provider_spec, resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
 from cli.follow import attach_and_print, follow_and_print, print_json, read_events
+from cli.render import echo
 from protocol.errors import AcodeError, CliError, ModelError
 from protocol.events import StepStarted
 from protocol.ids import new_id
@@ -41,6 +42,7 @@ from protocol.messages import (
     SubmitTask,
 )
 from protocol.plan import TaskPlan, with_status
+from protocol.printable import printable
 from protocol.script import load_script
 from protocol.session import (
     MAX_STEERING_CHARS,
@@ -96,7 +98,7 @@ def up(
             raise CliError(f"--workers {item!r} is not STAGE=COUNT with STAGE one of {', '.join(STAGES)}")
         flags[f"workers.{stage}"] = int(count)
     for changed in paths.prepare():  # a home an older acode (or a hand) made looser: one line per path
-        typer.echo(f"acode up: made private: {changed}", err=True)
+        echo(f"acode up: made private: {changed}", err=True)
     config = resolve(home=paths.home, flags=flags)
     options, interval, liveness = up_options(config)
     spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness,
@@ -106,15 +108,15 @@ def up(
         if pid is not None:
             raise CliError(f"acode is already running for {paths.home} (coordinator pid {pid})",
                            code="ACODE-CLI-001")
-        typer.echo(f"acode up: home {paths.home}; Ctrl-C or `acode down` stops it", err=True)
+        echo(f"acode up: home {paths.home}; Ctrl-C or `acode down` stops it", err=True)
         raise typer.Exit(daemon.run_foreground(spec))
     report, started = daemon.start_detached(spec, timeout=timeout)
     if report.degraded:
-        typer.echo(render.status_table(report))
+        echo(render.status_table(report))
         raise CliError(f"acode is running DEGRADED: {report.reason}; fix the cause, then `acode down` and "
                        "`acode up` (sessions that need the failed actor are paused)", code="ACODE-SUP-001")
-    typer.echo(("acode is up" if started else "acode was already running") +
-               f": coordinator pid {report.pid}, {len(report.actors)} actors ready, home {paths.home}")
+    echo(("acode is up" if started else "acode was already running") +
+         f": coordinator pid {report.pid}, {len(report.actors)} actors ready, home {paths.home}")
 
 
 @app.command()
@@ -122,7 +124,7 @@ def down(timeout: Annotated[float, typer.Option("--timeout", help="seconds per e
     """Stop every actor (ask, then SIGTERM, then SIGKILL); no process remains."""
     paths = _paths()
     pid = daemon.stop(paths, timeout=timeout)
-    typer.echo(f"acode stopped (coordinator pid {pid})" if pid else f"acode was not running for {paths.home}")
+    echo(f"acode stopped (coordinator pid {pid})" if pid else f"acode was not running for {paths.home}")
 
 
 @app.command()
@@ -142,11 +144,11 @@ def status(
             return
         active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
         where = {s.id: _where(connection, s) for s in active}
-    typer.echo(render.status_table(report))
-    typer.echo(configured_paths(_paths(), workspace.expanduser().resolve()))
+    echo(render.status_table(report))
+    echo(configured_paths(_paths(), workspace.expanduser().resolve()))
     if active:
-        typer.echo("")
-        typer.echo(render.active_sessions(active, where))
+        echo("")
+        echo(render.active_sessions(active, where))
 
 def _where(connection: Connection, session: SessionSnapshot) -> str:
     """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""
@@ -229,7 +231,7 @@ def run(
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = _paths()
     if paths.home.resolve().is_relative_to(root):
-        typer.echo(f"acode: warning: the workspace {root} contains acode's home {paths.home}; the model's file tools "
+        echo(f"acode: warning: the workspace {root} contains acode's home {paths.home}; the model's file tools "
                    "refuse it (ACODE-SBX-013) and commands see it masked, but a narrower workspace (-w) is safer",
                    err=True)
     settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
@@ -248,7 +250,7 @@ def run(
         connection.coordinator(SubmitTask(session_id=session_id, task=task, workspace=str(root),
                                           settings=settings, force=force), timeout=30.0)
         if detach:
-            typer.echo(session_id)
+            echo(session_id)
             return
         session = follow_and_print(connection, session_id, json_out=json_out)
         if mode == "wait":
@@ -283,7 +285,7 @@ def sessions(
     if json_out:
         print_json(reply.sessions)
     else:
-        typer.echo(render.sessions_table(reply.sessions))
+        echo(render.sessions_table(reply.sessions))
 
 
 @app.command()
@@ -302,7 +304,7 @@ def show(
     if json_out:
         print_json({"session": snapshot, "plan": plan, "events": events})
     else:
-        typer.echo(render.session_detail(snapshot, events))
+        echo(render.session_detail(snapshot, events))
 
 
 @app.command()
@@ -310,7 +312,7 @@ def cancel(session: Annotated[str, typer.Argument(help="session id (or a unique 
     """Cancel a running or paused session (exit code 23 for its `acode run`)."""
     with Connection(_state["home"]) as connection:
         reply = connection.coordinator(CancelSession(session_id=_session_id(connection, session)))
-    typer.echo(f"session {reply.session.id} {reply.session.status}")
+    echo(f"session {reply.session.id} {reply.session.status}")
 
 
 @app.command()
@@ -403,7 +405,7 @@ def _follow_resumed(connection: Connection, session_id: str, body: Message, *, d
     before = connection.persistence(GetEvents(session_id=session_id)).events
     connection.coordinator(body)
     if detach:
-        typer.echo(f"session {session_id} {done}")
+        echo(f"session {session_id} {done}")
         return
     # the events before count too: the files changed and the per-stage figures are the session's
     snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
@@ -442,25 +444,25 @@ def pause(
         snapshot: SessionSnapshot = connection.coordinator(PauseSession(session_id=session_id)).session
         if before.status == "paused":
             kind = before.pause.kind if before.pause else "?"
-            typer.echo(f"session {session_id} is paused already ({kind}); `acode resume {session_id}` continues it")
+            echo(f"session {session_id} is paused already ({kind}); `acode resume {session_id}` continues it")
             return
         if before.pause_requested_at:
-            typer.echo(f"session {session_id} is pausing already: it stops at its next safe point")
+            echo(f"session {session_id} is pausing already: it stops at its next safe point")
         else:
-            typer.echo(f"pausing session {session_id}: it stops at its next safe point")
+            echo(f"pausing session {session_id}: it stops at its next safe point")
         deadline = time.monotonic() + timeout
         while wait and snapshot.status == "running" and time.monotonic() < deadline:
             time.sleep(0.2)
             snapshot = connection.persistence(GetSession(session_id=session_id)).session
     if snapshot.status == "paused":
         kind = snapshot.pause.kind if snapshot.pause else "?"
-        typer.echo(f"session {session_id} paused ({kind}) in {snapshot.stage or '-'}; `acode resume {session_id}` "
-                   "continues it")
+        echo(f"session {session_id} paused ({kind}) in {snapshot.stage or '-'}; `acode resume {session_id}` "
+             "continues it")
     elif snapshot.status != "running":
-        typer.echo(f"session {session_id} is {snapshot.status}")
+        echo(f"session {session_id} is {snapshot.status}")
     elif wait:
-        typer.echo(f"session {session_id} has not reached a safe point in {timeout:g}s (a model answer may still be "
-                   "coming); it stops there: `acode status` shows it")
+        echo(f"session {session_id} has not reached a safe point in {timeout:g}s (a model answer may still be "
+             "coming); it stops there: `acode status` shows it")
 
 
 @app.command()
@@ -476,7 +478,7 @@ def steer(
         snapshot: SessionSnapshot = connection.coordinator(SteerSession(session_id=session_id, text=text)).session
     where = f"the {snapshot.stage} reads it at its next model turn" if snapshot.status == "running" and \
         snapshot.stage else "the next stage reads it"
-    typer.echo(f"steered session {session_id}: {where}, and every later stage too")
+    echo(f"steered session {session_id}: {where}, and every later stage too")
 
 
 def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool = False, reason: str = "",
@@ -486,7 +488,7 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
         snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
         body = approvals.decision_for(snapshot, decision, always=always, reason=reason, by=f"acode {decision}")
         if isinstance(body, DecideApproval) and snapshot.approval is not None:
-            typer.echo("\n".join(approvals.request_lines(snapshot.approval)))
+            echo("\n".join(approvals.request_lines(snapshot.approval)))
         _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out,
                         done="approved" if decision == "approve" else "denied")
 
@@ -601,12 +603,14 @@ def answer(
         plan: TaskPlan = connection.persistence(GetPlan(session_id=session_id, version=snapshot.plan_version)).plan
         interactive = not answers and not defaults
         if interactive:
-            typer.echo("\n".join(render.question_lines(plan)))
+            echo("\n".join(render.question_lines(plan)))
 
         def ask(question: Any) -> str:
             default = question.default or (question.options[0] if question.options else None)
+            shown = f" [{printable(default, lines=False)}]" if default else ""  # the model's words, escaped
             try:
-                return str(typer.prompt(f"{question.label}", default=default))
+                return str(typer.prompt(f"{printable(question.label, lines=False)}{shown}", default=default,
+                                        show_default=False))
             except typer.Abort:
                 raise CliError(f"no answer for {question.label}; pass --answer {question.label}=… or --defaults",
                                code="ACODE-CLI-005") from None
@@ -647,7 +651,7 @@ def plan_show(
     if json_out:
         print_json(plan)
     else:
-        typer.echo(render.plan_detail(plan, session_id))
+        echo(render.plan_detail(plan, session_id))
 
 
 @app.command()
@@ -662,7 +666,7 @@ def doctor(
     if json_out:
         print_json(checks)
     else:
-        typer.echo(render_checks(checks))
+        echo(render_checks(checks))
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
@@ -685,9 +689,9 @@ def trust(
                 state = "trusted" if trusting.digest(Path(name).read_bytes()) == sha else "changed: untrusted"
             except OSError:
                 state = "missing"
-            typer.echo(f"{name}  {state}")
+            echo(f"{name}  {state}")
         if not store.files:
-            typer.echo(f"no workspace config is trusted (store {home / trusting.STORE_NAME})")
+            echo(f"no workspace config is trusted (store {home / trusting.STORE_NAME})")
         return
     root = directory.expanduser()
     if not root.is_dir():
@@ -697,7 +701,7 @@ def trust(
         if str(path) not in store.files:
             raise CliError(f"{path} is not trusted; `acode trust --list` shows what is", code="ACODE-CLI-003")
         trusting.save_store(home, trusting.TrustStore(files={k: v for k, v in store.files.items() if k != str(path)}))
-        typer.echo(f"no longer trusted: {path}; its loosening settings are ignored again")
+        echo(f"no longer trusted: {path}; its loosening settings are ignored again")
         return
     user = resolve(home=home, notices=[])  # the user's own layers: file, environment
     try:
@@ -707,11 +711,11 @@ def trust(
                        code="ACODE-CLI-003") from None
     granted = trusting.grants(user, decode_file(path, text, []))  # an invalid file is refused, not trusted
     trusting.save_store(home, trusting.TrustStore(files={**store.files, str(path): trusting.digest(text)}))
-    typer.echo(f"trusted: {path} (sha256 {trusting.digest(text)[:16]}…); a change to the file untrusts it")
+    echo(f"trusted: {path} (sha256 {trusting.digest(text)[:16]}…); a change to the file untrusts it")
     for key, value, base in granted:
-        typer.echo(f"  grants {key}: {value} (yours: {base})")
+        echo(f"  grants {key}: {value} (yours: {base})")
     if not granted:
-        typer.echo("  it grants nothing beyond your own settings")
+        echo("  it grants nothing beyond your own settings")
 
 
 @app.command()
@@ -723,7 +727,7 @@ def logs(
     paths = _paths()
     if instance is None:
         names = sorted(p.stem for p in paths.logs.glob("*.log")) if paths.logs.exists() else []
-        typer.echo(f"logs in {paths.logs}: {', '.join(names) if names else 'none yet'}")
+        echo(f"logs in {paths.logs}: {', '.join(names) if names else 'none yet'}")
         return
     path = paths.log_file(instance)
     if not path.exists():
@@ -732,7 +736,7 @@ def logs(
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - 256 * lines))
         text = handle.read().decode(errors="replace").splitlines()[-lines:]
-    typer.echo("\n".join(text))
+    echo("\n".join(text))
 
 
 @app.command()
@@ -750,10 +754,10 @@ def main() -> None:
     try:
         app(prog_name="acode")
     except AcodeError as exc:
-        typer.echo(f"acode: {exc}", err=True)
+        echo(f"acode: {exc}", err=True)
         raise SystemExit(1) from None
     except msgspec.ValidationError as exc:  # pragma: no cover - every input is validated above
-        typer.echo(f"acode: invalid input: {exc} (ACODE-CLI-003)", err=True)
+        echo(f"acode: invalid input: {exc} (ACODE-CLI-003)", err=True)
         raise SystemExit(1) from None
 
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-import typer
-
 from cli.connection import Connection
 from cli.follow import follow_and_print, read_events
+from cli.render import echo
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import CliError
 from protocol.messages import ApprovePlan, DecideApproval, Message
+from protocol.printable import printable
 from protocol.session import SessionSnapshot
 
 __all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop", "request_lines"]
@@ -39,22 +39,24 @@ def interactive() -> bool:
 
 
 def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
-    """The exact call a session waits on: tool, risk, why; a command's argv and cwd; a write's diff."""
+    """The exact call a session waits on: tool, risk, why; a command's argv and cwd; a write's diff.
+    Each value stays on its line (a newline in a path or command shows as ``\\n``); :func:`echo`
+    escapes what else a model may have put in them."""
     where = f"{request.task}/{request.step} " if request.task else ""
-    lines = [f"{where}wants to run {request.tool} ({request.risk}): {request.target}",
-             f"  why: {request.why}"]
+    lines = [f"{where}wants to run {request.tool} ({request.risk}): {printable(request.target, lines=False)}",
+             f"  why: {printable(request.why, lines=False)}"]
     if request.argv:
-        lines.append(f"  argv: {request.argv}")
+        lines.append(f"  argv: {request.argv}")  # a list's repr: each word quoted, its controls escaped
     if request.cwd:
-        lines.append(f"  cwd: {request.cwd}")
+        lines.append(f"  cwd: {printable(request.cwd, lines=False)}")
     if request.diff:
         if diff:
-            lines += ["  diff:", *[f"    {line}" for line in request.diff.rstrip("\n").splitlines()]]
+            lines += ["  diff:", *[f"    {line}" for line in request.diff.rstrip("\n").split("\n")]]
         else:
             changed = sum(1 for line in request.diff.splitlines()
                           if line[:1] in "+-" and not line.startswith(("+++", "---")))
             lines.append(f"  diff: {changed} line(s) changed ([d] shows it)")
-    lines.append(f"  rule for --always: {request.rule}")
+    lines.append(f"  rule for --always: {printable(request.rule, lines=False)}")
     return lines
 
 
@@ -82,7 +84,7 @@ def decision_for(snapshot: SessionSnapshot, decision: Literal["approve", "deny"]
 def _ask(request: ApprovalRequest) -> tuple[str, str]:
     """One decision from the terminal: ("approve"|"always"|"deny"|"quit", reason)."""
     while True:
-        typer.echo(PROMPT, nl=False)
+        echo(PROMPT, nl=False)
         answer = sys.stdin.readline()
         if not answer:
             return "quit", ""
@@ -92,15 +94,15 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
             case "a":
                 return "always", ""
             case "n":
-                typer.echo("reason (optional): ", nl=False)
+                echo("reason (optional): ", nl=False)
                 return "deny", sys.stdin.readline().strip()
             case "d":
-                lines = request.diff.rstrip("\n").splitlines() if request.diff else ["(this call writes no file)"]
-                typer.echo("\n".join(lines))
+                lines = request.diff.rstrip("\n").split("\n") if request.diff else ["(this call writes no file)"]
+                echo("\n".join(lines))
             case "q":
                 return "quit", ""
             case _:
-                typer.echo("answer y, n, a, d or q")
+                echo("answer y, n, a, d or q")
 
 
 def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
@@ -108,12 +110,12 @@ def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: b
     while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
             and session.approval is not None:
         request = session.approval
-        typer.echo(f"[APPROVAL] session {session.id}")
-        typer.echo("\n".join(request_lines(request)))
+        echo(f"[APPROVAL] session {session.id}")
+        echo("\n".join(request_lines(request)))
         choice, reason = _ask(request)
         if choice == "quit":
-            typer.echo(f"detached: session {session.id} waits for a decision; `acode approve {session.id}` runs the "
-                       f"call, `acode deny {session.id} --reason TEXT` refuses it")
+            echo(f"detached: session {session.id} waits for a decision; `acode approve {session.id}` runs the "
+                 f"call, `acode deny {session.id} --reason TEXT` refuses it")
             return session
         verdict: Literal["approve", "deny"] = "deny" if choice == "deny" else "approve"
         events = read_events(connection, session.id)

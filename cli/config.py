@@ -28,6 +28,7 @@ from cli import trust
 from cli.thinking import INTERVAL_ENV
 from protocol.autonomy import Approvals
 from protocol.errors import ConfigError
+from protocol.printable import printable
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
@@ -423,7 +424,7 @@ def resolve(*, home: Path, workspace: Path | None = None, env: Mapping[str, str]
         config = _merge(config, layer)
     if notices is None:
         for notice in found:
-            print(f"acode: {notice}", file=sys.stderr)
+            print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace's words, escaped
     else:
         notices.extend(found)
     return _merge(_merge(config, from_env), from_flags)

@@ -13,13 +13,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import typer
-
 from actors.paths import RunPaths
 from cli import daemon
 from cli.config import resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
 from cli.follow import follow_and_print
+from cli.render import echo
 from protocol.ids import new_id
 from protocol.messages import SubmitTask
 
@@ -37,11 +36,11 @@ def _manifest(root: Path) -> dict[str, str]:
 def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
     started = False
     if coordinator_pid(paths) is None:
-        typer.echo(f"starting acode (home {paths.home}) ...")
+        echo(f"starting acode (home {paths.home}) ...")
         options, interval, liveness = up_options(resolve(home=paths.home))
         spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness)
         report, started = daemon.start_detached(spec)
-        typer.echo(f"acode is up: {len(report.actors)} actors ready")
+        echo(f"acode is up: {len(report.actors)} actors ready")
     try:
         workspace = Path(tempfile.mkdtemp(prefix="acode-demo-"))
         shutil.copytree(EXAMPLE / "project", workspace, dirs_exist_ok=True,
@@ -49,7 +48,7 @@ def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
         before = _manifest(workspace)
         settings = session_settings(resolve(home=paths.home, workspace=workspace, flags={
             "model.provider": "scripted", "model.script": str(EXAMPLE / "script.yaml")}))
-        typer.echo(f"task: {TASK}\nworkspace: {workspace}\n")
+        echo(f"task: {TASK}\nworkspace: {workspace}\n")
         with Connection(paths.home) as connection:
             session_id = new_id()
             connection.coordinator(SubmitTask(session_id=session_id, task=TASK, workspace=str(workspace),
@@ -57,12 +56,12 @@ def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
             session = follow_and_print(connection, session_id)
         after = _manifest(workspace)
         changed = sorted(p for p in after if before.get(p) != after[p])
-        typer.echo(f"\nresult: {session.status} (exit {session.exit_code})")
+        echo(f"\nresult: {session.status} (exit {session.exit_code})")
         for path in changed:
-            typer.echo(f"--- {path} ---\n{(workspace / path).read_text()}")
-        typer.echo(f"workspace kept at {workspace}; `acode show {session_id}` shows every transition")
+            echo(f"--- {path} ---\n{(workspace / path).read_text()}")
+        echo(f"workspace kept at {workspace}; `acode show {session_id}` shows every transition")
         return session.exit_code or 0
     finally:
         if started and not keep_running:
             daemon.stop(paths)
-            typer.echo("acode stopped (the demo started it)")
+            echo("acode stopped (the demo started it)")

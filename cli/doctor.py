@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 import msgspec
@@ -24,6 +23,7 @@ from actors import private
 from actors.paths import RunPaths
 from cli.config import provider_spec, resolve, sandbox_policy, session_settings
 from cli.connection import Connection, coordinator_pid
+from cli.render import echo
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
 from protocol.session import ScriptedProvider
@@ -49,7 +49,7 @@ def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
     ignored = [n.split(" sets ", 1)[1].split(":", 1)[0] for n in notices if " sets " in n and "ACODE-CFG-005" in n]
     for notice in notices:
         if "ACODE-CFG-005" not in notice:
-            print(f"acode: {notice}", file=sys.stderr)  # a deprecation, as every command prints it
+            echo(f"acode: {notice}", err=True)  # a deprecation, as every command prints it
     if ignored:  # a workspace file that would loosen the user's safety settings (cli.trust)
         checks = [Check(name="config", ok=True, warning=True,
                         detail=f"resolved for workspace {workspace}; its .agent/config.yml would loosen "

@@ -23,10 +23,12 @@ import typer
 
 from cli import render
 from cli.connection import Connection
+from cli.render import echo
 from cli.thinking import ThinkingLine
 from protocol.errors import AcodeError, NotRunning, ProtocolError
 from protocol.events import Event, is_final
 from protocol.messages import GetEvents, GetPlan, GetSession
+from protocol.printable import json_printable
 from protocol.progress import ModelProgress
 from protocol.session import SessionSnapshot
 
@@ -101,7 +103,7 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
 def print_json(value: Any) -> None:
     from protocol import codec
 
-    sys.stdout.write(codec.to_json(value).decode() + "\n")
+    sys.stdout.write(json_printable(codec.to_json(value).decode()) + "\n")  # C1 and bidi escaped too
     sys.stdout.flush()
 
 
@@ -132,9 +134,9 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
         lines = [line for line in map(progress.line, events) if line]
         shown = lines[-replay:] if replay else []
         if len(lines) > len(shown):
-            typer.echo(f"[… {len(lines) - len(shown)} earlier line(s); `acode show {session_id}` has them all]")
+            echo(f"[… {len(lines) - len(shown)} earlier line(s); `acode show {session_id}` has them all]")
         for line in shown:
-            typer.echo(line)
+            echo(line)
     if session.status == "running":
         last = events[-1].seq if events else 0
         return follow_and_print(connection, session_id, json_out=json_out, after_seq=last, progress=progress,
@@ -144,10 +146,10 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     elif session.status == "paused":
-        typer.echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
-                   f"`acode cancel {session_id}` ends it")
+        echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
+             f"`acode cancel {session_id}` ends it")
     else:
-        typer.echo(f"session {session_id} is {session.status}; files changed: {render.files_changed(events)}")
+        echo(f"session {session_id} is {session.status}; files changed: {render.files_changed(events)}")
         print_stage_summary(events)
     return session
 
@@ -179,7 +181,7 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
         if line:
             if thinking is not None:
                 thinking.clear()
-            typer.echo(line)
+            echo(line)
 
     try:
         try:
@@ -192,15 +194,15 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
         raise NotRunning(f"acode stopped while session {session_id} was running; the session goes on after "
                          f"`acode up --detach` (follow it with `acode attach {session_id}`)") from None
     except KeyboardInterrupt:
-        typer.echo(f"\ndetached: session {session_id} goes on; `acode attach {session_id}` follows it again, "
-                   f"`acode cancel {session_id}` stops it", err=True)
+        echo(f"\ndetached: session {session_id} goes on; `acode attach {session_id}` follows it again, "
+             f"`acode cancel {session_id}` stops it", err=True)
         raise typer.Exit(130) from None
     if json_out:
         print_json({"session": session, "stages": render.stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     else:
-        typer.echo(f"files changed: {render.files_changed(events)}")
+        echo(f"files changed: {render.files_changed(events)}")
         print_stage_summary(events)
     return session
 
@@ -209,15 +211,15 @@ def print_stage_summary(events: list[Event]) -> None:
     """The per-stage table (runs, tokens in/out, model time, stage time) after a session's end."""
     summary = render.stage_table(events)
     if summary:
-        typer.echo(summary)
+        echo(summary)
 
 
 def show_plan_review(connection: Connection, session: SessionSnapshot) -> None:
     """The plan a session waits on (plan review), and the two commands that continue it."""
     plan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
     short = session.id[:8]
-    typer.echo("")
-    typer.echo(render.plan_detail(plan, session.id))
-    typer.echo("")
-    typer.echo(f"review it: `acode approve {short}` executes this plan; `acode replan {short} \"what to change\"` "
-               "sends it back to the planner with your feedback")
+    echo("")
+    echo(render.plan_detail(plan, session.id))
+    echo("")
+    echo(f"review it: `acode approve {short}` executes this plan; `acode replan {short} \"what to change\"` "
+         "sends it back to the planner with your feedback")

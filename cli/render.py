@@ -1,10 +1,17 @@
-"""Text rendering of statuses, sessions and events for humans (``--json`` skips all this)."""
+"""Text rendering of statuses, sessions and events for humans (``--json`` skips all this).
+
+Everything the CLI prints goes through :func:`echo` (text) or ``cli.follow.print_json``
+(``--json``): a model's or a command's words reach the terminal with their control
+characters escaped (:mod:`protocol.printable`), never obeyed.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import typer
 
 from protocol.errors import with_code
 from protocol.events import (
@@ -31,14 +38,21 @@ from protocol.events import (
 )
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
+from protocol.printable import printable
 from protocol.results import WorkspaceChanges
 from protocol.session import SessionSnapshot
 from protocol.tools import INTERNAL_TOOLS
 
-__all__ = ["Progress", "files_changed", "session_detail", "sessions_table", "StageTotal", "stage_figures",
+__all__ = ["Progress", "echo", "files_changed", "session_detail", "sessions_table", "StageTotal", "stage_figures",
            "stage_table", "stage_totals", "status_table", "table"]
 
 _FILE_WRITES = frozenset({"write_file", "modify_file"})  # create_directory makes no file
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` (to stderr with ``err``) with its control and bidi characters escaped:
+    the one way the CLI writes text, any part of which a model or a command may have made."""
+    typer.echo(printable(text), err=err, nl=nl)
 
 
 def _tag(stage: str) -> str:

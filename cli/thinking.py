@@ -23,6 +23,7 @@ import os
 import sys
 from typing import TextIO
 
+from protocol.printable import printable
 from protocol.progress import ModelProgress
 
 __all__ = ["INTERVAL_ENV", "OFF_TERMINAL_EVERY", "ThinkingLine", "thinking_text"]
@@ -76,7 +77,7 @@ class ThinkingLine:
         if progress.done:
             self.clear()
             return
-        self.stream.write(_CLEAR + thinking_text(progress))
+        self.stream.write(_CLEAR + printable(thinking_text(progress)))
         self.stream.flush()
         self.shown = True
 
@@ -87,6 +88,6 @@ class ThinkingLine:
             return
         due = self._next.setdefault(key, self.every)
         if progress.elapsed_s >= due:
-            self.stream.write(thinking_text(progress) + "\n")
+            self.stream.write(printable(thinking_text(progress)) + "\n")
             self.stream.flush()
             self._next[key] = progress.elapsed_s - progress.elapsed_s % self.every + self.every

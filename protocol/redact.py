@@ -26,21 +26,41 @@ Two sources of secrets, redacted in this order:
     huggingface-token  hf_ + 34+ alnum
     stripe-key         sk_live_ sk_test_ rk_live_ rk_test_ + 24+ alnum; whsec_ + 32+ alnum
     authorization      the credential after ``Authorization: Bearer|Basic|Token``
+    secret-value       the value after a name that ends in password, passwd, passphrase,
+                       secret, token, credential(s), api/access/secret/private/account/
+                       encryption/signing/master + key (``_``, ``-`` or nothing between),
+                       pass after ``_ . -``, pwd there or as the whole name but the
+                       shell's ``PWD`` (any case; any prefix: ``DB_PASSWORD``,
+                       ``x-api-key``); then = : := or =>, the name and the value maybe
+                       quoted (``"password": "…"``, ``KEY=value``)
+    url-password       the password of a URL's user-info: ``scheme://user:…@host``
 
    Token characters are letters, digits, ``_`` and ``-`` (but not the ``-`` that starts
    ``-----BEGIN``, so a PEM header glued to a token stays a PEM header). The token patterns
    are anchored: they neither start right after a token character nor end right before
    one, so they never match inside a longer token. Known values match anywhere, inside
-   tokens too. The two context patterns (``aws-secret-key``, ``authorization``) replace
-   only the value and keep the name. :meth:`Redactor.redact_value` redacts every string
-   inside a wire value; bytes are left alone.
+   tokens too. The context patterns (``aws-secret-key``, ``authorization``, ``secret-value``,
+   ``url-password``) replace only the value and keep the name; a provider's token as the
+   value of a name is named by its own kind (``token=[REDACTED:github-token]``).
+   :meth:`Redactor.redact_value` redacts every string inside a wire value; bytes are left
+   alone.
 
 Decisions:
 
 - Not redacted: git SHAs, UUIDs, digests (no pattern matches hex or UUID shapes); Stripe
-  ``pk_`` keys (publishable: they ship in web pages); PEM public keys and certificates;
-  generic ``password = …`` assignments and URL user-info (in source code they are mostly
-  placeholders and variable names, and the model needs to read them).
+  ``pk_`` keys (publishable: they ship in web pages); PEM public keys and certificates.
+- A named value (``secret-value``) is the code the model must read as often as a secret, so
+  it is redacted only when it looks like one: 3 or more characters, not only letters,
+  ``_``, ``.`` and ``-`` (``password = password``, ``token = self.token``, ``token: str``,
+  ``password = os.environ[...]``, ``credentials: "include"`` stay; a random token or a
+  password nearly always has a digit or a symbol: ``password=hunter2``), and not starting
+  with ``$ % { < * [ :`` (``${DB_PASS}``, ``{{ vault }}``, ``<your-key>``, ``****``, ``[PAD]``,
+  ``:param``). An unquoted value ends at a space, quote, bracket, ``,``, ``;`` or ``&``;
+  the name must end in its word, so ``token_count=5``, ``max_tokens: 4096`` and
+  ``password_hash = bcrypt(...)`` stay, and ``PWD``/``OLDPWD`` (the shell's directory) too.
+  Not covered: a value after a space only (``--password hunter2``, ``.netrc``), a plain
+  word (``password: letmein``). A URL's password is redacted whatever it is, unless a
+  template (``{password}``, ``$PASS``, ``%s``, ``<pw>``, ``****``).
 - Idempotent, ``redact(redact(x)) == redact(x)``: an existing placeholder is atomic (text
   on either side of it is redacted on its own; the placeholder grammar names only the
   kinds above), and the place right after a replaced secret counts as a token boundary, as
@@ -58,9 +78,12 @@ Decisions:
   marker (a literal prefix; for the context patterns, their name in any case), anchored
   where it is a token pattern, so a character is scanned a bounded number of times
   whatever the input. The combined pattern is tried only where a marker starts (found by
-  one scan of plain literals, which ``re`` does fast); known values are found with
-  ``str.find``, one scan per value. On 1 MB, benign text takes some 35 ms; the worst
-  adversarial input measured (``"sk- " * n``) about 8 times that.
+  one scan of plain literals, which ``re`` does fast) or a secret's name may (its last
+  word found with ``str.find`` in the lower-cased text, then checked for a separator after
+  it); known values are found with ``str.find``, one scan per value. On 1 MB, benign text
+  takes some 35 ms; the worst adversarial input measured (``"sk- " * n``) about 8 times
+  that. Source code, with its many names (``token = …``), costs about 1.4 times what it did
+  before names were redacted.
 """
 
 from __future__ import annotations
@@ -112,6 +135,40 @@ _PEM_SEPARATOR = r"(?:\s|\\[nrt])*+"  # whitespace, or a newline escaped as in J
 _NAME_SEPARATOR = r"[\"']?\s*+[:=]\s*+[\"']?"  # between a name and its value, maybe quoted
 
 
+# A key that names a secret, by its last word (any prefix: DB_PASSWORD, client_secret,
+# x-api-key, spring.datasource.password), followed by = : := or => (not == or ::). "pass"
+# and "pwd" count only after _ . or - (DB_PASS, MYSQL_PWD) or, for pwd, as a whole key other
+# than the shell's PWD; none of the words is a suffix of another, so two never overlap.
+_SECRET_NAME = (
+    rf"(?:{_ci('passw')}(?:{_ci('or')})?{_ci('d')}|{_ci('passphrase')}|{_ci('secret')}|{_ci('token')}"
+    rf"|{_ci('credential')}[sS]?"
+    rf"|(?:{_ci('api')}|{_ci('access')}|{_ci('secret')}|{_ci('private')}|{_ci('account')}|{_ci('encryption')}"
+    rf"|{_ci('signing')}|{_ci('master')})[_\-]?{_ci('key')}"
+    rf"|(?<=[_.\-]){_ci('pass')}|(?:(?<=[_.\-])|(?<![A-Za-z0-9_.\-])(?!PWD)){_ci('pwd')})"
+    r"(?=(?:\\?[\"'])?[ \t]*+(?::=|=>|=(?!=)|:(?![:=])))"
+)
+_SKIP = r"(?![$%{<*\[:])"  # a reference, template, mask or placeholder: ${DB_PASS}, {{ x }}, <your-key>, ***
+
+
+def _quoted(quote: str, escaped: bool) -> str:
+    """A value between ``quote``s (``\\"`` if ``escaped``, as inside a JSON string): 3 or
+    more characters, not only letters, ``_``, ``.`` and ``-``."""
+    if escaped:
+        chars = rf"[^{quote}\\\r\n]"
+        return (rf"(?<=\\{quote}){_SKIP}(?={chars}{{3}})(?=[A-Za-z_.\-]*+[^A-Za-z_.\-{quote}\\])"
+                rf"{chars}*+(?=\\{quote})")
+    chars = rf"(?:[^{quote}\\\r\n]|\\.)"  # a backslash escapes the character after it
+    return (rf"(?<=(?<!\\){quote}){_SKIP}(?={chars}{{3}})(?=[A-Za-z_.\-]*+[^A-Za-z_.\-{quote}])"
+            rf"{chars}*+(?={quote})")
+
+
+_BARE = r"[^\s\"'`,;&<>(){}\[\]\\]"  # an unquoted value runs to a space, quote, , ; & or bracket
+_VALUES = "|".join([_quoted('"', True), _quoted('"', False), _quoted("'", True), _quoted("'", False),
+                    rf"(?<![\"']){_SKIP}(?={_BARE}{{3}})(?=[A-Za-z_.\-]*+[^A-Za-z_.\-\s\"'`,;&<>(){{}}\[\]\\])"
+                    rf"{_BARE}++"])
+_SECRET_VALUE = rf"{_SECRET_NAME}(?:\\?[\"'])?[ \t]*+(?::=|=>|=|:)[ \t]*+(?:\\?[\"'])?(?P<v>{_VALUES})"
+
+
 class _Kind(NamedTuple):
     """A pattern and the literal markers every one of its matches starts with."""
 
@@ -147,6 +204,8 @@ _KINDS: dict[str, _Kind] = {
     "huggingface-token": _Kind(("hf_",), rf"{_START}hf_[A-Za-z0-9]{{34,}}+{_END}"),
     "stripe-key": _Kind(("sk_", "rk_", "whsec_"), (
         rf"{_START}(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{24,}}+|whsec_[A-Za-z0-9]{{32,}}+){_END}")),
+    "secret-value": _Kind((), _SECRET_VALUE),
+    "url-password": _Kind(("://",), r"://[^\s/?#@:\"'<>\\]*+:(?P<v>(?![{$%<*\[])[^\s/?#\"'<>\\]+)@"),
     "authorization": _Kind((), (
         rf"{_ci('authorization')}{_NAME_SEPARATOR}(?:{_ci('bearer')}|{_ci('basic')}|{_ci('token')})[ \t]++"
         rf"(?P<v>(?:[A-Za-z0-9._~+/]|{_DASH}){{8,}}+=*+)")),
@@ -225,6 +284,10 @@ _MARKERS = re.compile(_MARKER_PATTERN)
 _MARKERS_IN_BYTES = re.compile(_MARKER_PATTERN.encode())  # the markers are ASCII
 #: The words the context patterns (:data:`_WORDS`) start with, ASCII lower case.
 _WORD_BYTES = (b"secret", b"authorization")
+#: The other last words of a secret's name (:data:`_SECRET_NAME`, loosely: a superset), each
+#: with its separator; one regex each, whose literal start ``re`` finds fast.
+_NAMES_IN_BYTES = tuple((word, re.compile(word + rb"[a-z]{0,6}(?:\\?[\"'])?[ \t]*+[:=]"))
+                        for word in (b"pass", b"pwd", b"token", b"key", b"credential"))
 _encoder = msgspec.msgpack.Encoder()
 #: Markers whose every pattern needs a token boundary before it.
 _ANCHORED = frozenset(marker for kind in _KINDS.values() for marker in kind.markers
@@ -237,6 +300,13 @@ _WORDS: tuple[tuple[re.Pattern[str], tuple[int, ...]], ...] = (
     (re.compile(_ci("secret") + r"[_\-]?" + _ci("access")), (0, 3, 4)),
     (re.compile(_ci("authorization")), (0,)),
 )
+#: The words a secret's name ends with (:data:`_SECRET_NAME`), lower case, and how far before
+#: each a match may start (``api_key``: 4 before ``key``). Found in the lower-cased text with
+#: ``str.find``, far faster than a scan for the name pattern itself.
+_NAME_WORDS: dict[str, tuple[int, ...]] = {
+    "pass": (0,), "pwd": (0,), "token": (0,), "secret": (0,), "credential": (0,), "key": (3, 4, 6, 7, 8, 10, 11)}
+_NAMES = re.compile(_SECRET_NAME)
+_NAME_END = re.compile(r"[a-z]{0,6}(?:\\?[\"'])?[ \t]*+[:=]")  # the rest of a name (password), and = or :
 
 
 def placeholder(kind: str) -> str:
@@ -284,16 +354,18 @@ class Redactor:
 
     def clean(self, encoded: bytes) -> bool:
         """True when the strings in ``encoded`` have nothing to redact: no marker, context
-        word (ASCII, any case) or known value appears anywhere in it. ``encoded`` holds every
-        string as its UTF-8 bytes: a value's msgpack encoding, or strings joined by NUL (no
-        marker, word or known value holds one). A redaction can only start at one of these,
-        so a match in any string shows here. False may still mean nothing to redact."""
+        word (ASCII, any case; a name's last word followed by = or :) or known value appears
+        anywhere in it. ``encoded`` holds every string as its UTF-8 bytes: a value's msgpack
+        encoding, or strings joined by NUL (no marker, word or known value holds one). A
+        redaction can only start at one of these, so a match in any string shows here. False
+        may still mean nothing to redact."""
         if _MARKERS_IN_BYTES.search(encoded) is not None:  # one scan (a trie: see _literals)
             return False
         if any(value in encoded for value in self._known_bytes):
             return False
         lowered = encoded.lower()
-        return not any(word in lowered for word in _WORD_BYTES)
+        return not any(word in lowered for word in _WORD_BYTES) and \
+            not any(word in lowered and name.search(lowered) for word, name in _NAMES_IN_BYTES)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -381,9 +453,27 @@ def _starts(text: str) -> tuple[list[int], set[int]]:
             starts.append(start)
     words = [match.start() - offset for word, offsets in _WORDS for match in word.finditer(text)
              for offset in offsets if match.start() >= offset]
+    words += _name_starts(text)
     if words:
         starts = sorted({*starts, *words})
     return starts, blocked
+
+
+def _name_starts(text: str) -> list[int]:
+    """Where a secret's name (:data:`_SECRET_NAME`) may start: before each of its words in
+    ``text`` lower-cased, overlapping ones too (``passecret``). A character whose
+    lower case is longer (``İ``) shifts the positions: such text is scanned for the name."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return [match.start() for match in _NAMES.finditer(text)]
+    starts: list[int] = []
+    for word, offsets in _NAME_WORDS.items():  # str.find: a fast C scan per word
+        at = lowered.find(word)
+        while at >= 0:
+            if _NAME_END.match(lowered, at + len(word)):  # only a name a separator follows
+                starts += [at - offset for offset in offsets if at >= offset]
+            at = lowered.find(word, at + 1)
+    return starts
 
 
 def _replace_patterns(text: str, found: set[str] | None) -> str:
@@ -414,6 +504,10 @@ def _replacement(match: re.Match[str], found: set[str] | None) -> str:
     if group is None or group == "keep":
         return match.group()
     kind, value = _scanners().groups[group]
+    if kind == "secret-value" and value is not None:  # a provider's token as the value: that kind
+        inner = _scanners().scan.fullmatch(match.string, *match.span(value))
+        if inner is not None and inner.lastgroup not in (None, "keep", group):
+            kind = _scanners().groups[inner.lastgroup][0]
     if found is not None:
         found.add(kind)
     if value is None:

@@ -97,3 +97,25 @@ def test_a_line_with_another_value_shows_it_by_its_repr() -> None:
                                                        "path": Path("/w")}))
     assert line == {"event": "x", "error": "ErrorInfo(code='C', message='m', retryable=False)",
                     "path": "PosixPath('/w')"}
+
+
+def test_no_line_drives_the_terminal_it_is_shown_on(lines: Callable[[], str]) -> None:
+    """JSON lines (a log file someone will ``cat``) have C1 and bidi controls escaped as well
+    as C0; a terminal's lines (``acode up`` in the foreground) show every one escaped."""
+    hostile = "\x1b]52;c;Y3VybA==\x07\x9b2J\u202eevil"
+    logs.get_logger().info("tool_ran", target=hostile)
+    line = lines()
+    assert "\x1b" not in line and "\x9b" not in line and "\u202e" not in line
+    assert json.loads(line)["target"] == hostile
+    structlog.reset_defaults()
+    logs.configure(actor="tester", instance="tester-1", json=False)
+    buffer = io.StringIO()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=buffer))
+    logs.get_logger().info("tool_ran", target=hostile)
+    shown = buffer.getvalue()
+    assert "\x1b" not in shown and "\x9b" not in shown and "\u202e" not in shown
+    assert "x1b]52;c;Y3VybA==" in shown and "u202eevil" in shown
+    logs.get_logger().info(hostile)  # the event itself, which the renderer never quotes
+    event = buffer.getvalue().splitlines()[-1]
+    assert "\x1b" not in event and "\x9b" not in event and "\u202e" not in event
+    assert "\\x1b]52;c;Y3VybA==\\x07\\x9b2J\\u202eevil" in event

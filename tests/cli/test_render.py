@@ -1,14 +1,23 @@
 """Error codes appear once wherever the CLI shows an error (issue 15 #12); files changed and paused
-sessions are reported as they are (issue 24)."""
+sessions are reported as they are (issue 24); what the CLI prints has every control character a
+model or a command sent escaped (issue 24 #8)."""
 
 from __future__ import annotations
 
-from cli.render import Progress, active_sessions, files_changed, session_detail
+import re
+from pathlib import Path
+
+import pytest
+
+from cli.approvals import request_lines
+from cli.render import Progress, active_sessions, echo, files_changed, session_detail
+from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError, with_code
 from protocol.events import Event, SessionFinished, StageFinished, ToolCalled
 from protocol.results import FileChange, WorkspaceChanges
 from protocol.session import PauseInfo, SessionSnapshot
 
+REPO = Path(__file__).resolve().parents[2]
 TURN_LIMIT = ("step T1/S1 failed: no step_complete after 10 turns (ACODE-EXEC-003); split the step, or raise "
               "max_turns_per_step")
 
@@ -145,3 +154,67 @@ def test_status_names_each_paused_sessions_code_and_the_way_on() -> None:
     detail = session_detail(session, [])
     assert "continue  acode resume 01a2b3c4-x (or `acode cancel 01a2b3c4-x` ends the session)" in detail
     assert "paused    escalation: verifier failed: the diff cannot be made (ACODE-ORCH-012)" in detail
+
+
+# -- what reaches the terminal (issue 24 #8) ---------------------------------------------------
+
+_OSC52 = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07"
+#: What a terminal would obey: C0 but LF and TAB, DEL, C1, bidi controls.
+_OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printed(text: str, capsys: pytest.CaptureFixture[str]) -> str:
+    echo(text)
+    return capsys.readouterr().out
+
+
+def test_an_approval_request_keeps_each_value_on_its_line_and_escapes_every_control(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    request = ApprovalRequest(key="k", call_hash="h", tool="write_file", risk="write", rule="write_file *",
+                              why="write calls ask at autonomy 0", task="T1", step="S1",
+                              target=f"a{_OSC52}.txt\n  why: harmless", cwd="/w\u202e",
+                              diff=f"--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +1 @@\n+{_OSC52}\x9b2J\x00\rX\x85\n")
+    shown = _printed("\n".join(request_lines(request, diff=True)), capsys)
+    assert _OBEYED.search(shown) is None
+    assert shown.splitlines()[0] == ("T1/S1 wants to run write_file (write): a\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07"
+                                     ".txt\\n  why: harmless")
+    assert "  cwd: /w\\u202e" in shown and "    +\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x9b2J\\x00\\rX\\x85" in shown
+    assert [line for line in shown.splitlines() if line.startswith("  why:")] == [
+        "  why: write calls ask at autonomy 0"], "a newline in the path made no line of its own"
+
+
+def test_acode_show_escapes_the_task_the_pause_and_the_events(capsys: pytest.CaptureFixture[str]) -> None:
+    from protocol.events import ToolCalled
+    from protocol.session import PauseInfo
+
+    pause = PauseInfo(kind="needs_input", code="ACODE-ORCH-003", message=f"Which? {_OSC52}")
+    session = SessionSnapshot(id="s1", task=f"t{_OSC52}", workspace="/w", status="paused", pause=pause,
+                              exit_code=22)
+    events: list[Event] = [ToolCalled(id="e1", session_id="s1", key="s1:e1:T1/S1:t1:0", tool="write_file",
+                         target=f"\u202eevil{_OSC52}", ok=True, summary="\x9d0;x\x9c")]
+    shown = _printed(session_detail(session, events), capsys)
+    assert _OBEYED.search(shown) is None
+    assert "\\x1b]52;c;" in shown and "\\u202eevil" in shown
+    line = Progress()
+    line.stage = "executor"
+    progress = line.line(events[0])
+    assert progress is not None and _OBEYED.search(_printed(progress, capsys)) is None
+
+
+def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
+    """A new ``typer.echo``/``print``/``write`` in cli/ must be one of these, reviewed: the
+    rest print through ``render.echo``, which escapes what a model or a command wrote."""
+    calls = re.compile(r"\b(?:typer\.echo|typer\.secho|click\.echo|print|sys\.std(?:out|err)\.write|"
+                       r"stream\.write)\(")
+    found = {(path.name, line.strip()) for path in (REPO / "cli").glob("*.py")
+             for line in path.read_text().splitlines() if calls.search(line)}
+    assert found == {
+        ("render.py", "typer.echo(printable(text), err=err, nl=nl)"),
+        ("follow.py", 'sys.stdout.write(json_printable(codec.to_json(value).decode()) + "\\n")  # C1 and bidi '
+                      'escaped too'),
+        ("thinking.py", "self.stream.write(_CLEAR)"),
+        ("thinking.py", "self.stream.write(_CLEAR + printable(thinking_text(progress)))"),
+        ("thinking.py", 'self.stream.write(printable(thinking_text(progress)) + "\\n")'),
+        ("config.py", 'print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace\'s words, escaped'),
+        ("daemon.py", 'print(f"acode: the coordinator (pid {pid}) is still running after {timeout:g}s; sending "'),
+    }

@@ -116,6 +116,124 @@ def test_context_patterns_replace_the_value_and_keep_the_name(text: str, expecte
     assert Redactor().redact(text) == expected
 
 
+S = "[REDACTED:secret-value]"
+U = "[REDACTED:url-password]"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("password=hunter2", f"password={S}"),
+    ("DB_PASSWORD=s3cr3t-Pa55!\n", f"DB_PASSWORD={S}\n"),
+    ("export MYSQL_ROOT_PASSWORD='hunter 2'", f"export MYSQL_ROOT_PASSWORD='{S}'"),
+    ('{"password": "hunter2", "user": "ada"}', f'{{"password": "{S}", "user": "ada"}}'),
+    ('password: "correct horse battery staple"', f'password: "{S}"'),
+    ("  client_secret: 0a1b2c3d4e5f\n", f"  client_secret: {S}\n"),
+    ("ACCESS_TOKEN=ya29.a0AfH6SMB", f"ACCESS_TOKEN={S}"),
+    ("refresh_token = 'r1-abcdef'", f"refresh_token = '{S}'"),
+    ("auth_token: abc123", f"auth_token: {S}"),
+    ("x-api-key: 12ab34cd", f"x-api-key: {S}"),
+    ("apikey=deadbeef01", f"apikey={S}"),
+    ("API_KEY = \"k-123\"", f'API_KEY = "{S}"'),
+    ("aws_access_key = AKIA-not-20-chars1", f"aws_access_key = {S}"),
+    ("secret_key = 'dev-key-123'", f"secret_key = '{S}'"),
+    ("private_key: 0x1f2e3d", f"private_key: {S}"),
+    ("credentials=user1:pa55", f"credentials={S}"),
+    ("passwd: pa55w0rd", f"passwd: {S}"),
+    ("pwd=abc123", f"pwd={S}"),
+    ("MYSQL_PWD=abc123", f"MYSQL_PWD={S}"),
+    ("SMTP_PASS=abc123", f"SMTP_PASS={S}"),
+    ("spring.datasource.password=s3cret", f"spring.datasource.password={S}"),
+    ("Server=db;User Id=sa;Password=Pa55w0rd;", f"Server=db;User Id=sa;Password={S};"),
+    ("https://api.example/v1?token=abc123&page=2", f"https://api.example/v1?token={S}&page=2"),
+    ("'password' => 'p4ss'", f"'password' => '{S}'"),
+    ('password := "x1y2z3"', f'password := "{S}"'),
+    ('"password": "a\\"b1"', f'"password": "{S}"'),  # an escaped quote inside the value
+    ('{"cmd": "login", "args": "{\\"password\\": \\"s3cr3t\\"}"}',
+     f'{{"cmd": "login", "args": "{{\\"password\\": \\"{S}\\"}}"}}'),  # JSON inside a JSON string
+    ("export PASSWORD=abc123\\nnext", f"export PASSWORD={S}\\nnext"),  # a newline escaped as in JSON
+    ("PASSWORD=" + "x" * 2 + "1", f"PASSWORD={S}"),
+    ("İstanbul: password=hunter2", f"İstanbul: password={S}"),  # İ lower-cases to two characters
+    # connection strings: the password part
+    ("postgres://user:password@localhost/db", f"postgres://user:{U}@localhost/db"),
+    ("postgresql://app:s3cr3t@db.internal:5432/app?sslmode=require", f"postgresql://app:{U}@db.internal:5432/app"
+                                                                       "?sslmode=require"),
+    ("mysql://root:p@ss:word@127.0.0.1/x", f"mysql://root:{U}@127.0.0.1/x"),
+    ("mongodb+srv://u:p%40ss@cluster0.mongodb.net/db", f"mongodb+srv://u:{U}@cluster0.mongodb.net/db"),
+    ("redis://:hunter2@cache:6379/0", f"redis://:{U}@cache:6379/0"),
+    ("amqp://guest:guest@localhost:5672/", f"amqp://guest:{U}@localhost:5672/"),
+    ("git clone https://ada:token@github.com/org/repo.git", f"git clone https://ada:{U}@github.com/org/repo.git"),
+    ("DATABASE_URL='postgres://u:pw1@h/d'", f"DATABASE_URL='postgres://u:{U}@h/d'"),
+])
+def test_a_secret_named_by_its_key_or_in_a_url_is_replaced_and_the_name_kept(text: str, expected: str) -> None:
+    assert Redactor().redact(text) == expected
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("token=" + GITHUB, "github-token"),
+    ("GITHUB_TOKEN='" + GITHUB + "'", "github-token"),
+    ('"api_key": "' + "sk-" + "proj-" + _fill("Ab3_Cd5-Ef7gH", 40) + '"', "openai-key"),
+    ("password=" + JWT, "jwt"),
+])
+def test_a_providers_token_as_a_named_value_keeps_its_own_kind(text: str, kind: str) -> None:
+    assert Redactor().kinds(text) == {kind}
+
+
+@pytest.mark.parametrize("text", [
+    # code: the value is a name, a call, a type, an expression
+    "password = os.environ['DB_PASSWORD']",
+    "password = request.form.get('password')",
+    "token = self.next_token",
+    "client = Client(api_key=api_key, token=token)",
+    "password: str",
+    "token: Optional[str] = None",
+    "password: Optional[SecretStr] = Field(default=None)",
+    "password = bcrypt.hashpw(pw, salt)",
+    "{password: process.env.DB_PASSWORD}",
+    "if password == 'abc123':",
+    "if token != 'abc123':",
+    "pass",
+    "token => token.value",
+    "std::string token::Token",
+    "credentials: 'include'",
+    "password: correct horse battery staple",  # an unquoted word reads as a name; quoted, it is redacted
+    "secret: true",
+    "password: null",
+    # names that are not a secret's: the word is not the last one
+    "token_count=5",
+    "max_tokens: 4096",
+    "password_hash = bcrypt(password)",
+    "password_min_length: 12",
+    "tokenizer=gpt2-4k",
+    "keyboard: us-intl",
+    "bypass=123",
+    "compass: 270deg",
+    "PWD=/home/u/project",
+    "OLDPWD=/home/u",
+    "to\u212aen=abc123",  # a Kelvin sign is no k: names are ASCII
+    # references, templates, masks and placeholders
+    "password: ${DB_PASSWORD}",
+    'password="$PGPASSWORD"',
+    "password = '{{ vault_password }}'",
+    "password=%(password)s",
+    "api_key: <your-api-key>",
+    "password: '********'",
+    "token = ''",
+    "token: 42",
+    'eos_token: "</s>"',
+    'pad_token: "[PAD]"',
+    "WHERE password = :password",
+    "postgres://localhost:5432/db",
+    "postgres://user@localhost/db",
+    'f"postgres://{user}:{password}@{host}/db"',
+    "postgres://$USER:$PASSWORD@host/db",
+    "http://[::1]:8080/path?a=b@c",
+    "ssh://git@github.com:22/org/repo",
+    "git@github.com:org/repo.git",
+    "see https://example.com/a:b@c/d",
+])
+def test_names_and_values_that_are_not_secrets_are_left_alone(text: str) -> None:
+    assert Redactor().redact(text) == text
+
+
 @pytest.mark.parametrize("text", [
     "commit " + hashlib.sha1(b"x").hexdigest(),
     "fixed in 3f2a9c1 and 3f2a9c1d4e5b",
@@ -143,7 +261,6 @@ def test_context_patterns_replace_the_value_and_keep_the_name(text: str, expecte
     "headers = {'Authorization': f'Bearer {token}'}",
     "Authorization: Bearer $TOKEN",
     "password = os.environ['DB_PASSWORD']",
-    "postgres://user:password@localhost/db",
     "AI" + "za" + _fill("Sy3_Dq5-Fz7", 34),
     "from huggingface_hub import hf_hub_download",
     "glpat-short",
@@ -205,6 +322,8 @@ _FRAGMENTS = [
     _fill("wJalrXUtnFEMI/K7MDENG", 40), "Authorization: Bearer ", "xo" + "xb-", "h" + "f_", _fill("abcd", 34),
     "AI" + "za", _fill("Sy3_Dq5", 35), "https://hooks.slack.com/services/", "T0/B0/xyz12345", "sk" + "_live_",
     _fill("a1", 24), "gl" + "pat-", "github" + "_pat_", _fill("Ab_", 82), KNOWN, KNOWN[:9], KNOWN[5:],
+    "password", "PASSWORD=", "db_pass: ", "pwd=", "PWD=", '"token": "', "'", "\\\"", "secret", "api_key",
+    "apiKey", "passecret", "token", " => ", ":=", "x1y", "abc", "${", "://", "://u:", "@", "p@ss", "%40", "?",
 ]
 _TEXT = st.lists(st.sampled_from(_FRAGMENTS) | st.text(alphabet="aZ0_-.=:/+[]\n ", max_size=6),
                  max_size=16).map("".join)
@@ -280,6 +399,16 @@ _ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "placeholders": lambda n: _fill("[REDACTED:jwt] ", n),
     "known value prefix": lambda n: _fill(KNOWN[:-1] + "#", n),
     "known values": lambda n: _fill(KNOWN + " ", n),
+    "password names": lambda n: _fill("password=", n),
+    "password names then a bracket": lambda n: _fill("password=", n - 1) + "(",
+    "password names spaced": lambda n: _fill("password= ", n),
+    "open quoted values": lambda n: _fill('password="x1', n),
+    "open single-quoted values": lambda n: _fill("db_pass='a1 token=\\\"", n),
+    "key names": lambda n: _fill("api_key:", n),
+    "key words": lambda n: _fill("key", n),
+    "url starts": lambda n: _fill("://a:", n),
+    "url without an at": lambda n: "://a:" + "b" * n,
+    "url ats": lambda n: "://a:" + _fill("b@", n),
 }
 
 
@@ -344,7 +473,7 @@ def test_redact_value_walks_lists_tuples_and_dict_keys_and_values() -> None:
 def test_every_kind_has_a_placeholder_that_is_kept_as_it_is() -> None:
     text = " ".join(placeholder(kind) for kind in sorted(KINDS))
     assert Redactor([KNOWN]).redact(text) == text
-    assert len(KINDS) == 15
+    assert len(KINDS) == 17
 
 
 # -- the environment ----------------------------------------------------------------------------

@@ -129,3 +129,20 @@ def test_a_clean_request_trusts_only_its_own_records(store: Store) -> None:
     store.commit(session_id, steps=[records.step(session_id, summary=LEAK)])
     assert [secret for secret in SECRETS if secret in _raw(store.path)] == []
     assert store.events(session_id)[0].summary == REDACTED  # type: ignore[union-attr]
+
+
+def test_named_secrets_and_connection_string_passwords_are_not_stored(store: Store) -> None:
+    """issue 24 #10: ``password=…`` and a URL's password go the way of provider tokens."""
+    session_id = new_id()
+    store.commit(session_id, snapshot=records.snapshot(session_id))
+    content = 'DB_PASSWORD=hunter2-x9\nDATABASE_URL=postgres://app:s3cr3t-77@db/app\n{"api_key": "k-5150"}\n'
+    key = f"{session_id}:e1:T1/S1:t0:c0"
+    store.begin_tool_call(key, session_id=session_id, tool="write_file", risk="write",
+                          arguments={"path": ".env", "content": content})
+    store.finish_tool_call(key, session_id=session_id, result=records.tool_result(key, output=content),
+                           event=ToolCalled(id=new_id(), session_id=session_id, key=key, tool="write_file", ok=True,
+                                            summary=content))
+    store.close()
+    raw = _raw(store.path)
+    assert [s for s in (b"hunter2-x9", b"s3cr3t-77", b"k-5150") if s in raw] == []
+    assert b"DB_PASSWORD=[REDACTED:secret-value]" in raw and b"postgres://app:[REDACTED:url-password]@db" in raw
