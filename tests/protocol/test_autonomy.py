@@ -23,7 +23,7 @@ from protocol.tools import Risk
     ("pip install requests", "network"), ("git fetch origin", "network"), ("env rm x", "destructive"),
     ("'unterminated", "execute"),
     # a compound command takes the highest class of its parts, wherever the risky part is
-    ("make && rm -rf build", "destructive"), ("true;rm x", "destructive"), ("ls | xargs rm", "execute"),
+    ("make && rm -rf build", "destructive"), ("true;rm x", "destructive"), ("ls | xargs rm", "destructive"),
     ("python -m pytest || pip install pytest", "network"), ("(cd src && git clean -fd)", "destructive"),
 ])
 def test_a_commands_risk_class_comes_from_what_it_runs(command: str, risk: str) -> None:
@@ -66,18 +66,18 @@ def test_a_decision_binds_the_exact_call_and_its_retries_and_a_rule_covers_only_
     rm = {"command": "rm old.txt"}
     approved = [_decision("s:e1:T1/S1:t1:c0", rm)]
     digest = call_hash("run_terminal", rm)
-    assert decision_of(approved, "s:e1:T1/S1:t1:c0", digest, "run_terminal rm (destructive)") is approved[0]
-    assert decision_of(approved, "s:e1:T1/S1:t1:c0:retry1", digest, "run_terminal rm (destructive)") is approved[0]
+    assert decision_of(approved, "s:e1:T1/S1:t1:c0", digest, "run_terminal: rm (destructive)") is approved[0]
+    assert decision_of(approved, "s:e1:T1/S1:t1:c0:retry1", digest, "run_terminal: rm (destructive)") is approved[0]
     other = call_hash("run_terminal", {"command": "rm -rf /w"})
-    assert decision_of(approved, "s:e1:T1/S1:t1:c0", other, "run_terminal rm (destructive)") is None
-    assert decision_of(approved, "s:e1:T1/S1:t2:c0", digest, "run_terminal rm (destructive)") is None
+    assert decision_of(approved, "s:e1:T1/S1:t1:c0", other, "run_terminal: rm (destructive)") is None
+    assert decision_of(approved, "s:e1:T1/S1:t2:c0", digest, "run_terminal: rm (destructive)") is None
     always = [_decision("k1", rm, always=True)]
-    assert decision_of(always, "k9", other, "run_terminal rm (destructive)") is always[0]
-    assert decision_of(always, "k9", other, "run_terminal git (destructive)") is None
+    assert decision_of(always, "k9", other, "run_terminal: rm (destructive)") is always[0]
+    assert decision_of(always, "k9", other, "run_terminal: git (destructive)") is None
 
 
 def test_a_call_denied_before_an_always_rule_stays_denied() -> None:
     rm = {"command": "rm old.txt"}
     decisions = [_decision("k1", rm, "deny"), _decision("k2", {"command": "rm b.txt"}, always=True)]
-    found = decision_of(decisions, "k1", call_hash("run_terminal", rm), "run_terminal rm (destructive)")
+    found = decision_of(decisions, "k1", call_hash("run_terminal", rm), "run_terminal: rm (destructive)")
     assert found is not None and found.decision == "deny"
