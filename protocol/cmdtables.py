@@ -126,7 +126,8 @@ GIT: dict[str, Spec] = {
             "ipv6 negotiation-tip= show-forced-updates set-upstream no-verbose",
          "v=verbose q=quiet r=rebase n s:=strategy X:=strategy-option S::=gpg-sign a=append f=force t=tags "
                  "p=prune j::=jobs k=keep o:=server-option 4=ipv4 6=ipv6", negatable=True),
-    "archive": spec("output= remote= exec= no-output",
+    "archive": spec("output= remote= exec= no-output format= prefix= add-file= add-virtual-file= "
+                    "worktree-attributes verbose list mtime=",
          "o:=output v=verbose N l=list", negatable=True),
     "grep": spec("cached no-index untracked exclude-standard recurse-submodules invert-match ignore-case "
             "word-regexp text textconv recursive max-depth= extended-regexp basic-regexp fixed-strings "

@@ -39,6 +39,7 @@ from protocol.tools import Risk
 __all__ = ["Call", "classify", "describe", "shape"]
 
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;"})
+_REDIRECT = re.compile(r"\d*>[>|&]?\d*|&>>?|<>")
 _RANK: dict[Risk, int] = {"read": 0, "write": 1, "execute": 2, "network": 3, "destructive": 4}
 
 # programs that only read (or print)
@@ -92,7 +93,10 @@ class Call:
 
 def classify(argv: list[str]) -> Risk:
     """The risk class of a command (see the module). A compound command (``make && rm -rf
-    build``, as a configured ``shell_commands`` entry may be) takes the highest of its parts."""
+    build``, as a configured ``shell_commands`` entry may be) takes the highest of its parts;
+    one with an output redirection (``echo x > f``) is destructive: it truncates the file."""
+    if any(_REDIRECT.fullmatch(word) for word in argv):
+        return "destructive"
     parts = _parts(argv)
     return max((describe(part).risk for part in parts), key=_RANK.__getitem__, default="execute")
 
@@ -350,8 +354,9 @@ def _git_risk(sub: str, nested: str, p: Parsed, tabled: bool, rest: list[str]) -
         case "clean":
             dry = p.has("--dry-run") and not p.may_be("--interactive")
             return "execute" if dry else "destructive"
-        case "init":
-            return "destructive" if p.may_be("--separate-git-dir") else "execute"
+        case "init":  # --template copies hooks in; --separate-git-dir moves .git; --shared rewrites modes
+            safe = {"--quiet", "--initial-branch", "--object-format", "--no-template"}
+            return "execute" if set(p.names()) <= safe else "destructive"
         case "fetch":
             refspec = any(":" in o or o.startswith("+") for o in p.operands[1:])
             rewrites = p.may_be("--prune", "--prune-tags", "--force", "--refmap", "--update-head-ok", "--refetch")
