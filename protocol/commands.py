@@ -134,41 +134,39 @@ def describe(argv: list[str]) -> Call:
     """A simple command (no separators) read: see :class:`Call`."""
     wrapped = unwrap(argv)
     risk: Risk = "execute"
-    for name, parsed in wrapped.wrappers:
-        if name == "time" and parsed.may_be("--output"):
+    for name, options in wrapped.wrappers:
+        if name == "time" and options.may_be("--output"):
             risk = "destructive"  # time -o FILE overwrites FILE
-        if name == "env" and parsed.may_be("--split-string"):
+        if name == "env" and options.may_be("--split-string"):
             risk = "destructive"  # the command is in a string no rule reads
     if not wrapped.argv:
         return Call(wrapped.wrappers, "", (), None, risk)
     program = os.path.basename(wrapped.argv[0])
     base = re.sub(r"(\d+(\.\d+)*)$", "", program)  # python3.11 -> python
     args = list(wrapped.argv[1:])
-    command: tuple[str, ...] = ()
-    parsed: Parsed | None
+    command, parsed, own = _read(base, args)
+    return Call(wrapped.wrappers, base, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
+
+
+def _read(base: str, args: list[str]) -> tuple[tuple[str, ...], Parsed | None, Risk]:
+    """A program's subcommand path, parsed arguments (None: no table) and risk class."""
     if base == "git":
         command, parsed, own = _git(args)
-        globals_ = _git_globals(args)
-        if globals_:
-            command = (*globals_, *command)
-    elif base in ("awk", "gawk", "mawk", "nawk"):
+        return (*_git_globals(args), *command), parsed, own
+    if base in ("awk", "gawk", "mawk", "nawk"):
         parsed = parse(PROGRAMS["awk"], args)
-        own = _awk(parsed)
-    elif base in ("sed", "gsed"):
+        return (), parsed, _awk(parsed)
+    if base in ("sed", "gsed"):
         parsed = parse(PROGRAMS["sed"], args)
-        own = "destructive" if parsed.may_be("--in-place") else "execute"
-    elif base in ("tar", "gtar"):
+        return (), parsed, "destructive" if parsed.may_be("--in-place") else "execute"
+    if base in ("tar", "gtar"):
         parsed = parse(PROGRAMS["tar"], _tar_old_style(args))
-        own = _tar(parsed)
-    elif base in PROGRAMS:
+        return (), parsed, _tar(parsed)
+    if base in PROGRAMS:
         parsed = parse(PROGRAMS[base], args)
-        own = _program(base, parsed)
-    else:
-        parsed = None
-        if base in _SUBCOMMANDS:
-            command = tuple(a for a in args if not a.startswith("-"))[:1]
-        own = _untabled(base, args)
-    return Call(wrapped.wrappers, base, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
+        return (), parsed, _program(base, parsed)
+    command = tuple(a for a in args if not a.startswith("-"))[:1] if base in _SUBCOMMANDS else ()
+    return command, None, _untabled(base, args)
 
 
 # --- programs ---------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ EXECUTE = [
     "git init", "git init -q", "git init -b main", "cat < f", "git apply --check x.patch", "git apply --stat x.patch",
     "git format-patch --stdout HEAD~1", "git archive HEAD", "git archive --format=tar HEAD",
     "git symbolic-ref HEAD", "git symbolic-ref --short HEAD",
-    "git status --frobnicate",  # a reading command with an option git refuses: it still only reads "git", "git --version", "git help",
+    "git status --frobnicate",  # a reading command with an option git refuses: it still only reads
+    "git", "git --version", "git help",
     "git --no-pager log", "git -P diff", "git version", "git fsck", "git count-objects -v", "git hash-object a",
     "ls", "ls -la", "cat a.txt", "head -n 5 a", "tail -f log", "wc -l a", "grep -rn foo .", "diff a b",
     "cmp a b", "echo hi", "printf '%s' x", "true", "false", "pwd", "which python", "test -f a", "basename a/b",
