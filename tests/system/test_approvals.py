@@ -290,6 +290,9 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
         assert "wants to run run_terminal (execute): python check.py" in shown
         assert "argv: ['python', 'check.py']" in shown and f"cwd: {workspace}" in shown
         os.write(main, b"a\n")  # always: python ... (execute) for the rest of the session
+        shown = _read_until(main, "approve with this rule? [y/N]: ")
+        assert "run_terminal: python check.py (execute)" in shown  # the rule, in full, before confirming
+        os.write(main, b"y\n")
         shown = _read_until(main, "[q]uit: ")
         assert "wants to run run_terminal (destructive): rm old.txt" in shown
         os.write(main, b"d\n")
