@@ -1,0 +1,98 @@
+"""Destruction asks, end to end: at the default autonomy level 2, with no flags and no
+terminal, a destructive command (the executor's, or the plan's own acceptance check that
+the verifier runs) pauses the session with exit 33 and changes nothing; the repository,
+``.git`` included, is as it was. Real CLI processes, the stand-in model server on loopback,
+a real git repository with history, a second branch, a stash, an edit and an untracked file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.modelserver import Json, ModelServer, ToolCalls
+from tests.system.conftest import Acode
+from tests.system.test_models import APPROVE, _configure, _workspace, done, plan
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    result = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=30, check=True)
+    return result.stdout
+
+
+def _repository(tmp_path: Path) -> Path:
+    root = _workspace(tmp_path)
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print('v1')\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "first")
+    _git(root, "branch", "side")
+    (root / "src" / "main.py").write_text("print('stashed')\n")
+    _git(root, "stash", "-q")
+    (root / "src" / "main.py").write_text("print('edited, not committed')\n")
+    (root / "notes.txt").write_text("untracked\n")
+    return root
+
+
+def _state(root: Path) -> tuple[str, ...]:
+    return (_git(root, "status", "--porcelain=v1", "-uall"), _git(root, "branch", "--list"),
+            _git(root, "stash", "list"), _git(root, "log", "--format=%H"), (root / "src" / "main.py").read_text(),
+            (root / "notes.txt").read_text(), str(sorted(p.name for p in (root / ".git").iterdir())))
+
+
+def _checked_plan(command: str) -> Json:
+    value = plan().value
+    value["tasks"][0]["resources"]["commands"] = [command]
+    value["tasks"][0]["acceptance"] = [{"label": "A1", "description": "the check passes",
+                                        "check": {"command": command, "expect_exit": 0}}]
+    return Json(value)
+
+
+def test_a_plan_check_that_moves_git_away_asks_in_the_verifier_and_nothing_moves(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server)  # default: autonomy 2, non_interactive_policy fail
+    acode.up()
+    root = _repository(tmp_path)
+    before = _state(root)
+    check = "mv .git elsewhere"
+    server.by_stage(planner=[_checked_plan(check)], executor=[ToolCalls([("write_file", {
+        "path": "greet.txt", "content": "hello\n"})]), done()], reviewer=[APPROVE])
+    result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
+    assert result.returncode == 33, result.stdout + result.stderr
+    assert "paused (awaiting_approval)" in result.stdout and "(ACODE-EXEC-005)" in result.stdout
+    assert "mv .git elsewhere" in result.stdout and "destructive" in result.stdout
+    assert (root / ".git").is_dir() and not (root / "elsewhere").exists()
+    (root / "greet.txt").unlink()  # the executor's write, approved at level 2
+    assert _state(root) == before
+
+
+@pytest.mark.parametrize("command", ["git stash -u", "git reset --ha", "env -u VAR rm -rf src",
+                                     "git branch --delete --force side"])
+def test_a_destructive_command_at_level_2_pauses_with_exit_33_and_changes_nothing(
+        acode: Acode, server: ModelServer, tmp_path: Path, command: str) -> None:
+    _configure(acode, server)
+    acode.up()
+    root = _repository(tmp_path)
+    before = _state(root)
+    server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": command})]), done()],
+                    reviewer=[APPROVE])
+    result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
+    assert result.returncode == 33, result.stdout + result.stderr
+    assert "paused (awaiting_approval)" in result.stdout, result.stdout
+    assert f"run_terminal {command!r} (destructive) needs approval" in result.stdout, result.stdout
+    assert _state(root) == before
