@@ -291,7 +291,7 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
         assert "argv: ['python', 'check.py']" in shown and f"cwd: {workspace}" in shown
         os.write(main, b"a\n")  # always: python ... (execute) for the rest of the session
         shown = _read_until(main, "approve with this rule? [y/N]: ")
-        assert "run_terminal: python check.py (execute)" in shown  # the rule, in full, before confirming
+        assert "run_terminal: python (execute)" in shown  # the rule, in full, before confirming
         os.write(main, b"y\n")
         shown = _read_until(main, "[q]uit: ")
         assert "wants to run run_terminal (destructive): rm old.txt" in shown
