@@ -162,6 +162,8 @@ def test_deny_reaches_the_model_and_approve_always_lets_later_calls_of_the_rule_
 
     approved = acode("approve", session_id, "--always", timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert "every later call with exactly this rule:\n  run_terminal: rm (destructive)\n" in approved.stdout
+    assert "not a terminal: approving with this rule as --always asked" in approved.stdout
     assert "completed (exit 0)" in approved.stdout
     events = _events(acode, session_id)
     assert not (workspace / "b.txt").exists() and not (workspace / "c.txt").exists(), "--always let rm c.txt run"
