@@ -13,7 +13,7 @@ The table, risk class x level (``auto``: runs; ``prompt``: waits for a human's d
     write        write_file, modify_file, mkdir       prompt  auto    auto    auto
     execute      pytest, python x.py, git status      prompt  prompt  auto    auto
     network      pip install, git fetch, npx          prompt  prompt  auto    auto
-    destructive  rm, git reset --hard, git clean      prompt  prompt  prompt  auto
+    destructive  rm, mv, git reset, git stash, ...    prompt  prompt  prompt  auto
 
 ``approvals:`` (seed 004) overrides a level per class with ``auto``, ``prompt`` or ``deny``
 (``deny``: refused without asking): ``file_write`` the write class, ``file_delete`` the

@@ -293,17 +293,32 @@ def _git(args: list[str]) -> tuple[tuple[str, ...], Parsed, Risk]:
     sub, rest = args[i], args[i + 1:]
     nested = ""
     if sub in GIT_NESTED:
-        # git stash reads its first word only (``git stash -u`` is push); the others take
-        # their own options first (``git remote -v show``)
-        at = 0 if sub == "stash" else next((j for j, a in enumerate(rest) if not a.startswith("-")), len(rest))
-        if at < len(rest) and rest[at] in GIT_NESTED[sub]:
-            nested, rest = rest[at], rest[:at] + rest[at + 1:]
-        else:
-            nested = GIT_NESTED[sub][0]
+        nested, rest = _nested(sub, rest)
     command = (sub, nested) if nested else (sub,)
     table = GIT.get(f"{sub} {nested}") or GIT.get(sub)
     parsed = parse(table or Spec(negatable=True), rest)
     return command, parsed, _git_risk(sub, nested, parsed, table is not None, rest)
+
+
+def _nested(sub: str, rest: list[str]) -> tuple[str, list[str]]:
+    """The command of ``git stash``/``reflog``/``notes``/... and the words after it. git
+    stash reads its first word only (``git stash -u`` is push) and git reflog runs ``show``
+    with any word it does not know (``git reflog HEAD``); the others take their own options
+    first (``git remote -v show``, ``git notes --ref x remove``), and a word they do not
+    know is kept as the command (so nothing proves it harmless)."""
+    known = GIT_NESTED[sub]
+    if sub == "stash":
+        return (rest[0], rest[1:]) if rest and rest[0] in known else (known[0], rest)
+    at = 0
+    while at < len(rest) and rest[at].startswith("-"):
+        at += 2 if sub == "notes" and rest[at] == "--ref" else 1
+    if at >= len(rest):
+        return known[0], rest
+    if rest[at] in known:
+        return rest[at], rest[:at] + rest[at + 1:]
+    if sub == "reflog":
+        return "show", rest
+    return rest[at], rest[:at] + rest[at + 1:]
 
 
 def _git_risk(sub: str, nested: str, p: Parsed, tabled: bool, rest: list[str]) -> Risk:
@@ -319,8 +334,9 @@ def _git_risk(sub: str, nested: str, p: Parsed, tabled: bool, rest: list[str]) -
             return "execute"
         if sub == "remote" and nested in ("show", "update", "add"):
             return "network"
-        if sub == "submodule" and nested in ("update", "add"):
-            return "network"
+        if sub == "submodule" and nested in ("update", "add"):  # update --force/--checkout discards work
+            discards = p.may_be("--force", "-f", "--checkout", "--merge", "--rebase")
+            return "destructive" if discards else "network"
         if sub == "worktree" and nested == "add" and not p.unknown and not p.may_be("--force", "-B"):
             return "execute"
         if sub == "notes" and nested == "add" and not p.unknown and not p.may_be("--force"):

@@ -35,17 +35,25 @@ each refusal names the rule that refused it, the offending value and how to allo
    ``tar --checkpoint-action/--to-command/--use-compress-program/-I/--info-script/-F/
    --new-volume-script/--rsh-command/--rmt-command``; ``python -c``, ``node -e/-p/--eval/
    --print/-r/--require/--import``, ``perl``/``ruby -e`` unless ``allow_inline_code``;
-   ``make --eval`` and ``SHELL=``/``.SHELLFLAGS=`` overrides. Being conservative is the
-   point: a false refusal costs one retry, a false allowance costs the machine.
+   ``make --eval`` and ``SHELL=``/``.SHELLFLAGS=`` overrides; ``sort --compress-program``;
+   ``awk`` ``@include``/``@load``, ``-W`` (but version/usage/help) and the options that
+   write files (``--pretty-print``, ``--profile``, ``--dump-variables``); ``git archive -o``.
+   Options are read by :mod:`protocol.cmdline` as the program reads them, so a rule holds
+   for every abbreviation the program accepts (``sed --in``, ``git log --outpu=F``, ``rg
+   --pre-g``), for an ambiguous prefix that may be the option, and for clusters (``-nie``);
+   a wrapper (``env``, ``nice``, ``timeout``, ``nohup``, ``stdbuf``, ``ionice``, ``time``,
+   ``command``) must itself be allowed, and the command it runs is checked as a command of
+   its own. Being conservative is the point: a false refusal costs one retry, a false
+   allowance costs the machine.
 
 The allowlist is not the security boundary against code in the workspace (``python
 script.py`` runs whatever the script says); isolation is (:mod:`actors.sandbox.isolation`).
 The policy stops the model from smuggling a second program past the reviewer's eyes.
 
-:func:`classify` (in :mod:`protocol.autonomy`, pure, shared with the executor) gives the
-risk class approval gates use: ``destructive`` (``rm``,
-``git reset --hard``, ``git clean``, forced pushes, ...), ``network`` (package installs,
-``git fetch/pull/push/clone``, ``npx``, ...) or ``execute``.
+:func:`classify` (in :mod:`protocol.commands`, pure, shared with the executor and the
+verifier) gives the risk class approval gates use: destructive unless the program,
+subcommand and options are known to read or only add (see there), ``network`` for installs
+and fetches, else ``execute``.
 """
 
 from __future__ import annotations
