@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.cmdline import parse, resolve, unwrap
+from protocol.cmdline import WRAPPERS, parse, resolve, unwrap
 from protocol.cmdtables import GIT, PROGRAMS
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -209,3 +209,23 @@ def test_find_does_not_abbreviate_its_actions(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("x")
     result = _run(["find", ".", "-del"], tmp_path, check=False)
     assert result.returncode != 0 and (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("wrapper", ["env", "nice", "timeout", "nohup", "stdbuf", "ionice", "time"])
+def test_each_wrapper_table_holds_every_long_option_of_the_programs_help(wrapper: str, tmp_path: Path) -> None:
+    path = shutil.which(wrapper)
+    if path is None:
+        pytest.skip(f"{wrapper} is not installed")
+    text = _run([path, "--help"], tmp_path, check=False).stdout
+    names = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9-]+)", text))
+    assert names, f"{wrapper} --help lists no options"
+    missing = sorted(n for n in names if resolve(WRAPPERS[wrapper], n) != ("--" + n,))
+    assert not missing, f"{wrapper} --help lists options the table lacks: {missing}"
+
+
+def test_timeout_runs_the_program_after_its_duration(tmp_path: Path) -> None:
+    _tool("timeout")
+    argv = ["timeout", "-k", "5", "--signal=TERM", "10", "touch", "made"]
+    assert unwrap(argv).argv == ("touch", "made")
+    _run(argv, tmp_path)
+    assert (tmp_path / "made").exists()
