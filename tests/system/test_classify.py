@@ -8,6 +8,7 @@ a real git repository with history, a second branch, a stash, an edit and an unt
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.modelserver import Json, ModelServer, ToolCalls
-from tests.system.conftest import Acode
+from tests.system.conftest import CLI, REPO, Acode
+from tests.system.test_approvals import _paused, _read_until
 from tests.system.test_models import APPROVE, _configure, _workspace, done, plan
 
 pytestmark = pytest.mark.system
@@ -96,3 +98,34 @@ def test_a_destructive_command_at_level_2_pauses_with_exit_33_and_changes_nothin
     assert "paused (awaiting_approval)" in result.stdout, result.stdout
     assert f"run_terminal {command!r} (destructive) needs approval" in result.stdout, result.stdout
     assert _state(root) == before
+
+
+def test_approve_always_on_a_terminal_shows_the_rule_and_grants_nothing_unless_confirmed(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(acode, server)
+    acode.up()
+    root = _repository(tmp_path)
+    server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "git clean -fdx"})]),
+                                                done()], reviewer=[APPROVE])
+    submitted = acode("run", "make greet.txt say hello", "--workspace", str(root), "--detach")
+    assert submitted.returncode == 0, submitted.stderr
+    session_id = submitted.stdout.strip()
+    _paused(acode, session_id)
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "approve", session_id, "--always"], env=acode.env,
+                            cwd=REPO, stdin=child, stdout=child, stderr=child, close_fds=True)
+    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    os.close(child)
+    try:
+        shown = _read_until(main, "approve with this rule? [y/N]: ")
+        assert "every later call with exactly this rule:\r\n  run_terminal: git clean --force -d -x (destructive)" \
+            in shown
+        os.write(main, b"n\n")
+        shown = _read_until(main, "(ACODE-CLI-004)")
+        assert "nothing approved: the --always rule was not confirmed" in shown
+        assert proc.wait(timeout=60) != 0
+    finally:
+        os.close(main)
+    snap = _paused(acode, session_id)["snap"]
+    assert snap.approval is not None and snap.approval.argv == ["git", "clean", "-fdx"]
+    assert (root / "notes.txt").exists(), "the unconfirmed call did not run"
