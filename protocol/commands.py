@@ -15,7 +15,9 @@ a file; ``git stash``; ``git branch -d/-m/-f``; ``update-ref``; ``reflog expire`
 ``rebase``; ``rm``; ``mv``; ``cp`` without ``-n``; ``sort -o``; ``uniq IN OUT``; ``tar -x``;
 ``sed -i``; ...), an unknown git subcommand (an alias may run anything), an option the
 table does not know on a command whose effect depends on its options, and any program this
-module has no entry for (one added with ``extra_commands``, a workspace script).
+module has no entry for (one added with ``extra_commands``, a workspace script, a program
+named by a path such as ``./ls``), and any command but a reading one or git's own that
+names a path in ``.git`` or ``.agent`` (``mkdir .git/hooks``, ``cp -n x .git/hooks/x``).
 
 Options are read by :mod:`protocol.cmdline` as the program reads them (``git reset --ha``
 is ``--hard``; ``env -u VAR rm`` runs ``rm``), before any rule here looks at them.
@@ -39,6 +41,7 @@ from protocol.tools import Risk
 __all__ = ["Call", "classify", "describe", "shape"]
 
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;"})
+_METADATA = re.compile(r"(^|[/=])\.(git|agent)(/|$)")
 _REDIRECT = re.compile(r"\d*>[>|&]?\d*|&>>?|<>")
 _RANK: dict[Risk, int] = {"read": 0, "write": 1, "execute": 2, "network": 3, "destructive": 4}
 
@@ -145,6 +148,10 @@ def describe(argv: list[str]) -> Call:
     base = re.sub(r"(\d+(\.\d+)*)$", "", program)  # python3.11 -> python
     args = list(wrapped.argv[1:])
     command, parsed, own = _read(base, args)
+    if "/" in wrapped.argv[0]:
+        own = "destructive"  # ./ls, bin/git: a file of the workspace, not the program the tables know
+    elif base not in _READS and base != "git" and any(_METADATA.search(word) for word in args):
+        own = "destructive"  # mkdir .git/hooks, cp -n x .git/hooks/pre-commit: repository or acode metadata
     return Call(wrapped.wrappers, base, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
 
 

@@ -87,6 +87,10 @@ DESTRUCTIVE = [
     # programs with no table, and workspace scripts
     "jq . f", "tee f", "dd if=/dev/zero of=f", "truncate -s0 f", "ln -sf a b", "chmod 000 f", "./run.sh",
     "sh -c 'x'", "bash x.sh", "xargs rm", "patch -p1", "install a b", "split f", "shred f",
+    # a program named by a path is the workspace's file; anything writing near .git or .agent
+    "./ls", "bin/git status", "./git status", "mkdir .git/hooks", "mkdir -p .git/hooks", "touch .git/hooks/x",
+    "cp -n hook .git/hooks/pre-commit", "cp -n x ./.git/config", "tar -xkf a.tar -C .git", "touch .agent/config.yml",
+    "cp -n --target-directory=.git/hooks x", "mkdir sub/.git", "python x.py .git",
     # compound (configured shell_commands)
     "make && rm -rf build", "ls ; git stash", "echo x > f", "cat a >> b", "ls 2> err", "ls &> out",
     "git init --template=t", "git init --shared", "git init --separate-git-dir x",
@@ -125,7 +129,8 @@ EXECUTE = [
     "ls", "ls -la", "cat a.txt", "head -n 5 a", "tail -f log", "wc -l a", "grep -rn foo .", "diff a b",
     "cmp a b", "echo hi", "printf '%s' x", "true", "false", "pwd", "which python", "test -f a", "basename a/b",
     "dirname a/b", "realpath a", "stat a", "tr a b", "cut -d, -f1 a", "seq 3", "sleep 1", "date", "du -sh .",
-    "mkdir x", "mkdir -p a/b", "touch a", "touch -d yesterday a",
+    "mkdir x", "mkdir -p a/b", "touch a", "touch -d yesterday a", "cat .git/config", "ls .git", "ls -la .git/hooks",
+    "grep -r x .git", "touch .gitignore", "mkdir .github", "git add .gitignore", "git log -- .agent",
     "cp -n a b", "cp --no-clobber a b", "cp -rn a b", "cp --no-c a b",
     "sort a", "sort -rn a", "sort -k2 -t, a", "sort -u a b", "sort -- -o",
     "uniq a", "uniq -c a", "uniq -", "tar -tf a.tar", "tar tf a.tar", "tar --list -f a.tar", "tar -tzvf a.tgz",
