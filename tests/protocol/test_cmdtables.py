@@ -53,6 +53,8 @@ def test_each_git_table_holds_every_option_git_lists(command: str, repo: Path) -
         assert resolve(table, name) == ("--" + name,), f"git {command} {word} is missing from the table"
         if word.endswith("="):
             assert table.long.get(name) == "required", f"git {command} {word} takes a value"
+        else:  # a flag or an optional value: taking the next word would hide it from every rule
+            assert table.long.get(name, "none") != "required", f"git {command} {word} takes no separate value"
 
 
 @needs_git
@@ -61,6 +63,7 @@ def test_the_diff_tables_hold_every_diff_option_git_lists(repo: Path) -> None:
         for word in _helper(["diff"], repo):
             name = word[2:].removesuffix("=")
             assert resolve(GIT[command], name) == ("--" + name,), (command, word)
+            assert (GIT[command].long[name] == "required") == word.endswith("="), (command, word)
 
 
 @pytest.mark.parametrize("program", ["cp", "mv", "rm", "sort", "uniq", "touch", "mkdir", "sed", "tar"])
