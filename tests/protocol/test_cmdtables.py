@@ -74,6 +74,15 @@ def test_each_gnu_table_holds_every_long_option_of_the_programs_help(program: st
     names = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9-]+)", text))
     missing = sorted(n for n in names if resolve(PROGRAMS[program], n) != ("--" + n,))
     assert not missing, f"{program} --help lists options the table lacks: {missing}"
+    forms: dict[str, set[str]] = {}
+    for name, form in re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9-]+)(\[=|=|)", text):
+        forms.setdefault(name, set()).add(form)
+    for name, seen in forms.items():
+        ours = PROGRAMS[program].long[name]
+        if "=" in seen and "[=" not in seen:
+            assert ours != "none", f"{program} --{name} takes a value ({seen})"
+        if seen <= {"", "[="}:  # a flag or an optional value: the next word is not its value
+            assert ours != "required", f"{program} --{name} takes no separate value ({seen})"
 
 
 # --- a prefix means what the program takes it to mean ------------------------------------------
