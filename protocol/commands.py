@@ -152,7 +152,8 @@ def describe(argv: list[str]) -> Call:
         own = "destructive"  # ./ls, bin/git: a file of the workspace, not the program the tables know
     elif base not in _READS and base != "git" and any(_METADATA.search(word) for word in args):
         own = "destructive"  # mkdir .git/hooks, cp -n x .git/hooks/pre-commit: repository or acode metadata
-    return Call(wrapped.wrappers, base, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
+    name = wrapped.argv[0] if "/" in wrapped.argv[0] else base  # ./rm is not rm, in a rule either
+    return Call(wrapped.wrappers, name, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
 
 
 def _read(base: str, args: list[str]) -> tuple[tuple[str, ...], Parsed | None, Risk]:

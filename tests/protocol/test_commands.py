@@ -188,6 +188,8 @@ def test_what_fetches_or_installs_is_network(command: str) -> None:
     ("tar xzf a.tgz", "tar --extract --file --gzip"),
     ("npm run build", "npm run"),
     ("jq -r . f", "jq -r"),
+    ("./rm x", "./rm"),
+    ("python3.11 -m pytest", "python -m"),
 ])
 def test_a_calls_shape_is_its_program_subcommand_and_option_names(command: str, expected: str) -> None:
     assert shape(command_argv(command)) == expected
@@ -199,6 +201,7 @@ def test_a_calls_shape_is_its_program_subcommand_and_option_names(command: str, 
     ("git checkout -b x", "git checkout -f"), ("git tag v1", "git tag -d v1"), ("cp -n a b", "cp a b"),
     ("tar -tf a.tar", "tar -xf a.tar"), ("tar -xkf a.tar", "tar -xf a.tar"), ("sort a", "sort -o a a"),
     ("git commit -m x", "git commit --amend -m x"), ("sed -n p f", "sed -i p f"), ("git push", "git push -f"),
+    ("rm x", "./rm x"), ("rm x", "bin/rm x"),
 ])
 def test_a_dry_run_or_a_reading_form_never_has_the_shape_of_the_real_thing(first: str, second: str) -> None:
     assert shape(command_argv(first)) != shape(command_argv(second))
