@@ -67,7 +67,7 @@ import msgspec
 
 from actors.sandbox.confine import quote
 from protocol.autonomy import classify
-from protocol.cmdline import WRAPPERS, Option, Parsed, parse, unwrap
+from protocol.cmdline import WRAPPERS, Option, Parsed, Wrapped, unwrap
 from protocol.commands import describe
 from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
@@ -458,28 +458,21 @@ def _make(argv: list[str]) -> None:
             raise _rule("make-shell-override", arg, "it changes what make runs", "put it in the Makefile")
 
 
-def _wrapper(name: str, argv: list[str]) -> None:
+def _wrapper(name: str, wrapped: Wrapped) -> None:
     """The rules of a wrapper in front of a command (``env``, ``nice``, ``timeout``, ...):
     what it would change about the command beyond running it."""
-    parsed = parse(WRAPPERS[name], _nice_args(argv) if name == "nice" else argv[1:])
-    if name == "env":
-        hit = parsed.may_be("--split-string")
-        if hit is not None:
-            raise _rule("env-split-string", hit.raw, "env -S builds a command from a string",
-                        "run the command directly")
-        hit = parsed.may_be("--chdir")
-        if hit is not None:
-            raise _rule("env-chdir", hit.raw, "env -C changes directory", "run the command in the workspace")
-        for word in parsed.operands:
-            if not _ASSIGNMENT.match(word):
-                break
-            raise _rule("env-assignment", word, "env would set a variable for the command",
-                        "pass variables with sandbox.pass_env")
-
-
-def _nice_args(argv: list[str]) -> list[str]:
-    args = argv[1:]
-    return ["-n", args[0].lstrip("-"), *args[1:]] if args and re.fullmatch(r"--?\d+", args[0]) else args
+    if name != "env":
+        return
+    options = wrapped.wrappers[0][1]
+    hit = options.may_be("--split-string")
+    if hit is not None:
+        raise _rule("env-split-string", hit.raw, "env -S builds a command from a string", "run the command directly")
+    hit = options.may_be("--chdir")
+    if hit is not None:
+        raise _rule("env-chdir", hit.raw, "env -C changes directory", "run the command in the workspace")
+    if wrapped.assignments:
+        raise _rule("env-assignment", wrapped.assignments[0], "env would set a variable for the command",
+                    "pass variables with sandbox.pass_env")
 
 
 def _allowed(program: str, policy: CommandPolicy) -> str:
@@ -500,8 +493,9 @@ def _check_argv(argv: list[str], policy: CommandPolicy) -> None:
     depth = 0
     while os.path.basename(argv[0]) in WRAPPERS:
         name = _allowed(argv[0], policy)  # whether a wrapper may run at all is the allowlist's decision
-        _wrapper(name, argv)
-        inner = list(unwrap(argv, depth=1).argv)
+        wrapped = unwrap(argv, depth=1)
+        _wrapper(name, wrapped)
+        inner = list(wrapped.argv)
         if not inner:
             return  # env alone, command -v: runs nothing
         depth += 1
