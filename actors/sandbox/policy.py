@@ -531,6 +531,18 @@ def _check_argv(argv: list[str], policy: CommandPolicy) -> None:
             _make(argv)
         case _:
             pass
+    _ambiguous(argv)
+
+
+def _ambiguous(argv: list[str]) -> None:
+    """An abbreviation of several options: the program refuses it (``git reset --re``), so
+    the policy says so now, naming them (a rule above has already refused it if any of them
+    is one it refuses)."""
+    parsed = describe(argv).parsed
+    for option in parsed.options if parsed is not None else ():
+        if option.ambiguous:
+            raise _rule("ambiguous-option", option.raw, f"{os.path.basename(argv[0])} reads {option.name} as any of "
+                        f"{', '.join(option.candidates)} and refuses it", "spell the option out in full")
 
 
 def check(command: str, policy: CommandPolicy | None = None) -> Command:

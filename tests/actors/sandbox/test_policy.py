@@ -336,3 +336,17 @@ def test_a_wrapper_is_refused_unless_the_allowlist_allows_it() -> None:
                                      "env --unset=VAR git reset --ha", "nohup mv .git elsewhere"])
 def test_a_wrapped_command_is_classified_by_the_program_it_runs(command: str) -> None:
     assert check(command, WRAPPING).risk == "destructive"
+
+
+@pytest.mark.parametrize(("command", "value", "names"), [
+    ("git reset --re", "'--re'", "--recurse-submodules, --refresh"),
+    ("git branch --for x", "'--for'", "--force, --format"),
+    ("git commit --no-ver -m x", "'--no-ver'", "--no-verbose, --no-verify"),
+    ("sort --s f", "'--s'", "--sort, --stable"),
+    ("env -u X git reset --re", "'--re'", "--recurse-submodules, --refresh"),
+])
+def test_an_ambiguous_abbreviation_is_refused_naming_what_it_may_be(command: str, value: str, names: str) -> None:
+    error = _refused(command)
+    assert error.code == "ACODE-SBX-012"
+    assert f"argument {value} refused by rule ambiguous-option:" in str(error) and names in str(error)
+    assert "spell the option out in full" in str(error)
