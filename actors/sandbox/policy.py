@@ -41,6 +41,8 @@ each refusal names the rule that refused it, the offending value and how to allo
    Options are read by :mod:`protocol.cmdline` as the program reads them, so a rule holds
    for every abbreviation the program accepts (``sed --in``, ``git log --outpu=F``, ``rg
    --pre-g``), for an ambiguous prefix that may be the option, and for clusters (``-nie``);
+   any other ambiguous abbreviation is refused too (rule ``ambiguous-option``), as the
+   program would refuse it;
    a wrapper (``env``, ``nice``, ``timeout``, ``nohup``, ``stdbuf``, ``ionice``, ``time``,
    ``command``) must itself be allowed, and the command it runs is checked as a command of
    its own. Being conservative is the point: a false refusal costs one retry, a false
