@@ -223,7 +223,7 @@ PROGRAMS: dict[str, Spec] = {
                "no-clobber preserve=? no-preserve= parents recursive reflink=? remove-destination sparse= "
                "strip-trailing-slashes symbolic-link suffix= target-directory= no-target-directory update=? "
                "verbose one-file-system context=? debug " + _COREUTILS,
-               "a=archive b d f=force i=interactive H l=link L=dereference n=no-clobber P=no-dereference p "
+               "a=archive b=backup d f=force i=interactive H l=link L=dereference n=no-clobber P=no-dereference p "
                        "R=recursive "
                "r=recursive s=symbolic-link S:=suffix t:=target-directory T=no-target-directory u v=verbose "
                "x=one-file-system Z"),

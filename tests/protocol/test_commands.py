@@ -62,7 +62,7 @@ DESTRUCTIVE = [
     # other programs
     "rm x", "rm -rf src", "rm -f", "rm -- -x", "rmdir d", "mv .git elsewhere", "mv a b", "mv -n a b", "mv -t d a",
     "cp /dev/null f", "cp a b", "cp -r a b", "cp -f a b", "cp -n -f a b", "cp --remove-destination a b",
-    "cp -u a b", "cp -t d a", "cp --no-clobber --force a b",
+    "cp -u a b", "cp -t d a", "cp --no-clobber --force a b", "cp -nb a b",
     "sort -o f f", "sort -of f", "sort --output=f g", "sort --out=f g", "sort --outp f g", "sort -rno f g",
     "sort --compress-program=gzip f",
     "uniq in out", "uniq -c in out", "uniq -- in out", "uniq -f 1 in out",
