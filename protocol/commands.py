@@ -50,7 +50,7 @@ _READS = frozenset({
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "diff", "cmp", "echo", "printf", "true", "false",
     "pwd", "which", "test", "[", "basename", "dirname", "realpath", "readlink", "stat", "tr", "cut", "seq", "sleep",
     "date", "du", "df", "nl", "od", "comm", "join", "paste", "fold", "expand", "unexpand", "rev", "tac",
-    "md5sum", "sha1sum", "sha256sum", "sha512sum", "tree", "whoami", "id", "uname",
+    "md5sum", "sha1sum", "sha256sum", "sha512sum", "whoami", "id", "uname",
 })
 # programs that run code (confined by isolation, not by a table): python x.py, make, ...
 _RUNS_CODE = frozenset({

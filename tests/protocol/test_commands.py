@@ -87,6 +87,7 @@ DESTRUCTIVE = [
     # programs with no table, and workspace scripts
     "jq . f", "tee f", "dd if=/dev/zero of=f", "truncate -s0 f", "ln -sf a b", "chmod 000 f", "./run.sh",
     "sh -c 'x'", "bash x.sh", "xargs rm", "patch -p1", "install a b", "split f", "shred f",
+    "tree -o out",
     # a program named by a path is the workspace's file; anything writing near .git or .agent
     "./ls", "bin/git status", "./git status", "mkdir .git/hooks", "mkdir -p .git/hooks", "touch .git/hooks/x",
     "cp -n hook .git/hooks/pre-commit", "cp -n x ./.git/config", "tar -xkf a.tar -C .git", "touch .agent/config.yml",
