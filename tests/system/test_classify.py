@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer, ToolCalls
 from tests.system.conftest import CLI, REPO, Acode
-from tests.system.test_approvals import _paused, _read_until
+from tests.system.test_approvals import _events, _paused, _read_until
 from tests.system.test_models import APPROVE, _configure, _workspace, done, plan
 
 pytestmark = pytest.mark.system
@@ -129,3 +130,37 @@ def test_approve_always_on_a_terminal_shows_the_rule_and_grants_nothing_unless_c
     snap = _paused(acode, session_id)["snap"]
     assert snap.approval is not None and snap.approval.argv == ["git", "clean", "-fdx"]
     assert (root / "notes.txt").exists(), "the unconfirmed call did not run"
+
+
+def test_an_always_rule_from_a_reading_call_does_not_cover_a_destructive_one(
+        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+    """At level 1 `git status --short` asks; approved --always, the same shape (`git status
+    -s`) runs unasked, and `git checkout -f` still asks."""
+    _configure(acode, server)
+    acode.up()
+    root = _repository(tmp_path)
+    before = _state(root)
+    calls = ["git status --short", "git status -s", "git checkout -f"]
+    server.by_stage(planner=[plan()], executor=[*[ToolCalls([("run_terminal", {"command": c})]) for c in calls],
+                                                done()], reviewer=[APPROVE])
+    submitted = acode("run", "make greet.txt say hello", "--workspace", str(root), "--detach", "--autonomy", "1")
+    assert submitted.returncode == 0, submitted.stderr
+    session_id = submitted.stdout.strip()
+    snap = _paused(acode, session_id)["snap"]
+    assert snap.approval.argv == ["git", "status", "--short"]
+    approved = acode("approve", session_id, "--always", "--detach")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert "run_terminal: git status --short (execute)" in approved.stdout
+
+    def on_checkout() -> object:
+        waiting = _paused(acode, session_id)["snap"]
+        return waiting if waiting.approval.argv == ["git", "checkout", "-f"] else None
+
+    snap = wait_until(on_checkout, 90, interval=0.2, what="git checkout -f waits for approval")
+    assert snap.approval.risk == "destructive"
+    assert snap.approval.rule == "run_terminal: git checkout --force (destructive)"
+    assert _state(root) == before, "git checkout -f did not run"
+    ran = [e["target"] for e in _events(acode, session_id) if e["type"] == "tool_called"
+           and e["target"].startswith("git ")]
+    assert ran == ["git status --short", "git status -s"], "the rule covered the same shape, unasked"
+    acode("cancel", session_id)
