@@ -16,8 +16,9 @@ a file; ``git stash``; ``git branch -d/-m/-f``; ``update-ref``; ``reflog expire`
 ``sed -i``; ...), an unknown git subcommand (an alias may run anything), an option the
 table does not know on a command whose effect depends on its options, and any program this
 module has no entry for (one added with ``extra_commands``, a workspace script, a program
-named by a path such as ``./ls``), and any command but a reading one or git's own that
-names a path in ``.git`` or ``.agent`` (``mkdir .git/hooks``, ``cp -n x .git/hooks/x``).
+named by a path such as ``./ls``), and a command that only creates files (``mkdir``,
+``touch``, ``cp -n``, ``tar -x -k``) when it names a path in ``.git`` or ``.agent``
+(``mkdir .git/hooks``, ``cp -n x .git/hooks/pre-commit``).
 
 Options are read by :mod:`protocol.cmdline` as the program reads them (``git reset --ha``
 is ``--hard``; ``env -u VAR rm`` runs ``rm``), before any rule here looks at them.
@@ -150,10 +151,17 @@ def describe(argv: list[str]) -> Call:
     command, parsed, own = _read(base, args)
     if "/" in wrapped.argv[0]:
         own = "destructive"  # ./ls, bin/git: a file of the workspace, not the program the tables know
-    elif base not in _READS and base != "git" and any(_METADATA.search(word) for word in args):
+    elif _creates(base, parsed) and any(_METADATA.search(word) for word in args):
         own = "destructive"  # mkdir .git/hooks, cp -n x .git/hooks/pre-commit: repository or acode metadata
     name = wrapped.argv[0] if "/" in wrapped.argv[0] else base  # ./rm is not rm, in a rule either
     return Call(wrapped.wrappers, name, command, parsed, max(risk, own, key=_RANK.__getitem__), tuple(args))
+
+
+def _creates(base: str, parsed: Parsed | None) -> bool:
+    """Whether an ``execute`` form of the program creates files where its arguments say."""
+    if base == "tar":
+        return parsed is not None and parsed.has("--extract", "--get")
+    return base in ("mkdir", "touch", "cp")
 
 
 def _read(base: str, args: list[str]) -> tuple[tuple[str, ...], Parsed | None, Risk]:

@@ -91,7 +91,7 @@ DESTRUCTIVE = [
     # a program named by a path is the workspace's file; anything writing near .git or .agent
     "./ls", "bin/git status", "./git status", "mkdir .git/hooks", "mkdir -p .git/hooks", "touch .git/hooks/x",
     "cp -n hook .git/hooks/pre-commit", "cp -n x ./.git/config", "tar -xkf a.tar -C .git", "touch .agent/config.yml",
-    "cp -n --target-directory=.git/hooks x", "mkdir sub/.git", "python x.py .git",
+    "cp -n --target-directory=.git/hooks x", "mkdir sub/.git", "tar -xkf a.tar -C sub/.git/hooks",
     # compound (configured shell_commands)
     "make && rm -rf build", "ls ; git stash", "echo x > f", "cat a >> b", "ls 2> err", "ls &> out",
     "git init --template=t", "git init --shared", "git init --separate-git-dir x",
@@ -132,6 +132,7 @@ EXECUTE = [
     "dirname a/b", "realpath a", "stat a", "tr a b", "cut -d, -f1 a", "seq 3", "sleep 1", "date", "du -sh .",
     "mkdir x", "mkdir -p a/b", "touch a", "touch -d yesterday a", "cat .git/config", "ls .git", "ls -la .git/hooks",
     "grep -r x .git", "touch .gitignore", "mkdir .github", "git add .gitignore", "git log -- .agent",
+    "find . -path ./.git -prune -o -type f -print", "tar --exclude=.git -czf - .", "rg -n x .agent", "cat .agent/x",
     "cp -n a b", "cp --no-clobber a b", "cp -rn a b", "cp --no-c a b",
     "sort a", "sort -rn a", "sort -k2 -t, a", "sort -u a b", "sort -- -o",
     "uniq a", "uniq -c a", "uniq -", "tar -tf a.tar", "tar tf a.tar", "tar --list -f a.tar", "tar -tzvf a.tgz",
