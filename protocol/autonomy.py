@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.commands import classify, shape
+from protocol.commands import REDIRECT, classify, shape
 from protocol.tools import Risk, risk_of
 
 __all__ = [
@@ -150,7 +150,17 @@ def command_argv(command: str) -> list[str]:
 
 
 def command_risk(command: str) -> Risk:
-    """The risk class of a command line (:func:`protocol.commands.classify`)."""
+    """The risk class of a command line (:func:`protocol.commands.classify`); one with an
+    unquoted output redirection (``echo x > f``, as a configured ``shell_commands`` entry
+    may have) is destructive: it truncates the file. A quoted ``">"`` is an argument."""
+    raw = shlex.shlex(command, posix=False, punctuation_chars=";&|<>()")
+    raw.whitespace_split = True
+    raw.commenters = ""
+    try:
+        if any(REDIRECT.fullmatch(token) for token in raw):
+            return "destructive"
+    except ValueError:
+        pass  # unbalanced quotes: command_argv gives [] and the sandbox refuses it
     return classify(command_argv(command))
 
 

@@ -39,11 +39,11 @@ from protocol.cmdline import Parsed, Spec, parse, unwrap
 from protocol.cmdtables import GIT, GIT_GLOBAL, GIT_NESTED, PROGRAMS
 from protocol.tools import Risk
 
-__all__ = ["Call", "classify", "describe", "shape"]
+__all__ = ["REDIRECT", "Call", "classify", "describe", "shape"]
 
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;"})
 _METADATA = re.compile(r"(^|[/=])\.(git|agent)(/|$)")
-_REDIRECT = re.compile(r"\d*>[>|&]?\d*|&>>?|<>")
+REDIRECT = re.compile(r"\d*>[>|&]?\d*|&>>?|<>")
 _RANK: dict[Risk, int] = {"read": 0, "write": 1, "execute": 2, "network": 3, "destructive": 4}
 
 # programs that only read (or print)
@@ -97,10 +97,9 @@ class Call:
 
 def classify(argv: list[str]) -> Risk:
     """The risk class of a command (see the module). A compound command (``make && rm -rf
-    build``, as a configured ``shell_commands`` entry may be) takes the highest of its parts;
-    one with an output redirection (``echo x > f``) is destructive: it truncates the file."""
-    if any(_REDIRECT.fullmatch(word) for word in argv):
-        return "destructive"
+    build``, as a configured ``shell_commands`` entry may be) takes the highest of its parts.
+    (An output redirection is the command line's, not its words': see
+    :func:`protocol.autonomy.command_risk`.)"""
     parts = _parts(argv)
     return max((describe(part).risk for part in parts), key=_RANK.__getitem__, default="execute")
 

@@ -68,7 +68,7 @@ import unicodedata
 import msgspec
 
 from actors.sandbox.confine import quote
-from protocol.autonomy import classify
+from protocol.autonomy import classify, command_risk
 from protocol.cmdline import WRAPPERS, Option, Parsed, Wrapped, unwrap
 from protocol.commands import describe
 from protocol.errors import SandboxError
@@ -553,7 +553,9 @@ def check(command: str, policy: CommandPolicy | None = None) -> Command:
     stripped = command.strip()
     if stripped and stripped in policy.shell_commands:
         argv = _tokens(stripped) if not set(stripped) & set(";&|<>()`$\n") else stripped.split()
-        return Command(argv=["/bin/sh", "-c", stripped], shell=True, risk=classify(argv))
+        redirected = command_risk(stripped) == "destructive"  # > FILE truncates FILE
+        return Command(argv=["/bin/sh", "-c", stripped], shell=True,
+                       risk="destructive" if redirected else classify(argv))
     argv = _check_syntax(command)
     _check_argv(argv, policy)
     return Command(argv=argv, shell=False, risk=classify(argv))

@@ -121,7 +121,8 @@ EXECUTE = [
     "git bisect log", "git submodule status", "git sparse-checkout list",
     "git clean -n", "git clean -nd", "git clean --dry-run -fdx", "git clean --dry -x", "git clean -ndx",
     "git config --get user.name", "git config --list", "git config -l", "git config get user.name",
-    "git init", "git init -q", "git init -b main", "cat < f", "git apply --check x.patch", "git apply --stat x.patch",
+    "git init", "git init -q", "git init -b main", "cat < f",
+    "grep '>' f", 'echo ">"', "awk '$1 > 5' f", "git apply --check x.patch", "git apply --stat x.patch",
     "git format-patch --stdout HEAD~1", "git archive HEAD", "git archive --format=tar HEAD",
     "git symbolic-ref HEAD", "git symbolic-ref --short HEAD",
     "git status --frobnicate",  # a reading command with an option git refuses: it still only reads

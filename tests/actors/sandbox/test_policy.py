@@ -350,3 +350,11 @@ def test_an_ambiguous_abbreviation_is_refused_naming_what_it_may_be(command: str
     assert error.code == "ACODE-SBX-012"
     assert f"argument {value} refused by rule ambiguous-option:" in str(error) and names in str(error)
     assert "spell the option out in full" in str(error)
+
+
+@pytest.mark.parametrize(("line", "risk"), [
+    ("make > build.log", "destructive"), ("make && rm -rf build", "destructive"), ("npm test | tee out", "destructive"),
+    ("npm test && npm run lint", "execute"), ("grep '>' notes.txt && make", "execute"),
+])
+def test_a_listed_shell_command_is_classified_by_all_it_runs_and_writes(line: str, risk: str) -> None:
+    assert check(line, CommandPolicy(shell_commands=frozenset({line}))).risk == risk
