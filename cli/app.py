@@ -9,6 +9,7 @@ invalid plan, questions, plan review, paused by the user), 23 cancelled; and see
 """
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +24,7 @@ from cli.config import provider_spec, resolve, session_settings, up_options
 from cli.connection import Connection, coordinator_pid
 from cli.follow import attach_and_print, follow_and_print, print_json, read_events
 from cli.render import echo
+from protocol.autonomy import ApprovalRequest
 from protocol.errors import AcodeError, CliError, ModelError
 from protocol.events import StepStarted
 from protocol.ids import new_id
@@ -489,15 +491,30 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
         body = approvals.decision_for(snapshot, decision, always=always, reason=reason, by=f"acode {decision}")
         if isinstance(body, DecideApproval) and snapshot.approval is not None:
             echo("\n".join(approvals.request_lines(snapshot.approval)))
+            if always:
+                _confirm_always(snapshot.approval)
         _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out,
                         done="approved" if decision == "approve" else "denied")
+
+
+def _confirm_always(request: ApprovalRequest) -> None:
+    """Show what ``--always`` grants in full; on a terminal, ask before granting it."""
+    echo("\n".join(approvals.always_lines(request)))
+    if not approvals.interactive():
+        echo("not a terminal: approving with this rule as --always asked")
+        return
+    echo("approve with this rule? [y/N]: ", nl=False)
+    if sys.stdin.readline().strip().lower()[:1] != "y":
+        raise CliError("nothing approved: the --always rule was not confirmed; `acode approve SESSION` approves "
+                       "this call alone", code="ACODE-CLI-004")
 
 
 @app.command()
 def approve(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     always: Annotated[bool, typer.Option(
-        "--always", help="also approve later calls of the same tool and rule in this session")] = False,
+        "--always", help="also approve later calls with the same rule in this session: the same program, "
+        "subcommand, option names and risk class (shown in full, confirmed on a terminal)")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
 ) -> None:

@@ -7,8 +7,9 @@ session pauses ``awaiting_approval``::
     approve? [y]es [n]o [a]lways [d]iff [q]uit:
 
 ``y`` approves this call, ``a`` approves it and later calls of the same rule in this
-session, ``n`` denies it (with an optional reason), ``d`` shows the diff of a write,
-``q`` detaches and leaves the session waiting, printing the commands that decide it.
+session (the rule is shown in full and confirmed first: :func:`always_lines`), ``n``
+denies it (with an optional reason), ``d`` shows the diff of a write, ``q`` detaches and
+leaves the session waiting, printing the commands that decide it.
 The decision goes to the coordinator like ``acode approve``'s; the run then follows the
 session on. Off a terminal the session's ``non_interactive_policy`` decides instead (it
 was resolved when the session was submitted).
@@ -28,7 +29,7 @@ from protocol.messages import ApprovePlan, DecideApproval, Message
 from protocol.printable import printable
 from protocol.session import SessionSnapshot
 
-__all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop", "request_lines"]
+__all__ = ["PROMPT", "always_lines", "decision_for", "interactive", "prompt_loop", "request_lines"]
 
 PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
 
@@ -58,6 +59,14 @@ def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
             lines.append(f"  diff: {changed} line(s) changed ([d] shows it)")
     lines.append(f"  rule for --always: {printable(request.rule, lines=False)}")
     return lines
+
+
+def always_lines(request: ApprovalRequest) -> list[str]:
+    """What ``--always`` grants, in full: the rule, and that nothing wider is covered."""
+    return ["--always approves this call and, for the rest of the session, every later call with exactly this rule:",
+            f"  {request.rule}",
+            "  (the same tool and, for a command, the same program, subcommand and option names, and the same risk "
+            "class; its arguments may differ; anything else still asks)"]
 
 
 def decision_for(snapshot: SessionSnapshot, decision: Literal["approve", "deny"], *, always: bool = False,
@@ -92,7 +101,10 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
             case "y":
                 return "approve", ""
             case "a":
-                return "always", ""
+                echo("\n".join(always_lines(request)))
+                echo("approve with this rule? [y/N]: ", nl=False)
+                if sys.stdin.readline().strip().lower()[:1] == "y":
+                    return "always", ""
             case "n":
                 echo("reason (optional): ", nl=False)
                 return "deny", sys.stdin.readline().strip()

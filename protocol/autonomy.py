@@ -13,7 +13,7 @@ The table, risk class x level (``auto``: runs; ``prompt``: waits for a human's d
     write        write_file, modify_file, mkdir       prompt  auto    auto    auto
     execute      pytest, python x.py, git status      prompt  prompt  auto    auto
     network      pip install, git fetch, npx          prompt  prompt  auto    auto
-    destructive  rm, git reset --hard, git clean      prompt  prompt  prompt  auto
+    destructive  rm, mv, git reset, git stash, ...    prompt  prompt  prompt  auto
 
 ``approvals:`` (seed 004) overrides a level per class with ``auto``, ``prompt`` or ``deny``
 (``deny``: refused without asking): ``file_write`` the write class, ``file_delete`` the
@@ -23,20 +23,23 @@ human is there to answer (see :data:`ApprovalMode`).
 
 An approval is bound to the exact call: its :func:`call_hash` (tool and canonical
 arguments) and its idempotency key; ``--always`` records a *rule* (:func:`rule_of`: the
-tool, for commands the program, and the risk class) that approves later matching calls of
-the same session.
+tool, for commands the program, subcommand and option names, and the risk class) that
+approves later calls of the same session with the same rule, and nothing else.
+
+A command's class comes from :mod:`protocol.commands`: destructive unless its program,
+subcommand and options are known to read or only add (see there).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.commands import REDIRECT, classify, shape
 from protocol.tools import Risk, risk_of
 
 __all__ = [
@@ -146,65 +149,18 @@ def command_argv(command: str) -> list[str]:
         return []
 
 
-_DESTRUCTIVE_GIT = (("reset", "--hard"), ("clean",), ("push", "--force"), ("push", "-f"),
-                    ("push", "--force-with-lease"), ("checkout", "--"), ("checkout", "."), ("restore",),
-                    ("branch", "-D"), ("stash", "drop"), ("stash", "clear"), ("rm",))
-_NETWORK_GIT = ("fetch", "pull", "push", "clone", "ls-remote", "remote")
-_INSTALL = {"pip": ("install", "download"), "pip3": ("install", "download"), "uv": ("add", "sync", "pip", "lock"),
-            "poetry": ("install", "add", "update", "lock"), "npm": ("install", "i", "ci", "add", "update"),
-            "yarn": ("install", "add", "upgrade"), "pnpm": ("install", "i", "add", "update"),
-            "cargo": ("install", "fetch", "update", "add", "publish"), "go": ("get", "install", "mod")}
-
-
-_SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;"})
-_RANK: dict[Risk, int] = {"read": 0, "write": 1, "execute": 2, "network": 3, "destructive": 4}
-
-
-def classify(argv: list[str]) -> Risk:
-    """The risk class of a command: ``destructive`` (``rm``, ``git reset --hard``, ``git
-    clean``, forced pushes, ...), ``network`` (package installs, ``git fetch/pull/push/clone``,
-    ``npx``, ...) or ``execute``. A compound command (``make && rm -rf build``, as a
-    configured ``shell_commands`` entry may be) takes the highest class of its parts."""
-    if any(word in _SEPARATORS for word in argv):
-        parts: list[list[str]] = [[]]
-        for word in argv:
-            if word in _SEPARATORS:
-                parts.append([])
-            else:
-                parts[-1].append(word)
-        return max((_classify_simple(part) for part in parts if part), key=_RANK.__getitem__, default="execute")
-    return _classify_simple(argv)
-
-
-def _classify_simple(argv: list[str]) -> Risk:
-    if not argv:
-        return "execute"
-    name = os.path.basename(argv[0])
-    args = argv[1:]
-    if name == "env":
-        rest = [a for a in args if not a.startswith("-") and "=" not in a]
-        return _classify_simple(rest) if rest else "execute"
-    if name == "rm":
-        return "destructive"
-    if name == "git":
-        words = [a for a in args if not a.startswith("-") or a in ("--hard", "--force", "-f", "--force-with-lease",
-                                                                    "-D", "--")]
-        for pattern in _DESTRUCTIVE_GIT:
-            if words[:1] == [pattern[0]] and all(p in words[1:] for p in pattern[1:]):
-                return "destructive"
-        if words[:1] and words[0] in _NETWORK_GIT or words[:2] == ["submodule", "update"]:
-            return "network"
-        return "execute"
-    if name in ("npx", "curl", "wget"):
-        return "network"
-    if name in _INSTALL and any(a in _INSTALL[name] for a in args[:2]):
-        return "network"
-    if name.startswith("python") and args[:2] == ["-m", "pip"] and len(args) > 2 and args[2] == "install":
-        return "network"
-    return "execute"
-
-
 def command_risk(command: str) -> Risk:
+    """The risk class of a command line (:func:`protocol.commands.classify`); one with an
+    unquoted output redirection (``echo x > f``, as a configured ``shell_commands`` entry
+    may have) is destructive: it truncates the file. A quoted ``">"`` is an argument."""
+    raw = shlex.shlex(command, posix=False, punctuation_chars=";&|<>()")
+    raw.whitespace_split = True
+    raw.commenters = ""
+    try:
+        if any(REDIRECT.fullmatch(token) for token in raw):
+            return "destructive"
+    except ValueError:
+        pass  # unbalanced quotes: command_argv gives [] and the sandbox refuses it
     return classify(command_argv(command))
 
 
@@ -241,11 +197,14 @@ def call_hash(tool: str, arguments: dict[str, Any]) -> str:
 
 
 def rule_of(tool: str, arguments: dict[str, Any], risk: Risk) -> str:
-    """What ``--always`` approves: ``run_terminal rm (destructive)``, ``write_file (write)``."""
+    """What ``--always`` approves: for a command, its shape (:func:`protocol.commands.shape`:
+    program, subcommand, the names of its options) and its risk class, ``run_terminal: git
+    clean --dry-run (execute)``; for another tool, the tool and class, ``write_file (write)``.
+    A rule covers a later call only when the two strings are equal, so a destructive call is
+    never covered by a rule made from a non-destructive one, and a rule stored in the old
+    form (``run_terminal git (execute)``: no colon) covers no command any more."""
     if tool == "run_terminal":
-        argv = command_argv(str(arguments.get("command", "")))
-        program = os.path.basename(argv[0]) if argv else "?"
-        return f"run_terminal {program} ({risk})"
+        return f"run_terminal: {shape(command_argv(str(arguments.get('command', ''))))} ({risk})"
     return f"{tool} ({risk})"
 
 

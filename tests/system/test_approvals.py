@@ -162,6 +162,8 @@ def test_deny_reaches_the_model_and_approve_always_lets_later_calls_of_the_rule_
 
     approved = acode("approve", session_id, "--always", timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert "every later call with exactly this rule:\n  run_terminal: rm (destructive)\n" in approved.stdout
+    assert "not a terminal: approving with this rule as --always asked" in approved.stdout
     assert "completed (exit 0)" in approved.stdout
     events = _events(acode, session_id)
     assert not (workspace / "b.txt").exists() and not (workspace / "c.txt").exists(), "--always let rm c.txt run"
@@ -290,6 +292,9 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
         assert "wants to run run_terminal (execute): python check.py" in shown
         assert "argv: ['python', 'check.py']" in shown and f"cwd: {workspace}" in shown
         os.write(main, b"a\n")  # always: python ... (execute) for the rest of the session
+        shown = _read_until(main, "approve with this rule? [y/N]: ")
+        assert "run_terminal: python (execute)" in shown  # the rule, in full, before confirming
+        os.write(main, b"y\n")
         shown = _read_until(main, "[q]uit: ")
         assert "wants to run run_terminal (destructive): rm old.txt" in shown
         os.write(main, b"d\n")

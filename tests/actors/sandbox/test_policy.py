@@ -229,3 +229,132 @@ def test_an_unquoted_operator_anywhere_is_refused(before: list[str], op: str, af
     assert info.value.code in ("ACODE-SBX-010", "ACODE-SBX-011")
     if op != "\n":
         assert info.value.code == "ACODE-SBX-010"
+
+
+WRAPPING = CommandPolicy(allow=DEFAULT_ALLOW | {"nice", "timeout", "nohup", "stdbuf", "time", "command", "gawk"})
+
+
+@pytest.mark.parametrize(("command", "rule", "value"), [
+    # every rule matches the abbreviations the program itself accepts (and ambiguous prefixes)
+    ("sed --in s/a/b/ f", "sed-in-place", "'--in'"),
+    ("sed --in-pl=.b s/a/b/ f", "sed-in-place", "'--in-pl=.b'"),
+    ("sed -nie p f", "sed-in-place", "'-nie'"),
+    ("sed -si s/a/b/ f", "sed-in-place", "'-si'"),
+    ("sed -n -i -- s/a/b/ f", "sed-in-place", "'-i'"),
+    ("sed --fi=x.sed f", "sed-script-file", "'--fi=x.sed'"),
+    ("sed --expr='w /tmp/x' f", "sed-exec-or-write", "'w /tmp/x'"),
+    ("sed -n -e p -e 'w out' f", "sed-exec-or-write", "'w out'"),
+    ("awk --inc=inplace '{print}' f", "awk-program-file", "'--inc=inplace'"),
+    ("awk --include inplace '{print}' f", "awk-program-file", "'--include'"),
+    ("awk -i inplace '{print}' f", "awk-program-file", "'-i'"),
+    ("awk -iinplace '{print}' f", "awk-program-file", "'-iinplace'"),
+    ("awk --lo=x '{print}' f", "awk-program-file", "'--lo=x'"),
+    ("awk --fi=p.awk f", "awk-program-file", "'--fi=p.awk'"),
+    ("awk -W exec=p.awk f", "awk-program-file", "'-W exec=p.awk'"),
+    ("awk -Winclude=inplace 1 f", "awk-program-file", "'-W include=inplace'"),
+    ("awk --pretty=out 1 f", "awk-program-file", "'--pretty=out'"),
+    ("awk -d 1 f", "awk-program-file", "'-d'"),
+    ("awk '@include \"inplace\"; {print}' f", "awk-system", "'@include \"inplace\"; {print}'"),
+    ("awk '@load \"rwarray\"' f", "awk-system", "'@load \"rwarray\"'"),
+    ("awk '@ include \"inplace\"' f", "awk-system", "'@ include \"inplace\"'"),
+    ("awk -e 'BEGIN{system(\"id\")}'", "awk-system", "'BEGIN{system(\"id\")}'"),
+    ("awk --source='@include \"inplace\"' f", "awk-system", "'@include \"inplace\"'"),
+    ("git log --outpu=F", "git-runs-program", "'--outpu=F'"),
+    ("git log --output F", "git-runs-program", "'--output'"),
+    ("git diff --ext", "git-runs-program", "'--ext'"),
+    ("git diff --ext-d HEAD", "git-runs-program", "'--ext-d'"),
+    ("git show --textc HEAD", "git-runs-program", "'--textc'"),
+    ("git grep --open foo", "git-runs-program", "'--open'"),
+    ("git grep -Ovim foo", "git-runs-program", "'-Ovim'"),
+    ("git grep -nOvim foo", "git-runs-program", "'-nOvim'"),
+    ("git fetch --upload=x origin", "git-runs-program", "'--upload=x'"),
+    ("git push --rec=x origin", "git-runs-program", "'--rec=x'"),
+    ("git rebase --exe=make HEAD~1", "git-runs-program", "'--exe=make'"),
+    ("git rebase -ix make HEAD~1", "git-runs-program", "'rebase --exec'"),
+    ("git archive -o x.tar HEAD", "git-runs-program", "'-o'"),
+    ("git archive -ox.tar HEAD", "git-runs-program", "'-ox.tar'"),
+    ("git archive --out=x.tar HEAD", "git-runs-program", "'--out=x.tar'"),
+    ("git archive --output=x.tar HEAD", "git-runs-program", "'--output=x.tar'"),
+    ("git submodule --quiet foreach ls", "git-subcommand", "'submodule foreach'"),
+    ("rg --pre-g='*' foo", "rg-preprocessor", "'--pre-g=*'"),
+    ("rg --pr=x foo", "rg-preprocessor", "'--pr=x'"),
+    ("rg --search foo", "rg-preprocessor", "'--search'"),
+    ("rg -iz foo", "rg-preprocessor", "'-iz'"),
+    ("tar --to-c=sh -xf a.tar", "tar-runs-program", "'--to-c=sh'"),
+    ("tar --use=sh -xf a.tar", "tar-runs-program", "'--use=sh'"),
+    ("tar --checkpoint-a=exec=id -cf a.tar .", "tar-runs-program", "'--checkpoint-a=exec=id'"),
+    ("tar --info=x -cf a.tar .", "tar-runs-program", "'--info=x'"),
+    ("tar --rsh=x -cf h:a.tar .", "tar-runs-program", "'--rsh=x'"),
+    ("tar -xIsh -f a.tar", "tar-runs-program", "'-xIsh'"),
+    ("tar xIf sh a.tar", "tar-runs-program", "'-I'"),
+    ("sort --compress=sh f", "sort-runs-program", "'--compress=sh'"),
+    ("sort --compress-program sh f", "sort-runs-program", "'--compress-program'"),
+    ("make --ev=x:", "make-shell-override", "'--ev=x:'"),
+    ("make -E 'x:'", "make-shell-override", "'-E'"),
+    ("make -kE 'x:'", "make-shell-override", "'-kE'"),
+    ("make SHELL:=/bin/sh", "make-shell-override", "'SHELL:=/bin/sh'"),
+    ("node --ev=1", "inline-code", "'--ev=1'"),
+    ("node --req ./x.js a.js", "inline-code", "'--req'"),
+    ("env --split='ls x'", "env-split-string", "'--split=ls x'"),
+    ("env -iS 'ls x'", "env-split-string", "'-iS'"),
+    ("env --ch=/ ls", "env-chdir", "'--ch=/'"),
+    ("env -u X FOO=1 ls", "env-assignment", "'FOO=1'"),
+    ("env -u VAR python -c 1", "inline-code", "'-c'"),
+    ("env -u VAR git -c core.pager=sh log", "git-global-option", "'-c'"),
+    ("nice -n 5 sed -i s/a/b/ f", "sed-in-place", "'-i'"),
+    ("timeout 5 git diff --ext", "git-runs-program", "'--ext'"),
+    ("nohup env sed --in s/a/b/ f", "sed-in-place", "'--in'"),
+    ("time -p awk --inc=inplace 1 f", "awk-program-file", "'--inc=inplace'"),
+    ("command find . -delete", "find-actions", "'-delete'"),
+], ids=lambda v: v if isinstance(v, str) and " " in v else "")
+def test_argument_rules_hold_for_abbreviations_clusters_and_wrappers(command: str, rule: str, value: str) -> None:
+    error = _refused(command, WRAPPING)
+    assert error.code == "ACODE-SBX-012", str(error)
+    assert f"argument {value} refused by rule {rule}:" in str(error)
+
+
+@pytest.mark.parametrize("command", [
+    "git log --text", "git diff --stat",
+    "git show --stat HEAD", "git grep -n -e foo", "git log -S output", "git commit -m 'fix --output handling'",
+    "git log -- --output", "rg --pretty foo", "rg -i foo", "sed -n -e p f", "sed -E s/a/b/ f", "sort -o",
+    "awk -F: '{print $1}' f", "awk -v x=1 'BEGIN{print x}'", "awk -W version", "tar -czf - src", "tar -tvf a.tar",
+    "env -u VAR python -m pytest", "env -i ls", "nice -n 5 pytest -q", "timeout 60 python -m pytest",
+    "command -v rm", "make -k test", "node app.js --eval-later",
+])
+def test_ordinary_forms_near_the_rules_still_pass(command: str) -> None:
+    assert check(command, WRAPPING).argv
+
+
+def test_a_wrapper_is_refused_unless_the_allowlist_allows_it() -> None:
+    error = _refused("nice rm x", CommandPolicy())
+    assert error.code == "ACODE-SBX-011" and "'nice' is not allowed" in str(error)
+    error = _refused("env bash -c id", CommandPolicy())
+    assert error.code == "ACODE-SBX-011" and "'bash' is not allowed" in str(error)
+
+
+@pytest.mark.parametrize("command", ["env -u VAR rm -rf src", "nice -n 5 rm -rf src", "timeout 5 git stash",
+                                     "env --unset=VAR git reset --ha", "nohup mv .git elsewhere"])
+def test_a_wrapped_command_is_classified_by_the_program_it_runs(command: str) -> None:
+    assert check(command, WRAPPING).risk == "destructive"
+
+
+@pytest.mark.parametrize(("command", "value", "names"), [
+    ("git reset --re", "'--re'", "--recurse-submodules, --refresh"),
+    ("git branch --for x", "'--for'", "--force, --format"),
+    ("git commit --no-ver -m x", "'--no-ver'", "--no-verbose, --no-verify"),
+    ("sort --s f", "'--s'", "--sort, --stable"),
+    ("env -u X git reset --re", "'--re'", "--recurse-submodules, --refresh"),
+])
+def test_an_ambiguous_abbreviation_is_refused_naming_what_it_may_be(command: str, value: str, names: str) -> None:
+    error = _refused(command)
+    assert error.code == "ACODE-SBX-012"
+    assert f"argument {value} refused by rule ambiguous-option:" in str(error) and names in str(error)
+    assert "spell the option out in full" in str(error)
+
+
+@pytest.mark.parametrize(("line", "risk"), [
+    ("make > build.log", "destructive"), ("make && rm -rf build", "destructive"), ("npm test | tee out", "destructive"),
+    ("npm test && npm run lint", "execute"), ("grep '>' notes.txt && make", "execute"),
+])
+def test_a_listed_shell_command_is_classified_by_all_it_runs_and_writes(line: str, risk: str) -> None:
+    assert check(line, CommandPolicy(shell_commands=frozenset({line}))).risk == risk
