@@ -446,6 +446,7 @@ class Attack:
     wrote: tuple[str, ...] = ()
     planner: dict[str, Any] | None = None
     cleanup: tuple[Path, ...] = ()
+    checks: list[Call] = field(default_factory=list)  # hostile calls the verifier makes (a plan's checks)
 
 
 @dataclass
@@ -615,8 +616,8 @@ def held(run: Run, tool: str, arguments: dict[str, Any], *, may_fail: bool = Fal
 def held_all(played: Played, *, may_fail: bool = False) -> list[str]:
     """:func:`held` for each hostile call in order, up to the one the session waits on."""
     ways = []
-    for index in played.attack.hostile:
-        answer = played.attack.calls[index]["tool_calls"][0]
+    hostile = played.attack.checks or [played.attack.calls[index] for index in played.attack.hostile]
+    for answer in (c["tool_calls"][0] for c in hostile):
         way = held(played.run, answer["name"], answer["arguments"], may_fail=may_fail)
         ways.append(way)
         if way == "asked":
