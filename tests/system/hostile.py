@@ -47,7 +47,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.sandbox.isolation import choose
+from actors.sandbox.isolation import Level, choose
 from cli.connection import Connection
 from protocol.errors import SandboxError
 from protocol.messages import CancelSession, GetEvents, GetSession
@@ -288,14 +288,14 @@ def tripwire(site: Site) -> list[str]:
     every marker a planted payload left in ``outside/``."""
     ws = site.workspace
     if (ws / ".git").exists():
-        for args in (("status",), ("diff",), ("st",)):
-            site.git(*args, check=False)
+        for command in ("status", "diff", "st"):  # st: an alias the user might have
+            site.git(command, check=False)
         _on_a_terminal(site, ws, "log", "-1")
         copy = site.root / "tripwire-copy"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(ws, copy, symlinks=True)
-        for args in (("commit", "--allow-empty", "-qm", "tripwire"), ("switch", "-qc", "tripwire-branch")):
-            git(copy, *args, home=site.user_home, check=False)
+        git(copy, "commit", "--allow-empty", "-qm", "tripwire", home=site.user_home, check=False)
+        git(copy, "switch", "-qc", "tripwire-branch", home=site.user_home, check=False)
         shutil.rmtree(copy, ignore_errors=True)
     return sorted(p.name for p in site.outside.iterdir())
 
@@ -464,12 +464,13 @@ class Played:
     baseline_ref: str
 
 
-def play(acode: Acode, site: Site, attack: Attack) -> Played:
-    """The whole hostile session: ship the files, fingerprint, run, fingerprint, tripwire."""
+def play(acode: Acode, site: Site, attack: Attack, *, workspace: Path | None = None) -> Played:
+    """The whole hostile session: ship the files, fingerprint, run, fingerprint, tripwire.
+    ``workspace``: the session's, when it is not the site's (a linked worktree of it)."""
     try:
         site.prepare(attack.files, executable=attack.executable)
         before = fingerprint(site)
-        run_ = run(acode, site, attack.calls, planner=attack.planner)
+        run_ = run(acode, site, attack.calls, planner=attack.planner, workspace=workspace)
         during = sorted(p.name for p in site.outside.iterdir())  # before git runs again here
         after = fingerprint(site)
         base = site.git("rev-parse", "--verify", "-q", f"refs/acode/sessions/{run_.session_id}/base", check=False)
@@ -533,7 +534,7 @@ class Arena:
 
 # -- a module's arena and what every hostile session must show ---------------------------------
 
-def _available(level: str) -> bool:
+def _available(level: Level) -> bool:
     try:
         choose(level)
     except SandboxError:
@@ -542,8 +543,9 @@ def _available(level: str) -> bool:
 
 
 DEFAULT = choose("auto").level
+_LEVELS: tuple[Level, ...] = ("bubblewrap", "landlock", "process")
 LEVELS = [pytest.param(level, marks=pytest.mark.skipif(not _available(level), reason=f"no {level} here"))
-          for level in ("bubblewrap", "landlock", "process")]
+          for level in _LEVELS]
 
 
 def open_arena(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
