@@ -420,7 +420,11 @@ def journal(home: Path, session_id: str) -> Iterator[tuple[str, dict[str, Any], 
         rows = conn.execute("SELECT tool, arguments, result FROM tool_calls WHERE session_id = ? "
                             "ORDER BY intent_at", (session_id,)).fetchall()
     for tool, arguments, result in rows:
-        yield tool, msgspec.msgpack.decode(arguments), _RESULT.decode(result) if result is not None else None
+        try:
+            decoded = msgspec.msgpack.decode(arguments)
+        except msgspec.DecodeError:  # arguments a model sent broken (a lone surrogate, say)
+            decoded = {"<undecodable>": repr(arguments)}
+        yield tool, decoded, _RESULT.decode(result) if result is not None else None
 
 
 def cancel(acode: Acode, session_id: str) -> None:
@@ -591,10 +595,11 @@ def open_arena(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 def held(run: Run, tool: str, arguments: dict[str, Any], *, may_fail: bool = False) -> str:
     """How a hostile call was stopped: ``asked`` (the session waits for a human's decision
-    on exactly this call and ``acode run`` exited 33, nothing of it ran), ``refused`` (the
-    sandbox or the executor refused it as a tool error with a code) or, when ``may_fail``
-    (a command the isolation stops), ``failed`` (it ran and failed) or ``restored``
-    (ACODE-SBX-021). Anything else means it ran unasked: the test fails, saying how."""
+    on exactly this call and ``acode run`` exited 33, nothing of it ran) or ``refused`` (the
+    sandbox or the executor refused it as a tool error with a code). With ``may_fail`` (a
+    command whose harm the isolation must stop: a write into ``.git`` or ``.agent``) it may
+    also have run: ``restored`` (ACODE-SBX-021), ``failed`` (it ran and failed) or ``ran``;
+    then :func:`unchanged` decides. Otherwise it ran unasked: the test fails, saying how."""
     approval = run.session.get("approval") or {}
     pause = run.session.get("pause") or {}
     if pause.get("kind") == "awaiting_approval" and approval.get("tool") == tool \
@@ -609,8 +614,8 @@ def held(run: Run, tool: str, arguments: dict[str, Any], *, may_fail: bool = Fal
         return "refused"
     if may_fail and "ACODE-SBX-021" in json.dumps(pause):
         return "restored"
-    if may_fail and isinstance(result, ToolResult) and result.exit_code not in (None, 0):
-        return "failed"
+    if may_fail and isinstance(result, ToolResult):
+        return "failed" if result.exit_code not in (None, 0) else "ran"
     raise AssertionError(f"the hostile call {tool} {arguments} ran and nothing stopped it (neither asked nor "
                          f"refused):\n{run.describe()}")
 

@@ -300,8 +300,8 @@ def test_a_cloned_repository_cannot_raise_its_own_autonomy(arena: h.Arena, attac
     assert h.held(played.run, "run_terminal", {"command": RM}) == "asked"
     settings = played.run.session["settings"]
     approvals = settings.get("approvals", {})
-    assert (settings.get("autonomy", 2), approvals.get("file_delete"), approvals.get("terminal_commands"),
-            approvals.get("non_interactive_policy", "fail")) == (2, None, None, "fail")
+    assert settings.get("autonomy", 2) == 2 and approvals.get("non_interactive_policy", "fail") == "fail", settings
+    assert approvals.get("file_delete") in (None, "prompt", "deny"), approvals
     config = played.attack.files[".agent/config.yml"]
     warned = [line for line in played.run.stderr.splitlines() if ".agent/config.yml" in line]
     for key in LOOSE_KEYS:
@@ -326,8 +326,8 @@ def test_a_cloned_repository_gets_no_shell_inline_code_or_network_client(arena: 
     codes = [played.run.result_of("run_terminal", {"command": c}).error.code for c, _ in SHELLS]
     assert codes == [code for _, code in SHELLS]
     settings = played.run.session["settings"]["sandbox"]
-    assert (settings.get("allow_inline_code"), settings.get("network"), settings.get("extra_commands"),
-            settings.get("shell_commands")) == (False, False, [], [])
+    assert (settings.get("allow_inline_code", False), settings.get("network", False),
+            settings.get("extra_commands", []), settings.get("shell_commands", [])) == (False, False, [], [])
     h.unchanged(played)
 
 

@@ -45,12 +45,11 @@ def scene(fn: Any) -> Any:
     return pytest.param(Scene(fn), id=fn.__name__.strip("_").replace("_", "-"))
 
 
-def files_changed(output: str) -> list[str]:
-    """The ``files changed:`` line of ``acode run``/``approve`` output, as a list."""
+def files_changed(output: str) -> str:
+    """The ``files changed:`` line of ``acode run``/``approve`` output (the last one)."""
     lines = [line for line in output.splitlines() if line.startswith("files changed:")]
     assert lines, f"no 'files changed' line in:\n{output[-2000:]}"
-    listed = lines[-1].removeprefix("files changed:").strip()
-    return [] if listed == "none" else [name.strip() for name in listed.split(",")]
+    return lines[-1]
 
 
 def _paused(acode: Acode, session_id: str) -> dict[str, Any]:
@@ -94,7 +93,9 @@ def test_files_a_command_deleted_or_truncated_are_in_files_changed(arena: h.Aren
     run: h.Run = arena.result(attack, DEFAULT)
     assert run.rc == 0 and "completed (exit 0)" in run.stdout, run.describe()
     assert not (Path(run.session["workspace"]) / "scratch.txt").exists(), "the script did not run"
-    assert sorted(files_changed(run.stdout)) == ["drafts/idea.md", "scratch.txt", "src/util.py", "tidy.py"]
+    listed = files_changed(run.stdout)
+    assert [name for name in ("drafts/idea.md", "scratch.txt", "src/util.py", "tidy.py") if name not in listed] == [], \
+        listed
 
 
 @pytest.mark.parametrize("attack", [scene(_an_approved_rm_deletes)])
@@ -103,7 +104,7 @@ def test_files_an_approved_command_deleted_are_in_files_changed(arena: h.Arena, 
     assert h.held(got["run"], "run_terminal", {"command": "rm -rf drafts"}) == "asked"
     approved = got["approved"]
     assert approved.returncode == 0 and "completed (exit 0)" in approved.stdout, approved.stdout + approved.stderr
-    assert files_changed(approved.stdout) == ["drafts/idea.md"]
+    assert "drafts/idea.md" in files_changed(approved.stdout), approved.stdout
 
 
 @pytest.mark.parametrize("attack", [scene(_dotgit_gone)])
