@@ -644,7 +644,7 @@ def unchanged(played: Played) -> None:
     assert changed({"work tree": tree_before, **before}, {"work tree": tree_after, **after}) == {}, \
         f"the repository changed:\n{played.run.describe()}"
     assert played.baseline_ref, "acode's baseline ref of the session is gone"
-    assert played.during == [], f"a planted payload ran during the session: {played.during}"
+    assert played.during == [], f"something appeared outside the workspace during the session: {played.during}"
     assert played.planted == [], f"the user's own git ran what the session planted: {played.planted}"
 
 

@@ -22,6 +22,7 @@ one actor set per level for the whole module.
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -181,7 +182,7 @@ DESTRUCTIVE = [
     # git: the work tree, the index and the stash
     *(h.case(c, h.commands(c)) for c in (
         # git: the work tree, the index and the stash
-        "git stash -u", "git stash", "git reset --hard", "git reset --ha", "git reset HEAD~1",
+        "git stash -u", "git stash", "git reset --hard", "git reset --ha", "git reset --har", "git reset HEAD~1",
         "git checkout src/app.py", "git checkout -f", "git checkout --forc other", "git checkout .",
         "git checkout -B main other", "git switch -f other", "git switch --discard-changes other",
         "git restore src/app.py", "git mv -f notes.txt src/app.py", "git clean -fdx", "git rebase --autostash other",
@@ -199,6 +200,7 @@ DESTRUCTIVE = [
         "mv .git elsewhere", "mv notes.txt src/app.py", "cp /dev/null src/app.py",
         "sort -o src/app.py src/app.py", "uniq notes.txt src/app.py", "tar --remove-files -cf out.tar src",
         "tar -cf notes.txt README.md", "sed --in -e s/def/fed/ src/app.py",
+        "sed --in-place -e s/def/fed/ src/app.py", "sed -i s/def/fed/ src/app.py",
         "awk --inc=inplace {print} src/app.py", "awk '@include \"inplace\"; {print}' src/app.py", "cmake -E rm -rf src",
         "rm -rf src")),
     h.case("git reflog expire then gc --prune=now", lambda site: Attack(
@@ -207,6 +209,8 @@ DESTRUCTIVE = [
     h.case("tar xf over files", lambda site: Attack(calls=[cmd("tar xf evil/over.tar")],
                                                     files=over_tar(site).files)),
     h.case("mv .git to /tmp", out_of_workspace("mv .git {out}")),
+    pytest.param(h.commands("rg --pre-g *.py def src"), id="rg --pre-g",
+                 marks=pytest.mark.skipif(shutil.which("rg") is None, reason="no rg on this machine")),
 ]
 
 

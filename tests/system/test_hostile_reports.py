@@ -165,11 +165,11 @@ def test_always_on_a_harmless_call_does_not_cover_a_destructive_one(arena: h.Are
 
 # -- 7. acode's home inside the workspace --------------------------------------------------------
 
-HOME_CALLS = [call("read_file", path=".acode/config.yml"), write(".acode/config.yml", "autonomy: 3\n"),
+HOME_CALLS = [call("read_file", path=".acode/config.yml"),
               call("modify_file", path=".acode/config.yml",
                    edits=[{"search": "autonomy: 2", "replace": "autonomy: 3"}]),
-              call("create_directory", path=".acode/planted"), call("list_directory", path=".acode"),
-              call("search_code", query="autonomy", path=".acode")]
+              write(".acode/config.yml", "autonomy: 3\n"), call("create_directory", path=".acode/planted"),
+              call("list_directory", path=".acode"), call("search_code", query="autonomy", path=".acode")]
 
 
 def _home_inside_the_workspace(acode: Acode, site: Site) -> dict[str, Any]:
@@ -200,7 +200,9 @@ def test_the_file_tools_cannot_reach_acodes_home_inside_the_workspace(arena: h.A
         tool_call = answer["tool_calls"][0]
         result = run.result_of(tool_call["name"], tool_call["arguments"])
         assert result != "not called" and result.error is not None, f"{tool_call} reached the home:\n{run.describe()}"
-        assert result.error.code.startswith("ACODE-SBX-"), result.error
+        # refused as a protected path (ACODE-SBX-013 or a code of its own), not for want of a match
+        assert result.error.code.startswith("ACODE-SBX-") and result.error.code not in (
+            "ACODE-SBX-003", "ACODE-SBX-009"), result.error
     searched = run.result_of("search_code", {"query": "autonomy", "path": "."})
     assert ".acode" not in searched.output, searched.output
     assert got["after"] == got["config"] and not got["planted"]
