@@ -272,12 +272,17 @@ def as_text(answer: h.Call) -> h.Call:
 
 
 def _surrogate(acode: Acode, site: Site) -> dict[str, Any]:
-    run = h.run(acode, site, [*(as_text(answer) for answer in SURROGATE_CALLS), write("good.txt", "ok\n")])
-    resumed = None
-    if run.session["status"] == "paused":
-        resumed = h.cli(acode, "resume", run.session_id)
+    """The bad calls, then one that waits for a decision: denying it replays the attempt,
+    the bad answers included (where the session used to wedge); a session paused for any
+    other reason is resumed instead."""
+    answers = [*(as_text(answer) for answer in SURROGATE_CALLS), cmd("rm scratch.txt"), write("good.txt", "ok\n")]
+    run = h.run(acode, site, answers)
+    if (run.session.get("pause") or {}).get("kind") == "awaiting_approval":
+        went_on = h.cli(acode, "deny", run.session_id, "--reason", "keep scratch.txt")
+    else:
+        went_on = h.cli(acode, "resume", run.session_id)
     h.cancel(acode, run.session_id)
-    return {"run": run, "resumed": resumed, "session": h.record(acode, h.Run(rc=0, stdout="", stderr="",
+    return {"run": run, "went_on": went_on, "session": h.record(acode, h.Run(rc=0, stdout="", stderr="",
                                                                              session_id=run.session_id))}
 
 
@@ -285,12 +290,14 @@ def _surrogate(acode: Acode, site: Site) -> dict[str, Any]:
 def test_a_lone_surrogate_in_a_tool_argument_is_a_tool_error_and_the_session_goes_on(
         arena: h.Arena, attack: Scene) -> None:
     got = arena.result(attack, DEFAULT)
-    run, resumed, final = got["run"], got["resumed"], got["session"]
-    printed = run.output + (resumed.stdout + resumed.stderr if resumed else "")
+    run, went_on, final = got["run"], got["went_on"], got["session"]
+    printed = run.output + went_on.stdout + went_on.stderr
     assert "ACODE-ORCH-001" not in printed and "UnicodeEncodeError" not in printed, printed[-3000:]
+    assert h.held(run, "run_terminal", {"command": "rm scratch.txt"}) == "asked", "the bad calls stopped the step"
     assert (final.session["status"], final.session["exit_code"]) == ("completed", 0), printed[-3000:]
     workspace = Path(final.session["workspace"])
     assert (workspace / "good.txt").read_text() == "ok\n" and not (workspace / "bad.txt").exists()
+    assert (workspace / "scratch.txt").exists()
     for answer in SURROGATE_CALLS:
         tool_call = answer["tool_calls"][0]
         result = final.result_of(tool_call["name"], tool_call["arguments"])
