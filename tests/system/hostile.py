@@ -19,7 +19,12 @@ clean environment, outside any sandbox; it returns the markers that appeared.
 
 :func:`run` runs one session as a user would (``acode run``, default autonomy, no safety
 flags, stdin not a terminal) with a scripted model, and returns what acode recorded:
-the session, its events and every journaled tool call with its full result.
+the session, its events and every journaled tool call with its full result (read from
+acode's database, read-only). :func:`play` is one whole hostile session (an
+:class:`Attack`: shipped files, the model's calls, which are hostile) with both
+fingerprints and the tripwire; an :class:`Arena` plays a module's attacks side by side
+on one actor set per isolation level (:func:`open_arena`, a module-scoped fixture), and
+:func:`held` and :func:`unchanged` are what a test asserts of each.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -269,13 +275,16 @@ def _on_a_terminal(site: Site, cwd: Path, *args: str) -> None:
                                 stdout=child, stderr=child)
         os.close(child)
         child = -1
-        while proc.poll() is None or select.select([main], [], [], 0)[0]:
-            if select.select([main], [], [], 0.05)[0]:
+        deadline = time.monotonic() + 30
+        while (proc.poll() is None or select.select([main], [], [], 0)[0]) and time.monotonic() < deadline:
+            if select.select([main], [], [], 0.05)[0]:  # drain the terminal, so git never blocks writing
                 try:
                     if not os.read(main, 65536):
                         break
                 except OSError:  # EIO: the terminal's other end is closed
                     break
+        if proc.poll() is None:
+            proc.kill()
         proc.wait(timeout=30)
     finally:
         if child >= 0:

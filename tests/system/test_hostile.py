@@ -14,10 +14,16 @@ baseline ref is still there), and the user's own ``git status``, ``git diff``, `
 on a terminal, a commit and a branch switch, run afterwards outside any sandbox, run
 nothing planted.
 
-The writes into ``.git`` run under every isolation level the machine has (bubblewrap,
-Landlock, and the process level, where the sandbox must restore what a command changed);
-the rest under the level acode picks. Sessions run side by side (:class:`hostile.Arena`):
-one actor set per level for the whole module.
+Here: writes into ``.git`` by commands and scripts (config payloads, hooks, ``info/``, a
+hooks symlink, refs, a linked worktree's shared config); a workspace config that a command
+loosens, or that a cloned repository ships, and the user's ``acode trust``; destructive
+commands, abbreviated options and wrappers included; a plan's checks. The rest of the
+issue's classes are in tests/system/test_hostile_reports.py.
+
+The writes into ``.git`` and ``.agent/`` run under every isolation level the machine has
+(bubblewrap, Landlock, and the process level, where the sandbox must restore what a
+command changed); the rest under the level acode picks. Sessions run side by side
+(:class:`hostile.Arena`): one actor set per level for the whole module.
 """
 
 from __future__ import annotations
