@@ -52,10 +52,14 @@ def files_changed(output: str) -> str:
     return lines[-1]
 
 
-def _paused(acode: Acode, session_id: str) -> dict[str, Any]:
+def _paused(acode: Acode, session_id: str, *, past: str = "") -> dict[str, Any]:
+    """The session once it waits or has ended (and no longer waits on command ``past``)."""
     def settled() -> Any:
         with Connection(acode.home) as connection:
             snapshot = connection.persistence(GetSession(session_id=session_id)).session
+        waiting_on = snapshot.approval.arguments.get("command") if snapshot.approval else None
+        if snapshot.status == "paused" and past and waiting_on == past:
+            return None  # the decision on ``past`` has not moved the session yet
         return snapshot if snapshot.status != "running" else None
     wait_until(settled, 120, interval=0.05, what=f"session {session_id} to pause or end")
     return h.record(acode, h.Run(rc=-1, stdout="", stderr="", session_id=session_id)).session
@@ -133,7 +137,7 @@ def always(first: str, then: str, *args: str) -> Any:
         approved = None
         if (snapshot.get("approval") or {}).get("arguments", {}).get("command") == first:
             approved = h.cli(acode, "approve", session_id, "--always", "--detach")
-            snapshot = _paused(acode, session_id)
+            snapshot = _paused(acode, session_id, past=first)
         run = h.record(acode, h.Run(rc=33 if snapshot["status"] == "paused" else 0, stdout="", stderr="",
                                     session_id=session_id))
         after = h.fingerprint(site)
