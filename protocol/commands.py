@@ -186,6 +186,11 @@ def _read(base: str, args: list[str]) -> tuple[tuple[str, ...], Parsed | None, R
 
 # --- programs ---------------------------------------------------------------------------------
 
+_CMAKE_E_READS = frozenset({"echo", "echo_append", "capabilities", "environment", "compare_files", "md5sum",
+                            "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "sleep", "true", "false",
+                            "cat"})
+
+
 def _untabled(name: str, args: list[str]) -> Risk:
     if name == "find":
         writes = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
@@ -194,6 +199,9 @@ def _untabled(name: str, args: list[str]) -> Risk:
         return "execute"
     if name in ("npx", "curl", "wget"):
         return _fetcher(name, args)
+    if name == "cmake" and "-E" in args:  # cmake's portable file tools: rm, copy, rename, tar, ...
+        tool = args[args.index("-E") + 1:][:1]
+        return "execute" if tool and tool[0] in _CMAKE_E_READS else "destructive"
     if name in _RUNS_CODE:
         if name in _INSTALL and any(a in _INSTALL[name] for a in args[:2]):
             return "network"

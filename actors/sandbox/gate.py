@@ -36,6 +36,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from actors.sandbox.policy import refused_by_policy
 from protocol.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
 from protocol.errors import AcodeError, NotFoundError, SandboxError
 from protocol.messages import GetSession, Message, RunTool
@@ -76,8 +77,8 @@ class ApprovalGate:
         level, approvals, mode = self._policy(request.session_id)
         verdict, why = gate(level, approvals, risk, mode)
         what = f"{request.tool} ({risk})"
-        if verdict == "auto":
-            return None
+        if verdict == "auto" or refused_by_policy(request.tool, request.arguments, request.policy):
+            return None  # the dispatcher refuses the command with the policy's own code: nothing runs
         if verdict == "deny":
             return SandboxError(f"{what} refused: the session's {why}; the call was not run",
                                 code="ACODE-SBX-020")

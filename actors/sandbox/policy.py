@@ -64,6 +64,7 @@ import os
 import re
 import shlex
 import unicodedata
+from typing import Any
 
 import msgspec
 
@@ -75,7 +76,7 @@ from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import Risk
 
-__all__ = ["DEFAULT_ALLOW", "Command", "CommandPolicy", "check", "classify", "command_policy_of"]
+__all__ = ["DEFAULT_ALLOW", "Command", "CommandPolicy", "check", "classify", "command_policy_of", "refused_by_policy"]
 
 DEFAULT_ALLOW = frozenset({
     # Python
@@ -559,3 +560,18 @@ def check(command: str, policy: CommandPolicy | None = None) -> Command:
     argv = _check_syntax(command)
     _check_argv(argv, policy)
     return Command(argv=argv, shell=False, risk=classify(argv))
+
+
+def refused_by_policy(tool: str, arguments: dict[str, Any], sandbox: SandboxPolicy) -> bool:
+    """Whether ``run_terminal`` with ``arguments`` is a command the session's policy refuses
+    (any of :func:`check`'s codes): such a call runs nowhere, so nobody is asked to approve
+    it; the sandbox refuses it with the policy's own code and the model reads why. The
+    executor's autonomy step and the sandbox's gate both ask, with the same policy."""
+    command = arguments.get("command") if tool == "run_terminal" else None
+    if not isinstance(command, str):
+        return False
+    try:
+        check(command, command_policy_of(sandbox))
+    except SandboxError:
+        return True
+    return False

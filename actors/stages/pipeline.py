@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from typing import Literal, NamedTuple, assert_never
 
+from actors.sandbox.policy import refused_by_policy
 from actors.stages import preview
 from actors.stages.context import StageContext
 from protocol.autonomy import (
@@ -108,8 +109,8 @@ class CallPipeline:
     def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Verdict:
         risk = risk_of_call(call.name, call.arguments)
         verdict, why = gate(self.level, self.approvals, risk)
-        if verdict == "auto":
-            return Verdict(run=True)
+        if verdict == "auto" or refused_by_policy(call.name, call.arguments, self.ctx.request.settings.sandbox):
+            return Verdict(run=True)  # a command the sandbox's policy refuses runs nowhere: no one is asked
         digest = call_hash(call.name, call.arguments)
         rule = rule_of(call.name, call.arguments, risk)
         if verdict == "deny":

@@ -9,6 +9,9 @@ from protocol.autonomy import command_argv, command_risk
 from protocol.commands import shape
 
 DESTRUCTIVE = [
+    # cmake's portable file tools
+    "cmake -E rm -rf src", "cmake -E remove_directory src", "cmake -E copy a b", "cmake -E rename a b",
+    "cmake -E tar xf a.tar", "cmake -E touch a", "cmake -E", "cmake -E env rm -rf src",
     # git stash in every form that moves work away
     "git stash", "git stash -u", "git stash push", "git stash push -u -m x", "git stash save wip", "git stash --all",
     "git stash -q", "git stash drop", "git stash pop", "git stash clear", "git stash apply", "git stash branch b",
@@ -98,6 +101,7 @@ DESTRUCTIVE = [
 ]
 
 EXECUTE = [
+    "cmake -E echo hi", "cmake -E sha256sum a", "cmake --build build", "cmake -S . -B build",
     "git status", "git status --short", "git status -sb", "git status --porcelain=v2", "git log", "git log --oneline",
     "git log -p -n 5", "git log --format=%H -- a.txt", "git diff", "git diff --stat HEAD~1", "git diff --cached",
     "git show HEAD", "git show --stat", "git blame a.txt", "git grep -n foo", "git grep -e foo -- '*.py'",

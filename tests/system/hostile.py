@@ -352,8 +352,13 @@ def script(path: Path, executor: list[Call], *, planner: dict[str, Any] | None =
 # -- a session and what acode recorded of it ---------------------------------------------
 
 def same(a: dict[str, Any], b: dict[str, Any], tool: str) -> bool:
-    """The same call's arguments (a command is its command line, whoever added a timeout)."""
-    return a.get("command") == b.get("command") if tool == "run_terminal" else a == b
+    """The same call's arguments (a command is its command line, whoever added a timeout; a
+    read the stage journaled itself keeps only its target, from its ``tool_called`` event)."""
+    if tool == "run_terminal":
+        return a.get("command") == b.get("command")
+    if set(a) == {"<target>"}:
+        return a["<target>"] in (b.get("path"), b.get("query"), b.get("command"))
+    return a == b
 
 
 @dataclass
@@ -419,7 +424,10 @@ def record(acode: Acode, run_: Run) -> Run:
         events = connection.persistence(GetEvents(session_id=run_.session_id)).events
     run_.session = msgspec.to_builtins(snapshot)
     run_.events = msgspec.to_builtins(events)
-    run_.calls = list(journal(acode.home, run_.session_id))
+    targets = {event.get("key"): event.get("target") for event in run_.events if event.get("type") == "tool_called"}
+    run_.calls = [(tool, {"<target>": targets[result.key]} if not arguments and result is not None
+                   and targets.get(result.key) is not None else arguments, result)
+                  for tool, arguments, result in journal(acode.home, run_.session_id)]
     return run_
 
 

@@ -187,7 +187,7 @@ def _home_inside_the_workspace(acode: Acode, site: Site) -> dict[str, Any]:
         assert up.returncode == 0, up.stderr
         (own.home / "config.yml").write_text("autonomy: 2\n")
         config = (own.home / "config.yml").read_bytes()
-        run = h.run(own, site, [*HOME_CALLS, call("search_code", query="autonomy", path=".")], workspace=workspace)
+        run = h.run(own, site, [*HOME_CALLS, call("search_code", query="a home", path=".")], workspace=workspace)
         h.cancel(own, run.session_id)
         return {"run": run, "home": own.home, "config": config, "after": (own.home / "config.yml").read_bytes(),
                 "planted": (own.home / "planted").exists()}

@@ -358,3 +358,15 @@ def test_an_ambiguous_abbreviation_is_refused_naming_what_it_may_be(command: str
 ])
 def test_a_listed_shell_command_is_classified_by_all_it_runs_and_writes(line: str, risk: str) -> None:
     assert check(line, CommandPolicy(shell_commands=frozenset({line}))).risk == risk
+
+
+def test_a_command_the_policy_refuses_is_known_as_such_so_nobody_is_asked_to_approve_it() -> None:
+    from actors.sandbox.policy import refused_by_policy
+    from protocol.sandbox import SandboxPolicy
+
+    strict, shells = SandboxPolicy(), SandboxPolicy(extra_commands=["sh"])
+    assert refused_by_policy("run_terminal", {"command": "sh -c 'rm -rf src'"}, strict)
+    assert refused_by_policy("run_terminal", {"command": "echo $(rm -rf src)"}, strict)
+    assert not refused_by_policy("run_terminal", {"command": "sh -c 'rm -rf src'"}, shells)
+    assert not refused_by_policy("run_terminal", {"command": "rm -rf src"}, strict)  # allowed: it asks
+    assert not refused_by_policy("write_file", {"path": "a", "command": "sh"}, strict)
