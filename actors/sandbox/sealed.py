@@ -1,0 +1,198 @@
+"""The paths a command may not change, and how bubblewrap seals them.
+
+A command that could write git's configuration or hooks would plant code that the
+user's own next ``git status`` runs outside every sandbox (``core.fsmonitor``,
+``core.pager``, an alias, a hook); one that could write ``.agent/`` or acode's home
+would loosen the rules the next session runs under. So, for the workspace's repository,
+:func:`find` names before each command:
+
+- ``files``: ``config`` and ``config.worktree`` of every git directory the workspace
+  uses; when the workspace is a linked worktree or a submodule, its ``.git`` gitlink file
+  and the ``commondir`` and ``gitdir`` files of its git directory (rewritten, they point
+  git at a planted directory); the gitlink files of the submodules checked out inside it
+  (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
+  holds it.
+- ``dirs``: ``hooks/`` and ``info/`` of every such git directory and ``.agent/``,
+  existing or not (a missing one must not be created).
+- ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, and
+  the external ones of a linked worktree), which bubblewrap pins in place.
+
+The git directories are the workspace's ``.git`` (or what its gitlink names, and that
+directory's ``commondir``: :func:`actors.sandbox.visible.git_dirs`), with every
+submodule's beneath ``modules/`` (bounded: :data:`MAX_GITDIRS`).
+
+Under bubblewrap (:func:`bwrap_args`, after the workspace's read-write bind): each
+git directory is bound onto itself, so it is a mount point that cannot be renamed,
+removed or replaced (``mv .git x`` is EBUSY); each protected file and directory is bound
+read-only onto itself; a missing protected directory gets an empty read-only directory
+bound there (bubblewrap makes the mount point: an empty directory, which the sandbox
+removes again after the command when it is still empty; an empty ``hooks/``, ``info/``
+or ``.agent/`` means what a missing one means, so the compare-and-restore of
+:mod:`actors.sandbox.tripwire` counts them as equal). A missing protected file is left
+to the tripwire (creating it would change git's view). For a command whose program is
+not git, every git directory is then remounted read-only as a whole: a script cannot
+delete refs, the stash or objects; git itself keeps writing its index, objects and refs.
+Landlock cannot do the same: its rights on a directory hold for everything beneath it,
+so a rule for the workspace cannot leave ``.git/config`` out, and splitting it beneath
+the root's children would take away creating files at the root. There, and at the
+process level, :mod:`actors.sandbox.tripwire` compares and restores.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from actors.sandbox import visible
+from actors.sandbox.visible import inside
+
+__all__ = ["MAX_GITDIRS", "Sealed", "bwrap_args", "find", "is_git"]
+
+MAX_GITDIRS = 64  # submodule git directories looked at, nested ones included
+_MAX_DEPTH = 6
+_CONFIG_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """The protected paths of one workspace (absolute; files and dirs may be missing)."""
+
+    root: str
+    files: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
+    gitdirs: tuple[str, ...] = ()  # existing directories, the workspace's own first
+
+    def shown(self, path: str) -> str:
+        """``path`` as a person reads it: workspace-relative when inside."""
+        return os.path.relpath(path, self.root) if inside(path, self.root) else path
+
+
+def is_git(executable: str, root: str) -> bool:
+    """Whether a command runs git itself (a ``git`` outside the workspace): only git keeps
+    write access to the git directories under bubblewrap."""
+    return os.path.basename(executable) == "git" and not inside(os.path.abspath(executable), root)
+
+
+def _kind(path: str) -> int | None:
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _small(path: str) -> str:
+    """A regular file's text (bounded), never following a final symlink; '' otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, _CONFIG_BYTES).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _submodules(common: str) -> list[str]:
+    """The git directories beneath ``common``/modules (a submodule's name may hold slashes;
+    a git directory is one holding HEAD), nested submodules' too, bounded."""
+    found: list[str] = []
+    todo = [(os.path.join(common, "modules"), 0)]
+    while todo and len(found) < MAX_GITDIRS:
+        directory, depth = todo.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or depth >= _MAX_DEPTH:
+                continue
+            if _kind(os.path.join(entry.path, "HEAD")) is not None:
+                found.append(entry.path)
+                todo.append((os.path.join(entry.path, "modules"), depth + 1))
+            else:
+                todo.append((entry.path, depth + 1))
+    return found[:MAX_GITDIRS]
+
+
+def _worktree_of(gitdir: str) -> str | None:
+    """A submodule's checkout, from its git directory's ``core.worktree`` (relative to it)."""
+    for line in _small(os.path.join(gitdir, "config")).splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "worktree":
+            return os.path.normpath(os.path.join(gitdir, value.strip().strip('"')))
+    return None
+
+
+def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) -> Sealed:
+    """The protected paths of the workspace ``root``; ``homes``: acode's home (and any other
+    directory whose ``config.yml`` is acode's), protected when the workspace holds it."""
+    root = os.path.normpath(root)
+    dotgit = os.path.join(root, ".git")
+    files: list[str] = []
+    gitdirs: list[str] = []
+    commons: list[str] = []
+    match _kind(dotgit):
+        case stat.S_IFDIR:
+            gitdirs.append(dotgit)
+            commons.append(dotgit)
+        case stat.S_IFREG | stat.S_IFLNK:  # a linked worktree or submodule: its gitlink, and where it points
+            files.append(dotgit)
+            linked = list(visible.git_dirs(root, hidden=hidden))
+            gitdirs += linked
+            commons += linked[-1:]  # the commondir when there is one, else the gitdir itself
+            if linked:
+                files += [os.path.join(linked[0], name) for name in ("commondir", "gitdir")]
+        case _:  # no repository yet: nothing may plant one with a config or hooks either
+            files.append(os.path.join(dotgit, "config"))
+            dirs = [os.path.join(dotgit, "hooks"), os.path.join(dotgit, "info")]
+            return _finish(root, files, dirs, [], homes)
+    for common in commons:
+        gitdirs += [d for d in _submodules(common) if d not in gitdirs]
+    dirs: list[str] = []
+    for gitdir in gitdirs[:MAX_GITDIRS]:
+        files += [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+        dirs += [os.path.join(gitdir, "hooks"), os.path.join(gitdir, "info")]
+        checkout = _worktree_of(gitdir)
+        if checkout is not None and checkout != root and inside(checkout, root):
+            files.append(os.path.join(checkout, ".git"))
+    return _finish(root, files, dirs, gitdirs[:MAX_GITDIRS], homes)
+
+
+def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], homes: Iterable[str]) -> Sealed:
+    dirs.append(os.path.join(root, ".agent"))
+    for home in homes:
+        home = os.path.abspath(home)
+        if inside(home, root) and home != root:
+            files.append(os.path.join(home, "config.yml"))
+    return Sealed(root=root, files=tuple(dict.fromkeys(files)), dirs=tuple(dict.fromkeys(dirs)),
+                  gitdirs=tuple(dict.fromkeys(gitdirs)))
+
+
+def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], list[str]]:
+    """bubblewrap's arguments sealing ``sealed`` (to follow the workspace's binds), and the
+    missing directories bubblewrap will make as mount points (remove them after the
+    command while empty). ``empty``: an empty directory to bind over a missing one;
+    ``git``: the command is git, which keeps its git directories writable."""
+    argv: list[str] = []
+    pinned = [d for d in sealed.gitdirs if _kind(d) == stat.S_IFDIR]
+    for gitdir in pinned:
+        argv += ["--bind", gitdir, gitdir]
+    made: list[str] = []
+    for path in sealed.files:
+        if _kind(path) == stat.S_IFREG:
+            argv += ["--ro-bind", path, path]
+    for path in sealed.dirs:
+        kind = _kind(path)
+        if kind == stat.S_IFDIR:
+            argv += ["--ro-bind", path, path]
+        elif kind is None and _kind(os.path.dirname(path)) == stat.S_IFDIR:
+            argv += ["--ro-bind", empty, path]
+            made.append(path)
+    if not git:
+        for gitdir in pinned:
+            argv += ["--remount-ro", gitdir]
+    return argv, made
