@@ -63,6 +63,8 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),
     "ACODE-EXEC-005": Rule("escalation", 33),  # the step could not go on without a call the user denied
+    # a command changed git's config or hooks, .agent or acode's config (restored): a human looks first
+    "ACODE-SBX-021": Rule("escalation", 32),
 }
 DEFAULT_RULE = Rule("escalation")
 UNRECOVERABLE: frozenset[str] = frozenset({"ACODE-ORCH-009"})  # the workspace is gone

@@ -148,8 +148,7 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
                 files += [os.path.join(linked[0], name) for name in ("commondir", "gitdir")]
         case _:  # no repository yet: nothing may plant one with a config or hooks either
             files.append(os.path.join(dotgit, "config"))
-            dirs = [os.path.join(dotgit, "hooks"), os.path.join(dotgit, "info")]
-            return _finish(root, files, dirs, [], homes)
+            return _finish(root, files, [os.path.join(dotgit, "hooks"), os.path.join(dotgit, "info")], [], homes)
     for common in commons:
         gitdirs += [d for d in _submodules(common) if d not in gitdirs]
     dirs: list[str] = []
