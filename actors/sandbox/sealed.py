@@ -30,8 +30,9 @@ removes again after the command when it is still empty; an empty ``hooks/``, ``i
 or ``.agent/`` means what a missing one means, so the compare-and-restore of
 :mod:`actors.sandbox.tripwire` counts them as equal). A missing protected file is left
 to the tripwire (creating it would change git's view). For a command whose program is
-not git, every git directory is then remounted read-only as a whole: a script cannot
-delete refs, the stash or objects; git itself keeps writing its index, objects and refs.
+not git (:func:`is_git`: a shell or a script that runs git counts as not git), every git
+directory is bound read-only as a whole: a script cannot delete refs, the stash or
+objects; git itself keeps writing its index, objects and refs.
 Landlock cannot do the same: its rights on a directory hold for everything beneath it,
 so a rule for the workspace cannot leave ``.git/config`` out, and splitting it beneath
 the root's children would take away creating files at the root. There, and at the
@@ -176,10 +177,10 @@ def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], lis
     missing directories bubblewrap will make as mount points (remove them after the
     command while empty). ``empty``: an empty directory to bind over a missing one;
     ``git``: the command is git, which keeps its git directories writable."""
-    argv: list[str] = []
     pinned = [d for d in sealed.gitdirs if _kind(d) == stat.S_IFDIR]
-    for gitdir in pinned:
-        argv += ["--bind", gitdir, gitdir]
+    argv: list[str] = []
+    for gitdir in pinned:  # a mount point each: never renamed, removed or replaced
+        argv += ["--bind" if git else "--ro-bind", gitdir, gitdir]
     made: list[str] = []
     for path in sealed.files:
         if _kind(path) == stat.S_IFREG:
@@ -188,10 +189,8 @@ def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], lis
         kind = _kind(path)
         if kind == stat.S_IFDIR:
             argv += ["--ro-bind", path, path]
-        elif kind is None and _kind(os.path.dirname(path)) == stat.S_IFDIR:
+        elif kind is None and _kind(os.path.dirname(path)) == stat.S_IFDIR and (
+                git or not any(inside(path, d) for d in pinned)):  # beneath a read-only pin nothing is made
             argv += ["--ro-bind", empty, path]
             made.append(path)
-    if not git:
-        for gitdir in pinned:
-            argv += ["--remount-ro", gitdir]
     return argv, made
