@@ -49,11 +49,25 @@ from dataclasses import dataclass
 from actors.sandbox import visible
 from actors.sandbox.visible import inside
 
-__all__ = ["MAX_GITDIRS", "Sealed", "bwrap_args", "find", "is_git"]
+__all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "bwrap_args", "enforcement", "find", "is_git"]
 
 MAX_GITDIRS = 64  # submodule git directories looked at, nested ones included
 _MAX_DEPTH = 6
 _CONFIG_BYTES = 65536
+
+
+PROTECTED = (".git/config, .git/hooks/, .git/info/ (and those of submodules and linked worktrees, their gitlink "
+             "files), .agent/, acode's config.yml when the workspace holds acode's home")
+
+
+def enforcement(level: str) -> str:
+    """How ``level`` (an isolation level) keeps commands off the protected paths, in one line
+    for ``acode doctor``."""
+    if level == "bubblewrap":
+        return (f"{PROTECTED}: read-only binds in the kernel (.git a mount point, read-only as a whole to "
+                "programs other than git), and compare-and-restore after every command")
+    return (f"{PROTECTED}: NOT refused by the kernel at the {level} level; compared after every command, "
+            "restored, and the session pauses (ACODE-SBX-021)")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox.isolation import choose
+from actors.sandbox.isolation import Level, choose
 from protocol.errors import SandboxError
 from tests.harness import wait_until
 from tests.system import workloads as w
@@ -299,7 +299,7 @@ hooks.mkdir(exist_ok=True)
 
 @pytest.mark.parametrize("forced", ["landlock", "process"])
 def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_session(
-        acode: Acode, tmp_path: Path, forced: str) -> None:
+        acode: Acode, tmp_path: Path, forced: Level) -> None:
     """Where the kernel cannot refuse the write (Landlock, process level), the sandbox puts
     .git back as it was and the session pauses with ACODE-SBX-021 (exit 32, in ``acode
     show``); the user's own ``git status`` and ``git commit`` then run nothing planted.
