@@ -13,7 +13,8 @@ would loosen the rules the next session runs under. So, for the workspace's repo
   (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
   holds it.
 - ``dirs``: ``hooks/`` and ``info/`` of every such git directory and ``.agent/``,
-  existing or not (a missing one must not be created).
+  existing or not (a missing one must not be created); ``.git`` itself when the workspace
+  has none (a repository planted there would be the one the user's git finds).
 - ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, and
   the external ones of a linked worktree), which bubblewrap pins in place.
 
@@ -161,9 +162,8 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
             commons += linked[-1:]  # the commondir when there is one, else the gitdir itself
             if linked:
                 files += [os.path.join(linked[0], name) for name in ("commondir", "gitdir")]
-        case _:  # no repository yet: nothing may plant one with a config or hooks either
-            files.append(os.path.join(dotgit, "config"))
-            return _finish(root, files, [os.path.join(dotgit, "hooks"), os.path.join(dotgit, "info")], [], homes)
+        case _:  # no repository yet: none may be planted (with a config or hooks), not even by git init
+            return _finish(root, files, [dotgit], [], homes)
     for common in commons:
         gitdirs += [d for d in _submodules(common) if d not in gitdirs]
     dirs: list[str] = []
@@ -196,15 +196,13 @@ def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], lis
     for gitdir in pinned:  # a mount point each: never renamed, removed or replaced
         argv += ["--bind" if git else "--ro-bind", gitdir, gitdir]
     made: list[str] = []
-    for path in sealed.files:
-        if _kind(path) == stat.S_IFREG:
-            argv += ["--ro-bind", path, path]
-    for path in sealed.dirs:
+    for path in (*sealed.files, *sealed.dirs):
+        if not git and any(inside(path, d) for d in pinned):
+            continue  # read-only already, with its git directory
         kind = _kind(path)
-        if kind == stat.S_IFDIR:
+        if kind == stat.S_IFREG or (kind == stat.S_IFDIR and path in sealed.dirs):
             argv += ["--ro-bind", path, path]
-        elif kind is None and _kind(os.path.dirname(path)) == stat.S_IFDIR and (
-                git or not any(inside(path, d) for d in pinned)):  # beneath a read-only pin nothing is made
+        elif kind is None and path in sealed.dirs and _kind(os.path.dirname(path)) == stat.S_IFDIR:
             argv += ["--ro-bind", empty, path]
             made.append(path)
     return argv, made

@@ -12,6 +12,11 @@ How a command runs:
   per-call scratch dir (removed afterwards), rlimits, a pids cgroup when there is one, and
   the isolation :mod:`actors.sandbox.isolation` found: bubblewrap, Landlock or process-level,
   with the process tree contained by a PID namespace or a subreaper.
+- git's configuration and hooks, ``.agent/`` and acode's config are protected
+  (:mod:`actors.sandbox.sealed`: read-only binds under bubblewrap, and ``.git`` read-only
+  as a whole to programs other than git) and compared before and after the command at
+  every level (:mod:`actors.sandbox.tripwire`): a change is restored and fails the call
+  with ACODE-SBX-021, which pauses the session.
 - stdout and stderr share one pipe, read without blocking as data comes. At most
   ``max_bytes`` are kept (head and tail halves); the middle is counted and marked. ANSI
   and OSC escapes and other control characters are stripped, invalid UTF-8 replaced.
@@ -169,8 +174,10 @@ class Terminal:
     sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
     """
 
-    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True):
+    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True,
+                 protect: bool = True):
         self._read_boundary = read_boundary  # False: the whole root readable, for scripts/bench.py's comparison only
+        self._protect = protect  # False: no protected paths (actors.sandbox.sealed), for scripts/bench.py only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._isolation = isolation
@@ -251,7 +258,8 @@ class Terminal:
             if gits:  # a linked worktree or submodule: its git directories are the workspace's too (git's to write)
                 view = View(read=(*view.read, *(() if git else gits)), write=(*view.write, *(gits if git else ())),
                             links=view.links, env=view.env, toolchains=view.toolchains)
-            found = sealed.find(ws.root, homes=self._hidden, hidden=self._hidden)
+            found = (sealed.find(ws.root, homes=self._hidden, hidden=self._hidden) if self._protect
+                     else sealed.Sealed(root=ws.root))
             spec, made = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view,
                                     found, git)
             outcome = self._guarded(ws, spec, argv, env, timeout_s, max_bytes, isolation, args.command, found,

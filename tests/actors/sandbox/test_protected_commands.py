@@ -298,6 +298,23 @@ def test_acode_home_inside_the_workspace_is_protected(terminal: Terminal, isolat
     assert (home / "config.yml").read_text() == "autonomy: 1\n"
 
 
+def test_no_repository_can_be_planted_in_a_workspace_without_one(terminal: Terminal, isolation: Isolation,
+                                                                 tmp_path: Path, marker: Path) -> None:
+    root = tmp_path / "plain"
+    root.mkdir()
+    (root / "evil.cfg").write_text(f"[core]\n\tfsmonitor = touch {marker}; true\n")
+    outcome = run(terminal, root, "git init -q")
+    blocked_or_restored(isolation, outcome, ".git/config")
+    assert not (root / ".git").exists()
+    outcome = run(terminal, root, script(root, "os.makedirs('.git/objects')\nos.makedirs('.git/refs')\n"
+                                               "open('.git/HEAD', 'w').write('ref: refs/heads/main\\n')\n"
+                                               "shutil.copy('evil.cfg', '.git/config')\n"))
+    blocked_or_restored(isolation, outcome, ".git/config")
+    assert not (root / ".git").exists()
+    git(root, "status", check=False)
+    assert not marker.exists()
+
+
 def test_the_protected_set_names_config_hooks_info_submodules_and_agent(tmp_path: Path) -> None:
     source = _repo(tmp_path / "sub-source")
     root = _repo(tmp_path / "ws")
