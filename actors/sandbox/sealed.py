@@ -34,10 +34,13 @@ to the tripwire (creating it would change git's view). For a command whose progr
 not git (:func:`is_git`: a shell or a script that runs git counts as not git), every git
 directory is bound read-only as a whole: a script cannot delete refs, the stash or
 objects; git itself keeps writing its index, objects and refs.
-Landlock cannot do the same: its rights on a directory hold for everything beneath it,
-so a rule for the workspace cannot leave ``.git/config`` out, and splitting it beneath
-the root's children would take away creating files at the root. There, and at the
-process level, :mod:`actors.sandbox.tripwire` compares and restores.
+Below bubblewrap, in the ``pidns`` mode, the launcher makes the same binds (:func:`binds`)
+with mount(2) in the command's own mount namespace. Landlock alone cannot do it: its
+rights on a directory hold for everything beneath it, so a rule for the workspace cannot
+leave ``.git/config`` out, and splitting it beneath the root's children would take away
+creating files at the root. So in the ``subreaper`` mode (no namespaces) only
+:mod:`actors.sandbox.tripwire`'s compare-and-restore protects them; it runs at every
+level.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from dataclasses import dataclass
 from actors.sandbox import visible
 from actors.sandbox.visible import inside
 
-__all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "bwrap_args", "enforcement", "find", "is_git"]
+__all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "binds", "bwrap_args", "enforcement", "find", "is_git"]
 
 MAX_GITDIRS = 64  # submodule git directories looked at, nested ones included
 _MAX_DEPTH = 6
@@ -61,14 +64,19 @@ PROTECTED = (".git/config, .git/hooks/, .git/info/ (and those of submodules and 
              "files), .agent/, acode's config.yml when the workspace holds acode's home")
 
 
-def enforcement(level: str) -> str:
-    """How ``level`` (an isolation level) keeps commands off the protected paths, in one line
-    for ``acode doctor``."""
+def enforcement(level: str, *, pidns: bool) -> str:
+    """How ``level`` (an isolation level; ``pidns``: its commands run in a PID namespace, so
+    in a mount namespace of their own too) keeps commands off the protected paths, in one
+    line for ``acode doctor``."""
     if level == "bubblewrap":
         return (f"{PROTECTED}: read-only binds in the kernel (.git a mount point, read-only as a whole to "
                 "programs other than git), and compare-and-restore after every command")
-    return (f"{PROTECTED}: NOT refused by the kernel at the {level} level; compared after every command, "
-            "restored, and the session pauses (ACODE-SBX-021)")
+    if pidns:
+        return (f"{PROTECTED}: read-only binds in the kernel (the command's own mount namespace; .git a mount "
+                "point, read-only as a whole to programs other than git), and compare-and-restore after every "
+                "command")
+    return (f"{PROTECTED}: NOT refused by the kernel at the {level} level without a PID namespace; compared "
+            "after every command, restored, and the session pauses (ACODE-SBX-021)")
 
 
 @dataclass(frozen=True)
@@ -186,23 +194,30 @@ def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], ho
                   gitdirs=tuple(dict.fromkeys(gitdirs)))
 
 
-def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], list[str]]:
-    """bubblewrap's arguments sealing ``sealed`` (to follow the workspace's binds), and the
-    missing directories bubblewrap will make as mount points (remove them after the
-    command while empty). ``empty``: an empty directory to bind over a missing one;
-    ``git``: the command is git, which keeps its git directories writable."""
+def binds(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    """The binds sealing ``sealed``, in order, as ``(source, target, writable)``, and the
+    missing directories they make as mount points (remove them after the command while
+    empty). ``empty``: an empty directory to bind over a missing one; ``git``: the command
+    is git, which keeps its git directories writable."""
     pinned = [d for d in sealed.gitdirs if _kind(d) == stat.S_IFDIR]
-    argv: list[str] = []
-    for gitdir in pinned:  # a mount point each: never renamed, removed or replaced
-        argv += ["--bind" if git else "--ro-bind", gitdir, gitdir]
+    found: list[tuple[str, str, bool]] = [(d, d, git) for d in pinned]  # mount points: never moved or replaced
     made: list[str] = []
     for path in (*sealed.files, *sealed.dirs):
         if not git and any(inside(path, d) for d in pinned):
             continue  # read-only already, with its git directory
         kind = _kind(path)
         if kind == stat.S_IFREG or (kind == stat.S_IFDIR and path in sealed.dirs):
-            argv += ["--ro-bind", path, path]
+            found.append((path, path, False))
         elif kind is None and path in sealed.dirs and _kind(os.path.dirname(path)) == stat.S_IFDIR:
-            argv += ["--ro-bind", empty, path]
+            found.append((empty, path, False))
             made.append(path)
+    return found, made
+
+
+def bwrap_args(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[str], list[str]]:
+    """:func:`binds` as bubblewrap's arguments (to follow the workspace's binds)."""
+    found, made = binds(sealed, empty, git=git)
+    argv: list[str] = []
+    for source, target, writable in found:
+        argv += ["--bind" if writable else "--ro-bind", source, target]
     return argv, made

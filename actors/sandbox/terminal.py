@@ -333,14 +333,17 @@ class Terminal:
             "readable": [*view.read, *_LANDLOCK_READ],
             "writable": [ws.root, str(scratch), *view.write],
         }
+        empty = scratch / "empty"  # bound read-only over a missing protected directory
+        empty.mkdir(mode=0o555)
         made: list[str] = []
         if isolation.mode == "bwrap":
             assert isolation.bwrap is not None
-            empty = scratch / "empty"  # bound read-only over a missing protected directory
-            empty.mkdir(mode=0o555)
             seal, made = sealed.bwrap_args(found, str(empty), git=git)
             spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network,
                                              seal=tuple(seal))
+        elif isolation.mode == "pidns":  # the launcher binds them in the command's own mount namespace
+            binds, made = sealed.binds(found, str(empty), git=git)
+            spec["seal"] = [list(bind) for bind in binds]
         return spec, made
 
     def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, view: View, *, network: bool,

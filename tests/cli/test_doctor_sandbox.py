@@ -87,11 +87,13 @@ def test_the_process_level_warns_that_reads_are_not_confined(site: tuple[RunPath
     assert checks["sandbox paths"].warning
 
 
-@pytest.mark.parametrize(("level", "kernel"), [("bubblewrap", True), ("landlock", False), ("process", False)])
+@pytest.mark.parametrize(("level", "pidns", "kernel"), [("bubblewrap", True, True), ("landlock", True, True),
+                                                      ("landlock", False, False), ("process", True, True),
+                                                      ("process", False, False)])
 def test_doctor_shows_how_the_level_enforces_the_protected_paths(site: tuple[RunPaths, Path], level: Level,
-                                                                 kernel: bool) -> None:
+                                                                 pidns: bool, kernel: bool) -> None:
     paths, workspace = site
-    described = Isolation(level=level, landlock_abi=4 if level == "landlock" else 0).describe()
+    described = Isolation(level=level, landlock_abi=4 if level == "landlock" else 0, pidns=pidns).describe()
     sandbox = ActorStatus(instance="sandbox", actor="sandbox", state="ready", info={"isolation": described})
     report = StatusReport(pid=1, home=str(paths.home), started_at=0.0, actors=[sandbox])
     check = {c.name: c for c in doctor._sandbox_checks(paths, workspace, report)}["protected paths"]
@@ -100,5 +102,5 @@ def test_doctor_shows_how_the_level_enforces_the_protected_paths(site: tuple[Run
     if kernel:
         assert "read-only binds in the kernel" in check.detail and "compare-and-restore" in check.detail
     else:
-        assert f"NOT refused by the kernel at the {level} level" in check.detail
+        assert f"NOT refused by the kernel at the {level} level without a PID namespace" in check.detail
         assert "restored, and the session pauses (ACODE-SBX-021)" in check.detail and "bubblewrap" in check.fix

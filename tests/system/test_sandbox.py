@@ -300,15 +300,17 @@ hooks.mkdir(exist_ok=True)
 @pytest.mark.parametrize("forced", ["landlock", "process"])
 def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_session(
         acode: Acode, tmp_path: Path, forced: Level) -> None:
-    """Where the kernel cannot refuse the write (Landlock, process level), the sandbox puts
+    """Where the kernel cannot refuse the write (Landlock or the process level without
+    namespaces: the subreaper tree), the sandbox puts
     .git back as it was and the session pauses with ACODE-SBX-021 (exit 32, in ``acode
     show``); the user's own ``git status`` and ``git commit`` then run nothing planted.
-    (Under bubblewrap the write is refused in the kernel: tests/actors/sandbox.)"""
+    (Under bubblewrap or in a mount namespace the write is refused in the kernel:
+    tests/actors/sandbox/test_protected_commands.py.)"""
     from tests.modelserver import ModelServer, ToolCalls
     from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan
 
     try:
-        choose(forced)
+        choose(forced, "subreaper")
     except SandboxError as exc:
         pytest.skip(f"this machine cannot force {forced}: {exc}")
     marker = tmp_path / "PLANTED-RAN"
@@ -329,7 +331,7 @@ def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_se
     hooks = sorted(p.name for p in (root / ".git" / "hooks").iterdir())
     with ModelServer() as server:
         _configure(acode, server)
-        acode.env["ACODE_SANDBOX_ISOLATION"] = forced
+        acode.env.update(ACODE_SANDBOX_ISOLATION=forced, ACODE_SANDBOX_TREE="subreaper")  # no mount namespace
         acode.up()
         server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "python plant.py"})]),
                                                     done(), done()], verifier=[VERDICT], reviewer=[APPROVE])

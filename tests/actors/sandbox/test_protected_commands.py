@@ -40,17 +40,25 @@ def _level(name: str) -> Isolation | None:
         full = detect()
         _FOUND["bubblewrap"] = full if full.level == "bubblewrap" else None
         no_bwrap = detect(bubblewrap=False)
-        _FOUND["landlock"] = no_bwrap if no_bwrap.level == "landlock" else None
-        _FOUND["process"] = Isolation(level="process", pidns=full.pidns, pids=full.pids)
+        _FOUND["landlock+pidns"] = no_bwrap if no_bwrap.level == "landlock" and no_bwrap.pidns else None
+        bare = detect(bubblewrap=False, pidns=False)
+        _FOUND["landlock+subreaper"] = bare if bare.level == "landlock" else None
+        _FOUND["process+pidns"] = Isolation(level="process", pidns=True, pids=full.pids) if full.pidns else None
+        _FOUND["process+subreaper"] = Isolation(level="process", pidns=False, pids=full.pids)
     return _FOUND[name]
 
 
-@pytest.fixture(params=["bubblewrap", "landlock", "process"])
+@pytest.fixture(params=["bubblewrap", "landlock+pidns", "landlock+subreaper", "process+pidns", "process+subreaper"])
 def isolation(request: pytest.FixtureRequest) -> Isolation:
     found = _level(request.param)
     if found is None:
-        pytest.skip(f"this machine does not offer {request.param} (bwrap missing or Landlock off)")
+        pytest.skip(f"this machine does not offer {request.param} (bwrap missing, Landlock off or no namespaces)")
     return found
+
+
+def kernel(isolation: Isolation) -> bool:
+    """Whether the kernel refuses the writes: bubblewrap's binds, or the launcher's in its mount namespace."""
+    return isolation.mode in ("bwrap", "pidns")
 
 
 @pytest.fixture
@@ -112,9 +120,10 @@ def nothing_planted_runs(root: Path, marker: Path) -> None:
 
 
 def blocked_or_restored(isolation: Isolation, outcome: Outcome, *changed: str) -> None:
-    """bubblewrap: the kernel refused the write (no change, so no ACODE-SBX-021); elsewhere
-    the change happened and was undone: the call fails with ACODE-SBX-021 naming it."""
-    if isolation.level == "bubblewrap":
+    """bubblewrap or a mount namespace: the kernel refused the write (no change, so no
+    ACODE-SBX-021); elsewhere the change happened and was undone: the call fails with
+    ACODE-SBX-021 naming it."""
+    if kernel(isolation):
         assert outcome.error is None and outcome.exit_code != 0, outcome
         return
     assert outcome.error is not None and outcome.error.code == "ACODE-SBX-021", outcome
@@ -200,13 +209,13 @@ def test_moving_git_away_and_planting_another_is_undone(terminal: Terminal, isol
     nothing_planted_runs(repo, marker)
 
 
-def test_a_script_deleting_a_branch_is_refused_under_bubblewrap(terminal: Terminal, isolation: Isolation,
+def test_a_script_deleting_a_branch_is_refused_where_the_kernel_seals(terminal: Terminal, isolation: Isolation,
                                                                 repo: Path) -> None:
-    """Under bubblewrap .git is read-only to every program but git; the other levels do not
-    protect refs (the classifier and approvals do)."""
+    """Under bubblewrap or in a mount namespace .git is read-only to every program but git;
+    without namespaces refs are not protected (the classifier and approvals do that)."""
     outcome = run(terminal, repo, script(repo, "os.unlink('.git/refs/heads/other')\n"))
     branches = git(repo, "branch", "--list").stdout.split()
-    if isolation.level == "bubblewrap":
+    if kernel(isolation):
         assert outcome.exit_code != 0 and "other" in branches
     else:
         assert outcome.ok and "other" not in branches
@@ -268,7 +277,7 @@ def test_a_linked_worktree_cannot_change_its_common_config_or_gitlink(
     before, gitlink = common.read_bytes(), (root / ".git").read_bytes()
     (root / "evil.cfg").write_text(f"[core]\n\tfsmonitor = touch {marker}; true\n")
     outcome = run(terminal, root, script(root, f"open({str(common)!r}, 'a').write(open('evil.cfg').read())\n"))
-    if isolation.level == "landlock":  # a program that is not git gets the common directory read-only
+    if isolation.level == "landlock" or kernel(isolation):  # a program not git gets the common dir read-only
         assert outcome.error is None and outcome.exit_code != 0, outcome
     else:
         blocked_or_restored(isolation, outcome, str(common))
@@ -293,6 +302,8 @@ def test_acode_home_inside_the_workspace_is_protected(terminal: Terminal, isolat
     outcome = run(terminal, repo, script(repo, "open('dot-acode/config.yml', 'w').write('autonomy: 3\\n')\n"))
     if isolation.level == "bubblewrap":  # masked: the command writes into an empty tmpfs
         assert outcome.ok, outcome
+    elif kernel(isolation):  # bound read-only in the command's mount namespace
+        assert outcome.error is None and outcome.exit_code != 0, outcome
     else:
         blocked_or_restored(isolation, outcome, "dot-acode/config.yml")
     assert (home / "config.yml").read_text() == "autonomy: 1\n"
