@@ -216,10 +216,12 @@ class Tripwire:
         """Compare with the record; undo every difference; what changed and what could not be undone."""
         report = Report()
         try:
-            for gitdir, (fd, dev, ino) in self._anchors.items():
-                self._anchor(gitdir, fd, dev, ino, report)
+            lost = [gitdir for gitdir, (fd, dev, ino) in self._anchors.items()
+                    if not self._anchor(gitdir, fd, dev, ino, report)]
             budget = _Budget()
             for path, before in self._before.items():
+                if any(inside(path, gitdir) for gitdir in lost):
+                    continue  # gone with its git directory, which the report names
                 after = self._state(path, budget)
                 is_dir = path in self.sealed.dirs
                 if _same(before, after) or (is_dir and _empty(before) and _empty(after)):
@@ -231,12 +233,13 @@ class Tripwire:
             self.close()
         return report
 
-    def _anchor(self, gitdir: str, fd: int, dev: int, ino: int, report: Report) -> None:
+    def _anchor(self, gitdir: str, fd: int, dev: int, ino: int, report: Report) -> bool:
+        """Whether the git directory is (again) where it was: moved back if it was moved."""
         shown = self.sealed.shown(gitdir)
         try:
             info = os.lstat(gitdir)
             if stat.S_ISDIR(info.st_mode) and (info.st_dev, info.st_ino) == (dev, ino):
-                return
+                return True
         except FileNotFoundError:
             pass
         report.changed.append(f"{quote(shown)} moved, removed or replaced")
@@ -245,13 +248,15 @@ class Tripwire:
         except OSError:
             now = ""
         if not now.startswith("/") or now.endswith(" (deleted)"):
-            report.unrestored.append(f"{quote(shown)} was deleted")
-            return
+            report.unrestored.append(f"{quote(shown)} (deleted)")
+            return False
         try:
             _remove_path(gitdir)
             os.rename(now, gitdir)
         except OSError as exc:
             report.unrestored.append(f"{quote(shown)} (it is now at {now}: {exc.strerror})")
+            return False
+        return True
 
     def _restore(self, path: str, before: _Node, after: _Node, shown: str, report: Report) -> None:
         base, parts = self._base(path)
@@ -373,8 +378,8 @@ def error(command: str, report: Report) -> ErrorInfo:
     shown = ", ".join(report.changed[:12]) + (f" and {len(report.changed) - 12} more" if len(report.changed) > 12
                                               else "")
     restored = ("they were restored as they were before it ran" if not report.unrestored else
-                f"the rest was restored, but NOT {', '.join(report.unrestored[:6])}: put them back by hand before "
-                "running git in the workspace")
+                f"the sandbox restored what it could, but NOT {', '.join(report.unrestored[:6])}: put that back by "
+                "hand (from a backup or a clone) before running git in the workspace")
     return ErrorInfo(code=CODE, message=(
         f"command {quote(command)} changed protected paths: {shown}. Commands may not change git's configuration "
         "and hooks or acode's (they would run code outside the sandbox), so " + restored + "; the session pauses: "

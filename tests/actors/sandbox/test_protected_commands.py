@@ -198,6 +198,18 @@ def test_moving_git_away_is_refused_or_undone(terminal: Terminal, isolation: Iso
     nothing_planted_runs(repo, marker)
 
 
+def test_deleting_git_is_refused_or_reported_as_not_restorable(terminal: Terminal, isolation: Isolation,
+                                                              repo: Path) -> None:
+    outcome = run(terminal, repo, "rm -rf .git")
+    if kernel(isolation):
+        assert outcome.exit_code != 0 and (repo / ".git" / "HEAD").is_file(), outcome
+        assert outcome.error is None, outcome
+        return
+    assert outcome.error is not None and outcome.error.code == "ACODE-SBX-021", outcome
+    assert "changed protected paths: '.git' moved, removed or replaced. Commands" in outcome.error.message
+    assert "restored what it could, but NOT '.git' (deleted): put that back by hand" in outcome.error.message
+
+
 def test_moving_git_away_and_planting_another_is_undone(terminal: Terminal, isolation: Isolation, repo: Path,
                                                         marker: Path) -> None:
     outcome = run(terminal, repo, script(repo, "os.rename('.git', 'x')\nos.makedirs('.git/hooks')\n"
