@@ -96,7 +96,10 @@ class Sealed:
 def is_git(executable: str, root: str) -> bool:
     """Whether a command runs git itself (a ``git`` outside the workspace): only git keeps
     write access to the git directories under bubblewrap."""
-    return os.path.basename(executable) == "git" and not inside(os.path.abspath(executable), root)
+    if os.path.basename(executable) != "git":
+        return False
+    real = os.path.realpath(os.path.join(root, executable))  # a relative one resolves from the workspace
+    return not inside(real, os.path.realpath(root))
 
 
 def _kind(path: str) -> int | None:
