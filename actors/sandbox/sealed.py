@@ -11,7 +11,8 @@ would loosen the rules the next session runs under. So, for the workspace's repo
   and the ``commondir`` and ``gitdir`` files of its git directory (rewritten, they point
   git at a planted directory); the gitlink files of the submodules checked out inside it
   (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
-  holds it.
+  holds it (``masks``: where the launcher makes the mounts, the whole home is hidden behind
+  an empty read-only directory, as bubblewrap hides it behind a tmpfs).
 - ``dirs``: ``hooks/`` and ``info/`` of every such git directory and ``.agent/``,
   existing or not (a missing one must not be created); ``.git`` itself when the workspace
   has none (a repository planted there would be the one the user's git finds).
@@ -87,6 +88,7 @@ class Sealed:
     files: tuple[str, ...] = ()
     dirs: tuple[str, ...] = ()
     gitdirs: tuple[str, ...] = ()  # existing directories, the workspace's own first
+    masks: tuple[str, ...] = ()  # acode's home inside the workspace: hidden whole where mounts are made
 
     def shown(self, path: str) -> str:
         """``path`` as a person reads it: workspace-relative when inside."""
@@ -189,18 +191,23 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
 
 def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], homes: Iterable[str]) -> Sealed:
     dirs.append(os.path.join(root, ".agent"))
+    masks: list[str] = []
     for home in homes:
         home = os.path.abspath(home)
         if inside(home, root) and home != root:
             files.append(os.path.join(home, "config.yml"))
+            if _kind(home) == stat.S_IFDIR:
+                masks.append(home)
     return Sealed(root=root, files=tuple(dict.fromkeys(files)), dirs=tuple(dict.fromkeys(dirs)),
-                  gitdirs=tuple(dict.fromkeys(gitdirs)))
+                  gitdirs=tuple(dict.fromkeys(gitdirs)), masks=tuple(masks))
 
 
-def binds(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[tuple[str, str, bool]], list[str]]:
+def binds(sealed: Sealed, empty: str, *, git: bool, masks: bool = False) -> tuple[list[tuple[str, str, bool]],
+                                                                                 list[str]]:
     """The binds sealing ``sealed``, in order, as ``(source, target, writable)``, and the
     missing directories they make as mount points (remove them after the command while
-    empty). ``empty``: an empty directory to bind over a missing one; ``git``: the command
+    empty). ``empty``: an empty directory to bind over a missing one (and, with ``masks``,
+    over acode's home in the workspace: bubblewrap masks it itself); ``git``: the command
     is git, which keeps its git directories writable."""
     pinned = [d for d in sealed.gitdirs if _kind(d) == stat.S_IFDIR]
     found: list[tuple[str, str, bool]] = [(d, d, git) for d in pinned]  # mount points: never moved or replaced
@@ -214,6 +221,8 @@ def binds(sealed: Sealed, empty: str, *, git: bool) -> tuple[list[tuple[str, str
         elif kind is None and path in sealed.dirs and _kind(os.path.dirname(path)) == stat.S_IFDIR:
             found.append((empty, path, False))
             made.append(path)
+    if masks:
+        found += [(empty, home, False) for home in sealed.masks]
     return found, made
 
 

@@ -342,7 +342,7 @@ class Terminal:
             spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network,
                                              seal=tuple(seal))
         elif isolation.mode == "pidns":  # the launcher binds them in the command's own mount namespace
-            binds, made = sealed.binds(found, str(empty), git=git)
+            binds, made = sealed.binds(found, str(empty), git=git, masks=True)
             spec["seal"] = [list(bind) for bind in binds]
         return spec, made
 

@@ -310,11 +310,14 @@ def test_acode_home_inside_the_workspace_is_protected(terminal: Terminal, isolat
     home = repo / "dot-acode"
     home.mkdir()
     (home / "config.yml").write_text("autonomy: 1\n")
+    (home / "acode.db").write_text("the approvals\n")
     terminal.hide(str(home))
+    seen = run(terminal, repo, "cat dot-acode/acode.db")
+    assert ("the approvals" in seen.output) is not kernel(isolation), seen
     outcome = run(terminal, repo, script(repo, "open('dot-acode/config.yml', 'w').write('autonomy: 3\\n')\n"))
     if isolation.level == "bubblewrap":  # masked: the command writes into an empty tmpfs
         assert outcome.ok, outcome
-    elif kernel(isolation):  # bound read-only in the command's mount namespace
+    elif kernel(isolation):  # hidden behind an empty read-only directory in the command's mount namespace
         assert outcome.error is None and outcome.exit_code != 0, outcome
     else:
         blocked_or_restored(isolation, outcome, "dot-acode/config.yml")
