@@ -40,7 +40,8 @@ Groups (each against a private acode home; everything started is stopped):
   bubblewrap and Landlock also with the read boundary off (``*_unconfined_reads``) and what the
   boundary adds (``*_read_boundary_added_p50``); in a git repository, and also without the
   protected paths (``*_unprotected``: no read-only binds, no compare-and-restore) and what
-  they add (``*_protected_paths_added_p50``).
+  they add (``*_protected_paths_added_p50``), and the record and compare alone
+  (``protected_paths_record_and_compare_p50``).
 - ``context``: the planner's context preparation over a generated 2,000-file workspace.
 - ``reread``: the prompt tokens a server with a prompt cache must read again on each
   executor turn of a 20-turn step whose history exceeds the window (num_ctx 32768, a 2.4 KB
@@ -287,6 +288,14 @@ def _run_terminal(calls: int) -> dict[str, object]:
             subprocess.run(["true"], check=True)
             base.append((time.perf_counter() - t0) * 1000)
         out["plain_subprocess_p50"] = _percentile(base, 0.5)
+        from actors.sandbox import sealed, tripwire
+
+        checks = []
+        for _ in range(calls):  # the record and compare alone, in this process (no command between)
+            t0 = time.perf_counter()
+            tripwire.Tripwire(sealed.find(root)).check()
+            checks.append((time.perf_counter() - t0) * 1000)
+        out["protected_paths_record_and_compare_p50"] = _percentile(checks, 0.5)
         with Workspace(root) as ws:
             terminals = {name: Terminal(isolation, read_boundary=boundary, protect=not name.endswith("_unprotected"))
                          for name, (isolation, boundary) in variants.items()}

@@ -297,16 +297,18 @@ hooks.mkdir(exist_ok=True)
 """
 
 
-@pytest.mark.parametrize("forced", ["landlock", "process"])
+@pytest.mark.parametrize(("forced", "stage"), [("landlock", "executor"), ("process", "executor"),
+                                               ("landlock", "verifier")])
 def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_session(
-        acode: Acode, tmp_path: Path, forced: Level) -> None:
+        acode: Acode, tmp_path: Path, forced: Level, stage: str) -> None:
     """Where the kernel cannot refuse the write (Landlock or the process level without
     namespaces: the subreaper tree), the sandbox puts
     .git back as it was and the session pauses with ACODE-SBX-021 (exit 32, in ``acode
-    show``); the user's own ``git status`` and ``git commit`` then run nothing planted.
+    show``), whether the executor's command or the plan's acceptance check did it; the
+    user's own ``git status`` and ``git commit`` then run nothing planted.
     (Under bubblewrap or in a mount namespace the write is refused in the kernel:
     tests/actors/sandbox/test_protected_commands.py.)"""
-    from tests.modelserver import ModelServer, ToolCalls
+    from tests.modelserver import Json, ModelServer, ToolCalls
     from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan
 
     try:
@@ -333,8 +335,16 @@ def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_se
         _configure(acode, server)
         acode.env.update(ACODE_SANDBOX_ISOLATION=forced, ACODE_SANDBOX_TREE="subreaper")  # no mount namespace
         acode.up()
-        server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "python plant.py"})]),
-                                                    done(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+        if stage == "executor":
+            server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "python plant.py"})]),
+                                                        done(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+        else:  # the plan's own acceptance check plants it
+            checked = plan().value
+            checked["tasks"][0]["resources"]["commands"] = ["python plant.py"]
+            checked["tasks"][0]["acceptance"] = [{"label": "A1", "description": "it holds",
+                                                  "check": {"command": "python plant.py", "expect_exit": 0}}]
+            server.by_stage(planner=[Json(checked)], executor=[done(), done()], verifier=[VERDICT],
+                            reviewer=[APPROVE])
         result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
         output = result.stdout + result.stderr
         assert result.returncode == 32, output
