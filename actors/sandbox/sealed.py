@@ -16,8 +16,10 @@ would loosen the rules the next session runs under. So, for the workspace's repo
 - ``dirs``: ``hooks/`` and ``info/`` of every such git directory and ``.agent/``,
   existing or not (a missing one must not be created); ``.git`` itself when the workspace
   has none (a repository planted there would be the one the user's git finds).
-- ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, and
-  the external ones of a linked worktree), which bubblewrap pins in place.
+- ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, the
+  external ones of a linked worktree, and the ``.git`` of every nested repository the
+  index holds as a gitlink: :mod:`actors.sandbox.gitindex`), which bubblewrap pins in
+  place; ``index``: the index, whose new gitlinks the tripwire refuses.
 
 The git directories are the workspace's ``.git`` (or what its gitlink names, and that
 directory's ``commondir``: :func:`actors.sandbox.visible.git_dirs`), with every
@@ -51,7 +53,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from actors.sandbox import visible
+from actors.sandbox import gitindex, visible
 from actors.sandbox.visible import inside
 
 __all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "binds", "bwrap_args", "enforcement", "find", "is_git"]
@@ -89,6 +91,8 @@ class Sealed:
     dirs: tuple[str, ...] = ()
     gitdirs: tuple[str, ...] = ()  # existing directories, the workspace's own first
     masks: tuple[str, ...] = ()  # acode's home inside the workspace: hidden whole where mounts are made
+    index: str = ""  # the workspace's git index, whose gitlinks the tripwire watches
+    hash_bytes: int = 20  # an object id's size in it (32: SHA-256)
 
     def shown(self, path: str) -> str:
         """``path`` as a person reads it: workspace-relative when inside."""
@@ -179,6 +183,17 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
             return _finish(root, files, [dotgit], [], homes)
     for common in commons:
         gitdirs += [d for d in _submodules(common) if d not in gitdirs]
+    index = os.path.join(gitdirs[0], "index") if gitdirs else ""
+    sha256 = bool(commons) and "objectformat = sha256" in _small(os.path.join(commons[-1], "config")).lower()
+    hash_bytes = 32 if sha256 else 20
+    for link in (index_links(index, hash_bytes=hash_bytes) or [])[:MAX_GITDIRS] if index else ():
+        nested = os.path.normpath(os.path.join(root, link, ".git"))
+        if not inside(nested, root):
+            continue
+        if _kind(nested) == stat.S_IFDIR and nested not in gitdirs:
+            gitdirs.append(nested)  # a nested repository the index makes a submodule: its config runs too
+        elif _kind(nested) == stat.S_IFREG:
+            files.append(nested)
     dirs: list[str] = []
     for gitdir in gitdirs[:MAX_GITDIRS]:
         files += [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
@@ -186,10 +201,39 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
         checkout = _worktree_of(gitdir)
         if checkout is not None and checkout != root and inside(checkout, root):
             files.append(os.path.join(checkout, ".git"))
-    return _finish(root, files, dirs, gitdirs[:MAX_GITDIRS], homes)
+    return _finish(root, files, dirs, gitdirs[:MAX_GITDIRS], homes, index, hash_bytes)
 
 
-def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], homes: Iterable[str]) -> Sealed:
+_PARSED: dict[tuple[str, int, int, int, int], list[str] | None] = {}  # (path, dev, ino, size, mtime_ns) -> links
+
+
+def index_links(index: str, *, hash_bytes: int = 20, fd: int | None = None) -> list[str] | None:
+    """The gitlinks of the index at ``index`` (or open as ``fd``), parsed once per version
+    of the file; ``hash_bytes``: 32 in a SHA-256 repository."""
+    own = fd is None
+    if fd is None:
+        try:
+            fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+    try:
+        info = os.fstat(fd)
+        key = (index, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        if key in _PARSED:
+            return _PARSED[key]
+        data = gitindex.read_fd(fd)
+        links = None if data is None else gitindex.gitlinks(data, hash_bytes=hash_bytes)
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        _PARSED[key] = links
+        return links
+    finally:
+        if own:
+            os.close(fd)
+
+
+def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], homes: Iterable[str],
+            index: str = "", hash_bytes: int = 20) -> Sealed:
     dirs.append(os.path.join(root, ".agent"))
     masks: list[str] = []
     for home in homes:
@@ -199,7 +243,8 @@ def _finish(root: str, files: list[str], dirs: list[str], gitdirs: list[str], ho
             if _kind(home) == stat.S_IFDIR:
                 masks.append(home)
     return Sealed(root=root, files=tuple(dict.fromkeys(files)), dirs=tuple(dict.fromkeys(dirs)),
-                  gitdirs=tuple(dict.fromkeys(gitdirs)), masks=tuple(masks))
+                  gitdirs=tuple(dict.fromkeys(gitdirs)), masks=tuple(masks), index=index,
+                  hash_bytes=hash_bytes)
 
 
 def binds(sealed: Sealed, empty: str, *, git: bool, masks: bool = False) -> tuple[list[tuple[str, str, bool]],

@@ -12,7 +12,11 @@ to /etc is recorded as the symlink it made, never as what it points at.
 After the command, a difference is undone, exactly: a git directory moved away is moved
 back (whatever took its name goes), an added entry is removed, a changed or vanished one
 is written back with its bytes and mode, a symlink swapped in is replaced by what was
-there. An empty protected directory counts as a missing one (bubblewrap leaves empty
+there. The index's gitlinks are watched too: a nested repository newly staged (``git add``
+of a directory holding a ``.git``), or one made beneath an existing gitlink, would have
+the user's ``git status`` run *its* config, so the index is put back as it was (git
+replaces it by a rename, so the old one, held open, is still there) or the new ``.git``
+removed. An empty protected directory counts as a missing one (bubblewrap leaves empty
 mount points; git and acode read both alike). :meth:`Tripwire.check` returns what
 changed, what was restored and what could not be (a file over :data:`MAX_FILE_BYTES`,
 beyond :data:`MAX_TOTAL_BYTES` or :data:`MAX_ENTRIES`, is compared by its digest only;
@@ -22,14 +26,16 @@ a git directory that was deleted is gone), for the ACODE-SBX-021 message
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import stat
 from dataclasses import dataclass, field
 
+from actors.sandbox import gitindex
 from actors.sandbox.confine import quote
-from actors.sandbox.sealed import Sealed
+from actors.sandbox.sealed import Sealed, index_links
 from actors.sandbox.visible import inside
 from protocol.errors import ErrorInfo
 
@@ -171,8 +177,14 @@ class Tripwire:
         self._anchors: dict[str, tuple[int, int, int]] = {}  # git dir -> (fd held open, dev, ino)
         self._before: dict[str, _Node] = {}
         self._unreadable: set[str] = set()
+        self._index: int | None = None  # the index as it was, held open: git replaces it by a rename
+        self._links: dict[str, int | None] = {}  # its gitlinks -> what their .git was
         budget = _Budget()
         try:
+            if sealed.index:
+                with contextlib.suppress(OSError):
+                    self._index = os.open(sealed.index, _FILE)
+                self._links = self._gitlinks(self._index)
             for gitdir in sealed.gitdirs:
                 try:
                     fd = os.open(gitdir, _DIR)
@@ -190,6 +202,64 @@ class Tripwire:
         anchors, self._anchors = self._anchors, {}
         for fd, _, _ in anchors.values():
             os.close(fd)
+        index, self._index = self._index, None
+        if index is not None:
+            os.close(index)
+
+    def _gitlinks(self, fd: int | None) -> dict[str, int | None]:
+        """The index's gitlinks (``fd``: the index open), each with the kind of its ``.git``."""
+        if fd is None:
+            return {}
+        links = index_links(self.sealed.index, hash_bytes=self.sealed.hash_bytes, fd=fd) or []
+        return {link: _kind(os.path.join(self.sealed.root, link, ".git")) for link in links}
+
+    def _check_index(self, report: Report) -> None:
+        """A gitlink staged over a nested repository, or a repository made beneath an existing
+        gitlink, would have the user's git status run that repository's config: undone."""
+        try:
+            fd: int | None = os.open(self.sealed.index, _FILE)
+        except OSError:
+            fd = None
+        try:
+            now = self._gitlinks(fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        added = [link for link, kind in now.items() if link not in self._links and kind is not None]
+        for link in added:
+            report.changed.append(f"{quote(link)} staged as a nested repository (git would run its config)")
+        if added:
+            self._restore_index(report)
+        for link, kind in now.items():
+            if link in self._links and self._links[link] is None and kind is not None:
+                shown = f"{link}/.git"
+                report.changed.append(f"{quote(shown)} added beneath a gitlink")
+                try:
+                    _remove_path(os.path.join(self.sealed.root, shown))
+                except OSError as exc:
+                    report.unrestored.append(f"{quote(shown)} ({exc.strerror})")
+
+    def _restore_index(self, report: Report) -> None:
+        index, shown = self.sealed.index, self.sealed.shown(self.sealed.index)
+        data = gitindex.read_fd(self._index) if self._index is not None else None
+        try:
+            current = os.stat(index, follow_symlinks=False)
+            same = self._index is not None and os.fstat(self._index).st_ino == current.st_ino
+        except OSError:
+            same = False
+        if data is None or same:  # rewritten in place: what it was is gone
+            report.unrestored.append(f"{quote(shown)} (unstage the nested repository: git rm --cached PATH)")
+            return
+        temporary = f"{index}.acode-restore"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(temporary, index)
+        except OSError as exc:
+            report.unrestored.append(f"{quote(shown)} ({exc.strerror})")
 
     def _base(self, path: str) -> tuple[str, list[str]]:
         """Where a no-follow walk to ``path`` starts (the workspace root, or the git directory
@@ -229,6 +299,8 @@ class Tripwire:
                 shown = self.sealed.shown(path)
                 _describe(shown, before, after, report.changed)
                 self._restore(path, before, after, shown, report)
+            if self.sealed.index and not lost:
+                self._check_index(report)
         finally:
             self.close()
         return report
@@ -296,6 +368,13 @@ def _describe(shown: str, before: _Node, after: _Node, out: list[str]) -> None:
         out.append(f"{quote(shown)} changed")
     else:
         out.append(f"{quote(shown)} replaced")
+
+
+def _kind(path: str) -> int | None:
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except OSError:
+        return None
 
 
 def _remove(dir_fd: int, name: str) -> None:

@@ -341,6 +341,52 @@ def test_no_repository_can_be_planted_in_a_workspace_without_one(terminal: Termi
     assert not marker.exists()
 
 
+def test_staging_a_nested_repository_with_a_planted_config_is_undone(terminal: Terminal, isolation: Isolation,
+                                                                    repo: Path, marker: Path) -> None:
+    """``git init x``, a planted ``x/.git/config``, ``git add x``: the user's git status would
+    run x's fsmonitor. Every level puts the index back (git may write the index)."""
+    assert run(terminal, repo, "git init -q inner").ok
+    planted = run(terminal, repo, script(repo, "import subprocess\nopen('inner/x', 'w').write('x')\n"
+                                               "subprocess.run(['git', '-c', 'user.name=m', '-c', 'user.email=m@m', "
+                                               "'commit', '-qm', 'x', '--allow-empty'], cwd='inner', check=True)\n"
+                                               "open('inner/.git/config', 'a').write(open('evil.cfg').read())\n"))
+    assert planted.ok, planted  # not protected: an untracked nested repository is nothing to git status
+    staged = run(terminal, repo, "git add inner")
+    assert staged.error is not None and staged.error.code == "ACODE-SBX-021", staged
+    assert "'inner' staged as a nested repository" in staged.error.message
+    assert "they were restored" in staged.error.message
+    assert "160000" not in git(repo, "ls-files", "-s").stdout
+    nothing_planted_runs(repo, marker)
+
+
+def test_a_nested_repository_already_in_the_index_is_protected(terminal: Terminal, isolation: Isolation,
+                                                                repo: Path, marker: Path) -> None:
+    inner = _repo(repo / "inner")
+    git(repo, "add", "inner")
+    git(repo, "commit", "-qm", "a nested repository")
+    before = (inner / ".git" / "config").read_bytes()
+    outcome = run(terminal, repo, script(repo, "open('inner/.git/config', 'a').write(open('evil.cfg').read())\n"))
+    blocked_or_restored(isolation, outcome, "inner/.git/config")
+    assert (inner / ".git" / "config").read_bytes() == before
+    nothing_planted_runs(repo, marker)
+
+
+def test_a_repository_made_beneath_an_existing_gitlink_is_removed(terminal: Terminal, isolation: Isolation,
+                                                                  repo: Path, tmp_path: Path, marker: Path) -> None:
+    source = _repo(tmp_path / "elsewhere")
+    (source / ".git" / "config").write_text((source / ".git" / "config").read_text()
+                                            + (repo / "evil.cfg").read_text())
+    head = git(source, "rev-parse", "HEAD").stdout.strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},sub")  # a gitlink, nothing checked out
+    shutil.copytree(source / ".git", repo / "planted-git")
+    outcome = run(terminal, repo, script(repo, "os.makedirs('sub')\nos.rename('planted-git', 'sub/.git')\n"))
+    assert outcome.error is not None and outcome.error.code == "ACODE-SBX-021", outcome
+    assert "'sub/.git' added beneath a gitlink" in outcome.error.message
+    assert not (repo / "sub" / ".git").exists()
+    git(repo, "status")
+    assert not marker.exists()
+
+
 def test_the_protected_set_names_config_hooks_info_submodules_and_agent(tmp_path: Path) -> None:
     source = _repo(tmp_path / "sub-source")
     root = _repo(tmp_path / "ws")
