@@ -1,4 +1,4 @@
-"""The paths a command may not change, and how bubblewrap seals them.
+"""The paths a command may not change, and how bubblewrap and the launcher seal them.
 
 A command that could write git's configuration or hooks would plant code that the
 user's own next ``git status`` runs outside every sandbox (``core.fsmonitor``,
@@ -37,6 +37,7 @@ to the tripwire (creating it would change git's view). For a command whose progr
 not git (:func:`is_git`: a shell or a script that runs git counts as not git), every git
 directory is bound read-only as a whole: a script cannot delete refs, the stash or
 objects; git itself keeps writing its index, objects and refs.
+
 Below bubblewrap, in the ``pidns`` mode, the launcher makes the same binds (:func:`binds`)
 with mount(2) in the command's own mount namespace. Landlock alone cannot do it: its
 rights on a directory hold for everything beneath it, so a rule for the workspace cannot
@@ -56,7 +57,8 @@ from dataclasses import dataclass
 from actors.sandbox import gitindex, visible
 from actors.sandbox.visible import inside
 
-__all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "binds", "bwrap_args", "enforcement", "find", "is_git"]
+__all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "binds", "bwrap_args", "enforcement", "find", "index_links",
+           "is_git"]
 
 MAX_GITDIRS = 64  # submodule git directories looked at, nested ones included
 _MAX_DEPTH = 6
