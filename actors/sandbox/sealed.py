@@ -13,8 +13,10 @@ would loosen the rules the next session runs under. So, for the workspace's repo
   (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
   holds it (``masks``: where the launcher makes the mounts, the whole home is hidden behind
   an empty read-only directory, as bubblewrap hides it behind a tmpfs).
-- ``dirs``: ``hooks/`` and ``info/`` of every such git directory and ``.agent/``,
-  existing or not (a missing one must not be created); ``.git`` itself when the workspace
+- ``dirs``: ``hooks/`` and ``info/`` of every such git directory, ``.agent/``, and
+  where ``core.hooksPath`` (the repository's or the user's) sends git for hooks when that
+  lies in the workspace (husky's ``.husky/_``), existing or not (a missing one must not
+  be created); ``.git`` itself when the workspace
   has none (a repository planted there would be the one the user's git finds).
 - ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, the
   external ones of a linked worktree, and the ``.git`` of every nested repository the
@@ -153,6 +155,33 @@ def _submodules(common: str) -> list[str]:
     return found[:MAX_GITDIRS]
 
 
+def _config_values(text: str, key: str) -> list[str]:
+    """The values of ``key`` (a last name such as ``hookspath``) in git config ``text``,
+    read simply: ``name = value`` lines, quotes dropped."""
+    found = []
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip().lower() == key:
+            found.append(value.split("#")[0].split(";")[0].strip().strip('"'))
+    return found
+
+
+def _hooks_paths(root: str, commons: list[str]) -> list[str]:
+    """Where ``core.hooksPath`` sends git for hooks (husky: ``.husky/_``), from the repository's
+    config and the user's own, resolved from the top of the work tree: hooks there run as
+    surely as those in ``.git/hooks``."""
+    sources = [os.path.join(common, "config") for common in commons[-1:]]
+    home = os.path.expanduser("~")
+    sources += [os.path.join(home, ".gitconfig"),
+                os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config")]
+    found = []
+    for source in sources:
+        for value in _config_values(_small(source), "hookspath"):
+            if value:
+                found.append(os.path.normpath(os.path.join(root, os.path.expanduser(value))))
+    return found
+
+
 def _worktree_of(gitdir: str) -> str | None:
     """A submodule's checkout, from its git directory's ``core.worktree`` (relative to it)."""
     for line in _small(os.path.join(gitdir, "config")).splitlines():
@@ -196,7 +225,7 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
             gitdirs.append(nested)  # a nested repository the index makes a submodule: its config runs too
         elif _kind(nested) == stat.S_IFREG:
             files.append(nested)
-    dirs: list[str] = []
+    dirs: list[str] = [path for path in _hooks_paths(root, commons) if inside(path, root)]
     for gitdir in gitdirs[:MAX_GITDIRS]:
         files += [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
         dirs += [os.path.join(gitdir, "hooks"), os.path.join(gitdir, "info")]

@@ -387,6 +387,18 @@ def test_a_repository_made_beneath_an_existing_gitlink_is_removed(terminal: Term
     assert not marker.exists()
 
 
+def test_hooks_in_the_work_tree_named_by_core_hookspath_are_protected(terminal: Terminal, isolation: Isolation,
+                                                                       repo: Path, marker: Path) -> None:
+    """husky's way: ``core.hooksPath = .husky/_``, the hooks in the work tree."""
+    git(repo, "config", "core.hooksPath", ".husky/_")
+    (repo / ".husky" / "_").mkdir(parents=True)
+    outcome = run(terminal, repo, script(repo, "shutil.copy('hook.sh', '.husky/_/pre-commit')\n"
+                                               "os.chmod('.husky/_/pre-commit', 0o755)\n"))
+    blocked_or_restored(isolation, outcome, ".husky/_/pre-commit")
+    assert list((repo / ".husky" / "_").iterdir()) == []
+    nothing_planted_runs(repo, marker)
+
+
 def test_the_protected_set_names_config_hooks_info_submodules_and_agent(tmp_path: Path) -> None:
     source = _repo(tmp_path / "sub-source")
     root = _repo(tmp_path / "ws")
