@@ -7,9 +7,10 @@ would loosen the rules the next session runs under. So, for the workspace's repo
 :func:`find` names before each command:
 
 - ``files``: ``config`` and ``config.worktree`` of every git directory the workspace
-  uses; when the workspace is a linked worktree or a submodule, its ``.git`` gitlink file
-  and the ``commondir`` and ``gitdir`` files of its git directory (rewritten, they point
-  git at a planted directory); the gitlink files of the submodules checked out inside it
+  uses, and the files in the workspace their ``include.path`` names; when the workspace
+  is a linked worktree or a submodule, its ``.git`` gitlink file and the ``commondir``
+  and ``gitdir`` files of its git directory (rewritten, they point git at a planted
+  directory); the gitlink files of the submodules checked out inside it
   (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
   holds it (``masks``: where the launcher makes the mounts, the whole home is hidden behind
   an empty read-only directory, as bubblewrap hides it behind a tmpfs).
@@ -166,6 +167,23 @@ def _config_values(text: str, key: str) -> list[str]:
     return found
 
 
+def _includes(config: str) -> list[str]:
+    """The files ``config`` includes (``[include]`` and ``[includeIf ...]`` ``path``), resolved
+    from its directory as git resolves them: code-running settings can live there too."""
+    found, section = [], ""
+    for line in _small(config).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped[1:].split("]")[0].split()[0].split(".")[0].lower() if stripped[1:].strip("] ") else ""
+            continue
+        name, sep, value = stripped.partition("=")
+        if sep and section in ("include", "includeif") and name.strip().lower() == "path":
+            value = value.split("#")[0].split(";")[0].strip().strip('"')
+            if value:
+                found.append(os.path.normpath(os.path.join(os.path.dirname(config), os.path.expanduser(value))))
+    return found
+
+
 def _hooks_paths(root: str, commons: list[str]) -> list[str]:
     """Where ``core.hooksPath`` sends git for hooks (husky: ``.husky/_``), from the repository's
     config and the user's own, resolved from the top of the work tree: hooks there run as
@@ -228,6 +246,7 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
     dirs: list[str] = [path for path in _hooks_paths(root, commons) if inside(path, root)]
     for gitdir in gitdirs[:MAX_GITDIRS]:
         files += [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+        files += [path for path in _includes(os.path.join(gitdir, "config")) if inside(path, root)]
         dirs += [os.path.join(gitdir, "hooks"), os.path.join(gitdir, "info")]
         checkout = _worktree_of(gitdir)
         if checkout is not None and checkout != root and inside(checkout, root):

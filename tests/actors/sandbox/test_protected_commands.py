@@ -399,6 +399,16 @@ def test_hooks_in_the_work_tree_named_by_core_hookspath_are_protected(terminal: 
     nothing_planted_runs(repo, marker)
 
 
+def test_a_config_file_in_the_work_tree_that_git_config_includes_is_protected(
+        terminal: Terminal, isolation: Isolation, repo: Path, marker: Path) -> None:
+    (repo / "team.gitconfig").write_text("[diff]\n\trenames = true\n")
+    git(repo, "config", "include.path", "../team.gitconfig")  # relative to .git/
+    outcome = run(terminal, repo, script(repo, "open('team.gitconfig', 'a').write(open('evil.cfg').read())\n"))
+    blocked_or_restored(isolation, outcome, "team.gitconfig")
+    assert (repo / "team.gitconfig").read_text() == "[diff]\n\trenames = true\n"
+    nothing_planted_runs(repo, marker)
+
+
 def test_the_protected_set_names_config_hooks_info_submodules_and_agent(tmp_path: Path) -> None:
     source = _repo(tmp_path / "sub-source")
     root = _repo(tmp_path / "ws")
