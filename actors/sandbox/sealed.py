@@ -6,7 +6,8 @@ user's own next ``git status`` runs outside every sandbox (``core.fsmonitor``,
 would loosen the rules the next session runs under. So, for the workspace's repository,
 :func:`find` names before each command:
 
-- ``files``: ``config`` and ``config.worktree`` of every git directory the workspace
+- ``files``: ``config``, ``config.worktree`` and ``commondir`` (existing or not: one
+  planted sends git to another directory's config) of every git directory the workspace
   uses, and the files in the workspace their ``include.path`` names; when the workspace
   is a linked worktree or a submodule, its ``.git`` gitlink file and the ``commondir``
   and ``gitdir`` files of its git directory (rewritten, they point git at a planted
@@ -245,7 +246,7 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
             files.append(nested)
     dirs: list[str] = [path for path in _hooks_paths(root, commons) if inside(path, root)]
     for gitdir in gitdirs[:MAX_GITDIRS]:
-        files += [os.path.join(gitdir, "config"), os.path.join(gitdir, "config.worktree")]
+        files += [os.path.join(gitdir, name) for name in ("config", "config.worktree", "commondir")]
         files += [path for path in _includes(os.path.join(gitdir, "config")) if inside(path, root)]
         dirs += [os.path.join(gitdir, "hooks"), os.path.join(gitdir, "info")]
         checkout = _worktree_of(gitdir)

@@ -164,7 +164,9 @@ def test_cp_over_git_config_is_refused_or_restored(terminal: Terminal, isolation
      "os.chmod('evil-hooks/pre-commit', 0o755)\nos.symlink('../evil-hooks', '.git/hooks')\n", ".git/hooks"),
     ("os.makedirs('.agent', exist_ok=True)\nopen('.agent/config.yml', 'w').write('autonomy: 3\\n')\n",
      ".agent/config.yml"),
-], ids=["hook", "fsmonitor", "info-attributes", "hooks-symlink", "agent-config"])
+    ("shutil.copytree('.git', 'planted')\nopen('planted/config', 'a').write(open('evil.cfg').read())\n"
+     "open('.git/commondir', 'w').write('../planted\\n')\n", ".git/commondir"),
+], ids=["hook", "fsmonitor", "info-attributes", "hooks-symlink", "agent-config", "commondir"])
 def test_a_script_planting_into_protected_paths_is_refused_or_restored(
         terminal: Terminal, isolation: Isolation, repo: Path, marker: Path, body: str, changed: str) -> None:
     hooks = sorted(p.name for p in (repo / ".git" / "hooks").iterdir())
@@ -175,6 +177,7 @@ def test_a_script_planting_into_protected_paths_is_refused_or_restored(
     assert sorted(p.name for p in (repo / ".git" / "hooks").iterdir()) == hooks
     assert (repo / ".git" / "config").read_bytes() == config
     assert not (repo / ".git" / "info" / "attributes").exists()
+    assert not (repo / ".git" / "commondir").exists()
     assert not (repo / ".agent").exists()
     nothing_planted_runs(repo, marker)
 
@@ -415,7 +418,8 @@ def test_the_protected_set_names_config_hooks_info_submodules_and_agent(tmp_path
     git(root, "submodule", "add", "-q", str(source), "m")
     found = sealed.find(str(root), homes=[str(root / "home")])
     shown = sorted(found.shown(p) for p in (*found.files, *found.dirs))
-    assert shown == sorted([".git/config", ".git/config.worktree", ".git/hooks", ".git/info", ".agent",
-                            ".git/modules/m/config", ".git/modules/m/config.worktree", ".git/modules/m/hooks",
-                            ".git/modules/m/info", "m/.git", "home/config.yml"])
+    assert shown == sorted([".git/config", ".git/config.worktree", ".git/commondir", ".git/hooks", ".git/info",
+                            ".agent", ".git/modules/m/config", ".git/modules/m/config.worktree",
+                            ".git/modules/m/commondir", ".git/modules/m/hooks", ".git/modules/m/info", "m/.git",
+                            "home/config.yml"])
     assert [found.shown(p) for p in found.gitdirs] == [".git", ".git/modules/m"]
