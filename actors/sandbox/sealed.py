@@ -11,7 +11,8 @@ would loosen the rules the next session runs under. So, for the workspace's repo
   uses, and the files in the workspace their ``include.path`` names; when the workspace
   is a linked worktree or a submodule, its ``.git`` gitlink file and the ``commondir``
   and ``gitdir`` files of its git directory (rewritten, they point git at a planted
-  directory); the gitlink files of the submodules checked out inside it
+  directory), and the same files of every linked worktree's directory beneath
+  ``worktrees/``; the gitlink files of the submodules checked out inside it
   (their ``core.worktree`` names them); ``config.yml`` of acode's home when the workspace
   holds it (``masks``: where the launcher makes the mounts, the whole home is hidden behind
   an empty read-only directory, as bubblewrap hides it behind a tmpfs).
@@ -201,6 +202,14 @@ def _hooks_paths(root: str, commons: list[str]) -> list[str]:
     return found
 
 
+def _children(directory: str) -> list[str]:
+    """The real subdirectories of ``directory``, sorted; none when it cannot be read."""
+    try:
+        return sorted(e.path for e in os.scandir(directory) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
 def _worktree_of(gitdir: str) -> str | None:
     """A submodule's checkout, from its git directory's ``core.worktree`` (relative to it)."""
     for line in _small(os.path.join(gitdir, "config")).splitlines():
@@ -244,6 +253,9 @@ def find(root: str, *, homes: Iterable[str] = (), hidden: Iterable[str] = ()) ->
             gitdirs.append(nested)  # a nested repository the index makes a submodule: its config runs too
         elif _kind(nested) == stat.S_IFREG:
             files.append(nested)
+    for common in commons:  # other linked worktrees' admin directories: the user's git there reads them
+        for admin in _children(os.path.join(common, "worktrees"))[:MAX_GITDIRS]:
+            files += [os.path.join(admin, name) for name in ("commondir", "config.worktree", "gitdir")]
     dirs: list[str] = [path for path in _hooks_paths(root, commons) if inside(path, root)]
     for gitdir in gitdirs[:MAX_GITDIRS]:
         files += [os.path.join(gitdir, name) for name in ("config", "config.worktree", "commondir")]

@@ -300,6 +300,8 @@ def test_a_linked_worktree_cannot_change_its_common_config_or_gitlink(
     outcome = run(terminal, root, script(root, "open('.git', 'w').write('gitdir: planted\\n')\n", "p2.py"))
     blocked_or_restored(isolation, outcome, ".git")
     assert (root / ".git").read_bytes() == gitlink
+    outcome = run(terminal, main, script(main, "open('.git/worktrees/wt/commondir', 'w').write('../planted\\n')\n"))
+    blocked_or_restored(isolation, outcome, ".git/worktrees/wt/commondir")  # the user's git in wt reads it
     (root / "c.txt").write_text("c\n")
     assert run(terminal, root, "git add c.txt").ok
     assert run(terminal, root, "git commit -qm c").ok
