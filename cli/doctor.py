@@ -100,7 +100,20 @@ def _sandbox_checks(paths: RunPaths, workspace: Path, report: StatusReport | Non
                             "commands cannot read outside the workspace and their toolchains")]
     else:
         checks = [Check(name="sandbox", ok=True, detail=f"isolation {described}")]
-    return [*checks, _paths_check(paths, workspace, level), _hardlink_check(workspace)]
+    return [*checks, _protected_check(level, pidns="pid namespace" in described),
+            _paths_check(paths, workspace, level), _hardlink_check(workspace)]
+
+
+def _protected_check(level: str, *, pidns: bool) -> Check:
+    """How this level keeps commands off git's config and hooks, .agent and acode's config."""
+    from actors.sandbox.sealed import enforcement
+
+    detail = enforcement(level, pidns=pidns)
+    if level == "bubblewrap" or pidns:
+        return Check(name="protected paths", ok=True, detail=detail)
+    return Check(name="protected paths", ok=True, warning=True, detail=detail,
+                 fix="install bubblewrap (e.g. apt install bubblewrap), or allow unprivileged user namespaces, so "
+                     "the kernel refuses these writes")
 
 
 def _paths_check(paths: RunPaths, workspace: Path, level: str) -> Check:

@@ -38,7 +38,10 @@ Groups (each against a private acode home; everything started is stopped):
   message type); with ``--profile`` the functions where that time goes (cProfile, this process).
 - ``terminal``: ``true`` through run_terminal under each isolation level this machine offers; for
   bubblewrap and Landlock also with the read boundary off (``*_unconfined_reads``) and what the
-  boundary adds (``*_read_boundary_added_p50``).
+  boundary adds (``*_read_boundary_added_p50``); in a git repository, and also without the
+  protected paths (``*_unprotected``: no read-only binds, no compare-and-restore) and what
+  they add (``*_protected_paths_added_p50``), and the record and compare alone
+  (``protected_paths_record_and_compare_p50``).
 - ``context``: the planner's context preparation over a generated 2,000-file workspace.
 - ``reread``: the prompt tokens a server with a prompt cache must read again on each
   executor turn of a 20-turn step whose history exceeds the window (num_ctx 32768, a 2.4 KB
@@ -257,12 +260,16 @@ def _run_terminal(calls: int) -> dict[str, object]:
     if full.pidns:
         variants["process_pidns"] = (Isolation(level="process", pidns=True, pids=full.pids), True)
     landlock = detect(bubblewrap=False)
+    if full.pidns:
+        variants["process_pidns_unprotected"] = (Isolation(level="process", pidns=True, pids=full.pids), True)
     if landlock.level == "landlock":
         variants["landlock"] = (landlock, True)
         variants["landlock_unconfined_reads"] = (landlock, False)
+        variants["landlock_unprotected"] = (landlock, True)
     if full.level == "bubblewrap":
         variants["bubblewrap"] = (full, True)
         variants["bubblewrap_unconfined_reads"] = (full, False)
+        variants["bubblewrap_unprotected"] = (full, True)
     out: dict[str, object] = {"offered": full.describe()}
     timings: dict[str, dict[str, float]] = {}
     from actors.sandbox import visible
@@ -274,14 +281,23 @@ def _run_terminal(calls: int) -> dict[str, object]:
     out["view_first_ms"] = round((time.perf_counter() - t0) * 1000, 3)
     out["view_paths"] = len(view.read)
     with tempfile.TemporaryDirectory(prefix="acode-bench-ws-") as root:
+        subprocess.run(["git", "init", "-q", root], check=True)  # a real .git: config, hooks (samples), info
         base = []
         for _ in range(calls):
             t0 = time.perf_counter()
             subprocess.run(["true"], check=True)
             base.append((time.perf_counter() - t0) * 1000)
         out["plain_subprocess_p50"] = _percentile(base, 0.5)
+        from actors.sandbox import sealed, tripwire
+
+        checks = []
+        for _ in range(calls):  # the record and compare alone, in this process (no command between)
+            t0 = time.perf_counter()
+            tripwire.Tripwire(sealed.find(root)).check()
+            checks.append((time.perf_counter() - t0) * 1000)
+        out["protected_paths_record_and_compare_p50"] = _percentile(checks, 0.5)
         with Workspace(root) as ws:
-            terminals = {name: Terminal(isolation, read_boundary=boundary)
+            terminals = {name: Terminal(isolation, read_boundary=boundary, protect=not name.endswith("_unprotected"))
                          for name, (isolation, boundary) in variants.items()}
             times: dict[str, list[float]] = {name: [] for name in variants}
             for _ in range(calls):  # interleaved, so a load spike hits every variant alike
@@ -301,6 +317,10 @@ def _run_terminal(calls: int) -> dict[str, object]:
         if level in timings:
             out[f"{level}_read_boundary_added_p50"] = round(
                 timings[level]["p50"] - timings[f"{level}_unconfined_reads"]["p50"], 3)
+    for name in ("bubblewrap", "landlock", "process_pidns"):
+        if f"{name}_unprotected" in timings:
+            out[f"{name}_protected_paths_added_p50"] = round(
+                timings[name]["p50"] - timings[f"{name}_unprotected"]["p50"], 3)
     return out
 
 

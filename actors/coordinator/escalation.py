@@ -66,6 +66,8 @@ RULES: dict[str, Rule] = {
     # the workspace's changes cannot be computed against the baseline (.git gone or replaced, the
     # baseline unreadable): never verified or reviewed blind; fix it, then the stage runs afresh
     "ACODE-ORCH-012": Rule("escalation", resume="revisit"),
+    # a command changed git's config or hooks, .agent or acode's config (restored): a human looks first
+    "ACODE-SBX-021": Rule("escalation", 32),
 }
 FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")

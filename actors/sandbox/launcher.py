@@ -13,8 +13,11 @@ tree, in order:
 
    ``bwrap``      exec bubblewrap, which gives a PID namespace (``--unshare-pid``) whose
                   init takes every process with it, ``--die-with-parent`` and the rest.
-   ``pidns``      ``unshare(CLONE_NEWPID)`` (root, or inside a new user namespace mapping
-                  only our own uid): the next fork is the namespace's init, which forks
+   ``pidns``      ``unshare(CLONE_NEWPID | CLONE_NEWNS)`` (root, or inside a new user
+                  namespace mapping only our own uid); in the private mount namespace the
+                  protected paths (``seal``: actors/sandbox/sealed.py) are bound read-only
+                  over the workspace, as bubblewrap binds them; the next fork is the
+                  namespace's init, which forks
                   the command and reaps; when the command exits, init exits and the
                   kernel SIGKILLs whatever is left in the namespace, children that called
                   ``setsid`` or double-forked included. init dies with the launcher
@@ -40,8 +43,9 @@ The status pipe (``status_fd``) tells the sandbox what happened, one JSON object
 pidns and subreaper modes, ``{"exit": n}`` or ``{"signal": n}``. In bwrap mode the status
 after "started" is bubblewrap's exit code, which is the command's.
 
-``--probe`` prints what this machine allows, as JSON: whether a PID namespace can be made
-(``pidns``), and the Landlock ABI version (0: none).
+``--probe`` prints what this machine allows, as JSON: whether PID and mount namespaces can
+be made, with a read-only bind in the latter (``pidns``), and the Landlock ABI version (0:
+none).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNS = 0x00020000
 _SYS = {"x86_64": {"unshare": 272, "create": 444, "add": 445, "restrict": 446},
         "aarch64": {"unshare": 97, "create": 444, "add": 445, "restrict": 446}}
 
@@ -360,7 +365,7 @@ def _run_subreaper(spec: dict[str, Any], status_fd: int) -> None:
 
 def _map_ids() -> None:
     uid, gid = os.getuid(), os.getgid()
-    _syscall("unshare", ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID))
+    _syscall("unshare", ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS))
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -370,14 +375,48 @@ def _map_ids() -> None:
 
 
 def _unshare_pid() -> None:
+    """New PID and mount namespaces (inside a new user namespace unless root)."""
     if os.geteuid() == 0:
-        _syscall("unshare", ctypes.c_int(_CLONE_NEWPID))
+        _syscall("unshare", ctypes.c_int(_CLONE_NEWPID | _CLONE_NEWNS))
     else:
         _map_ids()
 
 
+# --- the protected paths, read-only in the command's mount namespace ----------------------
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+# statvfs f_flag bits -> the mount flags a remount in a user namespace must keep (they are locked)
+_LOCKED = ((1, 0), (2, _MS_NOSUID), (4, _MS_NODEV), (8, _MS_NOEXEC), (1024, _MS_NOATIME),
+           (2048, _MS_NODIRATIME), (4096, _MS_RELATIME))
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    if _libc.mount(source.encode() if source else None, target.encode(), None, flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount of {target} failed: {os.strerror(err)}")
+
+
+def _seal(binds: Iterable[list[Any]]) -> None:
+    """In this (new) mount namespace, nothing propagating back: bind each ``[source, target,
+    writable]`` (see actors/sandbox/sealed.py), read-only unless ``writable``; a missing
+    target directory is made first (the sandbox removes it again when it stays empty)."""
+    _mount(None, "/", _MS_REC | _MS_PRIVATE)
+    for source, target, writable in binds:
+        if not os.path.lexists(target):
+            os.mkdir(target, 0o755)
+        _mount(source, target, _MS_BIND)
+        if not writable:
+            flags = os.statvfs(target).f_flag
+            kept = sum(mount for bit, mount in _LOCKED if flags & bit)
+            _mount(None, target, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
+
+
 def _run_pidns(spec: dict[str, Any], status_fd: int) -> None:
     _unshare_pid()
+    _seal(spec.get("seal", []))
     life_r, life_w = os.pipe2(os.O_CLOEXEC)
     init = os.fork()
     if init == 0:  # PID 1 of the new namespace
@@ -411,6 +450,8 @@ def probe() -> dict[str, object]:
     if child == 0:
         try:
             _unshare_pid()
+            here = os.path.dirname(os.path.abspath(__file__))
+            _seal([[here, here, False]])  # a read-only bind (the protected paths' kind) works here
             grandchild = os.fork()  # the namespace exists once its init runs
             if grandchild == 0:
                 os._exit(0)

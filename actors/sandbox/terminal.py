@@ -12,6 +12,11 @@ How a command runs:
   per-call scratch dir (removed afterwards), rlimits, a pids cgroup when there is one, and
   the isolation :mod:`actors.sandbox.isolation` found: bubblewrap, Landlock or process-level,
   with the process tree contained by a PID namespace or a subreaper.
+- git's configuration and hooks, ``.agent/`` and acode's config are protected
+  (:mod:`actors.sandbox.sealed`: read-only binds under bubblewrap, and ``.git`` read-only
+  as a whole to programs other than git) and compared before and after the command at
+  every level (:mod:`actors.sandbox.tripwire`): a change is restored and fails the call
+  with ACODE-SBX-021, which pauses the session.
 - stdout and stderr share one pipe, read without blocking as data comes. At most
   ``max_bytes`` are kept (head and tail halves); the middle is counted and marked. ANSI
   and OSC escapes and other control characters are stripped, invalid UTF-8 replaced.
@@ -46,7 +51,7 @@ import psutil
 
 from actors.private import user_umask
 from actors.sandbox import policy as command_policy
-from actors.sandbox import visible
+from actors.sandbox import sealed, tripwire, visible
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
 from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
@@ -169,8 +174,10 @@ class Terminal:
     sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
     """
 
-    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True):
+    def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True,
+                 protect: bool = True):
         self._read_boundary = read_boundary  # False: the whole root readable, for scripts/bench.py's comparison only
+        self._protect = protect  # False: no protected paths (actors.sandbox.sealed), for scripts/bench.py only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._isolation = isolation
@@ -246,17 +253,49 @@ class Terminal:
                                    "that exists", code="ACODE-SBX-005")
             if self._cgroups is not None:
                 group = self._cgroups.group(policy.max_processes)
+            git = sealed.is_git(executable, ws.root)
             gits = visible.git_dirs(ws.root, hidden=self._hidden)
-            if gits:  # a linked worktree or submodule: its git directories are the workspace's too
-                view = View(read=view.read, write=(*view.write, *gits), links=view.links, env=view.env,
-                            toolchains=view.toolchains)
-            spec = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view)
-            outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
+            if gits:  # a linked worktree or submodule: its git directories are the workspace's too (git's to write)
+                view = View(read=(*view.read, *(() if git else gits)), write=(*view.write, *(gits if git else ())),
+                            links=view.links, env=view.env, toolchains=view.toolchains)
+            found = (sealed.find(ws.root, homes=self._hidden, hidden=self._hidden) if self._protect
+                     else sealed.Sealed(root=ws.root))
+            spec, made = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view,
+                                    found, git)
+            outcome = self._guarded(ws, spec, argv, env, timeout_s, max_bytes, isolation, args.command, found,
+                                    made)
         finally:
             if group is not None and self._cgroups is not None:
                 self._cgroups.release(group)
             shutil.rmtree(scratch, ignore_errors=True)
         return msgspec.structs.replace(outcome, isolation=isolation.describe())
+
+    def _guarded(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
+                 timeout_s: float, max_bytes: int, isolation: Isolation, command: str, found: sealed.Sealed,
+                 made: list[str]) -> Outcome:
+        """:meth:`_launch` between a :class:`~actors.sandbox.tripwire.Tripwire` and its check:
+        a command that changed a protected path fails with ACODE-SBX-021, the paths restored."""
+        wire = tripwire.Tripwire(found)
+        outcome: Outcome | None = None
+        failure: SandboxError | None = None
+        try:
+            outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
+        except SandboxError as exc:
+            failure = exc
+        finally:
+            for path in made:  # bubblewrap's mount points over missing protected directories
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+            report = wire.check()
+        if report:
+            info = tripwire.error(command, report)
+            if outcome is None:
+                raise SandboxError(info.message, code=info.code) from failure
+            return msgspec.structs.replace(outcome, error=info)
+        if failure is not None:
+            raise failure
+        assert outcome is not None
+        return outcome
 
     def view(self, policy: SandboxPolicy, path: str, allow: frozenset[str]) -> View:
         """What a command under ``policy`` may see (:mod:`actors.sandbox.visible`); the
@@ -276,7 +315,8 @@ class Terminal:
 
     def _spec(self, ws: Workspace, isolation: Isolation, policy: SandboxPolicy, scratch: Path, executable: str,
               argv: list[str], env: dict[str, str], timeout_s: float, group: Path | None,
-              view: View) -> dict[str, object]:
+              view: View, found: sealed.Sealed, git: bool) -> tuple[dict[str, object], list[str]]:
+        """The launcher's spec, and the mount points bubblewrap will make (to remove after)."""
         rlimits: dict[str, int] = {"core": 0, "nofile": 4096,
                                    "cpu": math.ceil(timeout_s * (os.cpu_count() or 1)) + 10}
         if policy.memory_limit_mb:
@@ -293,12 +333,21 @@ class Terminal:
             "readable": [*view.read, *_LANDLOCK_READ],
             "writable": [ws.root, str(scratch), *view.write],
         }
+        empty = scratch / "empty"  # bound read-only over a missing protected directory
+        empty.mkdir(mode=0o555)
+        made: list[str] = []
         if isolation.mode == "bwrap":
             assert isolation.bwrap is not None
-            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network)
-        return spec
+            seal, made = sealed.bwrap_args(found, str(empty), git=git)
+            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network,
+                                             seal=tuple(seal))
+        elif isolation.mode == "pidns":  # the launcher binds them in the command's own mount namespace
+            binds, made = sealed.binds(found, str(empty), git=git, masks=True)
+            spec["seal"] = [list(bind) for bind in binds]
+        return spec, made
 
-    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, view: View, *, network: bool) -> list[str]:
+    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, view: View, *, network: bool,
+                    seal: tuple[str, ...] = ()) -> list[str]:
         """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
         (parents before children, so a read-write workspace beneath a read-only prefix
         stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
@@ -319,6 +368,7 @@ class Terminal:
         mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
         for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
             argv += [how, path, path]
+        argv += seal  # the protected paths, over the read-write binds (actors.sandbox.sealed)
         home = os.path.expanduser("~")
         bound = [path for path, _ in mounts]
         for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:

@@ -71,6 +71,11 @@ doubling each time (by default :data:`TOOL_RETRY_WAITS`: 1 s, 2 s, 4 s; seed 004
 FR-064/065), each retry under its own key (``<key>:retry1`` …): the sandbox's journal
 answers a repeated key with the result it recorded, and the suffixes are deterministic so
 a resumed stage replays the same sequence.
+
+A command that changed a protected path (the sandbox restored it and failed the call with
+ACODE-SBX-021) raises :class:`ProtectedChanged` from :meth:`StageContext.tool`: the stage
+ends with that code and the coordinator pauses the session (``escalation``), whichever
+stage ran the command; a replay that meets the journaled result pauses again.
 """
 
 from __future__ import annotations
@@ -95,7 +100,7 @@ from actors.stages.corrections import correction
 from actors.stages.untrusted import Fence
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.errors import AcodeError, ModelError, OrchestrationError, with_code
+from protocol.errors import AcodeError, ModelError, OrchestrationError, SandboxError, with_code
 from protocol.events import PROGRESS_EVENTS, Event
 from protocol.messages import (
     ClaimModelAnswer,
@@ -121,7 +126,20 @@ from protocol.results import (
 from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 from protocol.tools import RERUN_SAFE_TOOLS
 
-__all__ = ["TOOL_RETRY_WAITS", "StageContext", "make_provider"]
+__all__ = ["TOOL_RETRY_WAITS", "ProtectedChanged", "StageContext", "make_provider"]
+
+
+class ProtectedChanged(SandboxError):
+    """A command changed a protected path (git's config or hooks, ``.agent``, acode's
+    config; the sandbox restored it): the stage stops here and the session pauses."""
+
+    default_code = "ACODE-SBX-021"
+
+
+def _unless_protected_changed(result: ToolResult) -> ToolResult:
+    if result.error is not None and result.error.code == ProtectedChanged.default_code:
+        raise ProtectedChanged(result.error.message)
+    return result
 
 T = TypeVar("T")
 TOOL_RETRY_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
@@ -421,7 +439,7 @@ class StageContext:
                        policy=settings.sandbox, approval=approval)
         if tool not in RERUN_SAFE_TOOLS:
             self.flush()  # a side effect may follow what was held: durable first
-            return self._run_tool(call)
+            return _unless_protected_changed(self._run_tool(call))
         self.replay_index()
         with self._lock:
             replay = key in self._journaled

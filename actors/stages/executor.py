@@ -42,7 +42,9 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   this: ...``) and the step goes on; a ``step_failed`` after such a denial fails the step
   with ACODE-EXEC-005 (exit 33). A call that waits for a human ends the stage like a model
   failure (the step not recorded), carrying the call; the coordinator pauses the session
-  ``awaiting_approval`` and, once decided, retries the attempt, which replays to it.
+  ``awaiting_approval`` and, once decided, retries the attempt, which replays to it. A
+  command that changed a protected path (ACODE-SBX-021, restored by the sandbox) ends the
+  stage the same way, and the session pauses with that code.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
@@ -99,7 +101,7 @@ from actors.llm.provider import ModelRequest
 from actors.llm.recorded import DeadlinePassed
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
-from actors.stages.context import StageContext
+from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from protocol.autonomy import ApprovalRequest
@@ -416,7 +418,8 @@ def _record(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatu
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError | NeedsApproval, approval: ApprovalRequest | None = None) -> StageResult:
+                 exc: ModelError | NeedsApproval | ProtectedChanged,
+                 approval: ApprovalRequest | None = None) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step`` (the model's own
     error, its fix line included), or a call of it waits for approval (``approval``): the
     step is named in the report and not recorded, so it runs again (replayed up to that
@@ -512,6 +515,8 @@ def run(ctx: StageContext) -> StageResult:
                     return _interrupted(ctx, records, task, step, exc)
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after
                     return _interrupted(ctx, records, task, step, exc, approval=exc.request)
+                except ProtectedChanged as exc:  # a command changed .git's config or hooks: the session pauses
+                    return _interrupted(ctx, records, task, step, exc)
         records.append(record)
         status[key] = record.status
     files = list(dict.fromkeys(f for r in [*earlier, *records] for f in r.files_changed))

@@ -10,7 +10,7 @@ import pytest
 
 from actors.paths import RunPaths
 from actors.sandbox.hardlinks import outside
-from actors.sandbox.isolation import READS_NOT_CONFINED, Isolation
+from actors.sandbox.isolation import READS_NOT_CONFINED, Isolation, Level
 from cli import doctor
 from protocol.messages import ActorStatus, StatusReport
 
@@ -86,3 +86,22 @@ def test_the_process_level_warns_that_reads_are_not_confined(site: tuple[RunPath
     assert checks["sandbox"].warning and READS_NOT_CONFINED in checks["sandbox"].detail
     assert "Landlock" in checks["sandbox"].fix
     assert checks["sandbox paths"].warning
+
+
+@pytest.mark.parametrize(("level", "pidns", "kernel"), [("bubblewrap", True, True), ("landlock", True, True),
+                                                      ("landlock", False, False), ("process", True, True),
+                                                      ("process", False, False)])
+def test_doctor_shows_how_the_level_enforces_the_protected_paths(site: tuple[RunPaths, Path], level: Level,
+                                                                 pidns: bool, kernel: bool) -> None:
+    paths, workspace = site
+    described = Isolation(level=level, landlock_abi=4 if level == "landlock" else 0, pidns=pidns).describe()
+    sandbox = ActorStatus(instance="sandbox", actor="sandbox", state="ready", info={"isolation": described})
+    report = StatusReport(pid=1, home=str(paths.home), started_at=0.0, actors=[sandbox])
+    check = {c.name: c for c in doctor._sandbox_checks(paths, workspace, report)}["protected paths"]
+    assert check.ok and check.detail.startswith(".git/config, .git/hooks/, .git/info/")
+    assert check.warning is not kernel
+    if kernel:
+        assert "read-only binds in the kernel" in check.detail and "compare-and-restore" in check.detail
+    else:
+        assert f"NOT refused by the kernel at the {level} level without a PID namespace" in check.detail
+        assert "restored, and the session pauses (ACODE-SBX-021)" in check.detail and "bubblewrap" in check.fix

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox.isolation import choose
+from actors.sandbox.isolation import Level, choose
 from protocol.errors import SandboxError
 from tests.harness import wait_until
 from tests.system import workloads as w
@@ -288,3 +288,76 @@ def test_forcing_isolation_the_machine_lacks_fails_the_sandbox_with_sbx_015_in_a
                    timeout=30, what="every other actor to be ready")
     finally:
         acode.close()
+
+
+PLANT = """import pathlib
+pathlib.Path('.git/config').write_text(pathlib.Path('.git/config').read_text() + pathlib.Path('evil.cfg').read_text())
+hooks = pathlib.Path('.git/hooks')
+hooks.mkdir(exist_ok=True)
+(hooks / 'pre-commit').write_text(pathlib.Path('evil.sh').read_text())
+(hooks / 'pre-commit').chmod(0o755)
+"""
+
+
+@pytest.mark.parametrize(("forced", "stage"), [("landlock", "executor"), ("process", "executor"),
+                                               ("landlock", "verifier")])
+def test_a_command_that_plants_git_config_and_a_hook_is_undone_and_pauses_the_session(
+        acode: Acode, tmp_path: Path, forced: Level, stage: str) -> None:
+    """Where the kernel cannot refuse the write (Landlock or the process level without
+    namespaces: the subreaper tree), the sandbox puts
+    .git back as it was and the session pauses with ACODE-SBX-021 (exit 32, in ``acode
+    show``), whether the executor's command or the plan's acceptance check did it; the
+    user's own ``git status`` and ``git commit`` then run nothing planted.
+    (Under bubblewrap or in a mount namespace the write is refused in the kernel:
+    tests/actors/sandbox/test_protected_commands.py.)"""
+    from tests.modelserver import Json, ModelServer, ToolCalls
+    from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan
+
+    try:
+        choose(forced, "subreaper")
+    except SandboxError as exc:
+        pytest.skip(f"this machine cannot force {forced}: {exc}")
+    marker = tmp_path / "PLANTED-RAN"
+    root = _workspace(tmp_path)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@example.com", *args], cwd=root, env=env,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "check.py")
+    git("commit", "-qm", "one")
+    (root / "evil.cfg").write_text(f"[core]\n\tfsmonitor = touch {marker}; true\n")
+    (root / "evil.sh").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (root / "plant.py").write_text(PLANT)
+    config = (root / ".git" / "config").read_bytes()
+    hooks = sorted(p.name for p in (root / ".git" / "hooks").iterdir())
+    with ModelServer() as server:
+        _configure(acode, server)
+        acode.env.update(ACODE_SANDBOX_ISOLATION=forced, ACODE_SANDBOX_TREE="subreaper")  # no mount namespace
+        acode.up()
+        if stage == "executor":
+            server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "python plant.py"})]),
+                                                        done(), done()], verifier=[VERDICT], reviewer=[APPROVE])
+        else:  # the plan's own acceptance check plants it
+            checked = plan().value
+            checked["tasks"][0]["resources"]["commands"] = ["python plant.py"]
+            checked["tasks"][0]["acceptance"] = [{"label": "A1", "description": "it holds",
+                                                  "check": {"command": "python plant.py", "expect_exit": 0}}]
+            server.by_stage(planner=[Json(checked)], executor=[done(), done()], verifier=[VERDICT],
+                            reviewer=[APPROVE])
+        result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
+        output = result.stdout + result.stderr
+        assert result.returncode == 32, output
+        assert "ACODE-SBX-021" in output and "'.git/config' changed" in output, output
+        session_id = output.split("session ", 1)[1].split(":", 1)[0]
+        shown = json.loads(acode("show", session_id, "--json").stdout)["session"]
+        assert shown["status"] == "paused"
+        assert (shown["pause"]["kind"], shown["pause"]["code"]) == ("escalation", "ACODE-SBX-021")
+        assert "ACODE-SBX-021" in acode("show", session_id).stdout
+    assert (root / ".git" / "config").read_bytes() == config
+    assert sorted(p.name for p in (root / ".git" / "hooks").iterdir()) == hooks
+    git("status")
+    git("commit", "-q", "--allow-empty", "-m", "the user's commit")
+    assert not marker.exists(), "a planted payload ran in the user's git"
