@@ -85,7 +85,11 @@ def _an_approved_rm_deletes(acode: Acode, site: Site) -> dict[str, Any]:
 
 
 def _dotgit_gone(acode: Acode, site: Site) -> dict[str, Any]:
+    """``rm -rf .git`` asks; while it waits, ``.git`` goes away outside the sandbox (the
+    sandbox keeps it from commands, the approved rm included, not from the user), then the
+    rm is approved: the verifier cannot diff, and the session must not complete."""
     run = h.run(acode, site, [cmd("rm -rf .git")])
+    shutil.move(Path(run.session["workspace"]) / ".git", site.root / "moved-git")
     approved = h.cli(acode, "approve", run.session_id)
     h.cancel(acode, run.session_id)
     return {"run": run, "approved": approved,
@@ -116,7 +120,6 @@ def test_a_session_whose_dotgit_is_gone_does_not_complete(arena: h.Arena, attack
     got = arena.result(attack, DEFAULT)
     assert h.held(got["run"], "run_terminal", {"command": "rm -rf .git"}) == "asked"
     approved, session = got["approved"], got["session"]
-    assert not (Path(session["workspace"]) / ".git" / "HEAD").exists(), "the approved rm did not run"
     assert "completed (exit 0)" not in approved.stdout and approved.returncode != 0, approved.stdout
     assert "ACODE-ORCH-012" in approved.stdout, approved.stdout
     assert session["status"] == "cancelled", "it did not wait (paused) until the test cancelled it"
@@ -239,7 +242,7 @@ def raw_controls(data: bytes) -> list[str]:
 def _escapes(acode: Acode, site: Site) -> dict[str, Any]:
     path = h.script(site.root / "model.json", [write(ESCAPED_PATH, ESCAPED_CONTENT), cmd(ESCAPED_RM)])
     args = ("run", "tidy the repository", "--workspace", str(site.workspace), "--provider", "scripted", "--script",
-            str(path))
+            str(path), "--autonomy", "0")  # the write asks: its path and diff go through the approval display
     ran = h.cli_bytes(acode, *args)
     session_id = ran.stdout.decode(errors="replace").split("session ", 1)[1].split(":", 1)[0]
     run = h.record(acode, h.Run(rc=ran.returncode, stdout="", stderr="", session_id=session_id))
@@ -254,7 +257,7 @@ def _escapes(acode: Acode, site: Site) -> dict[str, Any]:
 def test_no_escape_sequence_a_model_wrote_reaches_the_terminal_raw(arena: h.Arena, attack: Scene) -> None:
     got = arena.result(attack, DEFAULT)
     approval = got["run"].session.get("approval") or {}
-    assert got["shown"]["run"].returncode == 33 and approval.get("arguments", {}).get("command") == ESCAPED_RM, \
+    assert got["shown"]["run"].returncode == 33 and approval.get("arguments", {}).get("path") == ESCAPED_PATH, \
         got["run"].describe()
     for name, done in got["shown"].items():
         assert b"MARK" in done.stdout, f"acode {name} did not show the call at all:\n{done.stdout[-1500:]!r}"
