@@ -123,6 +123,7 @@ CODES: dict[str, str] = {
     "ACODE-SBX-019": "call refused: it needs an approval record and has none that matches",
     "ACODE-SBX-020": "call refused: the session's approvals policy denies it",
     "ACODE-SBX-021": "a command changed a protected path; it was restored and the session pauses",
+    "ACODE-SBX-022": "a write would put a redaction placeholder where the file holds a secret",
     "ACODE-LLM-001": "model provider not available",
     "ACODE-LLM-002": "scripted responses exhausted",
     "ACODE-LLM-003": "model answer invalid",

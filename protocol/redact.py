@@ -92,6 +92,7 @@ import functools
 import os
 import re
 import string
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -105,6 +106,7 @@ __all__ = [
     "default_redactor",
     "known_secrets",
     "placeholder",
+    "placeholders_in",
     "redact",
     "redact_value",
 ]
@@ -307,6 +309,11 @@ _NAME_WORDS: dict[str, tuple[int, ...]] = {
     "pass": (0,), "pwd": (0,), "token": (0,), "secret": (0,), "credential": (0,), "key": (3, 4, 6, 7, 8, 10, 11)}
 _NAMES = re.compile(_SECRET_NAME)
 _NAME_END = re.compile(r"[a-z]{0,6}(?:\\?[\"'])?[ \t]*+[:=]")  # the rest of a name (password), and = or :
+
+
+def placeholders_in(text: str) -> Counter[str]:
+    """How often each placeholder (``[REDACTED:<kind>]``) occurs in ``text``."""
+    return Counter(_PLACEHOLDER.findall(text)) if "[REDACTED:" in text else Counter()
 
 
 def placeholder(kind: str) -> str:

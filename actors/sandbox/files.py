@@ -48,6 +48,7 @@ from actors.sandbox import edits, patch, protected
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.output import Outcome, utf8_stop
 from protocol.errors import SandboxError
+from protocol.redact import placeholders_in
 from protocol.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile
 
 __all__ = ["ABSENT", "MAX_DIFF_BYTES", "content_digest", "create_directory", "image", "modify_file", "read_file",
@@ -298,10 +299,30 @@ def _parent_for_write(ws: Workspace, path: str, *, create: bool) -> tuple[int, s
     return ws.open_parent(path, create=create, guard=protected.guard(ws, path))
 
 
+def _no_new_placeholders(old: str, new: str, path: str) -> None:
+    """Refuse a write whose text holds more redaction placeholders than the file did: the
+    model saw ``[REDACTED:…]`` where the file holds a secret (every result it reads is
+    redacted), and writing the placeholder back would destroy the user's real value. So a
+    replayed answer, recorded redacted, cannot write one either (ACODE-SBX-022)."""
+    added = placeholders_in(new) - placeholders_in(old)
+    if added:
+        shown = next(iter(added))
+        raise SandboxError(f"the new text of {quote(path)} holds {shown}, a placeholder acode showed you in place of "
+                           "a secret the file holds; writing it would replace the real value. Leave that line as it "
+                           "is: change the other lines with modify_file, with search text that does not include the "
+                           "placeholder", code="ACODE-SBX-022")
+
+
 def write_file(ws: Workspace, args: WriteFile) -> Outcome:
     data = _encode(args.content, args.path)
     dir_fd, name, rel = _parent_for_write(ws, args.path, create=True)
     try:
+        if "[REDACTED:" in args.content:
+            try:
+                old = _current_text(ws, dir_fd, name, args.path, missing_ok=True) or ""
+            except SandboxError:
+                old = ""  # not text the model could have read: every placeholder is new
+            _no_new_placeholders(old, args.content, args.path)
         _replace(ws, dir_fd, name, data, args.path)
     finally:
         os.close(dir_fd)
@@ -370,6 +391,7 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
         else:
             assert args.edits is not None
             new = edits.apply_edits(body, args.edits, rel)
+        _no_new_placeholders(body, new, args.path)
         _replace(ws, dir_fd, name, _encode(bom + new, args.path), args.path)
     finally:
         os.close(dir_fd)

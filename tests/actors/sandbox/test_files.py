@@ -374,3 +374,32 @@ def test_image_is_the_sha256_of_the_file_or_absent(ws: Workspace, tree: Tree) ->
     assert files.image(ws, "nodir/new.py") == files.ABSENT
     assert files.image(ws, "src") is None
     assert files.image(ws, "../outside/canary.txt") is None
+
+
+SETTINGS = 'DEBUG = True\nDB_PASSWORD = "hunter2-x9z"\nAPI_URL = "https://api.example"\n'
+
+
+def test_a_write_never_puts_a_redaction_placeholder_where_the_file_holds_a_secret(ws: Workspace, tree: Tree) -> None:
+    """What the model read was redacted; writing it back would replace the user's secret
+    with the placeholder, and so would a replayed answer recorded redacted (ACODE-SBX-022)."""
+    from protocol.redact import redact
+
+    path = tree.root / "settings.py"
+    path.write_text(SETTINGS)
+    seen = redact(files.read_file(ws, ReadFile(path="settings.py"), 10_000).output)
+    assert "[REDACTED:" in seen and "hunter2" not in seen  # what the model was shown
+    whole = redact(SETTINGS).replace("DEBUG = True", "DEBUG = False")
+    token = redact("token=ghp_" + "a" * 36)
+    for write in (lambda: files.write_file(ws, WriteFile(path="settings.py", content=whole)),
+                  lambda: files.modify_file(ws, ModifyFile(path="settings.py", edits=[
+                      Edit(search="DEBUG = True", replace=f"DEBUG = False\nOTHER = {token}")])),
+                  lambda: files.write_file(ws, WriteFile(path="new.py", content=whole))):
+        with pytest.raises(SandboxError) as refused:
+            write()
+        assert refused.value.code == "ACODE-SBX-022" and "[REDACTED:" in refused.value.message
+    assert path.read_text() == SETTINGS and not (tree.root / "new.py").exists()
+    # Another line changes; a file that really holds a placeholder's text keeps it.
+    files.modify_file(ws, ModifyFile(path="settings.py", edits=[Edit(search="DEBUG = True", replace="DEBUG = False")]))
+    assert path.read_text() == SETTINGS.replace("DEBUG = True", "DEBUG = False")
+    (tree.root / "doc.md").write_text("shown as [REDACTED:github-token]\n")
+    files.write_file(ws, WriteFile(path="doc.md", content="still shown as [REDACTED:github-token]\n"))
