@@ -90,7 +90,9 @@ def test_each_answered_call_writes_its_line_with_every_field(sandbox: Harness, w
 
 def test_the_same_key_twice_runs_the_command_once(sandbox: Harness, workspace: Path) -> None:
     client = sandbox.client()
-    request = _tool(workspace, "run_terminal", command="sh -c 'echo ran >> count.txt; echo done'")
+    # a script, not sh -c: a program with no table is destructive, and this client carries no approval
+    (workspace / "once.py").write_text("open('count.txt', 'a').write('ran\\n')\nprint('done')\n")
+    request = _tool(workspace, "run_terminal", command="python once.py")
     first, second = _call(client, request), _call(client, request)
     assert (first.ok, first.exit_code, first.output, first.replayed) == (True, 0, "done\n", False)
     assert second.replayed
@@ -140,7 +142,9 @@ def _gone(process: psutil.Process) -> bool:
 def test_a_sandbox_killed_mid_command_leaves_no_process_and_reports_outcome_unknown(
         sandbox: Harness, workspace: Path) -> None:
     client = sandbox.client()
-    request = _tool(workspace, "run_terminal", command="sh -c 'echo ran >> count.txt; exec sleep 30'")
+    (workspace / "slow.py").write_text("import os\nopen('count.txt', 'a').write('ran\\n')\n"
+                                       "os.execvp('sleep', ['sleep', '30'])\n")
+    request = _tool(workspace, "run_terminal", command="python slow.py")
     request_id = client.send("sandbox", request, timeout=30, decoder=codec.SANDBOX_REPLY, retry_on_lost=False)
     sandbox_pid = sandbox.procs["sandbox"].pid
 
