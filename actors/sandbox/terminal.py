@@ -180,6 +180,10 @@ class Terminal:
         self._protect = protect  # False: no protected paths (actors.sandbox.sealed), for scripts/bench.py only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
+        # per workspace root: commands in flight, and the mount points bubblewrap made for them
+        # over missing protected directories; removed when the last of them ends (see _leave)
+        self._in_flight: dict[str, int] = {}
+        self._mount_points: dict[str, set[str]] = {}
         self._isolation = isolation
         self._cgroups: PidsCgroup | None = None
         self._scratch_root = Path(tempfile.gettempdir())
@@ -260,10 +264,16 @@ class Terminal:
                             links=view.links, env=view.env, toolchains=view.toolchains)
             found = (sealed.find(ws.root, homes=self._hidden, hidden=self._hidden) if self._protect
                      else sealed.Sealed(root=ws.root))
-            spec, made = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group, view,
-                                    found, git)
-            outcome = self._guarded(ws, spec, argv, env, timeout_s, max_bytes, isolation, args.command, found,
-                                    made)
+            with self._lock:  # before the spec: no other command's end removes a mount point this one binds
+                self._in_flight[ws.root] = self._in_flight.get(ws.root, 0) + 1
+            try:
+                spec, made = self._spec(ws, isolation, policy, scratch, executable, argv, env, timeout_s, group,
+                                        view, found, git)
+                with self._lock:
+                    self._mount_points.setdefault(ws.root, set()).update(made)
+                outcome = self._guarded(ws, spec, argv, env, timeout_s, max_bytes, isolation, args.command, found)
+            finally:
+                self._leave(ws.root)
         finally:
             if group is not None and self._cgroups is not None:
                 self._cgroups.release(group)
@@ -271,8 +281,8 @@ class Terminal:
         return msgspec.structs.replace(outcome, isolation=isolation.describe())
 
     def _guarded(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
-                 timeout_s: float, max_bytes: int, isolation: Isolation, command: str, found: sealed.Sealed,
-                 made: list[str]) -> Outcome:
+                 timeout_s: float, max_bytes: int, isolation: Isolation, command: str,
+                 found: sealed.Sealed) -> Outcome:
         """:meth:`_launch` between a :class:`~actors.sandbox.tripwire.Tripwire` and its check:
         a command that changed a protected path fails with ACODE-SBX-021, the paths restored."""
         wire = tripwire.Tripwire(found)
@@ -282,10 +292,7 @@ class Terminal:
             outcome = self._launch(ws, spec, argv, env, timeout_s, max_bytes, isolation)
         except SandboxError as exc:
             failure = exc
-        finally:
-            for path in made:  # bubblewrap's mount points over missing protected directories
-                with contextlib.suppress(OSError):
-                    os.rmdir(path)
+        finally:  # an empty mount point left for a command still running counts as missing here
             report = wire.check()
         if report:
             info = tripwire.error(command, report)
@@ -296,6 +303,21 @@ class Terminal:
             raise failure
         assert outcome is not None
         return outcome
+
+    def _leave(self, root: str) -> None:
+        """One command in ``root`` ended: when it was the last, remove the mount points
+        bubblewrap made over missing protected directories (still empty: nothing could write
+        them). Not sooner: a command running beside it may have bound them as they are, and
+        removing one under its starting bubblewrap fails that command's mount."""
+        with self._lock:
+            self._in_flight[root] -= 1
+            if self._in_flight[root]:
+                return
+            del self._in_flight[root]
+            made = self._mount_points.pop(root, set())
+            for path in sorted(made, reverse=True):  # children before their parents
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
 
     def view(self, policy: SandboxPolicy, path: str, allow: frozenset[str]) -> View:
         """What a command under ``policy`` may see (:mod:`actors.sandbox.visible`); the
