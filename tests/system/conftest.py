@@ -8,10 +8,12 @@ failing the test if one is: a test that leaves a process behind is a failing tes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,20 @@ def acode(home: Path) -> Iterator[Acode]:
         yield instance
     finally:
         instance.close()
+
+
+@contextlib.contextmanager
+def running(prefix: str) -> Iterator[Acode]:
+    """An acode up in a temporary home of its own, stopped and removed after: the shared
+    actor set of a module's tests (``scope="module"`` fixtures)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as home:
+        instance = Acode(Path(home))
+        try:
+            result = instance.up()
+            assert result.returncode == 0, result.stdout + result.stderr
+            yield instance
+        finally:
+            instance.close()
 
 
 def wait_exit(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.system import workloads as w
-from tests.system.conftest import Acode
+from tests.system.conftest import Acode, running
 
 pytestmark = pytest.mark.system
 
@@ -33,14 +32,8 @@ os.chmod("run.sh", 0o755)
 
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Acode]:
-    with tempfile.TemporaryDirectory(prefix="acode-reports-") as home:
-        acode = Acode(Path(home))
-        try:
-            result = acode.up()
-            assert result.returncode == 0, result.stdout + result.stderr
-            yield acode
-        finally:
-            acode.close()
+    with running("acode-reports-") as acode:
+        yield acode
 
 
 def _git(workspace: Path, *args: str) -> None:

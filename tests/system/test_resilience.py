@@ -9,7 +9,6 @@ the undisturbed baseline runs first on it.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 from tests.harness import wait_until
 from tests.system import workloads as w
-from tests.system.conftest import Acode, wait_exit
+from tests.system.conftest import Acode, running, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -34,14 +33,8 @@ class Baseline:
 
 @pytest.fixture(scope="module")
 def drill() -> Iterator[Acode]:
-    with tempfile.TemporaryDirectory(prefix="acode-kill-") as home:
-        acode = Acode(Path(home))
-        try:
-            result = acode.up()
-            assert result.returncode == 0, result.stdout + result.stderr
-            yield acode
-        finally:
-            acode.close()
+    with running("acode-kill-") as acode:
+        yield acode
 
 
 def _run(acode: Acode, root: Path, delays: dict[str, float]) -> Any:
