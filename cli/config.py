@@ -598,7 +598,8 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     user_home = os.path.expanduser("~")
     for key in ("read_paths", "write_paths"):
         check_paths(f"sandbox.{key}", getattr(sandbox, key) or (), home=user_home, hidden=hidden)
-    values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f) is not None}
+    values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f, None) is not None}
+    values["path"] = os.environ.get("PATH", os.defpath)  # the user's, from this client: no config file sets it
     levels = [level for level in (sandbox.require_isolation, sandbox.min_isolation) if level is not None]
     if levels:
         values["require_isolation"] = max(levels, key=LEVELS.index)
