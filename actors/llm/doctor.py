@@ -218,7 +218,7 @@ def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
         return DoctorCheck(name=check, ok=True, detail=f"{name} made a native tool call: record_number"
                                                         f"({msgspec.json.encode(good[0].arguments).decode()})")
     content = getattr(answer, "content", "")
-    written = [] if calls else toolcalls.from_text(content, (_TOOL["function"]["name"],))
+    written = [] if calls else toolcalls.from_text(content, ("record_number",))
     if isinstance(written, list) and written and not written[0].invalid_arguments:
         return DoctorCheck(name=check, ok=True, detail=(
             f"{name} made a tool call written as JSON text (the executor reads them): record_number"
