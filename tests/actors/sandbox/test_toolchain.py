@@ -151,3 +151,17 @@ def test_a_missing_python_is_named_with_its_code(tmp_path: Path) -> None:
     finally:
         terminal.close()
     assert caught.value.code == "ACODE-SBX-005" and "'python' was not found on PATH" in caught.value.message
+
+
+def test_the_session_carries_the_clients_path_and_no_config_file_can_set_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.config import resolve, session_settings
+    from protocol.errors import ConfigError
+
+    monkeypatch.setenv("PATH", f"{tmp_path / 'mine' / 'bin'}:/usr/bin")
+    settings = session_settings(resolve(home=tmp_path / "h", workspace=tmp_path, env={}))
+    assert settings.sandbox.path == f"{tmp_path / 'mine' / 'bin'}:/usr/bin"
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "config.yml").write_text("sandbox: {path: /evil/bin}\n")
+    with pytest.raises(ConfigError, match="path"):
+        resolve(home=tmp_path / "h", workspace=tmp_path, env={})
