@@ -582,7 +582,9 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     and a read or write path that is not absolute, does not exist, is ``/``, the home
     directory or an ancestor of it, or holds acode's ``home`` or a credential store, are
     refused here, before a session starts (the sandbox checks them again).
-    ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies."""
+    ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies.
+    ``path`` is this client's PATH (what ``python`` resolves on: actors/sandbox/toolchain.py),
+    never a config file's."""
     # imported here, not at the top: a client command that needs no policy loads no sandbox code
     from actors.paths import RunPaths
     from actors.sandbox.isolation import LEVELS, is_secret_name
@@ -598,7 +600,8 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     user_home = os.path.expanduser("~")
     for key in ("read_paths", "write_paths"):
         check_paths(f"sandbox.{key}", getattr(sandbox, key) or (), home=user_home, hidden=hidden)
-    values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f) is not None}
+    values = {f: getattr(sandbox, f) for f in SandboxPolicy.__struct_fields__ if getattr(sandbox, f, None) is not None}
+    values["path"] = os.environ.get("PATH", os.defpath)  # the user's, from this client: no config file sets it
     levels = [level for level in (sandbox.require_isolation, sandbox.min_isolation) if level is not None]
     if levels:
         values["require_isolation"] = max(levels, key=LEVELS.index)

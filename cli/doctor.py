@@ -2,13 +2,15 @@
 
 Checks, in the order a user would fix them: the configuration resolves; the model server
 answers, has the configured model(s), their context length, and the model produces a
-valid native tool call and a valid JSON-schema answer on a tiny probe (delegated to
-:mod:`actors.llm.doctor`); the sandbox's isolation level (from the running sandbox when
-acode is up, else probed here) and what it protects; what a command may see (the
-configured ``read_paths``/``write_paths``, ``/opt``, the toolchain prefixes found on
-this PATH); files of the workspace with a hard link outside it; who can read acode's
-home and database (modes and owner); and the actors' health. A failed check carries a
-one-line ``fix``.
+tool call the executor can run (native, or written as JSON text) and a valid JSON-schema
+answer on a tiny probe (delegated to :mod:`actors.llm.doctor`); the sandbox's isolation
+level (from the running sandbox when acode is up, else probed here) and what it protects;
+what a command may see (the configured ``read_paths``/``write_paths``, ``/opt``, the
+toolchain prefixes found on this PATH); files of the workspace with a hard link outside
+it; which ``python`` and ``pytest`` a command in the workspace gets, failing when the
+workspace has Python tests they could not run (:mod:`cli.toolcheck`); who can read
+acode's home and database (modes and owner); and the actors' health. A failed check
+carries a one-line ``fix``.
 """
 
 from __future__ import annotations
@@ -217,8 +219,16 @@ def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
     # The providers log every answer at info level; the doctor's lines say what matters.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
-    return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report), _home_check(paths),
-            *_actor_checks(paths, report)]
+    return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report),
+            *_toolchain_checks(paths, workspace), _home_check(paths), *_actor_checks(paths, report)]
+
+
+def _toolchain_checks(paths: RunPaths, workspace: Path) -> list[Check]:
+    """Which python and pytest a session's commands get in ``workspace`` (:mod:`cli.toolcheck`)."""
+    from cli.toolcheck import toolchain_checks
+
+    return [Check(name=name, ok=ok, detail=detail, fix=fix) for name, ok, detail, fix in toolchain_checks(
+        paths, workspace)]
 
 
 def render_checks(checks: list[Check]) -> str:

@@ -35,3 +35,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     read_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] = []
     write_paths: list[Annotated[str, msgspec.Meta(min_length=1, max_length=4_096)]] = []
     read_opt: bool = True
+    # The user's PATH (the ``acode run`` client's, never a config file's): what ``python``,
+    # ``pytest`` and the like resolve on, after the workspace's own virtualenv
+    # (actors/sandbox/toolchain.py). None: the sandbox's own PATH (``acode up``'s).
+    path: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None

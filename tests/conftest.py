@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.harness import Harness
+
+# The tests run as a developer whose shell has acode's venv activated: a sandboxed ``python``
+# is that venv's (it has pytest), as in their shell. A command never gets acode's own
+# interpreter unless the user's PATH names it (actors/sandbox/toolchain.py).
+_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", os.defpath)])
 
 
 @pytest.fixture

@@ -2,19 +2,23 @@
 
 :func:`probe` runs its checks in order and stops early when a check makes the next ones
 meaningless (no server, no model). Each check says what it found, and when it failed, a
-one-line fix. The stages need two abilities a model may lack, so both are tried for real
-with a tiny request: a native tool call (the executor's model) and an answer that follows
+one-line fix (never "use the model you have"). The stages need two abilities a model may
+lack, so both are tried for real with a tiny request: a tool call the executor can run (the
+executor's model; native, or written as JSON text that :func:`actors.llm.toolcalls.from_text`
+reads, as small local models often do: the check says which) and an answer that follows
 a JSON schema (the planner's, verifier's and reviewer's models). Probes use short
 timeouts and no retries: a doctor that hangs helps nobody.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Annotated
 
 import msgspec
 
+from actors.llm import toolcalls
 from actors.llm.http import HttpModel
 from actors.llm.locality import check_base_url
 from actors.llm.ollama import OllamaModel, same_model
@@ -213,11 +217,29 @@ def _tool_probe(model: HttpModel, name: str) -> DoctorCheck:
     if good:
         return DoctorCheck(name=check, ok=True, detail=f"{name} made a native tool call: record_number"
                                                         f"({msgspec.json.encode(good[0].arguments).decode()})")
-    text = getattr(answer, "content", "").strip().replace("\n", " ")[:80]
+    content = getattr(answer, "content", "")
+    written = [] if calls else toolcalls.from_text(content, ("record_number",))
+    if isinstance(written, list) and written and not written[0].invalid_arguments:
+        return DoctorCheck(name=check, ok=True, detail=(
+            f"{name} made a tool call written as JSON text (the executor reads them): record_number"
+            f"({msgspec.json.encode(written[0].arguments).decode()})"))
+    text = content.strip().replace("\n", " ")[:80]
     what = (f"called {calls[0].name} with invalid arguments {calls[0].invalid_arguments[:60]!r}" if calls
-            else f"answered with text instead of a native tool call: {text!r}")
-    return DoctorCheck(name=check, ok=False, detail=f"{name} {what}",
-                       fix="use a model whose template supports tools (for example qwen2.5-coder or llama3.1)")
+            else f"answered with text that is no tool call the executor can read: {text!r}")
+    return DoctorCheck(name=check, ok=False, detail=f"{name} {what}", fix=_tool_fix(name))
+
+
+# Models whose chat templates write tool calls, suggested by the tool probe's fix.
+_TOOL_MODELS = ("qwen2.5-coder", "llama3.1")
+
+
+def _tool_fix(name: str) -> str:
+    """The tool probe's fix: never the model that just failed it."""
+    loaded = re.sub(r"[^a-z0-9.]", "", name.lower())
+    others = [m for m in _TOOL_MODELS if re.sub(r"[^a-z0-9.]", "", m) not in loaded]
+    if not others:
+        return "use a chat template that supports tools (llama-server --jinja), or another model"
+    return f"use a model whose template supports tools (for example {' or '.join(others)}), not {name}"
 
 
 def _json_probe(model: HttpModel, name: str) -> DoctorCheck:

@@ -48,6 +48,7 @@ from typing import Literal
 
 import msgspec
 
+from actors.sandbox.toolchain import user_path
 from protocol.errors import ConfigError, SandboxError
 
 __all__ = ["CREDENTIALS", "ENV_ALLOW", "FORCE_ENV", "LAUNCHER", "LEVELS", "READS_NOT_CONFINED", "Isolation", "Level",
@@ -67,8 +68,9 @@ _HOW_TO = {
     "process": "nothing",
 }
 # Names a command may inherit from the sandbox's environment (plus LC_*). Everything else,
-# secrets above all, stays out; HOME and TMPDIR are replaced by the scratch dir.
-ENV_ALLOW = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "VIRTUAL_ENV", "PYTHONPATH",
+# secrets above all, stays out; HOME and TMPDIR are replaced by the scratch dir. VIRTUAL_ENV
+# is set for a workspace's own virtualenv only (actors/sandbox/toolchain.py).
+ENV_ALLOW = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "PYTHONPATH",
                        "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME", "NVM_DIR"})
 READS_NOT_CONFINED = ("reads and writes NOT confined: a command can read every file this user can (~/.ssh "
                       "included); install bubblewrap or use Linux 5.13+ with Landlock to confine them")
@@ -85,16 +87,17 @@ def is_secret_name(name: str) -> bool:
 
 
 def command_env(scratch: Path, *, base: dict[str, str] | None = None,
-                extra: frozenset[str] = frozenset()) -> dict[str, str]:
+                extra: frozenset[str] = frozenset(), path: str | None = None) -> dict[str, str]:
     """The environment a command gets: allowlisted names only, never a secret-looking one,
     HOME and TMPDIR in ``scratch``, git configured not to read the user's config or prompt,
-    and acode's interpreter first on PATH (``python`` is the one acode runs with)."""
+    and the user's PATH: ``path`` (the client's) or ``base``'s, absolute entries only, never
+    acode's own installation put first (:mod:`actors.sandbox.toolchain`; a workspace's
+    virtualenv goes before it there)."""
     source = os.environ if base is None else base
     allowed = ENV_ALLOW | extra
     env = {k: v for k, v in source.items()
            if (k in allowed or k.startswith("LC_")) and not is_secret_name(k)}
-    bindir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", os.defpath)])
+    env["PATH"] = user_path(path, source)
     env.update(HOME=str(scratch / "home"), TMPDIR=str(scratch / "tmp"), TERM="dumb", NO_COLOR="1",
                GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
                GIT_PAGER="cat", PAGER="cat", PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1")

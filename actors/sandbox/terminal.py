@@ -7,6 +7,8 @@ How a command runs:
   allowlist and the argument forms known to escape (ACODE-SBX-010/011/012). The session
   may require a minimum isolation level; below it nothing runs (ACODE-SBX-015).
 - The executable is looked up on the command's PATH first: a missing one is ACODE-SBX-005.
+  That PATH is the user's, with the workspace's own virtualenv first when it has one
+  (:mod:`actors.sandbox.toolchain`), never acode's own installation.
 - It starts through ``launcher.py`` (see there) in a new session and process group, stdin
   from /dev/null, cwd the workspace, an allowlisted environment with HOME and TMPDIR in a
   per-call scratch dir (removed afterwards), rlimits, a pids cgroup when there is one, and
@@ -51,7 +53,7 @@ import psutil
 
 from actors.private import user_umask
 from actors.sandbox import policy as command_policy
-from actors.sandbox import sealed, tripwire, visible
+from actors.sandbox import sealed, toolchain, tripwire, visible
 from actors.sandbox.confine import Workspace, quote
 from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
 from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
@@ -246,10 +248,17 @@ class Terminal:
         try:
             (scratch / "home").mkdir()
             (scratch / "tmp").mkdir()
-            env = command_env(scratch, extra=frozenset(policy.pass_env))
-            view = self.view(policy, env["PATH"], allowed.allow)
+            env = command_env(scratch, extra=frozenset(policy.pass_env), path=policy.path)
+            # what a command sees follows the user's PATH outside the workspace: its files are never followed
+            view = self.view(policy, toolchain.outside(env["PATH"], ws.root), allowed.allow)
             for name, value in view.env.items():
                 env.setdefault(name, value)  # PYENV_ROOT and the like: HOME is the scratch dir now
+            tools = toolchain.command_path(ws.root, env["PATH"])
+            if tools.venv is not None:  # the workspace's own virtualenv first, its base interpreter visible
+                env.update(PATH=tools.path, **tools.env())
+                base = visible.python_home(tools.venv, ws.root, home=os.path.expanduser("~"), hidden=self._hidden)
+                view = View(read=(*view.read, *(p for p in base if not any(inside(p, r) for r in view.read))),
+                            write=view.write, links=view.links, env=view.env, toolchains=view.toolchains)
             argv = command.argv
             executable = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
             if executable is None:

@@ -8,8 +8,6 @@ A command sees the session's workspace (read-write), its scratch dir (``HOME`` a
   ``/etc`` (:data:`ETC`: name resolution, certificates, alternatives, ``passwd``/``group``,
   the dynamic loader's cache, time zone, MIME and magic databases), never all of ``/etc``;
   ``/sys`` only for CPU information (:data:`SYS`);
-- acode's own interpreter (``sys.prefix`` and ``sys.base_prefix``: acode's ``python`` comes
-  first on a command's PATH);
 - the *toolchains*: for every allowlisted executable as it resolves on the command's PATH,
   symlinks and script shebangs are followed (:data:`MAX_HOPS` at most) to the real file,
   and the install prefix of each file on the way is bound (the parent of its ``bin/``).
@@ -18,7 +16,11 @@ A command sees the session's workspace (read-write), its scratch dir (``HOME`` a
   variable that tells the manager where it lives set in the command's environment, since
   ``HOME`` is the scratch dir there. Version managers without shims (nvm, uv and pipx
   tools, uv's managed pythons, go) need nothing special: their files resolve into their
-  own version directory, which is the prefix bound;
+  own version directory, which is the prefix bound. The PATH is the user's
+  (:mod:`actors.sandbox.toolchain`), never acode's own installation;
+- a workspace virtualenv's base interpreter (:func:`python_home`): the venv is in the
+  workspace, its ``bin/python`` a symlink to an interpreter outside, whose prefix is bound
+  only when it is a Python installation (the venv's files are never followed otherwise);
 - the paths the user configured: ``sandbox.read_paths`` (read-only) and
   ``sandbox.write_paths`` (read-write), checked by :func:`check_paths`;
 - read-write, the git directories of a workspace that is a linked worktree or a
@@ -50,7 +52,6 @@ import glob
 import os
 import shutil
 import stat
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -58,7 +59,7 @@ from actors.sandbox.isolation import CREDENTIALS
 from protocol.errors import ConfigError
 
 __all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "git_dirs", "inside",
-           "resolve_toolchains", "summary", "view"]
+           "python_home", "resolve_toolchains", "summary", "view"]
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # What programs read in /etc; globs allowed. Not pip.conf, npmrc, gitconfig: they may hold tokens.
@@ -230,6 +231,51 @@ def resolve_toolchains(names: Iterable[str], path: str, *, environ: Mapping[str,
     return tuple(found.binds), found.env
 
 
+def _python_install(prefix: str) -> bool:
+    """Whether ``prefix`` is a Python installation: its standard library is there."""
+    return any(glob.glob(os.path.join(glob.escape(prefix), lib, "python3*", "os.py")) for lib in ("lib", "lib64"))
+
+
+def python_home(venv: str, root: str, *, home: str, hidden: Iterable[str] = ()) -> tuple[str, ...]:
+    """What a workspace virtualenv's ``bin/python`` needs outside the workspace ``root``:
+    the install prefix of each hop of its symlinks (and of ``pyvenv.cfg``'s ``home``, for
+    a venv made with ``--copies``), each only when it is a Python installation and safe to
+    bind (as a toolchain prefix). The venv is workspace content: it must not be able to
+    name an arbitrary directory to be made visible."""
+    guard = _Guard(home, hidden)
+    real_root = _real(root)
+    hops: list[str] = []
+    current = os.path.join(venv, "bin", "python")
+    for _ in range(MAX_HOPS):
+        hops.append(os.path.dirname(current))
+        if not os.path.islink(current):
+            break
+        try:
+            current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+        except OSError:
+            break
+    configured = _pyvenv_home(venv)
+    if configured is not None:
+        hops.append(configured)
+    found: list[str] = []
+    for directory in hops:
+        prefix = _real(_prefix(directory))
+        if inside(prefix, real_root) or not _python_install(prefix) or not guard.safe(prefix):
+            continue
+        found.append(prefix)
+    return tuple(dict.fromkeys(found))
+
+
+def _pyvenv_home(venv: str) -> str | None:
+    """The ``home`` line of a venv's ``pyvenv.cfg`` (the directory of its base interpreter)."""
+    text = _small_file(os.path.join(venv, "pyvenv.cfg"))
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home" and os.path.isabs(value.strip()):
+            return os.path.normpath(value.strip())
+    return None
+
+
 def _etc() -> list[str]:
     found: list[str] = []
     for name in ETC:
@@ -289,15 +335,13 @@ def _system(read_opt: bool) -> tuple[list[str], list[tuple[str, str]]]:
 @functools.lru_cache(maxsize=64)
 def _cached(names: frozenset[str], path: str, environ: tuple[tuple[str, str], ...], home: str,
             hidden: tuple[str, ...], read_paths: tuple[str, ...], write_paths: tuple[str, ...],
-            read_opt: bool, interpreter: tuple[str, ...]) -> View:
+            read_opt: bool) -> View:
     env = dict(environ)
     system, links = _system(read_opt)
     toolchains, manager_env = resolve_toolchains(names, path, environ=env, home=home, hidden=hidden)
-    guard = _Guard(home, hidden)
-    own = [p for p in interpreter if p and os.path.isdir(p) and guard.safe(p)]
     tops = [*system, *(link for link, _ in links)]
     toolchains = tuple(p for p in toolchains if not _in_system(p, tops))
-    read = _outermost([*system, *own, *toolchains, *read_paths])
+    read = _outermost([*system, *toolchains, *read_paths])
     return View(read=tuple(read), write=write_paths, links=tuple(links), env=manager_env,
                 toolchains=tuple(p for p in toolchains if p in read))
 
@@ -328,7 +372,7 @@ def view(names: Iterable[str], path: str, *, read_paths: Iterable[str] = (), wri
     home = home if home is not None else os.path.expanduser("~")
     relevant = tuple((k, source[k]) for k in _RELEVANT if source.get(k))
     return _cached(frozenset(names), path, relevant, home, tuple(hidden), tuple(read_paths), tuple(write_paths),
-                   read_opt, (sys.prefix, sys.base_prefix))
+                   read_opt)
 
 
 def summary(view: View, *, read_opt: bool = True) -> str:
@@ -338,7 +382,7 @@ def summary(view: View, *, read_opt: bool = True) -> str:
     parts.append("toolchains " + (", ".join(view.toolchains) if view.toolchains else "(none outside /usr)"))
     extra = [p for p in view.read if p not in view.toolchains and not _system_path(p)]
     if extra:
-        parts.append("read_paths and acode's interpreter " + ", ".join(extra))
+        parts.append("read_paths " + ", ".join(extra))
     if view.write:
         parts.append("write_paths " + ", ".join(view.write) + " (read-write)")
     return "; ".join(parts) + "; nothing else"

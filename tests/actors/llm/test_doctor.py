@@ -121,14 +121,48 @@ def test_num_ctx_beyond_the_models_context_fails_with_the_limit(server: ModelSer
     assert check.fix == "set num_ctx to 4096 or less"
 
 
+# What Qwen2.5-Coder-1.5B on llama.cpp answered to every tool request (issue 25): a fenced JSON call.
+FENCED = Text('```json\n{"name": "record_number", "arguments": {"number": 7}}\n```')
+
+
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
-def test_tool_calls_written_as_text_fail_the_tool_probe(server: ModelServer, kind: str) -> None:
-    server.queue(TextToolCalls([("record_number", {"number": 7})]), Json({"answer": 5}))
+@pytest.mark.parametrize("reply", [TextToolCalls([("record_number", {"number": 7})]), FENCED,
+                                   TextToolCalls([("record_number", {"number": 7})], style="json")],
+                         ids=["tags", "fenced", "bare"])
+def test_tool_calls_written_as_json_text_pass_the_tool_probe_and_say_so(
+        server: ModelServer, kind: str, reply: TextToolCalls | Text) -> None:
+    server.queue(reply, Json({"answer": 5}))
+    found = _by_name(probe(spec_for(kind, _base(server, kind)), timeout_s=2, generate_timeout_s=2))
+    check = found["tool calls test-model"]
+    assert check.ok and not check.warning and not check.fix, check
+    assert check.detail == ('test-model made a tool call written as JSON text (the executor reads them): '
+                            'record_number({"number":7})')
+
+
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
+def test_text_with_no_readable_call_fails_the_tool_probe(server: ModelServer, kind: str) -> None:
+    server.queue(Text("I would call record_number(7) now."), Json({"answer": 5}))
     found = _by_name(probe(spec_for(kind, _base(server, kind)), timeout_s=2, generate_timeout_s=2))
     check = found["tool calls test-model"]
     assert not check.ok
-    assert check.detail.startswith("test-model answered with text instead of a native tool call: '<tool_call>")
-    assert check.fix.startswith("use a model whose template supports tools")
+    assert check.detail == ("test-model answered with text that is no tool call the executor can read: "
+                            "'I would call record_number(7) now.'")
+    assert check.fix == ("use a model whose template supports tools (for example qwen2.5-coder or llama3.1), "
+                         "not test-model")
+
+
+@pytest.mark.parametrize(("loaded", "fix"), [
+    ("qwen2.5-coder:7b", "use a model whose template supports tools (for example llama3.1), not qwen2.5-coder:7b"),
+    ("Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf", "use a model whose template supports tools (for example llama3.1), "
+                                                 "not Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf"),
+    ("llama3.1:8b", "use a model whose template supports tools (for example qwen2.5-coder), not llama3.1:8b")])
+def test_the_tool_probes_fix_never_recommends_the_model_already_loaded(
+        server: ModelServer, loaded: str, fix: str) -> None:
+    server.models = [loaded]
+    server.queue(Text("Sure, the number is 7."), Json({"answer": 5}))
+    found = _by_name(probe(spec_for("openai", server.openai_url, model=loaded), timeout_s=2, generate_timeout_s=2))
+    check = found[f"tool calls {loaded}"]
+    assert not check.ok and check.fix == fix
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
