@@ -4,7 +4,10 @@ Two halves. :func:`read_plan` turns the model's text into a :class:`~protocol.pl
 (JSON found in prose or a code fence, as :func:`~actors.stages.answers.parse_answer` does);
 when the whole does not decode, each task and question is decoded on its own, so the
 model hears about every broken one (a complexity of 4 in T1, an unknown action in T3),
-not only the first.
+not only the first. What a small model writes in another form than the schema's, with one
+meaning only, is read as that before decoding (:func:`read_plan`'s ``notes`` say so): a
+complexity between the allowed values is rounded up to the next (4 is 5), an action named
+after the executor's tool (``run_terminal``, ``create_file``, ``edit_file``) is that action.
 
 :func:`plan_problems` lists everything else that would make the plan fail later:
 the structural rules of :func:`protocol.plan.problems` (labels, dependencies, cycles
@@ -18,6 +21,7 @@ plan that passes here does not fail there for its commands' form.
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 import msgspec
@@ -29,7 +33,17 @@ from protocol.errors import ModelError, SandboxError
 from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
 from protocol.sandbox import SandboxPolicy
 
-__all__ = ["plan_problems", "read_plan"]
+__all__ = ["RULES", "plan_problems", "read_plan", "rules_questions"]
+
+#: acode's plan rules, told to a model that asked the user about them
+RULES = ("labels: tasks T1, T2, ...; steps S1, S2, ... unique in their task; criteria A1, A2, ... unique in the "
+         "whole plan; a task's depends_on names other tasks, a step's names steps of its own task")
+# A question about acode's plan format rather than the task: labels, dependencies, the schema.
+_RULES_QUESTION = re.compile(
+    r"\b(?:criterion|criteria|step|task|question)\s+(?:labels?|ids?)\b|\blabels?\s+(?:for|of)\s+(?:the\s+)?"
+    r"(?:criteri|steps?|tasks?)|\blabels?\b[^?.]{0,40}\b[ATSQ]\d+\b|\b[ATSQ]\d+\b[^?.]{0,40}\blabels?\b"
+    r"|\bdepends_on\b|\bcomplexity\b|\bacceptance criteri|\b(?:plan|JSON)\s+(?:format|schema)\b", re.IGNORECASE)
+
 
 
 def _at(error: msgspec.ValidationError, prefix: str) -> str:
@@ -38,13 +52,42 @@ def _at(error: msgspec.ValidationError, prefix: str) -> str:
     return text.replace("`$", f"`{prefix}", 1) if " - at `$" in text else f"{text} - at `{prefix}`"
 
 
-def read_plan(text: str) -> tuple[TaskPlan | None, list[str]]:
-    """The plan in ``text``, or None and every decoding problem found."""
+_COMPLEXITIES = (1, 2, 3, 5, 8, 13, 21, 34)
+# what the executor's tools and common words call an action: each means one action only
+_ACTIONS = {"create_file": "write_file", "edit_file": "modify_file", "update_file": "modify_file",
+            "run_terminal": "run_command", "run_tests": "run_command", "list_directory": "analyze_code",
+            "search_code": "analyze_code"}
+
+
+def _normalize(raw: dict[str, Any], notes: list[str]) -> None:
+    """``raw`` (the decoded answer) with the forms of :data:`_COMPLEXITIES` and
+    :data:`_ACTIONS` made the schema's, in place; a note for each."""
+    tasks = raw.get("tasks")
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, dict):
+            continue
+        label = task.get("label", "?")
+        value = task.get("complexity")
+        if type(value) is int and 1 <= value <= 34 and value not in _COMPLEXITIES:
+            task["complexity"] = next(c for c in _COMPLEXITIES if c >= value)
+            notes.append(f"acode read task {label}'s complexity {value} as {task['complexity']}")
+        steps = task.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if isinstance(step, dict) and isinstance(step.get("action"), str) and step["action"] in _ACTIONS:
+                was = step["action"]
+                step["action"] = _ACTIONS[was]
+                notes.append(f"acode read step {label}/{step.get('label', '?')}'s action {was!r} as {step['action']!r}")
+
+
+def read_plan(text: str, notes: list[str] | None = None) -> tuple[TaskPlan | None, list[str]]:
+    """The plan in ``text``, or None and every decoding problem found. What was read in
+    another form than the schema's is appended to ``notes``."""
     try:
         raw: Any = parse_answer(text, dict, stage="planner")
     except ModelError as exc:
         return None, [f"the answer is not one JSON object ({exc.__cause__ or exc.message}); answer with the plan "
                       "as one JSON object and nothing else"]
+    _normalize(raw, notes if notes is not None else [])
     try:
         return msgspec.convert(raw, TaskPlan), []
     except msgspec.ValidationError as error:
@@ -60,6 +103,18 @@ def read_plan(text: str) -> tuple[TaskPlan | None, list[str]]:
             except msgspec.ValidationError as error:
                 found.append(_at(error, f"$.{key}[{index}]"))
     return None, found or [whole]  # no task or question is wrong: the problem is at the top level
+
+
+def rules_questions(plan: TaskPlan) -> tuple[TaskPlan, list[Question]]:
+    """``plan`` without its questions about acode's own plan rules (labels, dependencies,
+    complexity, the format), which are not the user's to answer, and those questions. A
+    plan whose every question was one and that has tasks is read as ready."""
+    asked = [q for q in plan.questions if _RULES_QUESTION.search(q.question)]
+    if not asked:
+        return plan, []
+    left = [q for q in plan.questions if q not in asked]
+    status = plan.status if left or not plan.tasks else "ready"
+    return msgspec.structs.replace(plan, questions=left, status=status), asked
 
 
 def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:

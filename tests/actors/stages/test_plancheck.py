@@ -54,7 +54,7 @@ def test_an_answer_that_is_not_a_plan_says_why(text: str, problem: str) -> None:
 
 def test_every_broken_task_and_question_is_named_with_its_position() -> None:
     raw = {"goal": "g", "tasks": [
-        _task("T1", complexity=4),
+        _task("T1", complexity=40),
         {"label": "T2"},
         _task("T3", steps=[{"label": "S1", "title": "x", "action": "delete_file"}]),
         _task("T4"),
@@ -62,7 +62,7 @@ def test_every_broken_task_and_question_is_named_with_its_position() -> None:
     plan, problems = read_plan(json.dumps(raw))
     assert plan is None
     assert problems == [
-        "Invalid enum value 4 - at `$.tasks[0].complexity`",
+        "Invalid enum value 40 - at `$.tasks[0].complexity`",
         "Object missing required field `title` - at `$.tasks[1]`",
         "Invalid enum value 'delete_file' - at `$.tasks[2].steps[0].action`",
         "Object missing required field `question` - at `$.questions[0]`",
