@@ -150,7 +150,7 @@ def test_three_bad_plans_fail_the_stage_with_plan_004_listing_the_last_problems(
         actors: Harness, workspace: Path) -> None:
     planner = Planner(actors, workspace, [
         {"content": "First I would like to read greet.py."},
-        _plan(_task("T1", complexity=4)),
+        _plan(_task("T1", complexity=40)),
         _plan(_task("T1"), _task("T2", "T9", resources={"write": ["../x.py"]})),
     ])
     result = planner.run()
@@ -163,7 +163,7 @@ def test_three_bad_plans_fail_the_stage_with_plan_004_listing_the_last_problems(
     assert [(e["call_site"], e["retrying"]) for e in planner.log("plan_rejected")] == [
         ("plan", True), ("plan/retry1", True), ("plan/retry2", False)]
     assert planner.log("plan_rejected")[0]["problems"][0].startswith("the answer is not one JSON object")
-    assert planner.log("plan_rejected")[1]["problems"] == ["Invalid enum value 4 - at `$.tasks[0].complexity`"]
+    assert planner.log("plan_rejected")[1]["problems"] == ["Invalid enum value 40 - at `$.tasks[0].complexity`"]
     assert result.metrics.model_calls == 3
 
 
