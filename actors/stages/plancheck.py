@@ -7,7 +7,9 @@ model hears about every broken one (a complexity of 4 in T1, an unknown action i
 not only the first. What a small model writes in another form than the schema's, with one
 meaning only, is read as that before decoding (:func:`read_plan`'s ``notes`` say so): a
 complexity between the allowed values is rounded up to the next (4 is 5), an action named
-after the executor's tool (``run_terminal``, ``create_file``, ``edit_file``) is that action.
+after the executor's tool (``run_terminal``, ``create_file``, ``edit_file``) is that action,
+``"depends_on": "T1"`` is ``["T1"]``, ``"check": "pytest -q"`` is that check's command, a
+missing title is the description's first line.
 
 :func:`plan_problems` lists everything else that would make the plan fail later:
 the structural rules of :func:`protocol.plan.problems` (labels, dependencies, cycles
@@ -59,24 +61,58 @@ _ACTIONS = {"create_file": "write_file", "edit_file": "modify_file", "update_fil
             "search_code": "analyze_code"}
 
 
+def _listed(item: dict[str, Any], key: str, field: str, notes: list[str]) -> None:
+    """A string where a list of strings belongs (``field``, as the note names it) is that list of one."""
+    if isinstance(item.get(key), str):
+        item[key] = [item[key]] if item[key].strip() else []
+        notes.append(f"acode read {field} as a list")
+
+
+def _titled(item: dict[str, Any], where: str, notes: list[str]) -> None:
+    """A task or step without a title but with a description is titled by its description's first line."""
+    if "title" not in item and isinstance(item.get("description"), str) and item["description"].strip():
+        item["title"] = item["description"].strip().splitlines()[0][:200]
+        notes.append(f"acode titled {where} by its description")
+
+
 def _normalize(raw: dict[str, Any], notes: list[str]) -> None:
-    """``raw`` (the decoded answer) with the forms of :data:`_COMPLEXITIES` and
-    :data:`_ACTIONS` made the schema's, in place; a note for each."""
+    """``raw`` (the decoded answer) with what has one meaning in another form made the
+    schema's, in place, with a note for each: a complexity between the scale's values
+    (:data:`_COMPLEXITIES`), an action by another name (:data:`_ACTIONS`), a string where a
+    list belongs (``depends_on``, resources), a check given as its command, a title missing
+    beside a description."""
     tasks = raw.get("tasks")
     for task in tasks if isinstance(tasks, list) else []:
         if not isinstance(task, dict):
             continue
         label = task.get("label", "?")
+        where = f"task {label}'s"
         value = task.get("complexity")
         if type(value) is int and 1 <= value <= 34 and value not in _COMPLEXITIES:
             task["complexity"] = next(c for c in _COMPLEXITIES if c >= value)
             notes.append(f"acode read task {label}'s complexity {value} as {task['complexity']}")
+        _titled(task, f"task {label}", notes)
+        _listed(task, "depends_on", f"{where} depends_on", notes)
+        resources = task.get("resources")
+        for key in ("read", "write", "directories", "commands"):
+            if isinstance(resources, dict):
+                _listed(resources, key, f"{where} resources.{key}", notes)
+        criteria = task.get("acceptance")
+        for criterion in criteria if isinstance(criteria, list) else []:
+            if isinstance(criterion, dict) and isinstance(criterion.get("check"), str) and criterion["check"].strip():
+                criterion["check"] = {"command": criterion["check"]}
+                notes.append(f"acode read criterion {criterion.get('label', '?')}'s check as its command")
         steps = task.get("steps")
         for step in steps if isinstance(steps, list) else []:
-            if isinstance(step, dict) and isinstance(step.get("action"), str) and step["action"] in _ACTIONS:
+            if not isinstance(step, dict):
+                continue
+            name = f"step {label}/{step.get('label', '?')}"
+            _titled(step, name, notes)
+            _listed(step, "depends_on", f"{name}'s depends_on", notes)
+            if isinstance(step.get("action"), str) and step["action"] in _ACTIONS:
                 was = step["action"]
                 step["action"] = _ACTIONS[was]
-                notes.append(f"acode read step {label}/{step.get('label', '?')}'s action {was!r} as {step['action']!r}")
+                notes.append(f"acode read {name}'s action {was!r} as {step['action']!r}")
 
 
 def read_plan(text: str, notes: list[str] | None = None) -> tuple[TaskPlan | None, list[str]]:

@@ -183,3 +183,25 @@ def test_a_plan_with_tasks_whose_only_questions_are_about_the_rules_is_ready() -
                                    questions=[Question(label="Q1", question="What is the correct criterion label?")])
     left, asked = rules_questions(plan)
     assert (left.status, left.questions, len(asked)) == ("ready", [], 1)
+
+
+def test_strings_where_lists_belong_a_check_given_as_its_command_and_a_missing_title_are_read() -> None:
+    task = {"label": "T1", "description": "Write hello.py\nthat prints hello", "depends_on": "",
+            "resources": {"write": "hello.py", "commands": "python hello.py"},
+            "acceptance": [{"label": "A1", "description": "prints hello", "check": "python hello.py"}],
+            "steps": [{"label": "S1", "description": "write it", "action": "write_file"},
+                      {"label": "S2", "title": "run it", "action": "run_command", "depends_on": "S1"}]}
+    notes: list[str] = []
+    plan, problems = read_plan(json.dumps({"goal": "g", "tasks": [task]}), notes)
+    assert problems == [] and plan is not None
+    [t1] = plan.tasks
+    assert (t1.title, t1.depends_on, t1.resources.write, t1.resources.commands) == (
+        "Write hello.py", [], ["hello.py"], ["python hello.py"])
+    assert t1.acceptance[0].check is not None and t1.acceptance[0].check.command == "python hello.py"
+    assert [(s.title, s.depends_on) for s in t1.steps] == [("write it", []), ("run it", ["S1"])]
+    assert notes == ["acode titled task T1 by its description", "acode read task T1's depends_on as a list",
+                     "acode read task T1's resources.write as a list",
+                     "acode read task T1's resources.commands as a list",
+                     "acode read criterion A1's check as its command", "acode titled step T1/S1 by its description",
+                     "acode read step T1/S2's depends_on as a list"]
+    assert plan_problems(plan, SandboxPolicy()) == []
