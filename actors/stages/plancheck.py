@@ -18,6 +18,10 @@ named by their members, limits, lexical paths), write targets the sandbox protec
 acceptance ``check.command``) the session's sandbox policy would refuse, with the
 policy's own reason. The verifier runs check commands through that same policy, so a
 plan that passes here does not fail there for its commands' form.
+
+:func:`rules_questions` picks out the questions a plan asks about acode's own plan format
+(labels, dependencies, complexity: "What is the correct criterion label?"), which are not
+the user's to answer; the planner tells the model :data:`RULES` instead.
 """
 
 from __future__ import annotations
