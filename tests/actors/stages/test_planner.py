@@ -281,6 +281,25 @@ def test_a_question_about_acodes_plan_rules_goes_back_to_the_model_never_to_the_
     assert [e["questions"] for e in planner.log("plan_rules_question")] == [["What is the correct criterion label?"]]
 
 
+def test_the_real_sequence_a_correction_then_a_question_about_labels_ends_in_a_plan_not_a_pause(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    # Issue 25 #6 as it happened: a plan with a duplicate A1 (and here a real problem beside it,
+    # so a correction is sent), then a question about the label instead of a plan.
+    first = _plan(_task("T1", "T9", acceptance=[_criterion("A1", "a")]),
+                  _task("T2", acceptance=[_criterion("A1", "b")]))["json"]
+    asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
+             "questions": [{"label": "Q1", "question": "What is the correct criterion label?"}]}
+    server.by_stage(planner=[Json(first), Json(asked), Json(GOOD["json"])])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None and result.plan.status == "ready", result.error
+    assert len(server.chats) == 3
+    corrections = [r.messages[-1]["content"] for r in server.chats[1:]]
+    assert "task T1 depends on unknown task 'T9'" in corrections[0]
+    assert "used more than once" not in corrections[0]  # acode renumbered it: nobody is asked about it
+    assert "are about acode's plan rules, which the user does not decide" in corrections[1]
+
+
 def test_a_real_question_still_reaches_the_user_and_a_rules_one_beside_it_is_left_out(
         actors: Harness, workspace: Path, server: ModelServer) -> None:
     asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
