@@ -8,6 +8,16 @@ something inside the workspace, lexically (:func:`path_problem`; the sandbox che
 real path again). :func:`problems` lists everything wrong at once, so a model can fix a
 plan in one answer; commands are checked against the sandbox policy by the planner
 (:mod:`actors.stages.plancheck`), since the policy lives with the sandbox.
+
+:func:`repair` fixes first what is mechanical and cannot change what the plan means, so
+neither the model nor the user is asked about acode's own rules: criterion labels used
+more than once are renumbered ``A1``..``An``; step labels used more than once in a task
+are renumbered ``S1``..``Sn`` when no dependency names them; a step depending on a task
+(``T1``) depends on that task (its own task: dropped, another: the step's task depends on
+it); a task depending on a step label held by exactly one other task depends on that
+task; self-dependencies go; a pending task without steps gets one step doing the task.
+Each repair is one note saying what acode did. A dependency that names nothing (a typo)
+stays a problem: guessing could change the order the user gets.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ __all__ = [
     "ordered_steps",
     "path_problem",
     "problems",
+    "repair",
     "same_content",
     "validate",
     "with_status",
@@ -248,6 +259,134 @@ def problems(plan: TaskPlan) -> list[PlanProblem]:
             names = " -> ".join(f"{task.label}/{s}" for s in [*cycle, cycle[0]])
             result.append(PlanProblem("ACODE-PLAN-005", f"steps depend on each other in a cycle: {names}"))
     return result
+
+
+def _renumber_criteria(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
+    """Criteria of pending tasks numbered A1..An in plan order when any label is used twice
+    (labels of completed tasks are kept and skipped: a re-plan carries them as they were)."""
+    labels = [c.label for c in plan.criteria()]
+    twice = _duplicates(labels)
+    if not twice:
+        return plan, []
+    reserved = {c.label for t in plan.tasks if t.status == "completed" for c in t.acceptance}
+    numbers = (f"A{n}" for n in range(1, 10_000) if f"A{n}" not in reserved)
+    replace = msgspec.structs.replace
+    tasks = [t if t.status == "completed" else
+             replace(t, acceptance=[replace(c, label=next(numbers)) for c in t.acceptance]) for t in plan.tasks]
+    note = (f"acode renumbered the criterion labels (the model used {', '.join(repr(d) for d in twice)} more than "
+            "once)")
+    return replace(plan, tasks=tasks), [note]
+
+
+def _renumber_steps(task: PlanTask) -> tuple[PlanTask, list[str]]:
+    """A task's steps numbered S1..Sn when a label is used twice and no dependency names a
+    label used twice (which of the two it meant cannot be known); other dependencies follow."""
+    labels = [s.label for s in task.steps]
+    twice = _duplicates(labels)
+    if not twice or any(dep in twice for s in task.steps for dep in s.depends_on):
+        return task, []
+    new = {old: f"S{i}" for i, old in enumerate(labels, start=1)}  # labels used once: one entry each
+    replace = msgspec.structs.replace
+    steps = [replace(s, label=f"S{i}", depends_on=[new.get(d, d) for d in s.depends_on])
+             for i, s in enumerate(task.steps, start=1)]
+    return replace(task, steps=steps), [f"acode renumbered the step labels of task {task.label} (the model used "
+                                        f"{', '.join(repr(d) for d in twice)} more than once)"]
+
+
+def _step_task(dep: str, tasks: list[PlanTask]) -> tuple[str, str] | None:
+    """``T1/S2`` (or ``T1.S2``) as (task, step) when it names a step of a task of the plan."""
+    for sep in ("/", "."):
+        task, _, step = dep.partition(sep)
+        if step and any(t.label == task and any(s.label == step for s in t.steps) for t in tasks):
+            return task, step
+    return None
+
+
+def _repair_dependencies(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
+    tasks = list(plan.tasks)
+    task_labels = {t.label for t in tasks}
+    notes: list[str] = []
+    replace = msgspec.structs.replace
+    for index, task in enumerate(tasks):
+        if task.status == "completed":
+            continue
+        step_labels = {s.label for s in task.steps}
+        extra: list[str] = []  # tasks this task must now depend on
+        steps = []
+        for step in task.steps:
+            kept: list[str] = []
+            for dep in step.depends_on:
+                named = _step_task(dep, tasks)
+                if dep == step.label:
+                    notes.append(f"acode dropped the dependency of step {task.label}/{step.label} on itself")
+                elif dep in step_labels:
+                    kept.append(dep)
+                elif named is not None and named[0] == task.label:
+                    kept.append(named[1])
+                    notes.append(f"acode read step {task.label}/{step.label}'s dependency {dep!r} as step {named[1]}")
+                elif dep == task.label:
+                    notes.append(f"acode dropped step {task.label}/{step.label}'s dependency on its own task {dep}")
+                elif dep in task_labels or named is not None:
+                    other = dep if dep in task_labels else named[0]  # type: ignore[index]
+                    extra.append(other)
+                    notes.append(f"acode made task {task.label} depend on task {other} (step {step.label} "
+                                 f"depended on {dep!r})")
+                else:
+                    kept.append(dep)  # unknown: stays a problem
+            steps.append(replace(step, depends_on=list(dict.fromkeys(kept))))
+        depends: list[str] = []
+        for dep in [*task.depends_on, *extra]:
+            holders = [t.label for t in tasks if any(s.label == dep for s in t.steps)]
+            named = _step_task(dep, tasks)
+            if dep == task.label:
+                notes.append(f"acode dropped the dependency of task {task.label} on itself")
+            elif dep in task_labels:
+                depends.append(dep)
+            elif named is not None or len(holders) == 1:
+                other = named[0] if named is not None else holders[0]
+                if other != task.label:
+                    depends.append(other)
+                notes.append(f"acode read task {task.label}'s dependency {dep!r} as task {other}"
+                             + (" (its own: dropped)" if other == task.label else ""))
+            else:
+                depends.append(dep)  # unknown, or a step label of several tasks: stays a problem
+        tasks[index] = replace(task, depends_on=list(dict.fromkeys(depends)), steps=steps)
+    repaired = replace(plan, tasks=tasks)
+    if notes and _find_cycle([t.label for t in tasks], {t.label: t.depends_on for t in tasks}) and not _find_cycle(
+            [t.label for t in plan.tasks], {t.label: t.depends_on for t in plan.tasks}):
+        return plan, []  # the repair would make a cycle: the model's plan, with its problems, goes back
+    return repaired, notes
+
+
+def repair(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
+    """``plan`` with its mechanical problems fixed, and a note for each fix (empty: nothing
+    to fix). Only fixes that cannot change what the plan asks for (see the module's docstring);
+    tasks marked completed are left as they are. Deterministic: the same draft, the same result."""
+    if _duplicates([t.label for t in plan.tasks]):
+        return plan, []  # which task a dependency means cannot be known: the model answers again
+    notes: list[str] = []
+    replace = msgspec.structs.replace
+    tasks = []
+    for task in plan.tasks:
+        if task.status != "completed":
+            task, done = _renumber_steps(task)
+            notes += done
+            if not task.steps:
+                action: Action = ("modify_file" if task.resources.write else
+                                  "run_command" if task.resources.commands else "analyze_code")
+                task = replace(task, steps=[PlanStep(label="S1", title=task.title, description=task.description,
+                                                     action=action)])
+                notes.append(f"acode gave task {task.label}, which had no steps, one step doing the task")
+        tasks.append(task)
+    plan = replace(plan, tasks=tasks)
+    plan, done = _repair_dependencies(plan)
+    notes += done
+    plan, done = _renumber_criteria(plan)
+    notes += done
+    if plan.status == "needs_clarification" and not plan.questions and plan.tasks:
+        plan = replace(plan, status="ready")
+        notes.append("acode read the plan as ready (status needs_clarification, but no questions and tasks given)")
+    return plan, notes
 
 
 def validate(plan: TaskPlan) -> None:

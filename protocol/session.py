@@ -58,7 +58,7 @@ __all__ = [
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 Percent = Annotated[int, msgspec.Meta(ge=1, le=100)]
-DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 40, "executor": 30, "verifier": 15, "reviewer": 15}
+DEFAULT_TOKEN_BUDGET: dict[Stage, int] = {"planner": 25, "executor": 45, "verifier": 15, "reviewer": 15}
 OutputTokens = Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]
 # What each stage's answer may take when ``max_tokens`` and ``stage_max_tokens`` say
 # nothing: a plan of a few tasks, a tool call writing a whole file, a verdict, a review.

@@ -1,8 +1,10 @@
 """Every prompt fits: each stage's token budget, and trimming a prompt's parts to it.
 
 A stage's budget is its share of the model's context (seed 000 FR-046..053):
-``token_budget[stage]`` percent (default planner 40, executor 30, verifier 15, reviewer
-15) of the model's ``num_ctx`` less a reserve for the answer (an eighth of it). Tokens
+``token_budget[stage]`` percent (default planner 25, executor 45, verifier 15, reviewer
+15: the executor sends the most, its tool definitions and a window of turns; see the
+README's budget paragraph) of the model's ``num_ctx`` less a reserve for the answer (an
+eighth of it). Tokens
 are estimated at :data:`CHARS_PER_TOKEN` characters each, the estimate acode uses
 everywhere; the system prompt and the tool definitions count against the budget.
 

@@ -4,7 +4,12 @@ Two halves. :func:`read_plan` turns the model's text into a :class:`~protocol.pl
 (JSON found in prose or a code fence, as :func:`~actors.stages.answers.parse_answer` does);
 when the whole does not decode, each task and question is decoded on its own, so the
 model hears about every broken one (a complexity of 4 in T1, an unknown action in T3),
-not only the first.
+not only the first. What a small model writes in another form than the schema's, with one
+meaning only, is read as that before decoding (:func:`read_plan`'s ``notes`` say so): a
+complexity between the allowed values is rounded up to the next (4 is 5), an action named
+after the executor's tool (``run_terminal``, ``create_file``, ``edit_file``) is that action,
+``"depends_on": "T1"`` is ``["T1"]``, ``"check": "pytest -q"`` is that check's command, a
+missing title is the description's first line.
 
 :func:`plan_problems` lists everything else that would make the plan fail later:
 the structural rules of :func:`protocol.plan.problems` (labels, dependencies, cycles
@@ -13,11 +18,16 @@ named by their members, limits, lexical paths), write targets the sandbox protec
 acceptance ``check.command``) the session's sandbox policy would refuse, with the
 policy's own reason. The verifier runs check commands through that same policy, so a
 plan that passes here does not fail there for its commands' form.
+
+:func:`rules_questions` picks out the questions a plan asks about acode's own plan format
+(labels, dependencies, complexity: "What is the correct criterion label?"), which are not
+the user's to answer; the planner tells the model :data:`RULES` instead.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 import msgspec
@@ -29,7 +39,17 @@ from protocol.errors import ModelError, SandboxError
 from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
 from protocol.sandbox import SandboxPolicy
 
-__all__ = ["plan_problems", "read_plan"]
+__all__ = ["RULES", "plan_problems", "read_plan", "rules_questions"]
+
+#: acode's plan rules, told to a model that asked the user about them
+RULES = ("labels: tasks T1, T2, ...; steps S1, S2, ... unique in their task; criteria A1, A2, ... unique in the "
+         "whole plan; a task's depends_on names other tasks, a step's names steps of its own task")
+# A question about acode's plan format rather than the task: labels, dependencies, the schema.
+_RULES_QUESTION = re.compile(
+    r"\b(?:criterion|criteria|step|task|question)\s+(?:labels?|ids?)\b|\blabels?\s+(?:for|of)\s+(?:the\s+)?"
+    r"(?:criteri|steps?|tasks?)|\blabels?\b[^?.]{0,40}\b[ATSQ]\d+\b|\b[ATSQ]\d+\b[^?.]{0,40}\blabels?\b"
+    r"|\bdepends_on\b|\bcomplexity\b|\bacceptance criteri|\b(?:plan|JSON)\s+(?:format|schema)\b", re.IGNORECASE)
+
 
 
 def _at(error: msgspec.ValidationError, prefix: str) -> str:
@@ -38,13 +58,76 @@ def _at(error: msgspec.ValidationError, prefix: str) -> str:
     return text.replace("`$", f"`{prefix}", 1) if " - at `$" in text else f"{text} - at `{prefix}`"
 
 
-def read_plan(text: str) -> tuple[TaskPlan | None, list[str]]:
-    """The plan in ``text``, or None and every decoding problem found."""
+_COMPLEXITIES = (1, 2, 3, 5, 8, 13, 21, 34)
+# what the executor's tools and common words call an action: each means one action only
+_ACTIONS = {"create_file": "write_file", "edit_file": "modify_file", "update_file": "modify_file",
+            "run_terminal": "run_command", "run_tests": "run_command", "list_directory": "analyze_code",
+            "search_code": "analyze_code"}
+
+
+def _listed(item: dict[str, Any], key: str, field: str, notes: list[str]) -> None:
+    """A string where a list of strings belongs (``field``, as the note names it) is that list of one."""
+    if isinstance(item.get(key), str):
+        item[key] = [item[key]] if item[key].strip() else []
+        notes.append(f"acode read {field} as a list")
+
+
+def _titled(item: dict[str, Any], where: str, notes: list[str]) -> None:
+    """A task or step without a title but with a description is titled by its description's first line."""
+    if "title" not in item and isinstance(item.get("description"), str) and item["description"].strip():
+        item["title"] = item["description"].strip().splitlines()[0][:200]
+        notes.append(f"acode titled {where} by its description")
+
+
+def _normalize(raw: dict[str, Any], notes: list[str]) -> None:
+    """``raw`` (the decoded answer) with what has one meaning in another form made the
+    schema's, in place, with a note for each: a complexity between the scale's values
+    (:data:`_COMPLEXITIES`), an action by another name (:data:`_ACTIONS`), a string where a
+    list belongs (``depends_on``, resources), a check given as its command, a title missing
+    beside a description."""
+    tasks = raw.get("tasks")
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, dict):
+            continue
+        label = task.get("label", "?")
+        where = f"task {label}'s"
+        value = task.get("complexity")
+        if type(value) is int and 1 <= value <= 34 and value not in _COMPLEXITIES:
+            task["complexity"] = next(c for c in _COMPLEXITIES if c >= value)
+            notes.append(f"acode read task {label}'s complexity {value} as {task['complexity']}")
+        _titled(task, f"task {label}", notes)
+        _listed(task, "depends_on", f"{where} depends_on", notes)
+        resources = task.get("resources")
+        for key in ("read", "write", "directories", "commands"):
+            if isinstance(resources, dict):
+                _listed(resources, key, f"{where} resources.{key}", notes)
+        criteria = task.get("acceptance")
+        for criterion in criteria if isinstance(criteria, list) else []:
+            if isinstance(criterion, dict) and isinstance(criterion.get("check"), str) and criterion["check"].strip():
+                criterion["check"] = {"command": criterion["check"]}
+                notes.append(f"acode read criterion {criterion.get('label', '?')}'s check as its command")
+        steps = task.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if not isinstance(step, dict):
+                continue
+            name = f"step {label}/{step.get('label', '?')}"
+            _titled(step, name, notes)
+            _listed(step, "depends_on", f"{name}'s depends_on", notes)
+            if isinstance(step.get("action"), str) and step["action"] in _ACTIONS:
+                was = step["action"]
+                step["action"] = _ACTIONS[was]
+                notes.append(f"acode read {name}'s action {was!r} as {step['action']!r}")
+
+
+def read_plan(text: str, notes: list[str] | None = None) -> tuple[TaskPlan | None, list[str]]:
+    """The plan in ``text``, or None and every decoding problem found. What was read in
+    another form than the schema's is appended to ``notes``."""
     try:
         raw: Any = parse_answer(text, dict, stage="planner")
     except ModelError as exc:
         return None, [f"the answer is not one JSON object ({exc.__cause__ or exc.message}); answer with the plan "
                       "as one JSON object and nothing else"]
+    _normalize(raw, notes if notes is not None else [])
     try:
         return msgspec.convert(raw, TaskPlan), []
     except msgspec.ValidationError as error:
@@ -60,6 +143,18 @@ def read_plan(text: str) -> tuple[TaskPlan | None, list[str]]:
             except msgspec.ValidationError as error:
                 found.append(_at(error, f"$.{key}[{index}]"))
     return None, found or [whole]  # no task or question is wrong: the problem is at the top level
+
+
+def rules_questions(plan: TaskPlan) -> tuple[TaskPlan, list[Question]]:
+    """``plan`` without its questions about acode's own plan rules (labels, dependencies,
+    complexity, the format), which are not the user's to answer, and those questions. A
+    plan whose every question was one and that has tasks is read as ready."""
+    asked = [q for q in plan.questions if _RULES_QUESTION.search(q.question)]
+    if not asked:
+        return plan, []
+    left = [q for q in plan.questions if q not in asked]
+    status = plan.status if left or not plan.tasks else "ready"
+    return msgspec.structs.replace(plan, questions=left, status=status), asked
 
 
 def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:

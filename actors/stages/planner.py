@@ -10,7 +10,11 @@
    to the sandbox at once with the session's baseline (``StageContext.tools``).
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
-   command against the session's sandbox policy. An answer with problems goes back to
+   command against the session's sandbox policy. What is mechanical is repaired first,
+   without asking anyone (:func:`protocol.plan.repair`: duplicate labels, a dependency
+   on a task label, ...; each repair is logged as ``plan_repaired`` and named in the
+   stage's summary), and questions about acode's own plan rules never reach the user: the
+   model is told the rules instead. An answer with problems goes back to
    the model with all of them listed and the head of the answer (sized to fit the
    context, :mod:`actors.stages.corrections`), in the same conversation, at most
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
@@ -20,6 +24,10 @@
    carries the current plan and the reviewer's feedback) the version is the previous
    one + 1, tasks completed before stay completed as they were, and the change summary
    says which tasks were added, removed, changed and kept.
+
+A first plan for a task that names its file and its check, by simple rules, is derived
+after step 2's first reads, without a model call (:mod:`actors.stages.derive`; logged
+``plan_derived``, said in the summary) and checked like a model's.
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ from actors.stages import gather, plancheck, prompts
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
+from actors.stages.derive import derive
 from protocol.errors import PlanError
-from protocol.plan import PlanTask, TaskPlan, carry_completed, finalize
+from protocol.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
 from protocol.results import StageResult, ToolResult
 from protocol.task import check_task
 
@@ -77,21 +86,41 @@ def _correction(problems: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
-    """A plan without problems and the number of corrections it took, or PlanError."""
+def _rules_correction(asked: list[Question]) -> str:
+    listed = "; ".join(repr(q.question) for q in asked)
+    return (f"your questions ({listed}) are about acode's plan rules, which the user does not decide: "
+            f"{plancheck.RULES}. Apply the rules yourself and answer with the whole plan, status ready")
+
+
+def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int, list[str]]:
+    """A plan without problems, the number of corrections it took and what acode repaired
+    in it (:func:`protocol.plan.repair`, :func:`~actors.stages.plancheck.read_plan`'s notes),
+    or PlanError. Questions about acode's own rules go back to the model, never to the user."""
     request = ctx.request
     messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
     problems: list[str] = []
     for attempt in range(MAX_CORRECTIONS + 1):
         call_site = "plan" if attempt == 0 else f"plan/retry{attempt}"
         answer = ctx.chat(TaskPlan, call_site=call_site, messages=messages)
-        draft, problems = plancheck.read_plan(answer.content)
+        notes: list[str] = []
+        draft, problems = plancheck.read_plan(answer.content, notes)
         if draft is not None:
-            draft = carry_completed(draft, request.plan)
-            problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
-                                                                   request.settings.max_task_complexity)]
-            if not problems:
-                return draft, attempt
+            draft, repaired = repair(carry_completed(draft, request.plan))
+            draft, asked = plancheck.rules_questions(draft)
+            notes += repaired
+            if asked:
+                ctx.log.info("plan_rules_question", call_site=call_site, questions=[q.question for q in asked])
+            if asked and draft.status == "needs_clarification" and not draft.questions:
+                problems = [_rules_correction(asked)]  # the model hears the rules; the user is not asked
+            else:
+                if asked:
+                    notes.append(f"acode left out {len(asked)} question(s) about its own plan rules")
+                problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
+                                                                       request.settings.max_task_complexity)]
+                if not problems:
+                    if notes:
+                        ctx.log.info("plan_repaired", call_site=call_site, notes=notes)
+                    return draft, attempt, notes
         ctx.log.warning("plan_rejected", call_site=call_site, problems=problems,
                         retrying=attempt < MAX_CORRECTIONS)
         messages = correction(messages, answer, _correction(problems), settings=request.settings, stage="planner")
@@ -101,6 +130,30 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int]:
     raise PlanError(f"the model gave no usable plan in {MAX_CORRECTIONS + 1} answers; the last one still had "
                     f"{len(problems)} problem(s): {listed}; try a clearer or smaller task, or a stronger model",
                     code="ACODE-PLAN-004")
+
+
+def _derived(ctx: StageContext, task: str, tree: ToolResult | None) -> StageResult | None:
+    """The plan :func:`actors.stages.derive.derive` makes of a first plan's task from the
+    workspace's listing (complete, not cut), checked like a model's; None: the model plans."""
+    request = ctx.request
+    if request.plan is not None or request.feedback is not None or request.clarifications:
+        return None
+    if tree is None or not tree.ok or "[… truncated" in tree.output:
+        return None
+    files = {line for line in tree.output.splitlines() if line and not line.startswith("[")
+             and not line.endswith(("/", "@"))}
+    draft = derive(task, files)
+    if draft is None:
+        return None
+    problems = plancheck.plan_problems(draft, request.settings.sandbox, request.settings.max_task_complexity)
+    if problems:
+        ctx.log.info("plan_not_derived", problems=[p.message for p in problems])
+        return None
+    plan = finalize(draft, version=1)
+    ctx.log.info("plan_derived", plan_id=plan.id, version=plan.version, task_count=1, step_count=1,
+                 write=plan.tasks[0].resources.write, checks=[c.check.command for c in plan.criteria() if c.check])
+    return ctx.result(ok=True, summary=f"plan v{plan.version}: 1 task(s), 1 step(s) (derived from the task "
+                                       "without a model call)", plan=plan)
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -123,6 +176,9 @@ def run(ctx: StageContext) -> StageResult:
 
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
+    derived = _derived(ctx, task, ready.get(first[1][0]))
+    if derived is not None:
+        return derived
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
     settings = request.settings
     whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
@@ -139,13 +195,13 @@ def run(ctx: StageContext) -> StageResult:
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))
-    draft, corrections = _plan(ctx, system, prepared.text)
+    draft, corrections, notes = _plan(ctx, system, prepared.text)
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
     if previous is not None:
         plan = msgspec.structs.replace(plan, change_summary=change_summary(previous, plan, draft.change_summary))
     fields = dict(plan_id=plan.id, version=plan.version, status=plan.status, task_count=len(plan.tasks),
                   step_count=plan.step_count(), complexity=sum(t.complexity for t in plan.tasks),
-                  context_tokens=prepared.tokens, corrections=corrections,
+                  context_tokens=prepared.tokens, corrections=corrections, repairs=notes,
                   duration_ms=round((time.monotonic() - started) * 1000, 1))
     if previous is None:
         ctx.log.info("plan_created", **fields)
@@ -158,4 +214,6 @@ def run(ctx: StageContext) -> StageResult:
         summary = f"plan v{plan.version}: {len(plan.tasks)} task(s), {plan.step_count()} step(s)"
     if corrections:
         summary += f" (after {corrections} correction{'s' if corrections > 1 else ''})"
+    if notes:
+        summary += "; " + prompts.truncate("; ".join(notes), 600)
     return ctx.result(ok=True, summary=summary, plan=plan)

@@ -34,34 +34,37 @@ PLANNER = """You are the planner of acode, a coding agent that changes a local w
 Turn the task into tasks and steps that another agent will carry out with file tools
 (read_file, write_file, modify_file, create_directory, list_directory, search_code) and run_terminal.
 
-Answer with one JSON object and nothing else, in this shape:
-{"goal": "what the change achieves", "status": "ready",
- "tasks": [{"label": "T1", "title": "short title", "description": "what to change and why",
-            "complexity": 3, "depends_on": [],
-            "resources": {"read": ["src/app.py"], "write": ["src/app.py"], "directories": [],
-                          "commands": ["python -m pytest -q"]},
-            "acceptance": [{"label": "A1", "description": "what must be true afterwards",
-                            "check": {"command": "python -m pytest -q", "expect_exit": 0, "expect_output": "passed"}}],
-            "steps": [{"label": "S1", "title": "short title", "description": "what to do",
-                       "action": "modify_file", "expected_output": "what the step leaves behind",
-                       "depends_on": []}]}],
+Answer with one JSON object and nothing else, in this shape (<...> are placeholders):
+{"goal": "<what the change achieves>", "status": "ready",
+ "tasks": [{"label": "T1", "title": "<short title>", "description": "<what to change and why>",
+            "complexity": 1, "depends_on": [],
+            "resources": {"read": ["<path>"], "write": ["<path>"], "directories": [],
+                          "commands": ["<check command>"]},
+            "acceptance": [{"label": "A1", "description": "<what must be true afterwards>",
+                            "check": {"command": "<check command>", "expect_exit": 0}}],
+            "steps": [{"label": "S1", "title": "<short title>", "description": "<what to do>",
+                       "action": "modify_file", "depends_on": []}]}],
  "questions": []}
 
 Rules:
+- Use only the paths the task and the files shown name: never add a directory the task did
+  not state (a file the task names without a directory goes at the workspace root).
+- Never plan to change tests unless the task asks for it: tests the task names are checks.
+- The goal says what the task says; add nothing it did not ask.
 - Labels: tasks T1, T2, ...; steps S1, S2, ... in each task; criteria A1, A2, ... unique in the plan.
 - A task's depends_on names other tasks; a step's names steps of the same task. No cycles.
 - action: read_file, write_file, modify_file, create_directory, run_command, analyze_code or generate_code.
 - complexity is 1, 2, 3, 5, 8, 13, 21 or 34: 1 trivial, 3 a small change, 8 several files.
 - Paths are relative to the workspace root: never absolute, never "..", never in .git or .agent.
-- Commands run without a shell: one program and its arguments, like "python -m pytest -q".
+- Commands run without a shell: one program and its arguments.
   No pipes, &&, ;, redirections, $VARIABLES, cd, or "python -c"; put code in a file and run it.
 - Give a criterion a check whenever a command can decide it; expect_output is text the output
   must contain (leave it out if any output will do).
-- Use the fewest tasks and steps that do the job (at most 50 steps).
+- Use the fewest tasks and steps that do the job: one task with one step for a one-file change.
 - Plan from the files shown. If the task needs something that does not exist, plan to create it.
 - Only if the task cannot be planned without the user, answer "status": "needs_clarification",
-  "tasks": [] and specific questions: {"label": "Q1", "question": "...", "options": ["...", "..."],
-  "free_text": false}.
+  "tasks": [] and specific questions about the task (never about these rules): {"label": "Q1",
+  "question": "...", "options": ["...", "..."], "free_text": false}.
 - When revising a plan: keep tasks marked completed as they are, fix every issue in the
   feedback, and add "change_summary": what you changed and why."""
 
@@ -84,8 +87,9 @@ NO_TOOL_CALL = ("No tool call found in your answer. Call one of the tools now (a
                 "if it cannot be done call step_failed.")
 
 VERIFIER = """You are the verifier of acode. Decide, for each acceptance criterion listed, whether the
-change meets it, using the evidence given. Answer with one JSON object only:
-{"passed": bool, "summary": str, "criteria": [{"label": "A1", "passed": bool, "evidence": str}]}"""
+change meets it, using the evidence given. A file the task names must be at the path it names.
+Answer with one JSON object only:
+{"passed": bool, "summary": str, "criteria": [{"label": "<criterion label>", "passed": bool, "evidence": str}]}"""
 
 REVIEWER = """You are the reviewer of acode. Judge the whole change against the user's request, the plan
 and the verification results, and decide:
@@ -94,9 +98,10 @@ and the verification results, and decide:
   tidying); list each change as an issue. The executor makes them, then you review again.
 - "replan": the approach is wrong; list the issues, each citing the acceptance criterion it
   concerns. The planner revises the plan.
+Check that every file the task names is at the path it names (not in another directory).
 Answer with one JSON object only:
 {"decision": "approve" | "request_changes" | "replan", "summary": str,
- "issues": [{"criterion": "A1", "problem": str, "suggestion": str}]}"""
+ "issues": [{"criterion": "<criterion label>", "problem": str, "suggestion": str}]}"""
 
 
 def render_feedback(feedback: Feedback | None) -> str:

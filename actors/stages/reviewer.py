@@ -1,6 +1,7 @@
 """The reviewer stage: the model judges the whole change and decides one of three things.
 
-It sees the task, the plan (with each task's status), the verifier's verdicts, the
+It sees the task (with the files it says to create, by name: the verifier's ``F``
+criteria fail when one is not at the path named), the plan (with each task's status), the verifier's verdicts, the
 session's earlier cycles (verifier failures, review issues, re-plan summaries: the
 ``history`` the coordinator sends) and the exact diff of the workspace since the session
 began (``diff_workspace``: the sandbox compares against the baseline the planner
@@ -28,6 +29,7 @@ from __future__ import annotations
 from actors.stages import prompts
 from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
+from actors.stages.terms import created_paths
 from protocol.errors import ModelError
 from protocol.results import ReviewerAnswer, StageResult
 
@@ -56,8 +58,11 @@ def citation_problem(review: ReviewerAnswer, labels: set[str]) -> str:
 def _parts(ctx: StageContext, system: str, diff: str) -> list[Part]:
     request = ctx.request
     fence = ctx.fence
-    parts = [Part("the system prompt", system, fixed=True),
-             Part("the task", f"Task:\n{fence.wrap('task', request.task)}", fixed=True)]
+    task = f"Task:\n{fence.wrap('task', request.task)}"
+    named = created_paths(request.task)
+    if named:  # the verifier found each there (else the session would not be in review)
+        task += f"\nThe task names these files, each to be at exactly that path: {', '.join(named)}"
+    parts = [Part("the system prompt", system, fixed=True), Part("the task", task, fixed=True)]
     if request.plan is not None:
         parts.append(Part("the plan", fence.wrap("plan", prompts.render_plan(request.plan)), rank=3, keep=1_500))
     parts.append(Part("the verification", prompts.render_verification(request.previous), rank=2, keep=800))

@@ -12,13 +12,21 @@ workspace for each (``search_code``) and matches file names against them. Best f
   a stopword: English function words and the verbs every coding task uses (1).
 
 Words inside a quoted string or a path are not counted again on their own.
+
+:func:`created_paths` is narrower: the files a task says to create or write, by name,
+which must then exist at exactly that path (the verifier checks it). Only ``create`` or
+``write`` followed by the path (``Create hello.py``, ``write a.txt and b.txt``, ``create a
+new file named src/x.py``) counts, and nothing at all in a task that deletes, moves,
+renames or negates (``not``, ``without``, ``instead``): there a named file may rightly be
+absent. A path followed by ``in``/``under``/``into`` (``create hello.py in src``) is placed
+by those words, so it is not required at the path as written.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["task_terms"]
+__all__ = ["created_paths", "task_terms"]
 
 _STOPWORDS = frozenset("""
 a about above after again all also an and any are as at be because been before being below between both but by
@@ -80,3 +88,38 @@ def task_terms(task: str) -> list[tuple[str, int]]:
             add(word.lower() if word[:1].isupper() and word[1:].islower() else word, 1)
     order = {term: index for index, term in enumerate(found)}
     return sorted(found.items(), key=lambda item: (-item[1], order[item[0]]))
+
+
+_FILE = r"[`'\"]?((?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,9})[`'\"]?(?![\w/])"
+_CREATED = re.compile(
+    r"\b(?:create|write)\s+(?:(?:a|an|the|new|empty|file|files|script|module|called|named)\s+)*"
+    + _FILE + r"((?:\s*,\s*(?:and\s+)?|\s+and\s+)" + _FILE + r")*", re.IGNORECASE)
+_ANOTHER = re.compile(r"(?:\s*,\s*(?:and\s+)?|\s+and\s+)" + _FILE, re.IGNORECASE)
+_PLACED = re.compile(r"\s+(?:in|inside|under|into|within|at)\b", re.IGNORECASE)
+_UNSAFE = re.compile(r"\b(?:delete|deletes|deleting|remove|removes|removing|rename|renames|renaming|move|moves|moving"
+                     r"|merge|split|replace|drop|not|never|without|instead|undo|revert)\b|n't\b", re.IGNORECASE)
+
+
+def created_paths(task: str) -> list[str]:
+    """The files ``task`` says to create or write by name, to exist at exactly that path
+    afterwards (see the module's docstring); empty when the task says nothing that certain."""
+    if _UNSAFE.search(task):
+        return []
+    found: list[str] = []
+    for match in _CREATED.finditer(task):
+        spans = [(match.start(1), match.end(1), match.group(1))]
+        rest = match.end(1)
+        while True:
+            rest += len(task[rest:]) - len(task[rest:].lstrip("`'\""))  # a closing quote
+            more = _ANOTHER.match(task, rest)
+            if more is None or more.end(1) > match.end():
+                break
+            spans.append((more.start(1), more.end(1), more.group(1)))
+            rest = more.end(1)
+        for _, end, path in spans:
+            tail = task[end:].lstrip("`'\"")
+            if _PLACED.match(tail) or path.startswith(("/", "~")) or ".." in path.split("/"):
+                continue
+            if path.rsplit(".", 1)[1].lower() in _EXTENSIONS or "/" in path:
+                found.append(path)
+    return list(dict.fromkeys(found))

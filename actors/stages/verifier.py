@@ -19,6 +19,12 @@ session's baseline; its list of changed files goes with the result (``changes``:
 one, ``.git`` moved away or replaced, git failing) fails the stage with ACODE-ORCH-012,
 and the session pauses: what was not compared is never reported as verified.
 
+**The files the task names, where it names them.** A file the task says to create or write
+by name (:func:`actors.stages.terms.created_paths`: ``Create hello.py``) must exist at
+exactly that path afterwards; one that does not is a failed criterion ``F1``, ``F2``, …
+(no model is asked), whose evidence names a file of the same name the session wrote
+elsewhere (``src/hello.py``), so the executor moves it. A file that is there adds nothing.
+
 After the verdicts, :func:`actors.stages.rework.choose` decides what finished work is
 kept and what the executor runs again on a verify cycle (the result's ``rework``). The
 model's prompt fits the verifier's token budget (:mod:`actors.stages.budget`): the diff
@@ -45,12 +51,20 @@ from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.rework import choose as rework_for
+from actors.stages.terms import created_paths
 from protocol.events import CheckRan
 from protocol.ids import stable_id
 from protocol.plan import Check, Criterion
-from protocol.results import CriterionVerdict, ModelToolCall, StageResult, ToolResult, VerifierAnswer
+from protocol.results import (
+    CriterionVerdict,
+    ModelToolCall,
+    StageResult,
+    ToolResult,
+    VerifierAnswer,
+    WorkspaceChanges,
+)
 
-__all__ = ["PARALLEL", "checked_criteria", "judge", "run"]
+__all__ = ["PARALLEL", "checked_criteria", "judge", "missing_files", "run"]
 
 PARALLEL = 4
 _TAIL = 2_000
@@ -152,6 +166,38 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
             for c in criteria]
 
 
+_ABSENT = ("ACODE-SBX-003", "ACODE-SBX-004")  # does not exist; a directory, or not one on the way
+
+
+def missing_files(ctx: StageContext, changes: WorkspaceChanges | None, used: set[str]) -> list[CriterionVerdict]:
+    """A failed verdict (``F1``, …; labels not in ``used``) for each file the task says to
+    create or write that is not at the path the task names, with a hint naming a file of
+    the same name the session changed elsewhere."""
+    request = ctx.request
+    changed = {c.path: c.status for c in changes.files} if changes else {}
+    labels = (f"F{n}" for n in range(1, 10_000) if f"F{n}" not in used)
+    found: list[CriterionVerdict] = []
+    for path in created_paths(request.task):
+        status = changed.get(path)
+        if status in ("added", "modified", "renamed", "type changed"):
+            continue
+        if status is None:  # unchanged since the baseline: there if it was there before
+            key = f"{request.session_id}:v{request.visit}:exists:{stable_id(path)}"
+            result = ctx.tool_retrying(key, "read_file", {"path": path, "limit": 1})
+            if result.ok or result.error is None or result.error.code not in _ABSENT:
+                continue
+        name = path.rsplit("/", 1)[-1]
+        elsewhere = sorted(p for p, s in changed.items() if s != "deleted" and p != path
+                           and p.rsplit("/", 1)[-1] == name)
+        where = "at the workspace root" if "/" not in path else "at that path"
+        evidence = f"the task names {path}, but no file {path} exists {where}"
+        if elsewhere:
+            evidence += (f"; this session wrote {', '.join(elsewhere)} instead: the file belongs at {path} (move it "
+                         "there, or write it there and delete the other)")
+        found.append(CriterionVerdict(label=next(labels), passed=False, evidence=evidence))
+    return found
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     criteria = checked_criteria(ctx)
@@ -163,6 +209,7 @@ def run(ctx: StageContext) -> StageResult:
     unchecked = [c for c in criteria if c.check is None]
     judged = _ask_model(ctx, unchecked, checked, diff) if unchecked else []
     verdicts = checked + judged
+    verdicts += missing_files(ctx, changes, {c.label for c in criteria})
     failed = [v for v in verdicts if not v.passed]
     if failed:
         summary = "; ".join(f"{v.label} failed: {v.evidence.split('; output:')[0].split('; no output')[0]}"

@@ -24,6 +24,7 @@ from protocol.plan import (
     finalize,
     ordered_steps,
     problems,
+    repair,
     validate,
     with_status,
 )
@@ -398,3 +399,111 @@ def test_the_model_cannot_mark_its_own_tasks_completed_or_choose_ids() -> None:
     final = finalize(draft, version=1)
     assert final.tasks[0].status == "pending"
     assert _is_uuid7(final.tasks[0].id) and _is_uuid7(final.tasks[0].steps[0].id)
+
+
+# --- repair: what acode fixes itself ---------------------------------------------------------------
+
+
+def _t(label: str, *deps: str, steps: list[dict[str, Any]] | None = None,
+       criteria: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
+    return {"label": label, "title": f"task {label}", "depends_on": list(deps),
+            "steps": steps if steps is not None else [{"label": "S1", "title": "do", "action": "write_file"}],
+            "acceptance": [{"label": c, "description": f"{label} {c}"} for c in criteria], **extra}
+
+
+def _s(label: str, *deps: str) -> dict[str, Any]:
+    return {"label": label, "title": f"step {label}", "action": "modify_file", "depends_on": list(deps)}
+
+
+def _draft(*tasks: dict[str, Any], **extra: Any) -> TaskPlan:
+    return msgspec.convert({"goal": "g", "tasks": list(tasks), **extra}, TaskPlan)
+
+
+def test_a_valid_plan_is_left_exactly_as_it_is() -> None:
+    plan = _draft(_t("T1", criteria=("A1",)), _t("T2", "T1", steps=[_s("S1"), _s("S2", "S1")], criteria=("A2",)))
+    assert repair(plan) == (plan, [])
+
+
+def test_criterion_labels_used_twice_are_renumbered_across_the_plan_in_order() -> None:
+    plan, notes = repair(_draft(_t("T1", criteria=("A1", "A2")), _t("T2", criteria=("A1", "A2"))))
+    assert [c.label for c in plan.criteria()] == ["A1", "A2", "A3", "A4"]
+    assert [c.description for c in plan.criteria()] == ["T1 A1", "T1 A2", "T2 A1", "T2 A2"]
+    assert notes == ["acode renumbered the criterion labels (the model used 'A1', 'A2' more than once)"]
+    assert problems(plan) == []
+
+
+def test_a_completed_tasks_criteria_keep_their_labels_and_the_others_skip_them() -> None:
+    draft = _draft(_t("T1", criteria=("A1",), status="completed"), _t("T2", criteria=("A1", "A1")))
+    plan, _ = repair(draft)
+    assert [[c.label for c in t.acceptance] for t in plan.tasks] == [["A1"], ["A2", "A3"]]
+    assert plan.tasks[0] is draft.tasks[0]
+
+
+def test_step_labels_used_twice_are_renumbered_and_other_dependencies_follow() -> None:
+    plan, notes = repair(_draft(_t("T1", steps=[_s("S1"), _s("S1"), _s("S5"),
+                                                 _s("S2", "S5")])))
+    assert [(s.label, s.depends_on) for s in plan.tasks[0].steps] == [
+        ("S1", []), ("S2", []), ("S3", []), ("S4", ["S3"])]
+    assert notes == ["acode renumbered the step labels of task T1 (the model used 'S1' more than once)"]
+
+
+def test_a_dependency_on_a_label_used_twice_cannot_be_read_and_stays_a_problem() -> None:
+    plan, notes = repair(_draft(_t("T1", steps=[_s("S1"), _s("S1"), _s("S2", "S1")])))
+    assert notes == [] and problems(plan)[0].message == "step label 'S1' is used more than once in task T1"
+
+
+def test_a_step_depending_on_its_own_task_or_itself_loses_that_dependency() -> None:
+    plan, notes = repair(_draft(_t("T1", steps=[_s("S1", "T1"), _s("S2", "S2", "S1"), _s("S3", "T1/S2")])))
+    assert [s.depends_on for s in plan.tasks[0].steps] == [[], ["S1"], ["S2"]]
+    assert notes == ["acode dropped step T1/S1's dependency on its own task T1",
+                     "acode dropped the dependency of step T1/S2 on itself",
+                     "acode read step T1/S3's dependency 'T1/S2' as step S2"]
+
+
+def test_a_step_depending_on_another_task_makes_its_task_depend_on_that_task() -> None:
+    plan, notes = repair(_draft(_t("T1"), _t("T2", steps=[_s("S1", "T1"), _s("S2", "T1/S1", "S1")])))
+    assert plan.tasks[1].depends_on == ["T1"]
+    assert [s.depends_on for s in plan.tasks[1].steps] == [[], ["S1"]]
+    assert len(notes) == 2 and problems(plan) == []
+    assert [f"{t.label}/{s.label}" for t, s in ordered_steps(finalize(plan, version=1))] == ["T1/S1", "T2/S1",
+                                                                                           "T2/S2"]
+
+
+def test_a_task_depending_on_a_step_label_depends_on_the_one_task_holding_it() -> None:
+    plan, notes = repair(_draft(_t("T1", steps=[_s("S7")]), _t("T2", "S7"), _t("T3", "T1/S7")))
+    assert [t.depends_on for t in plan.tasks] == [[], ["T1"], ["T1"]]
+    assert notes == ["acode read task T2's dependency 'S7' as task T1",
+                     "acode read task T3's dependency 'T1/S7' as task T1"]
+
+
+def test_unknown_and_ambiguous_dependencies_stay_problems() -> None:
+    plan, notes = repair(_draft(_t("T1"), _t("T2", "S1"), _t("T3", "T9", steps=[_s("S1", "S4")])))
+    assert notes == []
+    assert [p.message for p in problems(plan)] == [
+        "task T2 depends on unknown task 'S1'", "task T3 depends on unknown task 'T9'",
+        "step T3/S1 depends on unknown step 'S4'"]
+
+
+def test_a_repair_that_would_make_a_cycle_is_not_made() -> None:
+    draft = _draft(_t("T1", steps=[_s("S1", "T2")]), _t("T2", "T1"))
+    assert repair(draft) == (draft, [])
+    assert [p.message for p in problems(draft)] == ["step T1/S1 depends on unknown step 'T2'"]
+
+
+def test_a_task_without_steps_gets_one_doing_the_task() -> None:
+    plan, notes = repair(_draft(_t("T1", steps=[], description="add farewell()",
+                                   resources={"write": ["greet.py"]})))
+    [step] = plan.tasks[0].steps
+    assert (step.label, step.title, step.description, step.action) == ("S1", "task T1", "add farewell()",
+                                                                       "modify_file")
+    assert notes == ["acode gave task T1, which had no steps, one step doing the task"]
+
+
+def test_needs_clarification_without_questions_but_with_tasks_is_ready() -> None:
+    plan, notes = repair(_draft(_t("T1"), status="needs_clarification"))
+    assert plan.status == "ready" and problems(plan) == [] and len(notes) == 1
+
+
+def test_duplicate_task_labels_are_not_repaired() -> None:
+    draft = _draft(_t("T1", criteria=("A1",)), _t("T1", criteria=("A1",)))
+    assert repair(draft) == (draft, [])

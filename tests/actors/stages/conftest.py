@@ -4,7 +4,8 @@ A :class:`Stack` (one per test module: starting three processes per test would b
 owns broker, persistence and sandbox processes and its acode home. :meth:`Stack.stage`
 makes a fresh session (its snapshot committed through persistence), a workspace (its
 baseline recorded for the verifier and the reviewer, as the planner would) and a
-:class:`StageContext` whose model is the scripted one, with the requests it is sent
+:class:`StageContext` whose model is the scripted one (or ``provider``, e.g. the stand-in
+server), with the requests it is sent
 recorded for the test to read. Retry waits are shortened; everything else is what the
 stage actor would run.
 
@@ -89,7 +90,8 @@ class Stack:
     def stage(self, stage: Stage, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
               files: dict[str, str] | None = None, feedback: Any = None, visit: int = 1,
               session_id: str | None = None, workspace: Path | None = None,
-              kept_steps: list[str] | None = None, **settings: Any) -> Run:
+              kept_steps: list[str] | None = None, task: str = "the test's task", provider: Any = None,
+              **settings: Any) -> Run:
         session_id = session_id or new_id()
         if workspace is None:
             workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.home))
@@ -97,13 +99,13 @@ class Stack:
                 (workspace / name).parent.mkdir(parents=True, exist_ok=True)
                 (workspace / name).write_text(text)
         script = msgspec.json.encode({"version": 1, "responses": {stage: responses}}).decode()
-        full = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name=f"{stage}-{session_id}"),
-                               **settings)
-        snapshot = SessionSnapshot(id=session_id, task="the test's task", workspace=str(workspace), stage=stage,
+        full = SessionSettings(provider=provider or ScriptedProvider(script_yaml=script,
+                                                                     script_name=f"{stage}-{session_id}"), **settings)
+        snapshot = SessionSnapshot(id=session_id, task=task[:100], workspace=str(workspace), stage=stage,
                                    settings=full, created_at=time.time(), updated_at=time.time())
         finalized = finalize(msgspec.convert(plan, TaskPlan), version=1) if plan is not None else None
         request = RunStage(session_id=session_id, stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
-                           task="the test's task", workspace=str(workspace), settings=full, plan=finalized,
+                           task=task, workspace=str(workspace), settings=full, plan=finalized,
                            feedback=feedback, kept_steps=kept_steps or [])
         ctx = StageContext(request, clients=self.clients, cancel=threading.Event(), log=structlog.get_logger())
         ctx.persistence(Commit(session_id=session_id, snapshot=snapshot))

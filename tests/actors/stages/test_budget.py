@@ -12,9 +12,9 @@ SMALL = SessionSettings(provider=OllamaProvider(model="m", num_ctx=8_192))
 
 
 def test_each_stage_gets_its_share_of_the_context_less_the_answers_reserve() -> None:
-    # 8192 tokens less 1024 for the answer: 7168, of which 40/30/15/15 %
+    # 8192 tokens less 1024 for the answer: 7168, of which 25/45/15/15 %
     assert [stage_budget(SMALL, s) for s in ("planner", "executor", "verifier", "reviewer")] == [
-        2_867, 2_150, 1_075, 1_075]
+        1_792, 3_225, 1_075, 1_075]
     custom = SessionSettings(provider=OllamaProvider(model="m", num_ctx=8_192), token_budget={"reviewer": 50})
     assert stage_budget(custom, "reviewer") == 3_584
     assert stage_budget(SessionSettings(), "reviewer") == 4_300  # the scripted model: a 32k window

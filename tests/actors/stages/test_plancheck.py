@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
-from actors.stages.plancheck import plan_problems, read_plan
-from protocol.plan import PlanProblem, TaskPlan
+from actors.stages.plancheck import plan_problems, read_plan, rules_questions
+from protocol.plan import PlanProblem, Question, TaskPlan
 from protocol.sandbox import SandboxPolicy
 
 
@@ -54,7 +55,7 @@ def test_an_answer_that_is_not_a_plan_says_why(text: str, problem: str) -> None:
 
 def test_every_broken_task_and_question_is_named_with_its_position() -> None:
     raw = {"goal": "g", "tasks": [
-        _task("T1", complexity=4),
+        _task("T1", complexity=40),
         {"label": "T2"},
         _task("T3", steps=[{"label": "S1", "title": "x", "action": "delete_file"}]),
         _task("T4"),
@@ -62,7 +63,7 @@ def test_every_broken_task_and_question_is_named_with_its_position() -> None:
     plan, problems = read_plan(json.dumps(raw))
     assert plan is None
     assert problems == [
-        "Invalid enum value 4 - at `$.tasks[0].complexity`",
+        "Invalid enum value 40 - at `$.tasks[0].complexity`",
         "Object missing required field `title` - at `$.tasks[1]`",
         "Invalid enum value 'delete_file' - at `$.tasks[2].steps[0].action`",
         "Object missing required field `question` - at `$.questions[0]`",
@@ -136,3 +137,71 @@ def test_a_task_above_the_complexity_cap_is_sent_back_to_be_split() -> None:
     assert [p.message for p in plan_problems(plan, SandboxPolicy(), 21)] == [
         "task T1 has complexity 34; at most 21 is allowed: split it into smaller tasks"]
     assert plan_problems(plan, SandboxPolicy()) == []  # no cap by default
+
+
+# --- what a small model means ----------------------------------------------------------------------
+
+
+def test_a_complexity_between_the_allowed_values_is_rounded_up_and_tool_names_are_read_as_actions() -> None:
+    steps = [{"label": "S1", "title": "a", "action": "create_file"}, {"label": "S2", "title": "b",
+                                                                      "action": "run_terminal"}]
+    notes: list[str] = []
+    plan, problems = read_plan(json.dumps({"goal": "g", "tasks": [_task(complexity=4, steps=steps),
+                                                                  _task("T2", complexity=1)]}), notes)
+    assert problems == [] and plan is not None
+    assert [t.complexity for t in plan.tasks] == [5, 1]
+    assert [s.action for s in plan.tasks[0].steps] == ["write_file", "run_command"]
+    assert notes == ["acode read task T1's complexity 4 as 5", "acode read step T1/S1's action 'create_file' as "
+                     "'write_file'", "acode read step T1/S2's action 'run_terminal' as 'run_command'"]
+
+
+@pytest.mark.parametrize("value", [0, 35, "3", True])
+def test_a_complexity_outside_the_scale_is_still_a_problem(value: object) -> None:
+    plan, problems = read_plan(json.dumps({"goal": "g", "tasks": [_task(complexity=value)]}))
+    assert plan is None and problems[0].endswith("- at `$.tasks[0].complexity`")
+
+
+@pytest.mark.parametrize(("question", "about_rules"), [
+    ("What is the correct criterion label?", True),
+    ("Should the criteria labels be unique across the plan?", True),
+    ("Which label should A1 get?", True),
+    ("Is depends_on a list of task labels?", True),
+    ("Should farewell() say 'Bye' or 'Goodbye'?", False),
+    ("What text should the button label show?", False),
+    ("Which dependency should be added to requirements.txt?", False),
+])
+def test_questions_about_acodes_plan_rules_are_told_from_questions_about_the_task(
+        question: str, about_rules: bool) -> None:
+    plan = TaskPlan(goal="g", status="needs_clarification", questions=[Question(label="Q1", question=question)])
+    left, asked = rules_questions(plan)
+    assert (asked != []) is about_rules
+    assert (left.questions == []) is about_rules
+
+
+def test_a_plan_with_tasks_whose_only_questions_are_about_the_rules_is_ready() -> None:
+    plan = msgspec.structs.replace(_plan(_task()), status="needs_clarification",
+                                   questions=[Question(label="Q1", question="What is the correct criterion label?")])
+    left, asked = rules_questions(plan)
+    assert (left.status, left.questions, len(asked)) == ("ready", [], 1)
+
+
+def test_strings_where_lists_belong_a_check_given_as_its_command_and_a_missing_title_are_read() -> None:
+    task = {"label": "T1", "description": "Write hello.py\nthat prints hello", "depends_on": "",
+            "resources": {"write": "hello.py", "commands": "python hello.py"},
+            "acceptance": [{"label": "A1", "description": "prints hello", "check": "python hello.py"}],
+            "steps": [{"label": "S1", "description": "write it", "action": "write_file"},
+                      {"label": "S2", "title": "run it", "action": "run_command", "depends_on": "S1"}]}
+    notes: list[str] = []
+    plan, problems = read_plan(json.dumps({"goal": "g", "tasks": [task]}), notes)
+    assert problems == [] and plan is not None
+    [t1] = plan.tasks
+    assert (t1.title, t1.depends_on, t1.resources.write, t1.resources.commands) == (
+        "Write hello.py", [], ["hello.py"], ["python hello.py"])
+    assert t1.acceptance[0].check is not None and t1.acceptance[0].check.command == "python hello.py"
+    assert [(s.title, s.depends_on) for s in t1.steps] == [("write it", []), ("run it", ["S1"])]
+    assert notes == ["acode titled task T1 by its description", "acode read task T1's depends_on as a list",
+                     "acode read task T1's resources.write as a list",
+                     "acode read task T1's resources.commands as a list",
+                     "acode read criterion A1's check as its command", "acode titled step T1/S1 by its description",
+                     "acode read step T1/S2's depends_on as a list"]
+    assert plan_problems(plan, SandboxPolicy()) == []

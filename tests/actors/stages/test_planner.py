@@ -22,9 +22,18 @@ from protocol.messages import Commit, RunStage, StageDone
 from protocol.plan import TaskPlan, finalize
 from protocol.results import StageResult
 from protocol.sandbox import SandboxPolicy
-from protocol.session import Clarification, Feedback, FeedbackItem, ScriptedProvider, SessionSettings, SessionSnapshot
+from protocol.session import (
+    Clarification,
+    Feedback,
+    FeedbackItem,
+    OllamaProvider,
+    ScriptedProvider,
+    SessionSettings,
+    SessionSnapshot,
+)
 from tests.actors.stages.conftest import write
 from tests.harness import Harness, wait_until
+from tests.modelserver import Json, ModelServer
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +71,17 @@ GOOD = _plan(_task("T1", resources={"write": ["greet.py"], "commands": ["python 
 
 class Planner:
     def __init__(self, actors: Harness, workspace: Path, responses: list[dict[str, Any]], *,
-                 task: str = "Add farewell(name) to greet.py", sandbox: SandboxPolicy | None = None):
+                 task: str = "Add farewell(name) to greet.py", sandbox: SandboxPolicy | None = None,
+                 server: ModelServer | None = None):
         self.actors = actors
         self.client = actors.client()
         self.workspace = workspace
         self.task = task
         self.session_id = new_id()
         script = json.dumps({"version": 1, "responses": {"planner": responses}})  # JSON is YAML
-        self.settings = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name="planner.yaml"),
-                                        sandbox=sandbox or SandboxPolicy())
+        provider = (OllamaProvider(base_url=server.url, model="test-model", num_ctx=8_192) if server is not None
+                    else ScriptedProvider(script_yaml=script, script_name="planner.yaml"))
+        self.settings = SessionSettings(provider=provider, sandbox=sandbox or SandboxPolicy())
         snapshot = SessionSnapshot(id=self.session_id, task=task[:100], workspace=str(workspace),
                                    settings=self.settings)
         self.client.call("persistence", Commit(session_id=self.session_id, snapshot=snapshot), timeout=10,
@@ -150,7 +161,7 @@ def test_three_bad_plans_fail_the_stage_with_plan_004_listing_the_last_problems(
         actors: Harness, workspace: Path) -> None:
     planner = Planner(actors, workspace, [
         {"content": "First I would like to read greet.py."},
-        _plan(_task("T1", complexity=4)),
+        _plan(_task("T1", complexity=40)),
         _plan(_task("T1"), _task("T2", "T9", resources={"write": ["../x.py"]})),
     ])
     result = planner.run()
@@ -163,7 +174,7 @@ def test_three_bad_plans_fail_the_stage_with_plan_004_listing_the_last_problems(
     assert [(e["call_site"], e["retrying"]) for e in planner.log("plan_rejected")] == [
         ("plan", True), ("plan/retry1", True), ("plan/retry2", False)]
     assert planner.log("plan_rejected")[0]["problems"][0].startswith("the answer is not one JSON object")
-    assert planner.log("plan_rejected")[1]["problems"] == ["Invalid enum value 4 - at `$.tasks[0].complexity`"]
+    assert planner.log("plan_rejected")[1]["problems"] == ["Invalid enum value 40 - at `$.tasks[0].complexity`"]
     assert result.metrics.model_calls == 3
 
 
@@ -201,3 +212,140 @@ def test_a_replan_keeps_completed_tasks_and_says_what_changed(actors: Harness, w
     assert replanned["reason"] == "no unit test for farewell()" and replanned["version"] == 2
     [prepared] = planner.log("context_prepared")
     assert prepared["sections"][-4:] == ["plan:v1", "feedback:reviewer", "clarifications:answers", "task:task"]
+
+
+# --- what a small model writes (issue 25): the stand-in server plays the real answers ---------------
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+def _criterion(label: str, what: str) -> dict[str, Any]:
+    return {"label": label, "description": what, "check": {"command": "python -m unittest -q"}}
+
+
+def test_duplicate_criterion_labels_are_renumbered_without_asking_anyone(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    # Qwen2.5-Coder-1.5B numbered each task's criteria from A1; acode's correction then got a
+    # question back ("What is the correct criterion label?") and the session paused for the user.
+    answer = _plan(_task("T1", acceptance=[_criterion("A1", "farewell exists"), _criterion("A2", "tests pass")]),
+                   _task("T2", "T1", acceptance=[_criterion("A1", "greet still works")]))["json"]
+    server.by_stage(planner=[Json(answer)])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert [[c.label for c in t.acceptance] for t in result.plan.tasks] == [["A1", "A2"], ["A3"]]
+    assert [c.description for c in result.plan.criteria()] == ["farewell exists", "tests pass", "greet still works"]
+    assert len(server.chats) == 1 and planner.log("plan_rejected") == []
+    note = "acode renumbered the criterion labels (the model used 'A1' more than once)"
+    assert result.summary == f"plan v1: 2 task(s), 2 step(s); {note}"
+    assert planner.log("plan_repaired")[0]["notes"] == [note]
+
+
+def test_a_step_depending_on_a_task_label_is_read_as_the_task_dependency_it_means(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    steps = [{"label": "S1", "title": "write farewell", "action": "modify_file", "depends_on": ["T1"]},
+             {"label": "S2", "title": "run the tests", "action": "run_command", "depends_on": ["T1"]}]
+    answer = _plan(_task("T1"), _task("T2", steps=steps))["json"]
+    answer["tasks"][0]["steps"][0]["depends_on"] = ["T1"]  # its own task: nothing to wait for
+    server.by_stage(planner=[Json(answer)])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    t1, t2 = result.plan.tasks
+    assert (t1.depends_on, [s.depends_on for s in t1.steps]) == ([], [[]])
+    assert (t2.depends_on, [s.depends_on for s in t2.steps]) == (["T1"], [[], []])
+    assert len(server.chats) == 1
+    assert planner.log("plan_repaired")[0]["notes"] == [
+        "acode dropped step T1/S1's dependency on its own task T1",
+        "acode made task T2 depend on task T1 (step S1 depended on 'T1')",
+        "acode made task T2 depend on task T1 (step S2 depended on 'T1')"]
+
+
+def test_a_question_about_acodes_plan_rules_goes_back_to_the_model_never_to_the_user(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
+             "questions": [{"label": "Q1", "question": "What is the correct criterion label?"}]}
+    server.by_stage(planner=[Json(asked), Json(GOOD["json"])])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert result.plan.status == "ready" and result.plan.questions == []
+    assert result.summary == "plan v1: 2 task(s), 2 step(s) (after 1 correction)"
+    first, second = server.chats
+    told = second.messages[-1]["content"]
+    assert "'What is the correct criterion label?'" in told and "criteria A1, A2, ... unique in the whole plan" in told
+    assert [e["questions"] for e in planner.log("plan_rules_question")] == [["What is the correct criterion label?"]]
+
+
+def test_the_real_sequence_a_correction_then_a_question_about_labels_ends_in_a_plan_not_a_pause(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    # Issue 25 #6 as it happened: a plan with a duplicate A1 (and here a real problem beside it,
+    # so a correction is sent), then a question about the label instead of a plan.
+    first = _plan(_task("T1", "T9", acceptance=[_criterion("A1", "a")]),
+                  _task("T2", acceptance=[_criterion("A1", "b")]))["json"]
+    asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
+             "questions": [{"label": "Q1", "question": "What is the correct criterion label?"}]}
+    server.by_stage(planner=[Json(first), Json(asked), Json(GOOD["json"])])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None and result.plan.status == "ready", result.error
+    assert len(server.chats) == 3
+    corrections = [r.messages[-1]["content"] for r in server.chats[1:]]
+    assert "task T1 depends on unknown task 'T9'" in corrections[0]
+    assert "used more than once" not in corrections[0]  # acode renumbered it: nobody is asked about it
+    assert "are about acode's plan rules, which the user does not decide" in corrections[1]
+
+
+def test_a_real_question_still_reaches_the_user_and_a_rules_one_beside_it_is_left_out(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
+             "questions": [{"label": "Q1", "question": "Should farewell() say 'Bye' or 'Goodbye'?"},
+                           {"label": "Q2", "question": "Which label should A1 get?"}]}
+    server.by_stage(planner=[Json(asked)])
+    result = Planner(actors, workspace, [], server=server).run()
+    assert result.ok and result.plan is not None, result.error
+    assert result.plan.status == "needs_clarification"
+    assert [q.question for q in result.plan.questions] == ["Should farewell() say 'Bye' or 'Goodbye'?"]
+
+
+@pytest.mark.parametrize(("task", "files", "write", "check", "expect"), [
+    ("implement `has_close_elements` in solution.py so that test_solution.py passes",
+     {"solution.py": "def has_close_elements(numbers, threshold):\n    pass\n",
+      "test_solution.py": "from solution import has_close_elements\n"},
+     "solution.py", "python -m pytest -q test_solution.py", None),
+    ("Create hello.py that prints hello", {}, "hello.py", "python hello.py", "hello"),
+], ids=["humaneval", "hello"])
+def test_a_task_that_names_its_file_and_check_is_planned_without_a_model_call(
+        actors: Harness, tmp_path: Path, server: ModelServer, task: str, files: dict[str, str], write: str,
+        check: str, expect: str | None) -> None:
+    server.by_stage()  # no answer queued: a request would fail the test
+    planner = Planner(actors, write_dir(tmp_path / "w", files), [], task=task, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert server.chats == [] and result.metrics.model_calls == 0
+    assert result.summary == "plan v1: 1 task(s), 1 step(s) (derived from the task without a model call)"
+    plan = result.plan
+    [task_] = plan.tasks
+    assert plan.goal == task and (task_.resources.write, len(task_.steps)) == ([write], 1)
+    [criterion] = plan.criteria()
+    assert criterion.check is not None and (criterion.check.command, criterion.check.expect_output) == (check, expect)
+    assert "src" not in json.dumps(msgspec.to_builtins(plan))  # nothing the task did not state
+    assert planner.log("plan_derived")[0]["write"] == [write]
+
+
+def test_a_task_naming_a_test_file_that_does_not_exist_is_planned_by_the_model(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    server.by_stage(planner=[Json(GOOD["json"])])
+    planner = Planner(actors, workspace, [], task="implement farewell in greet.py so that test_greet.py passes",
+                      server=server)
+    result = planner.run()
+    assert result.ok and len(server.chats) == 1 and planner.log("plan_derived") == []
+
+
+def write_dir(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    return write(root, files)

@@ -85,3 +85,12 @@ def test_the_reviewers_result_lists_what_commands_did_as_well(stack: Stack) -> N
     assert result.review is not None and result.review.decision == "approve"
     assert result.changes is not None and result.changes.total == 2
     assert [(c.status, c.path) for c in result.changes.files] == [("deleted", "a.txt"), ("modified", "b.txt")]
+
+
+def test_the_reviewer_is_told_where_the_task_wants_the_files_it_names(stack: Stack) -> None:
+    run = stack.stage("reviewer", [_answer("approve")], PLAN, task="Create hello.py that prints hello")
+    reviewer.run(run.ctx)
+    system, user = (m.content for m in run.spy.requests[0].messages)
+    assert "every file the task names is at the path it names" in system
+    assert "The task names these files, each to be at exactly that path: hello.py" in user
+    assert "src/app.py" not in system  # no example path a model copies

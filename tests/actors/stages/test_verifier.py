@@ -22,8 +22,10 @@ from protocol.errors import ModelError, OrchestrationError
 from protocol.events import CheckRan
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.results import ExecutionReport, StageResult, StepRecord
-from protocol.session import SessionSnapshot
+from protocol.sandbox import SandboxPolicy
+from protocol.session import OllamaProvider, SessionSnapshot
 from tests.actors.stages.conftest import Stack
+from tests.modelserver import Json, ModelServer
 
 # Each copy marks that it started, then waits for its partner's mark: two copies pass only
 # if they run at the same time.
@@ -220,3 +222,65 @@ def test_checks_that_pass_do_not_verify_a_workspace_whose_git_directory_is_gone(
 def _commit(run: Any) -> str:
     record = json.loads((run.stack.home / "run" / "baselines" / run.ctx.session_id / "baseline.json").read_text())
     return str(record["commit"])[:12]
+
+
+# --- the files the task names, where it names them (issue 25 #7) ------------------------------------
+
+HELLO = "Create hello.py that prints hello"
+
+
+def _hello_plan() -> dict[str, Any]:
+    return plan({"label": "A1", "description": "hello.py prints hello"})
+
+
+def test_a_file_the_task_names_written_in_another_directory_fails_f1_even_when_the_model_accepts_it(
+        stack: Stack) -> None:
+    # The real session: the model wrote src/hello.py for "Create hello.py", and the verifier's
+    # model (shown the diff) and the reviewer both accepted it.
+    with ModelServer() as server:
+        server.by_stage(verifier=[Json({"passed": True, "summary": "prints hello", "criteria": [
+            {"label": "A1", "passed": True, "evidence": "src/hello.py prints hello"}]})])
+        run = stack.stage("verifier", [], _hello_plan(), task=HELLO,
+                          provider=OllamaProvider(base_url=server.url, model="test-model", num_ctx=8_192))
+        (run.workspace / "src").mkdir()
+        (run.workspace / "src" / "hello.py").write_text("print('hello')\n")
+        record = StepRecord(session_id=run.ctx.session_id, visit=1, task="T1", step="S1", status="completed",
+                            files_changed=["src/hello.py"])
+        previous = StageResult(session_id=run.ctx.session_id, stage="executor", visit=1, attempt=1, ok=True,
+                               execution=ExecutionReport(steps=[record]))
+        run.ctx.request = msgspec.structs.replace(run.ctx.request, previous=previous)
+        result = verifier.run(run.ctx)
+        assert [r.stage for r in server.chats] == ["verifier"]
+    answer = result.verification
+    assert answer is not None and not answer.passed
+    assert [(c.label, c.passed) for c in answer.criteria] == [("A1", True), ("F1", False)]
+    assert answer.criteria[1].evidence == (
+        "the task names hello.py, but no file hello.py exists at the workspace root; this session wrote src/hello.py "
+        "instead: the file belongs at hello.py (move it there, or write it there and delete the other)")
+    assert answer.summary.startswith("F1 failed: the task names hello.py, but no file hello.py exists")
+    assert result.rework is not None and (result.rework.rule, result.rework.rerun) == ("files", ["T1/S1"])
+    snapshot = SessionSnapshot(id=run.ctx.session_id, task=HELLO, workspace=str(run.workspace), stage="verifier",
+                               visits={"verifier": 1})
+    decision = machine.on_result(snapshot, result, now=time.time())
+    assert decision.snapshot.stage == "executor"  # not the reviewer: the file goes where the task said
+    assert decision.snapshot.feedback is not None and decision.snapshot.feedback.items[-1].label == "F1"
+
+
+@pytest.mark.parametrize(("task", "files", "written"), [
+    (HELLO, {}, {"hello.py": "print('hello')\n"}),  # written this session
+    (HELLO, {"hello.py": "print('hello')\n"}, {}),  # there before, unchanged
+    ("Create hello.py in src", {}, {"src/hello.py": "print('hello')\n"}),  # the task places it
+    ("Delete hello.py and create greet.py", {"hello.py": "x\n"}, {}),  # a task that deletes: nothing required
+], ids=["written", "unchanged", "placed", "deletes"])
+def test_a_file_at_the_path_the_task_names_or_a_task_that_is_not_certain_adds_no_criterion(
+        stack: Stack, task: str, files: dict[str, str], written: dict[str, str]) -> None:
+    run = stack.stage("verifier", [], plan(check("A1", "python -c pass")), files=files, task=task,
+                      sandbox=SandboxPolicy(allow_inline_code=True))
+    for name, text in written.items():
+        (run.workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (run.workspace / name).write_text(text)
+    if task.startswith("Delete"):
+        (run.workspace / "hello.py").unlink()
+    result = verifier.run(run.ctx)
+    assert result.verification is not None and result.verification.passed, result.verification
+    assert [c.label for c in result.verification.criteria] == ["A1"]
