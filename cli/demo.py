@@ -9,9 +9,13 @@ stops the actors if it started them. The workspace is kept for you to look at.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+
+import msgspec
 
 from actors.paths import RunPaths
 from cli import daemon
@@ -48,6 +52,10 @@ def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
         before = _manifest(workspace)
         settings = session_settings(resolve(home=paths.home, workspace=workspace, flags={
             "model.provider": "scripted", "model.script": str(EXAMPLE / "script.yaml")}))
+        # The example's check is `python -m unittest`: the Python acode runs on answers it, also
+        # where the user's PATH has no `python` (only python3). A user's own task gets their PATH.
+        path = os.pathsep.join([os.path.dirname(sys.executable), settings.sandbox.path or os.defpath])
+        settings = msgspec.structs.replace(settings, sandbox=msgspec.structs.replace(settings.sandbox, path=path))
         echo(f"task: {TASK}\nworkspace: {workspace}\n")
         with Connection(paths.home) as connection:
             session_id = new_id()
