@@ -3,8 +3,8 @@
 A :class:`ModelProfile` says how the executor's tool surface suits a model: its edit style
 (``search_replace``: modify_file is offered; ``whole_file``: it is not, and a file is
 changed by writing its whole new text with write_file, what a small model gets right), the
-tools offered (the control tools always are; a tool left out is still accepted when the
-model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
+other tools offered (the control tools always are; a tool left out is still accepted when
+the model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
 a temperature, and a prompt style for the stages that have a compact prompt.
 
 It is resolved once, when the session is submitted (:func:`profile_for`, called by
@@ -118,11 +118,13 @@ def unknown_tools(names: list[str]) -> list[str]:
 
 
 def offered_tools(profile: ModelProfile) -> frozenset[str]:
-    """The tools offered under ``profile``: its list (or all) with the control tools, less
-    modify_file when its edit style is ``whole_file``."""
+    """The tools offered under ``profile``: its list (or all) with the control tools, and
+    modify_file exactly when its edit style is ``search_replace`` (the edit style decides it)."""
     names = set(profile.tools or TOOL_ARGS) | CONTROL_TOOLS
     if profile.edit_style == "whole_file":
         names.discard("modify_file")
+    else:
+        names.add("modify_file")
     return frozenset(names & set(TOOL_ARGS))
 
 

@@ -97,8 +97,9 @@ class Stack:
                 (workspace / name).parent.mkdir(parents=True, exist_ok=True)
                 (workspace / name).write_text(text)
         script = msgspec.json.encode({"version": 1, "responses": {stage: responses}}).decode()
-        full = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name=f"{stage}-{session_id}"),
-                               **settings)
+        provider = settings.pop("provider", None) or ScriptedProvider(script_yaml=script,  # or a model server's
+                                                                      script_name=f"{stage}-{session_id}")
+        full = SessionSettings(provider=provider, **settings)
         snapshot = SessionSnapshot(id=session_id, task="the test's task", workspace=str(workspace), stage=stage,
                                    settings=full, created_at=time.time(), updated_at=time.time())
         finalized = finalize(msgspec.convert(plan, TaskPlan), version=1) if plan is not None else None
