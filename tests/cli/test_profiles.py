@@ -14,7 +14,7 @@ import pytest
 
 from cli.config import resolve, session_settings
 from protocol.errors import ConfigError
-from protocol.profiles import ModelProfile, model_size, offered_tools, profile_for, tool_surface
+from protocol.profiles import ModelProfile, ProfileOverride, model_size, offered_tools, profile_for, tool_surface
 from protocol.session import OllamaProvider, OpenAIProvider, SessionSettings
 from protocol.tools import tool_definitions
 
@@ -47,21 +47,13 @@ def test_a_small_qwen_coder_gets_the_small_profile_and_anything_else_todays_beha
 
 
 def test_a_config_entry_matching_the_name_overrides_the_profile_it_would_get() -> None:
-    overrides = {"nomatch*": msgspec.convert({"edit_style": "whole_file"}, type=_override()),
-                 "QWEN2.5-coder": msgspec.convert({"temperature": 0.2, "tools": ["write_file", "read_file"]},
-                                                  type=_override())}
+    overrides = {"nomatch*": ProfileOverride(edit_style="whole_file"),
+                 "QWEN2.5-coder": ProfileOverride(temperature=0.2, tools=["write_file", "read_file"])}
     profile = profile_for("qwen2.5-coder:1.5b", overrides)  # a substring, matched whatever the case
     assert (profile.name, profile.temperature, profile.tools, profile.edit_style) == (
         "config:QWEN2.5-coder", 0.2, ["write_file", "read_file"], "whole_file")  # the rest from "small"
-    glob = profile_for("deepseek-coder:6.7b", {"deepseek-*": msgspec.convert({"compact_tools": False},
-                                                                             type=_override())})
+    glob = profile_for("deepseek-coder:6.7b", {"deepseek-*": ProfileOverride(compact_tools=False)})
     assert (glob.name, glob.compact_tools, glob.edit_style) == ("config:deepseek-*", False, "search_replace")
-
-
-def _override() -> type:
-    from protocol.profiles import ProfileOverride
-
-    return ProfileOverride
 
 
 def test_the_tool_surface_follows_the_profile_and_the_context() -> None:
