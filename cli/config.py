@@ -29,16 +29,18 @@ from cli.thinking import INTERVAL_ENV
 from protocol.autonomy import Approvals
 from protocol.errors import ConfigError
 from protocol.printable import printable
+from protocol.profiles import ModelProfile, ProfileOverride, profile_for, unknown_tools
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
 from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
 from protocol.stages import STAGES
+from protocol.tools import OFFER_ORDER
 
 if TYPE_CHECKING:
     from actors.coordinator.actor import CoordinatorOptions
 
-__all__ = ["AcodeConfig", "approvals_of", "load_file", "provider_spec", "resolve", "sandbox_policy", "session_settings",
-           "up_options", "decode_file", "workspace_layer"]
+__all__ = ["AcodeConfig", "approvals_of", "load_file", "model_profile", "provider_spec", "resolve", "sandbox_policy",
+           "session_settings", "up_options", "decode_file", "workspace_layer"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -156,6 +158,8 @@ class Model(_Section, frozen=True):
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] | None = None
     stage_max_tokens: dict[Literal["planner", "executor", "verifier", "reviewer"],
                            Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]] | None = None
+    # model-name pattern -> what to change in the profile it gets (protocol/profiles.py)
+    profiles: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=256)], ProfileOverride] | None = None
 
 
 class Supervision(_Section, frozen=True):
@@ -490,6 +494,11 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
     p, e = config.planner, config.executor
     if _stage_options(o.stages or {}):
         limits["verify"] = 0  # the verifier's auto_retry_on_failure: false: a failed verification pauses
+    provider = provider_spec(config)
+    profile = model_profile(config, provider)
+    if profile.temperature is not None and config.model.temperature is None \
+            and isinstance(provider, OllamaProvider | OpenAIProvider):
+        provider = msgspec.structs.replace(provider, temperature=profile.temperature)
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
@@ -498,7 +507,7 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         command_timeout=config.sandbox.command_timeout or defaults.command_timeout,
         output_limit_bytes=config.sandbox.output_limit_bytes or defaults.output_limit_bytes,
         sandbox=sandbox_policy(config, home=home),
-        provider=provider_spec(config),
+        provider=provider,
         verify_commands=config.verification.commands or [],
         planner_context_tokens=config.planner.context_tokens or defaults.planner_context_tokens,
         tool_result_tokens=config.executor.tool_result_tokens or defaults.tool_result_tokens,
@@ -518,7 +527,21 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         plan_review=bool((o.stages or {}).get("planner", StageOptions()).require_human_approval),
         autonomy=config.autonomy if config.autonomy is not None else defaults.autonomy,
         approvals=approvals_of(config),
+        profile=profile,
     )
+
+
+def model_profile(config: AcodeConfig, provider: ProviderSpec | None) -> ModelProfile:
+    """The profile of the model that answers the executor (:mod:`protocol.profiles`): a
+    ``model.profiles`` entry naming a tool that does not exist is refused (ACODE-CFG-001)."""
+    overrides = config.model.profiles or {}
+    for pattern, override in overrides.items():
+        wrong = unknown_tools(override.tools or [])
+        if wrong:
+            raise ConfigError(f"model.profiles.{pattern}.tools names {', '.join(map(repr, wrong))}, which is not a "
+                              f"tool; the tools are {', '.join(OFFER_ORDER)}")
+    model = provider.model_for("executor") if isinstance(provider, OllamaProvider | OpenAIProvider) else None
+    return profile_for(model, overrides)
 
 
 def approvals_of(config: AcodeConfig) -> Approvals:

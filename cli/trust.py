@@ -12,7 +12,8 @@ tables (a test fails when a new setting is in neither):
   (``extra_commands``, ``allowed_commands``, ``shell_commands``, ``pass_env``,
   ``read_paths``, ``write_paths``) keep only the items the user already grants.
 - :data:`WORKSPACE_OK`: what the model sees and how long it may take (prompts' context,
-  models, budgets, stage and command timeouts, verification commands, cycle limits).
+  models and their profiles, budgets, stage and command timeouts, verification commands,
+  cycle limits).
 
 The order of strictness per key: ``autonomy`` lower; ``approvals.*`` auto < unset (the
 level decides) = prompt < deny; ``non_interactive_policy`` auto < skip = fail; booleans
@@ -200,7 +201,11 @@ WORKSPACE_OK = frozenset({
     "sandbox.command_timeout", "sandbox.output_limit_bytes",
     *(f"model.{k}" for k in ("provider", "script", "model", "stage_models", "num_ctx", "temperature", "seed",
                              "connect_timeout", "first_token_timeout", "idle_timeout", "max_retries",
-                             "backoff_initial", "backoff_max", "max_tokens", "stage_max_tokens")),
+                             "backoff_initial", "backoff_max", "max_tokens", "stage_max_tokens",
+                             # which tools are offered (a subset of the same tools, the control
+                             # tools always), how they are described, the temperature: nothing a
+                             # tool may do or an approval asks changes (protocol/profiles.py)
+                             "profiles")),
     # read by `acode up` only, which never reads a workspace file
     *(f"supervision.{k}" for k in ("heartbeat_interval", "liveness", "restart_intensity", "restart_period",
                                    "backoff_initial", "backoff_max", "ready_timeout", "stop_timeout")),

@@ -15,6 +15,7 @@ import msgspec
 
 from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.errors import ErrorInfo
+from protocol.profiles import ModelProfile
 from protocol.results import StageResult, WorkspaceChanges
 from protocol.sandbox import SandboxPolicy
 from protocol.stages import (
@@ -191,6 +192,9 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     autonomy: Level = 2
     approvals: Approvals = Approvals()
     approval_mode: ApprovalMode = "wait"
+    # How the executor's tools suit the model (protocol.profiles): chosen by the model's
+    # name when the session is submitted; the default is every model's behaviour.
+    profile: ModelProfile = ModelProfile()
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):

@@ -402,6 +402,7 @@ def _context_prep(runs: int) -> dict[str, object]:
 def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
     from actors.llm.openai import OpenAICompatibleModel
     from actors.stages.conversation import Conversation
+    from protocol.profiles import tool_surface
     from protocol.session import OpenAIProvider
     from tests.modelserver import ModelServer, Text
 
@@ -416,7 +417,8 @@ def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
             for turn in range(1, turns + 1):
                 server.queue(Text("ok"))
                 model.complete(ModelRequest(stage="executor", call_site=f"turn{turn}", nonce=fence.nonce,
-                                            messages=conversation.messages(budget), tools=executor._TOOLS),
+                                            messages=conversation.messages(budget),
+                                            tools=tool_surface(SessionSettings(provider=spec))),
                                seq=turn, cancel=threading.Event())
                 call = ModelToolCall(id=f"call_{turn}", name="read_file", arguments={"path": f"src/m{turn}.py"})
                 conversation.answer("", [call])

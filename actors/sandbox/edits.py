@@ -11,7 +11,14 @@ caller's business (:func:`actors.sandbox.files.modify_file` strips it and puts i
 
 Hints. A search that matches nowhere gets the *closest region* of the file quoted with
 line numbers, so the model can copy the real text instead of guessing again; one that
-matches several times gets the count and the first line numbers. The closest region is
+matches several times gets the count, the first line numbers and each of those matches
+with the line before and after it (numbered, so the model can add a neighbouring line to
+its search), and is told of ``line`` and, for a small file (at most
+:data:`SMALL_FILE_LINES` lines), of write_file.
+
+``line`` (issue 25): an edit whose search matches several times applies at the match
+whose lines hold ``line``, or else lie nearest it; two matches equally near refuse the
+edit as before, saying so. The caller learns which match was taken (``notes``). The closest region is
 found with a bounded cost, so a 10 MB file answers in well under a second:
 
 1. anchors: the search's longest distinct words (``\\w+``, at most :data:`_MAX_WORDS`) are
@@ -45,7 +52,8 @@ from actors.sandbox.confine import quote
 from protocol.errors import SandboxError
 from protocol.tools import Edit
 
-__all__ = ["apply_edits", "closest_region", "in_style", "newline_style", "number_lines", "region_hint"]
+__all__ = ["SMALL_FILE_LINES", "apply_edits", "closest_region", "in_style", "newline_style", "number_lines",
+           "region_hint"]
 
 _WORD = re.compile(r"\w+")
 _NUMBERED = re.compile(r"^\s*\d+\t")  # read_file's line-number prefix, copied by mistake
@@ -57,7 +65,11 @@ _COMPARE_BUDGET_S = 0.25
 _HINT_LINES = 10
 _HINT_LINE_CHARS = 200
 _SHOWN_MATCHES = 5
+_CONTEXT_MATCH_LINES = 3  # lines of one match shown (a longer one is cut after these)
+_CONTEXT_LINE_CHARS = 120
 _MAX_COUNT = 1000
+#: A file of at most this many lines is small: a refusal suggests write_file for it.
+SMALL_FILE_LINES = 100
 
 
 def newline_style(text: str) -> str | None:
@@ -178,15 +190,53 @@ def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
 
-def apply_edits(text: str, edits: Sequence[Edit], rel: str) -> str:
+def _nearest(text: str, found: Sequence[int], length: int, line: int) -> int | None:
+    """The match (a position in ``found``) whose lines hold ``line`` or lie nearest it; None
+    when two are equally near (the hint does not pick one)."""
+    def distance(at: int) -> int:
+        first = _line_of(text, at)
+        last = _line_of(text, at + max(length - 1, 0))
+        return 0 if first <= line <= last else min(abs(first - line), abs(last - line))
+    ranked = sorted(found, key=distance)
+    if len(ranked) > 1 and distance(ranked[0]) == distance(ranked[1]):
+        return None
+    return ranked[0]
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= _CONTEXT_LINE_CHARS else line[:_CONTEXT_LINE_CHARS] + "…"
+
+
+def _match_context(text: str, found: Sequence[int], length: int) -> str:
+    """Each of the first :data:`_SHOWN_MATCHES` matches with the line before and after it,
+    numbered as read_file numbers them, blocks separated by ``--``."""
+    lines = _lines(text)
+    blocks = []
+    for at in found[:_SHOWN_MATCHES]:
+        first = _line_of(text, at)
+        last = min(_line_of(text, at + max(length - 1, 0)), first + _CONTEXT_MATCH_LINES - 1)
+        start, end = max(first - 1, 1), min(last + 1, len(lines))
+        blocks.append(number_lines([_shown(line) for line in lines[start - 1:end]], start))
+    return "\n--\n".join(blocks)
+
+
+def apply_edits(text: str, edits: Sequence[Edit], rel: str, notes: list[str] | None = None) -> str:
     """``text`` with every edit applied in order, or SandboxError (ACODE-SBX-009) naming the
-    first edit that does not match exactly once, with a hint."""
+    first edit that does not match exactly once, with a hint. An edit whose search matches
+    several times applies at the match its ``line`` picks (:func:`_nearest`), a sentence
+    saying so going to ``notes``."""
     newline = newline_style(text)
     for number, edit in enumerate(edits, 1):
         search, replace = in_style(edit.search, newline), in_style(edit.replace, newline)
         found = _positions(text, search)
-        if len(found) == 1:
-            text = text[:found[0]] + replace + text[found[0] + len(search):]
+        picked = found[0] if len(found) == 1 else None
+        if len(found) > 1 and edit.line is not None:
+            picked = _nearest(text, found, len(search), edit.line)
+            if picked is not None and notes is not None:
+                notes.append(f"edit {number}: the search matches {len(found)} times; line {edit.line} picked the "
+                             f"match at line {_line_of(text, picked)}")
+        if picked is not None:
+            text = text[:picked] + replace + text[picked + len(search):]
             continue
         count = f"{len(found)}" if len(found) < _MAX_COUNT else f"at least {_MAX_COUNT}"
         head = (f"edit {number} of {len(edits)}: the search text {quote(edit.search)} matches {count} times in "
@@ -196,7 +246,13 @@ def apply_edits(text: str, edits: Sequence[Edit], rel: str) -> str:
         if found:
             lines = ", ".join(str(_line_of(text, at)) for at in found[:_SHOWN_MATCHES])
             rest = f" and {len(found) - _SHOWN_MATCHES} more" if len(found) > _SHOWN_MATCHES else ""
-            hint = f"include more surrounding lines so it is unique; it matches at lines {lines}{rest}{after}"
+            tie = (f"line {edit.line} is as near one match as another; " if edit.line is not None else "")
+            height = len(_lines(text))
+            whole = f", or send the whole new text with write_file (the file has {height} lines)" \
+                if height <= SMALL_FILE_LINES else ""
+            hint = (f"{tie}add a neighbouring line to the search so it is unique, or give the edit `line`, the "
+                    f"line number of the match you mean{whole}; it matches at lines {lines}{rest}{after}:\n"
+                    f"{_match_context(text, found, len(search))}")
         else:
             hint = "read the file again and copy the exact text, whitespace included"
             if all(_NUMBERED.match(line) for line in _lines(edit.search) if line.strip()):

@@ -29,7 +29,12 @@ Writes are refused
 
 modify_file takes search/replace ``edits`` (:mod:`actors.sandbox.edits`) or a unified
 ``diff`` (:mod:`actors.sandbox.patch`), exactly one of them (ACODE-SBX-007 otherwise).
-Either applies whole or not at all. The file must be UTF-8; a BOM is kept.
+Either applies whole or not at all. The file must be UTF-8; a BOM is kept. What small
+models send instead (issue 25): ``content``, a whole new text, alone, replaces the whole
+file, which must exist (as for edits), with every protection a write has (the protected
+paths, hard links, the placeholder rule, the atomic rename; the journal records its
+pre-image like any modify_file's); its BOM and line-ending style are kept, and the
+result says the whole file was replaced.
 
 ``image(ws, path)`` is the pre-image the journal records before a write: the sha256 of
 the file's bytes, ``"absent"``, or None when the path is not a readable regular file.
@@ -360,14 +365,27 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
-def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
-    """Apply every edit (each search matching exactly once), or every hunk of the diff, or
-    nothing; write atomically."""
+def _one_form(args: ModifyFile) -> None:
+    """Refuse a call with none, or more than one, of edits, diff and content (ACODE-SBX-007)."""
+    if args.content is not None:
+        others = [name for name, value in (("edits", args.edits), ("diff", args.diff)) if value is not None]
+        if others:
+            raise SandboxError(f"modify_file of {quote(args.path)} got content (a whole new text) and "
+                               f"{' and '.join(others)}; to replace the whole file send content alone (or use "
+                               "write_file), to change part of it send edits or diff alone", code="ACODE-SBX-007")
+        return
     if (args.edits is None) == (args.diff is None):
         given = "both" if args.edits is not None else "neither"
         raise SandboxError(f"modify_file of {quote(args.path)} got {given} of edits and diff; give exactly one: "
                            "edits (search/replace pairs) or diff (a unified diff of this file)",
                            code="ACODE-SBX-007")
+
+
+def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
+    """Apply every edit (each search matching exactly once, or at the match its ``line``
+    picks), or every hunk of the diff, or nothing; or, given ``content``, replace the whole
+    existing file with it (its BOM and its line-ending style kept); write atomically."""
+    _one_form(args)
     protected.check_write(ws, args.path)  # before the diff: the clearer refusal first
     diff = None
     if args.diff is not None:
@@ -377,6 +395,7 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
                                "limit; split the change into several calls", code="ACODE-SBX-007")
         diff = patch.parse(args.diff, ws.relative(args.path), ws.relative)
     creates = diff is not None and diff.creates
+    notes: list[str] = []
     dir_fd, name, rel = _parent_for_write(ws, args.path, create=creates)
     try:
         text = _current_text(ws, dir_fd, name, args.path, missing_ok=creates)
@@ -388,11 +407,14 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
         body = text[len(bom):]
         if diff is not None:
             new = patch.apply(body, diff, rel)
+        elif args.content is not None:
+            new = edits.in_style(args.content.removeprefix(_BOM), edits.newline_style(body))
         else:
             assert args.edits is not None
-            new = edits.apply_edits(body, args.edits, rel)
+            new = edits.apply_edits(body, args.edits, rel, notes)
         _no_new_placeholders(body, new, args.path)
-        _replace(ws, dir_fd, name, _encode(bom + new, args.path), args.path)
+        data = _encode(bom + new, args.path)
+        _replace(ws, dir_fd, name, data, args.path)
     finally:
         os.close(dir_fd)
     if diff is not None and creates:
@@ -400,7 +422,11 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
         return Outcome(output=f"created {rel} from a diff ({_plural(added, 'line')})", path=rel)
     if diff is not None:
         return Outcome(output=f"applied {_plural(len(diff.hunks), 'hunk')} to {rel}", path=rel)
-    return Outcome(output=f"applied {_plural(len(args.edits or []), 'edit')} to {rel}", path=rel)
+    if args.content is not None:
+        return Outcome(output=f"modify_file with content replaced the whole file: wrote {len(data)} bytes to {rel} "
+                              "(for a whole new text, write_file is the tool)", path=rel)
+    said = "".join(f"; {note}" for note in notes)
+    return Outcome(output=f"applied {_plural(len(args.edits or []), 'edit')} to {rel}{said}", path=rel)
 
 
 def create_directory(ws: Workspace, args: CreateDirectory) -> Outcome:

@@ -109,18 +109,17 @@ from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
+from protocol.profiles import tool_surface
 from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
 from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args, tool_definitions
+from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
 
 __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
-_TOOLS = tool_definitions()
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
-_TOOLS_CHARS = len(msgspec.json.encode(_TOOLS))
 _MAX_CONTEXT_FILES = 8
 _SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
 _DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
@@ -146,8 +145,13 @@ class _Outcome(NamedTuple):
 
 def context_budget(settings: SessionSettings) -> int:
     """Characters of chat the executor sends: its token budget (its share of the model's
-    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions."""
-    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _TOOLS_CHARS, 0)
+    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions (the
+    session's: :func:`protocol.profiles.tool_surface`)."""
+    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _tools_chars(settings), 0)
+
+
+def _tools_chars(settings: SessionSettings) -> int:
+    return len(msgspec.json.encode(tool_surface(settings)))
 
 
 class _Step:
@@ -166,6 +170,7 @@ class _Step:
         self.turns = 0
         request = ctx.request
         settings = request.settings
+        self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.profiles)
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
@@ -225,7 +230,8 @@ class _Step:
         system = prompts.executor_system(self.ctx.fence)
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
         if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
-            raise too_large(request.settings, "executor", estimate(system + bare) + -(-_TOOLS_CHARS // CHARS_PER_TOKEN),
+            tools = -(-len(msgspec.json.encode(self.tools)) // CHARS_PER_TOKEN)
+            raise too_large(request.settings, "executor", estimate(system + bare) + tools,
                             f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
                                    files=self._context_files(key), fence=self.ctx.fence)
@@ -247,7 +253,7 @@ class _Step:
             answer = None
             model_request = ModelRequest(
                 stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
-                messages=self.conversation.messages(self.budget), tools=_TOOLS)
+                messages=self.conversation.messages(self.budget), tools=self.tools)
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1

@@ -3,7 +3,10 @@
 The diff of ``write_file`` is computed against the file as the sandbox reads it now
 (``read_file`` through the sandbox, under the call's key plus ``:preview``, so a replayed
 stage reads the same bytes); ``modify_file`` shows the change it asks for (its diff as
-given, or each search/replace pair as a hunk). Nothing here runs the call.
+given, or each search/replace pair as a hunk). The arguments are read as the sandbox will
+read them (:func:`protocol.tools.tolerant_args`), so a pair sent under another name shows;
+a ``modify_file`` with ``content`` (a whole new text) shows as write_file's does. Nothing
+here runs the call.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from actors.stages.context import StageContext
 from protocol.autonomy import command_argv
+from protocol.tools import tolerant_args
 
 __all__ = ["command_of", "diff_of"]
 
@@ -48,8 +52,10 @@ def _cut(text: str) -> str:
 
 def diff_of(ctx: StageContext, key: str, tool: str, arguments: dict[str, Any]) -> str:
     """A unified diff of the change a write makes ("" for a call that writes no file text)."""
+    arguments = tolerant_args(tool, arguments)
     path = str(arguments.get("path", ""))
-    if tool == "write_file":
+    if tool == "write_file" or (tool == "modify_file" and "content" in arguments and "edits" not in arguments
+                                and "diff" not in arguments):
         old, note = _current(ctx, key, path)
         new = str(arguments.get("content", ""))
         lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),

@@ -18,6 +18,7 @@ from protocol import autonomy as au
 from protocol import events as ev
 from protocol import messages as m
 from protocol import plan as pl
+from protocol import profiles as pf
 from protocol import results as rs
 from protocol import sandbox as sb
 from protocol import session as ss
@@ -124,6 +125,9 @@ approval_requests = struct(au.ApprovalRequest, {"key": ids, "call_hash": short, 
 approval_decisions = struct(au.ApprovalDecision, {"id": ids, "key": ids, "call_hash": short, "tool": short,
                                                   "risk": risks, "rule": short, "decision": decisions_},
                             always=st.booleans(), reason=texts, by=short, at=floats)
+model_profiles = struct(pf.ModelProfile, name=short, edit_style=st.sampled_from(["search_replace", "whole_file"]),
+                        tools=_few(short.filter(bool)), compact_tools=st.none() | st.booleans(),
+                        temperature=st.none() | st.floats(0, 2), prompt_style=st.sampled_from(["full", "compact"]))
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
@@ -151,6 +155,7 @@ settings = struct(
     tool_retry_backoff_s=st.floats(0, 60),
     stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
     plan_review=st.booleans(),
+    profile=model_profiles,
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),

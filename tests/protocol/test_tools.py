@@ -54,9 +54,10 @@ def _parameters(name: str) -> dict[str, Any]:
     return DEFINITIONS[name]["function"]["parameters"]
 
 
-def test_tool_definitions_has_one_function_per_tool_in_order() -> None:
+def test_tool_definitions_has_one_function_per_tool_write_file_first() -> None:
     definitions = tool_definitions()
-    assert [d["function"]["name"] for d in definitions] == list(TOOL_ARGS)
+    assert [d["function"]["name"] for d in definitions] == list(tools.OFFER_ORDER)
+    assert set(tools.OFFER_ORDER) == set(TOOL_ARGS) and tools.OFFER_ORDER[0] == "write_file"
     assert all(d["type"] == "function" for d in definitions)
     assert SANDBOX_TOOLS | CONTROL_TOOLS == set(TOOL_ARGS)
     assert not SANDBOX_TOOLS & CONTROL_TOOLS
@@ -64,7 +65,7 @@ def test_tool_definitions_has_one_function_per_tool_in_order() -> None:
 
 def test_tool_definitions_can_be_limited_to_some_tools() -> None:
     names = [d["function"]["name"] for d in tool_definitions(frozenset({"write_file", "read_file", "nope"}))]
-    assert names == ["read_file", "write_file"]
+    assert names == ["write_file", "read_file"]
 
 
 @pytest.mark.parametrize("name", list(TOOL_ARGS))
@@ -79,7 +80,8 @@ def test_a_tool_schema_is_flat_with_no_ref_or_title(name: str) -> None:
 @pytest.mark.parametrize("name", list(TOOL_ARGS))
 def test_a_tool_schema_lists_every_argument_and_the_required_ones(name: str) -> None:
     params = _parameters(name)
-    assert list(params["properties"]) == list(TOOL_ARGS[name].__struct_fields__)
+    offered = [f for f in TOOL_ARGS[name].__struct_fields__ if f not in tools._UNOFFERED.get(name, ())]
+    assert list(params["properties"]) == offered
     assert params.get("required", []) == REQUIRED[name]
 
 
@@ -97,7 +99,8 @@ def test_modify_file_schema_inlines_its_edits_and_offers_a_diff() -> None:
     assert edits["type"] == "array"
     assert (edits["minItems"], edits["maxItems"]) == (1, 100)
     assert edits["items"]["required"] == ["search", "replace"]
-    assert list(edits["items"]["properties"]) == ["search", "replace"]
+    assert list(edits["items"]["properties"]) == ["search", "replace", "line"]
+    assert "content" not in properties  # accepted, not offered: write_file is the whole-text tool
     assert properties["diff"]["anyOf"] == [{"type": "string", "maxLength": 1_000_000, "minLength": 1},
                                            {"type": "null"}]
     description = DEFINITIONS["modify_file"]["function"]["description"]
@@ -166,8 +169,10 @@ def test_decode_args_rejects_an_unknown_argument(name: str, arguments: dict[str,
         ("read_file", {"path": "a", "offset": 1.5}, "Expected `int | null`, got `float` - at `$.offset`"),
         ("read_file", {"path": "a", "limit": True}, "Expected `int | null`, got `bool` - at `$.limit`"),
         ("write_file", {"path": "a", "content": ["x"]}, "Expected `str`, got `array` - at `$.content`"),
-        ("modify_file", {"path": "a", "edits": {"search": "x"}},
-         "Expected `array | null`, got `object` - at `$.edits`"),
+        ("modify_file", {"path": "a", "edits": "x"}, "Expected `array | null`, got `str` - at `$.edits`"),
+        # one edit sent as an object is read as a list of one (tolerant_args), then checked
+        ("modify_file", {"path": "a", "edits": {"search": "x"}}, "Object missing required field `replace` - at "
+                                                                  "`$.edits[0]`"),
         ("modify_file", {"path": "a", "diff": ""}, "Expected `str` of length >= 1 - at `$.diff`"),
         ("write_file", {"path": "a.py"}, "Object missing required field `content`"),
         ("read_file", {"path": ""}, "Expected `str` of length >= 1 - at `$.path`"),

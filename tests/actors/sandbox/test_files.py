@@ -288,12 +288,17 @@ def test_a_search_with_read_file_line_numbers_gets_told_to_drop_them(ws: Workspa
     assert message.endswith("the closest region is lines 1-2:\n     1\ta = 1\n     2\tb = 2")
 
 
-def test_a_search_matching_many_times_names_the_first_lines(ws: Workspace, tree: Tree) -> None:
+def test_a_search_matching_many_times_names_the_first_lines_with_their_neighbours(ws: Workspace, tree: Tree) -> None:
     (tree.root / "m.py").write_text("pass\n" * 8 + "x = 1\n")
     message = _refusal(ws, "m.py", Edit(search="x = 1", replace="x = 2"), Edit(search="pass", replace="..."))
     assert message == ("edit 2 of 2: the search text 'pass' matches 8 times in m.py; it must match exactly once, so "
-                       "no edit was applied; include more surrounding lines so it is unique; it matches at lines 1, "
-                       "2, 3, 4, 5 and 3 more (line numbers as edit 1 left the file)")
+                       "no edit was applied; add a neighbouring line to the search so it is unique, or give the edit "
+                       "`line`, the line number of the match you mean, or send the whole new text with write_file "
+                       "(the file has 9 lines); it matches at lines 1, 2, 3, 4, 5 and 3 more (line numbers as edit 1 "
+                       "left the file):\n"
+                       "     1\tpass\n     2\tpass\n--\n     1\tpass\n     2\tpass\n     3\tpass\n--\n"
+                       "     2\tpass\n     3\tpass\n     4\tpass\n--\n     3\tpass\n     4\tpass\n     5\tpass\n--\n"
+                       "     4\tpass\n     5\tpass\n     6\tpass")
 
 
 def test_the_closest_region_stays_fast_on_a_10_mb_file(ws: Workspace, tree: Tree) -> None:
