@@ -44,6 +44,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -401,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [s for s in systems if s not in SYSTEMS]:
         parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
     tasks = task_set.select(args.tasks)
+    # a SIGTERM unwinds like Ctrl-C: acode is stopped and the workspaces go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load = [round(x, 2) for x in os.getloadavg()]
     root = Path(tempfile.mkdtemp(prefix="acode-bench-tasks-"))
     proxy = Proxy(args.base_url)
