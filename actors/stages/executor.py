@@ -49,8 +49,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
   ``step_failed``, on running out of turns (ACODE-EXEC-003), past
-  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn, and a model answer still
-  coming at the deadline is abandoned, its HTTP request closed), or when the model
+  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn; a turn's deadline fits a
+  normal call at the model's measured pace, and a model answer still coming at it is
+  abandoned, its HTTP request closed, unless tokens are still flowing or its prompt is
+  still within its measured processing time, up to 4× the setting:
+  :mod:`actors.stages.callwatch`), or when the model
   makes the same tool call with the same arguments three times in a row (ACODE-EXEC-008,
   the third is not run). A failed try is followed by another, up to
   ``step_retry_limit`` tries, each from a fresh window that states what failed and why
@@ -101,6 +104,7 @@ from actors.llm.provider import ModelRequest
 from actors.llm.recorded import DeadlinePassed
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
+from actors.stages.callwatch import turn_deadline
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline, NeedsApproval
@@ -251,11 +255,12 @@ class _Step:
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1
-                answer = self._ask(model_request, timeout - elapsed)
+                answer = self._ask(model_request, started, timeout)
             if answer is None:
                 return _Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
-                                          "raise step_timeout_seconds", code="ACODE-EXEC-006")
+                                          + _raise_step_timeout(timeout, self.ctx.model.expected_s(model_request)),
+                                code="ACODE-EXEC-006")
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
@@ -290,11 +295,14 @@ class _Step:
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
 
-    def _ask(self, request: ModelRequest, remaining: float) -> ModelAnswer | None:
+    def _ask(self, request: ModelRequest, started: float, timeout: float) -> ModelAnswer | None:
         """The model's answer, or None when the step's time ran out while it was answering
-        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises."""
+        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises.
+        The deadline fits a normal call at the model's measured pace, and spares a call still
+        at work, within a limit (:func:`actors.stages.callwatch.turn_deadline`)."""
+        deadline, limit = turn_deadline(started, timeout, time.monotonic(), self.ctx.model.expected_s(request))
         try:
-            return self.ctx.model.complete(request, deadline=time.monotonic() + remaining)
+            return self.ctx.model.complete(request, deadline=deadline, limit=limit)
         except DeadlinePassed:
             return None
 
@@ -375,6 +383,16 @@ class _Step:
 
     def _finish(self, status: StepStatus, summary: str, *, code: str = "") -> StepRecord:
         return _record(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
+
+
+def _raise_step_timeout(timeout: float, expected: float | None) -> str:
+    """What to raise after ACODE-EXEC-006: with the model's measured pace, a value that
+    fits a few normal turns (rounded up to 10 s)."""
+    if expected is None:
+        return "raise step_timeout_seconds"
+    needed = -(-max(2 * timeout, 3 * expected) // 10) * 10
+    return (f"at the model's measured pace one turn may take {expected:.0f}s: raise step_timeout_seconds to "
+            f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 
 def _retry_note(attempt: int, limit: int, failure: _Outcome | None, earlier: StepRecord | None) -> str:
