@@ -121,6 +121,7 @@ from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, d
 __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 _TOOLS = tool_definitions()
+_TURNS_TO_FIT = 5  # the turns a step_timeout_seconds suggested after ACODE-EXEC-006 leaves room for
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
@@ -259,7 +260,7 @@ class _Step:
             if answer is None:
                 return _Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
-                                          + _raise_step_timeout(timeout, self.ctx.model.expected_s(model_request)),
+                                          + _raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
                                 code="ACODE-EXEC-006")
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
@@ -385,13 +386,14 @@ class _Step:
         return _record(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
 
 
-def _raise_step_timeout(timeout: float, expected: float | None) -> str:
-    """What to raise after ACODE-EXEC-006: with the model's measured pace, a value that
-    fits a few normal turns (rounded up to 10 s)."""
-    if expected is None:
+def _raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -> str:
+    """What to raise after ACODE-EXEC-006: when whole turns were answered, a value that fits
+    a few more at the pace they took (at least twice the setting, rounded up to 10 s)."""
+    if not done:
         return "raise step_timeout_seconds"
-    needed = -(-max(2 * timeout, 3 * expected) // 10) * 10
-    return (f"at the model's measured pace one turn may take {expected:.0f}s: raise step_timeout_seconds to "
+    per_turn = elapsed / done
+    needed = -(-max(2 * timeout, per_turn * min(turns, _TURNS_TO_FIT)) // 10) * 10
+    return (f"its turns took {per_turn:.0f}s each at this model's pace: raise step_timeout_seconds to "
             f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 

@@ -6,6 +6,7 @@ turn that spent 30 s reading a 2,000-token prompt and then wrote for 80 s)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +34,7 @@ def server() -> Iterator[ModelServer]:
 
 def _live(stack: Stack, server: ModelServer, **settings: Any) -> tuple[Run, OpenAICompatibleModel]:
     """An executor stage whose model is the stand-in server (OpenAI format, as llama-server)."""
-    run = stack.stage("executor", [], plan(step("S1")), step_retry_limit=2, **settings)
+    run = stack.stage("executor", [], plan(step("S1")), **{"step_retry_limit": 2, **settings})
     model = OpenAICompatibleModel(OpenAIProvider(
         base_url=server.openai_url, model="test-model", first_token_timeout_s=10.0, idle_timeout_s=1.0,
         max_retries=0, backoff_initial_s=0.01))
@@ -89,3 +90,21 @@ def test_the_stages_metrics_carry_the_prompt_tokens_the_servers_cache_served(
         model.close()
     assert result.ok, result.summary
     assert 0 < result.metrics.tokens_cached < result.metrics.tokens_in
+
+
+def test_a_try_out_of_time_after_a_slow_turn_says_what_step_timeout_the_measured_pace_needs(
+        stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(_WRITE, chunks=8, first_s=0.3, pace_s=0.1))
+    run, model = _live(stack, server, step_timeout_s=0.5, step_retry_limit=1)
+    try:
+        result = executor.run(run.ctx)
+    finally:
+        model.close()
+
+    assert not result.ok and result.error is not None and result.error.code == "ACODE-EXEC-006"
+    assert len(server.chats) == 1 and server.early_closes == 0, \
+        "the slow turn completed; the next one was not started past the timeout"
+    said = re.search(r"its turns took (\d+)s each at this model's pace: raise step_timeout_seconds to (\d+) or "
+                     r"more \(executor.step_timeout_seconds, or acode resume --step-timeout \2\)", result.error.message)
+    assert said is not None, result.error.message
+    assert int(said[2]) >= 5 * int(said[1]) and int(said[2]) % 10 == 0
