@@ -274,6 +274,7 @@ class StageTotal:
     tokens_out: int = 0
     model_s: float = 0.0  # waiting for the model's answers (a replayed answer counts 0)
     duration_s: float = 0.0  # the stage's whole time, tools and checks included
+    state: str = "finished"  # "cancelled": the stage that was running when the session was cancelled
 
     def add(self, event: StageFinished) -> None:
         self.runs += 1
@@ -284,17 +285,33 @@ class StageTotal:
 
 
 def stage_totals(events: Iterable[Event]) -> list[StageTotal]:
-    """Per stage, in the order stages first finished, its StageFinished figures summed."""
+    """Per stage, in the order stages first finished, its StageFinished figures summed; then,
+    for a cancelled session, the stage that was running (``state`` cancelled: its time until
+    the cancel; its figures were never reported)."""
     totals: dict[str, StageTotal] = {}
+    running: tuple[str, float] | None = None  # the stage dispatched and not finished, since when
+    current = ""  # the stage the session is at
+    cancelled: StageTotal | None = None
     for event in events:
         if isinstance(event, StageFinished):
             totals.setdefault(event.stage, StageTotal(stage=event.stage)).add(event)
-    return list(totals.values())
+            running, current = None, event.stage
+        elif isinstance(event, Transitioned) and event.target != "completed":
+            running, current = (event.target, event.at), event.target
+        elif isinstance(event, StageRetried | SessionResumed) and current:
+            running = (current, event.at)
+        elif isinstance(event, SessionPaused):
+            running = None
+        elif isinstance(event, SessionFinished) and event.status == "cancelled" and running is not None:
+            cancelled = StageTotal(stage=running[0], runs=1, duration_s=round(max(0.0, event.at - running[1]), 3),
+                                   state="cancelled")
+    return [*totals.values(), *([cancelled] if cancelled is not None else [])]
 
 
 def stage_table(events: Iterable[Event]) -> str:
     """The session's final summary per stage: runs, tokens in/out, model time, stage time;
-    empty when no stage finished."""
+    empty when no stage finished or was cancelled. A cancelled stage's figures show as
+    ``-`` (never reported) and its time so far as ``N s, cancelled``."""
     rows = stage_totals(events)
     if not rows:
         return ""
@@ -302,8 +319,12 @@ def stage_table(events: Iterable[Event]) -> str:
                        tokens_out=sum(r.tokens_out for r in rows), model_s=sum(r.model_s for r in rows),
                        duration_s=sum(r.duration_s for r in rows))
     lines = [["STAGE", "RUNS", "TOKENS IN", "TOKENS OUT", "MODEL", "STAGE TIME"]]
-    lines += [[r.stage, str(r.runs), f"{r.tokens_in:,}", f"{r.tokens_out:,}", f"{r.model_s:.1f} s",
-               f"{r.duration_s:.1f} s"] for r in [*rows, total]]
+    for r in [*rows, total]:
+        if r.state == "cancelled":
+            lines.append([r.stage, str(r.runs), "-", "-", "-", f"{r.duration_s:.1f} s, cancelled"])
+        else:
+            lines.append([r.stage, str(r.runs), f"{r.tokens_in:,}", f"{r.tokens_out:,}", f"{r.model_s:.1f} s",
+                          f"{r.duration_s:.1f} s"])
     return table(lines)
 
 
