@@ -375,8 +375,8 @@ class _Step:
         self.calls += 1
         if result.ok and call.name in _WRITES:
             self.wrote = True
-            if result.path and result.path not in self.files:
-                self.files.append(result.path)
+            if result.path and call.name != "create_directory" and result.path not in self.files:
+                self.files.append(result.path)  # files only: a directory is no changed file
         self._reply(call, prompts.render_tool_result(result, self.ctx.fence, self.result_limit), native=native)
         self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")

@@ -241,3 +241,9 @@ def test_a_cancelled_sessions_summary_includes_the_stage_that_was_running() -> N
     paused = [*events[:3], SessionPaused(id="sp", session_id="s1", kind="escalation", code="ACODE-EXEC-003",
                                           message="m", exit_code=31, at=105.0), events[3]]
     assert [t.stage for t in stage_totals(paused)] == ["planner"], "cancelled while paused: no stage was running"
+
+
+def test_files_changed_lists_files_never_a_directory_the_model_created() -> None:
+    events: list[Event] = [_call("create_directory", "src"), _call("write_file", "src/hello.py"),
+                           _call("create_directory", "empty")]
+    assert files_changed(events) == "not compared with the baseline; written by the file tools: src/hello.py"
