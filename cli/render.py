@@ -257,11 +257,13 @@ def files_changed(events: Iterable[Event]) -> str:
 
 
 def stage_figures(event: StageFinished) -> str:
-    """A stage end line's model figures: ``; tokens 1,234 in / 56 out, model 12.3 s``, or
-    nothing when the stage did not ask a model (a replayed answer counts 0 s)."""
+    """A stage end line's model figures: ``; tokens 1,234 in / 56 out, model 12.3 s`` (``in
+    (1,000 from the server's cache)`` where it says so), or nothing when the stage did not
+    ask a model (a replayed answer counts 0 s)."""
     if not (event.tokens_in or event.tokens_out or event.model_ms):
         return ""
-    return f"; tokens {event.tokens_in:,} in / {event.tokens_out:,} out, model {event.model_ms / 1000:.1f} s"
+    cached = f" ({event.tokens_cached:,} from the server's cache)" if event.tokens_cached else ""
+    return f"; tokens {event.tokens_in:,} in{cached} / {event.tokens_out:,} out, model {event.model_ms / 1000:.1f} s"
 
 
 @dataclass
@@ -272,6 +274,7 @@ class StageTotal:
     runs: int = 0  # StageFinished events: visits and retried attempts
     tokens_in: int = 0  # as the server counted them (the scripted model: acode's estimate)
     tokens_out: int = 0
+    tokens_cached: int = 0  # of tokens_in, served from the server's prompt cache (where it says so)
     model_s: float = 0.0  # waiting for the model's answers (a replayed answer counts 0)
     duration_s: float = 0.0  # the stage's whole time, tools and checks included
     state: str = "finished"  # "cancelled": the stage that was running when the session was cancelled
@@ -280,6 +283,7 @@ class StageTotal:
         self.runs += 1
         self.tokens_in += event.tokens_in
         self.tokens_out += event.tokens_out
+        self.tokens_cached += event.tokens_cached
         self.model_s = round(self.model_s + event.model_ms / 1000, 3)
         self.duration_s = round(self.duration_s + event.duration_ms / 1000, 3)
 

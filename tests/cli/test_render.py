@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cli.approvals import request_lines
@@ -79,6 +80,10 @@ def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_s
         "executor  2     4,000      50          2.0 s   3.0 s",
         "total     3     5,234      617         16.2 s  17.7 s"]
     assert stage_table([]) == ""
+    cached = msgspec.structs.replace(events[1], tokens_cached=2_500)
+    assert Progress().line(cached) == ("[EXECUTOR]  done (2.50s; tokens 3,000 in (2,500 from the server's cache) / "
+                                       "40 out, model 2.0 s)")
+    assert stage_totals([cached])[0].tokens_cached == 2_500
     detail = session_detail(SessionSnapshot(id="s1", task="t", workspace="/w", status="completed"), events)
     assert "[server: 1,234 in, 567 out; model 14.2 s]" in detail, detail
 
