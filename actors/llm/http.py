@@ -28,10 +28,10 @@ While the answer streams, the call's :class:`~actors.llm.meter.Meter` counts its
 Time follows the model's measured speed (:mod:`actors.llm.pace`, from the server's own
 ``timings`` when it reports them): once a model has been measured, the wait for the first
 byte is at least the prompt's estimated processing time (never past :data:`STRETCH` times
-``first_token_timeout_s``), the meter carries that estimate (before a measurement,
-``first_token_timeout_s``) and the stream's stall gap for
-a stage deadline that would cut the call (:mod:`actors.stages.callwatch`), and
-:meth:`HttpModel.expected_s` tells a stage how long a normal call to it takes.
+``first_token_timeout_s``); the meter carries that estimate (before a measurement,
+``first_token_timeout_s``) and the stream's stall gap, for a stage deadline that would cut
+the call (:mod:`actors.stages.callwatch`); :meth:`HttpModel.expected_s` tells a stage how
+long a normal call takes.
 
 Connections are never reused (the watcher learns each new connection's socket when it
 opens): a local connection costs a fraction of a millisecond, a model answer seconds.
