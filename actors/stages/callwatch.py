@@ -43,15 +43,20 @@ IDLE_EXIT = 1.0  # seconds without a call in flight before the thread ends
 STRETCH = 4.0  # a deadline is never stretched past this many times the configured time
 
 
-def turn_deadline(started: float, span: float, now: float, expected: float | None) -> tuple[float, float]:
+def turn_deadline(started: float, span: float, now: float, expected: float | None,
+                  ceiling: float | None = None) -> tuple[float, float]:
     """The deadline and the limit of a call made at ``now`` in a span of ``span`` seconds
     that began at ``started`` (a step's try and ``step_timeout_s``). The deadline is the
     span's end, or later when a normal call (``expected`` seconds, at the model's measured
     pace: :meth:`actors.llm.http.HttpModel.expected_s`) would not fit before it; the limit
     is :data:`STRETCH` spans from ``started``, which no deadline passes and no call
-    outlives."""
-    limit = started + STRETCH * span
+    outlives. Neither is stretched past ``ceiling`` (the stage's own end: a step that ends
+    on its own timeout is tried again, a stage timed out is abandoned), nor cut below the
+    span's end."""
     deadline = started + span
+    limit = started + STRETCH * span
+    if ceiling is not None:
+        limit = max(deadline, min(limit, ceiling))
     if expected is not None:
         deadline = max(deadline, min(limit, now + expected))
     return deadline, limit

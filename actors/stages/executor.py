@@ -122,6 +122,7 @@ __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 _TOOLS = tool_definitions()
 _TURNS_TO_FIT = 5  # the turns a step_timeout_seconds suggested after ACODE-EXEC-006 leaves room for
+_STAGE_MARGIN = 5.0  # seconds: a turn's deadline is stretched no closer than this to the stage's timeout
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
@@ -301,7 +302,9 @@ class _Step:
         (the call is abandoned: an HTTP request is closed). A cancelled stage still raises.
         The deadline fits a normal call at the model's measured pace, and spares a call still
         at work, within a limit (:func:`actors.stages.callwatch.turn_deadline`)."""
-        deadline, limit = turn_deadline(started, timeout, time.monotonic(), self.ctx.model.expected_s(request))
+        stage_end = self.ctx.started + self.ctx.request.settings.stage_timeouts.get("executor", 300.0) - _STAGE_MARGIN
+        deadline, limit = turn_deadline(started, timeout, time.monotonic(), self.ctx.model.expected_s(request),
+                                        ceiling=stage_end)
         try:
             return self.ctx.model.complete(request, deadline=deadline, limit=limit)
         except DeadlinePassed:

@@ -97,3 +97,5 @@ def test_a_turns_deadline_fits_a_normal_call_at_the_measured_pace_within_four_ti
     assert turn_deadline(100.0, 120.0, 150.0, 30.0) == (220.0, 580.0), "a normal call fits: unchanged"
     assert turn_deadline(100.0, 120.0, 200.0, 90.0) == (290.0, 580.0), "stretched to fit the call"
     assert turn_deadline(100.0, 120.0, 200.0, 900.0) == (580.0, 580.0), "never past 4x the setting"
+    assert turn_deadline(100.0, 120.0, 200.0, 900.0, ceiling=400.0) == (400.0, 400.0), "nor past the stage's end"
+    assert turn_deadline(100.0, 120.0, 150.0, None, ceiling=150.0) == (220.0, 220.0), "nor cut below the setting"
