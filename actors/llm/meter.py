@@ -21,8 +21,9 @@ take before the first piece (its estimated processing time at the model's measur
 :mod:`actors.llm.pace`, else the provider's first-token timeout; 0: not known), and
 ``stall_s``, the gap in a stream that means the server has stopped.
 
-Reads and writes come from two threads (the HTTP helper thread writes, the loop thread
-reads); each is one attribute assignment of an int or a str, which needs no lock.
+Reads and writes come from several threads (the HTTP helper thread writes; the loop
+thread and the call watch read); each is one attribute assignment of an int, a float or a
+str, which needs no lock.
 """
 
 from __future__ import annotations
