@@ -590,7 +590,8 @@ def collect_answers(plan: TaskPlan, given: list[str], *, defaults: bool, ask: An
         if defaults:
             from actors.coordinator.orchestrator import default_answers
 
-            answers[question.label] = next(a for a in default_answers(plan) if a.label == question.label)
+            answers[question.label] = next(a for a in default_answers(plan, timed_out=False)
+                                           if a.label == question.label)
         elif ask is not None:
             answers[question.label] = Clarification(label=question.label, question=question.question,
                                                     answer=_chosen(question, ask(question)))

@@ -257,11 +257,13 @@ def files_changed(events: Iterable[Event]) -> str:
 
 
 def stage_figures(event: StageFinished) -> str:
-    """A stage end line's model figures: ``; tokens 1,234 in / 56 out, model 12.3 s``, or
-    nothing when the stage did not ask a model (a replayed answer counts 0 s)."""
+    """A stage end line's model figures: ``; tokens 1,234 in / 56 out, model 12.3 s`` (``in
+    (1,000 from the server's cache)`` where it says so), or nothing when the stage did not
+    ask a model (a replayed answer counts 0 s)."""
     if not (event.tokens_in or event.tokens_out or event.model_ms):
         return ""
-    return f"; tokens {event.tokens_in:,} in / {event.tokens_out:,} out, model {event.model_ms / 1000:.1f} s"
+    cached = f" ({event.tokens_cached:,} from the server's cache)" if event.tokens_cached else ""
+    return f"; tokens {event.tokens_in:,} in{cached} / {event.tokens_out:,} out, model {event.model_ms / 1000:.1f} s"
 
 
 @dataclass
@@ -272,29 +274,48 @@ class StageTotal:
     runs: int = 0  # StageFinished events: visits and retried attempts
     tokens_in: int = 0  # as the server counted them (the scripted model: acode's estimate)
     tokens_out: int = 0
+    tokens_cached: int = 0  # of tokens_in, served from the server's prompt cache (where it says so)
     model_s: float = 0.0  # waiting for the model's answers (a replayed answer counts 0)
     duration_s: float = 0.0  # the stage's whole time, tools and checks included
+    state: str = "finished"  # "cancelled": the stage that was running when the session was cancelled
 
     def add(self, event: StageFinished) -> None:
         self.runs += 1
         self.tokens_in += event.tokens_in
         self.tokens_out += event.tokens_out
+        self.tokens_cached += event.tokens_cached
         self.model_s = round(self.model_s + event.model_ms / 1000, 3)
         self.duration_s = round(self.duration_s + event.duration_ms / 1000, 3)
 
 
 def stage_totals(events: Iterable[Event]) -> list[StageTotal]:
-    """Per stage, in the order stages first finished, its StageFinished figures summed."""
+    """Per stage, in the order stages first finished, its StageFinished figures summed; then,
+    for a cancelled session, the stage that was running (``state`` cancelled: its time until
+    the cancel; its figures were never reported)."""
     totals: dict[str, StageTotal] = {}
+    running: tuple[str, float] | None = None  # the stage dispatched and not finished, since when
+    current = ""  # the stage the session is at
+    cancelled: StageTotal | None = None
     for event in events:
         if isinstance(event, StageFinished):
             totals.setdefault(event.stage, StageTotal(stage=event.stage)).add(event)
-    return list(totals.values())
+            running, current = None, event.stage
+        elif isinstance(event, Transitioned) and event.target != "completed":
+            running, current = (event.target, event.at), event.target
+        elif isinstance(event, StageRetried | SessionResumed) and current:
+            running = (current, event.at)
+        elif isinstance(event, SessionPaused):
+            running = None
+        elif isinstance(event, SessionFinished) and event.status == "cancelled" and running is not None:
+            cancelled = StageTotal(stage=running[0], runs=1, duration_s=round(max(0.0, event.at - running[1]), 3),
+                                   state="cancelled")
+    return [*totals.values(), *([cancelled] if cancelled is not None else [])]
 
 
 def stage_table(events: Iterable[Event]) -> str:
     """The session's final summary per stage: runs, tokens in/out, model time, stage time;
-    empty when no stage finished."""
+    empty when no stage finished or was cancelled. A cancelled stage's figures show as
+    ``-`` (never reported) and its time so far as ``N s, cancelled``."""
     rows = stage_totals(events)
     if not rows:
         return ""
@@ -302,8 +323,12 @@ def stage_table(events: Iterable[Event]) -> str:
                        tokens_out=sum(r.tokens_out for r in rows), model_s=sum(r.model_s for r in rows),
                        duration_s=sum(r.duration_s for r in rows))
     lines = [["STAGE", "RUNS", "TOKENS IN", "TOKENS OUT", "MODEL", "STAGE TIME"]]
-    lines += [[r.stage, str(r.runs), f"{r.tokens_in:,}", f"{r.tokens_out:,}", f"{r.model_s:.1f} s",
-               f"{r.duration_s:.1f} s"] for r in [*rows, total]]
+    for r in [*rows, total]:
+        if r.state == "cancelled":
+            lines.append([r.stage, str(r.runs), "-", "-", "-", f"{r.duration_s:.1f} s, cancelled"])
+        else:
+            lines.append([r.stage, str(r.runs), f"{r.tokens_in:,}", f"{r.tokens_out:,}", f"{r.model_s:.1f} s",
+                          f"{r.duration_s:.1f} s"])
     return table(lines)
 
 

@@ -5,9 +5,10 @@ twice a second (ephemeral, never stored). :class:`ThinkingLine` shows them:
 
 - on a terminal, one line rewritten in place (``\\r``, then clear to the end of the line)::
 
-      [PLANNER]  thinking… 812 tokens, 14.2 s
+      [PLANNER]   thinking… 812 tokens, 14.2 s
 
-  and cleared (:meth:`ThinkingLine.clear`) before the next normal line is printed, and when
+  (its text in the column of every other progress line, :class:`cli.render.Progress`) and
+  cleared (:meth:`ThinkingLine.clear`) before the next normal line is printed, and when
   the call ends (``done``);
 - off a terminal (a pipe, a log file), a plain line each :data:`OFF_TERMINAL_EVERY`
   seconds of a call (``ACODE_PROGRESS_INTERVAL_S`` changes it), so a log shows a long
@@ -34,10 +35,12 @@ _CLEAR = "\r\x1b[K"  # back to the line's start, erase to its end
 
 
 def thinking_text(progress: ModelProgress) -> str:
-    """``[PLANNER]  thinking… 812 tokens, 14.2 s``."""
-    tag = f"[{progress.stage.upper()}]".ljust(11)  # `[PLANNER]  thinking…`, `[EXECUTOR] thinking…`
+    """``[PLANNER]   thinking… 812 tokens, 14.2 s``: the text starts where a progress line's
+    does (``cli.render``'s stage tag and one space; not imported, as ``cli.config`` loads
+    this module at every start)."""
+    tag = f"[{progress.stage.upper()}]".ljust(11)  # `[PLANNER]   thinking…`, `[EXECUTOR]  thinking…`
     tokens = f"{progress.tokens:,} token{'s' * (progress.tokens != 1)}"
-    return f"{tag}thinking… {tokens}, {progress.elapsed_s:.1f} s"
+    return f"{tag} thinking… {tokens}, {progress.elapsed_s:.1f} s"
 
 
 def _interval() -> float:

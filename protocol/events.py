@@ -93,6 +93,7 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     budget_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_in: Annotated[int, msgspec.Meta(ge=0)] = 0
     tokens_out: Annotated[int, msgspec.Meta(ge=0)] = 0
+    tokens_cached: Annotated[int, msgspec.Meta(ge=0)] = 0  # of tokens_in, served from the server's prompt cache
     # Time the stage waited for its model's answers, summed (a replayed answer counts 0)
     model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     # The verifier's and the reviewer's: the workspace against the session's baseline

@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
+Millis = Annotated[float, msgspec.Meta(ge=0, le=10**12)]
 
 
 class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -123,11 +124,23 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
 
 class Usage(_Wire, frozen=True, kw_only=True):
     """Token counts of one model call; ``estimated`` when the server gave none and acode
-    counted characters instead (then the figures are rough, never calibration data)."""
+    counted characters instead (then the figures are rough, never calibration data).
+
+    What the server says of its own work, when it says it (0 otherwise): ``cached_tokens``
+    of the prompt served from its prompt cache rather than evaluated (llama.cpp's
+    ``timings.cache_n`` or ``usage.prompt_tokens_details.cached_tokens``), and the time it
+    spent on the prompt (``prompt_ms``, for ``prompt_n`` tokens evaluated) and on the answer
+    (``completion_ms``, for ``completion_tokens``): llama.cpp's ``timings``, Ollama's
+    ``prompt_eval_duration``/``eval_duration``. acode's timeouts follow these speeds
+    (:mod:`actors.llm.pace`)."""
 
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
     estimated: bool = False
+    cached_tokens: Count = 0
+    prompt_n: Count = 0  # prompt tokens the server evaluated (timed by prompt_ms)
+    prompt_ms: Millis = 0.0
+    completion_ms: Millis = 0.0
 
 
 class ModelToolCall(_Wire, frozen=True, kw_only=True):
@@ -207,6 +220,7 @@ class StageMetrics(_Wire, frozen=True, kw_only=True):
     tool_calls: Count = 0
     tokens_in: Count = 0  # as the server counted them (0 when it did not say)
     tokens_out: Count = 0
+    tokens_cached: Count = 0  # of tokens_in, served from the server's prompt cache (0 when it did not say)
     # acode's own estimate (4 characters a token) of every prompt sent, the largest one,
     # and the stage's prompt budget (its share of the model's context)
     prompt_tokens_est: Count = 0

@@ -238,12 +238,15 @@ class Feedback(_Wire, frozen=True, kw_only=True):
 
 
 class Clarification(_Wire, frozen=True, kw_only=True):
-    """A planner's question and the user's answer (or its default, when the wait ran out)."""
+    """A planner's question and the user's answer, or its default (``defaulted``): chosen
+    by the user (``acode answer --defaults``), or taken when the wait ran out
+    (``timed_out``, ``planner.clarification_timeout``)."""
 
     label: str
     question: str
     answer: str
     defaulted: bool = False
+    timed_out: bool = False
 
 
 MAX_STEERING_CHARS = 4_000  # of one ``acode steer`` text

@@ -20,7 +20,14 @@ Replies: :class:`Text`, :class:`Json`, :class:`ToolCalls` (native), :class:`Text
 (calls written as text), :class:`Status` (any status, body, headers), :class:`MissingModel`,
 :class:`Stall`, :class:`Disconnect`, :class:`StreamError`, :class:`ToolCallsThenError`.
 ``finish="length"`` on :class:`Text`/:class:`Json` ends the answer as cut at the token limit;
-``pace_s`` on them waits that long before each piece (a slow model streaming its answer).
+``pace_s`` on them waits that long before each piece (a slow model streaming its answer), and
+``first_s`` that long after the headers before the first (a slow model reading a long prompt).
+
+An answer that reports usage also reports the server's timings as the real servers do:
+llama.cpp's ``timings`` in the OpenAI format (``prompt_n``: the tokens after the common
+prefix with the stage's previous prompt, ``cache_n``: the rest, ``prompt_ms``: from the
+request to the first piece, ``predicted_n``/``predicted_ms``: the answer), Ollama's
+``prompt_eval_duration``/``eval_duration`` in nanoseconds.
 
 Server options that play what a real llama.cpp server does (its own bodies and strings):
 
@@ -87,13 +94,14 @@ _STAGE = re.compile(r"^\s*You are the (planner|executor|verifier|reviewer) of ac
 
 @dataclass(frozen=True)
 class Text:
-    """Text, streamed in ``chunks`` pieces, ``pace_s`` apart."""
+    """Text, streamed in ``chunks`` pieces, ``pace_s`` apart, the first ``first_s`` after the headers."""
 
     text: str
     chunks: int = 3
     usage: UsageFigures = "auto"
     finish: str = "stop"
     pace_s: float = 0.0
+    first_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ class Json:
     usage: UsageFigures = "auto"
     finish: str = "stop"
     pace_s: float = 0.0
+    first_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -632,10 +641,10 @@ class _Stream:
 
     def play(self, reply: Reply) -> None:
         match reply:
-            case Text(text=text, chunks=chunks, usage=usage, finish=finish, pace_s=pace):
-                self.answer(_split(text, chunks), [], usage, finish=finish, pace=pace)
-            case Json(value=value, chunks=chunks, usage=usage, finish=finish, pace_s=pace):
-                self.answer(_split(json.dumps(value), chunks), [], usage, finish=finish, pace=pace)
+            case Text(text=text, chunks=chunks, usage=usage, finish=finish, pace_s=pace, first_s=first):
+                self.answer(_split(text, chunks), [], usage, finish=finish, pace=pace, first=first)
+            case Json(value=value, chunks=chunks, usage=usage, finish=finish, pace_s=pace, first_s=first):
+                self.answer(_split(json.dumps(value), chunks), [], usage, finish=finish, pace=pace, first=first)
             case ToolCallsThenError(calls=calls, message=message):
                 self.start()
                 self.calls(list(calls))
@@ -753,28 +762,39 @@ class _Stream:
                 self.event(self._openai_chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}))
 
     def answer(self, pieces: list[str], calls: list[tuple[str, Any]], usage: UsageFigures, *,
-               started: bool = False, finish: str = "stop", pace: float = 0.0) -> None:
+               started: bool = False, finish: str = "stop", pace: float = 0.0, first: float = 0.0) -> None:
         if not started:
             self.start()
-        for piece in pieces:
+        if first:
+            self.silence(first)
+        first_at = time.monotonic()
+        for n, piece in enumerate(pieces):
             if pace:
                 self.silence(pace)  # ends at once (raises _Left) if the client leaves
+            if not n:
+                first_at = time.monotonic()
             self.content(piece)
         figures = self._usage(usage, len(calls))
         self.calls(calls)
+        prompt_ms, predicted_ms = (first_at - self.received.at) * 1000, (time.monotonic() - first_at) * 1000
         if self.kind == "ollama":
             final: dict[str, Any] = {"model": self.model, "created_at": _now(), "done": True, "done_reason": finish,
                                      "message": {"role": "assistant", "content": ""}, "total_duration": 1}
             if figures is not None:
-                final.update(prompt_eval_count=figures[0], eval_count=figures[1])
+                final.update(prompt_eval_count=figures[0], eval_count=figures[1],
+                             prompt_eval_duration=int(prompt_ms * 1e6), eval_duration=int(predicted_ms * 1e6))
             self.event(final)
         else:
             self.event(self._openai_chunk({}, finish="tool_calls" if calls else finish))
             if figures is not None:
+                evaluated = min(figures[0], self.received.reread_tokens)
                 self.event({"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 0,
                             "model": self.model, "choices": [],
                             "usage": {"prompt_tokens": figures[0], "completion_tokens": figures[1],
-                                      "total_tokens": figures[0] + figures[1]}})
+                                      "total_tokens": figures[0] + figures[1]},
+                            "timings": {"cache_n": figures[0] - evaluated, "prompt_n": evaluated,
+                                        "prompt_ms": prompt_ms, "predicted_n": figures[1],
+                                        "predicted_ms": predicted_ms}})
             data = b"data: [DONE]\n\n"
             self.write(b"%X\r\n%s\r\n" % (len(data), data))
         self.write(b"0\r\n\r\n")

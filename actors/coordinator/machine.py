@@ -318,7 +318,8 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
-        tokens_out=result.metrics.tokens_out, model_ms=result.metrics.model_ms, changes=result.changes)]
+        tokens_out=result.metrics.tokens_out, tokens_cached=result.metrics.tokens_cached,
+        model_ms=result.metrics.model_ms, changes=result.changes)]
     if result.changes is not None:  # the workspace against its baseline, as the verifier or reviewer saw it
         snap = _with(snap, now, changes=result.changes)
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":

@@ -69,12 +69,16 @@ __all__ = ["Orchestrator", "Session", "default_answers"]
 
 NO_ANSWER = ("no answer was given in time: choose the most reasonable option yourself and state it as an "
              "assumption in the plan")
+LEFT_TO_YOU = ("the user left this to you: choose the most reasonable option yourself and state it as an "
+               "assumption in the plan")
 
 
-def default_answers(plan: TaskPlan) -> list[Clarification]:
-    """Each question's default: the planner's, its first option, else an instruction to assume (FR-069)."""
-    return [Clarification(label=q.label, question=q.question, defaulted=True,
-                          answer=q.default or (q.options[0] if q.options else NO_ANSWER)) for q in plan.questions]
+def default_answers(plan: TaskPlan, *, timed_out: bool = True) -> list[Clarification]:
+    """Each question's default: the planner's, its first option, else an instruction to assume (FR-069).
+    ``timed_out``: the wait ran out; else the user chose the defaults (``acode answer --defaults``)."""
+    assume = NO_ANSWER if timed_out else LEFT_TO_YOU
+    return [Clarification(label=q.label, question=q.question, defaulted=True, timed_out=timed_out,
+                          answer=q.default or (q.options[0] if q.options else assume)) for q in plan.questions]
 
 COMMIT_TIMEOUT = 30.0
 REQUIRED_WAIT_S = 10.0  # how long a transition waits for the stage's last writes before the attempt counts as lost

@@ -82,12 +82,15 @@ class Exchange:
         if sock is not None:
             _shutdown(sock)
 
-    def watch(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
-        """The body's chunks; each one moves the deadline to ``idle_s`` from now."""
+    def watch(self, chunks: Iterable[bytes], heard: Callable[[], None] | None = None) -> Iterator[bytes]:
+        """The body's chunks; each one moves the deadline to ``idle_s`` from now (and is
+        ``heard``: the call's meter learns the server is still at work)."""
         for chunk in chunks:
             if chunk:
                 self.started = True
                 self.deadline = time.monotonic() + self.idle_s
+                if heard is not None:
+                    heard()
                 yield chunk
 
 

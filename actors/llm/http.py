@@ -25,6 +25,14 @@
 While the answer streams, the call's :class:`~actors.llm.meter.Meter` counts its pieces
 (each subclass's :meth:`read_stream` moves it); a retried attempt restarts the count.
 
+Time follows the model's measured speed (:mod:`actors.llm.pace`, from the server's own
+``timings`` when it reports them): once a model has been measured, the wait for the first
+byte is at least the prompt's estimated processing time (never past :data:`STRETCH` times
+``first_token_timeout_s``); the meter carries that estimate (before a measurement,
+``first_token_timeout_s``) and the stream's stall gap, for a stage deadline that would cut
+the call (:mod:`actors.stages.callwatch`); :meth:`HttpModel.expected_s` tells a stage how
+long a normal call takes.
+
 Connections are never reused (the watcher learns each new connection's socket when it
 opens): a local connection costs a fraction of a millisecond, a model answer seconds.
 
@@ -50,6 +58,7 @@ from actors.llm import tokens
 from actors.llm.exchange import Exchange, Interrupted, run_watched
 from actors.llm.locality import check_base_url
 from actors.llm.meter import Meter
+from actors.llm.pace import Pace
 from actors.llm.provider import ModelRequest
 from actors.llm.server_errors import classify, is_format_error
 from protocol.errors import ModelError
@@ -64,6 +73,8 @@ T = TypeVar("T")
 _log = structlog.get_logger()
 _ERROR_BODY_LIMIT = 64 * 1024
 MIN_ANSWER_TOKENS = 256  # the cap never goes below this, even when the prompt (estimated) fills the context
+STRETCH = 4.0  # a timeout stretched to the model's measured pace goes at most this many times its setting
+STALL_S = 15.0  # past a stage's deadline, a stream silent this long (or half idle_timeout_s) has stopped
 
 class Transient(Exception):
     """A failure worth retrying. When the retries run out, ``what`` (what happened) and
@@ -184,7 +195,8 @@ class HttpModel:
         self.base_url = spec.base_url.rstrip("/")
         self._rng = rng or random.Random()
         self.calibration = tokens.Calibration()
-        safety = max(spec.first_token_timeout_s, spec.idle_timeout_s) + 5  # the watcher fires first
+        self.pace = Pace()
+        safety = max(STRETCH * spec.first_token_timeout_s, spec.idle_timeout_s) + 5  # the watcher fires first
         self._client = httpx.Client(
             timeout=httpx.Timeout(safety, connect=spec.connect_timeout_s, pool=spec.connect_timeout_s),
             limits=httpx.Limits(max_keepalive_connections=0),
@@ -278,11 +290,14 @@ class HttpModel:
             log.warning("prompt_may_exceed_context", estimated_tokens=estimate, num_ctx=spec.num_ctx)
         cap = self.max_tokens(request, estimate)
         body = msgspec.json.encode(self.request_body(request, model, cap))
+        meter.expect_first_s = self.pace.first_token_s(model, estimate) or spec.first_token_timeout_s
+        meter.stall_s = min(spec.idle_timeout_s / 2, STALL_S)
         started = time.monotonic()
         answer, attempts = self._with_retries(lambda: self._attempt(body, model, request, cancel, meter), cancel,
                                               request, model, log)
         usage = answer.usage
         self.calibration.observe(model, chars, usage)
+        speeds = self.pace.observe(model, usage, meter)
         if not usage.prompt_tokens or not usage.completion_tokens:
             answer_chars = len(answer.content) + len(msgspec.json.encode(answer.tool_calls)) * bool(answer.tool_calls)
             answer = msgspec.structs.replace(answer, usage=Usage(
@@ -290,11 +305,27 @@ class HttpModel:
                 completion_tokens=usage.completion_tokens or tokens.estimate(answer_chars, ratio), estimated=True))
         log.info("model_answered", attempts=attempts, duration_ms=round((time.monotonic() - started) * 1000, 1),
                  prompt_tokens=answer.usage.prompt_tokens, completion_tokens=answer.usage.completion_tokens,
-                 tool_calls=len(answer.tool_calls), finish_reason=answer.finish_reason, max_tokens=cap,
-                 chars_per_token=round(ratio, 2))
+                 cached_tokens=usage.cached_tokens, tool_calls=len(answer.tool_calls),
+                 finish_reason=answer.finish_reason, max_tokens=cap, chars_per_token=round(ratio, 2),
+                 prompt_tps=round(speeds.prompt_tps, 1), answer_tps=round(speeds.answer_tps, 2))
         if answer.finish_reason == "length":
             raise self._cut(request, model, answer, cap)
         return answer
+
+    def expected_s(self, request: ModelRequest) -> float | None:
+        """How long a normal call with ``request`` takes at the model's measured speeds:
+        its prompt, and an answer as long as its cap (:meth:`Pace.call_s`); None until the
+        model has been measured."""
+        model = self.spec.model_for(request.stage)
+        estimate = tokens.estimate(tokens.request_chars(request, schema=False), self.calibration.ratio(model))
+        return self.pace.call_s(model, estimate, self.max_tokens(request, estimate))
+
+    def first_token_s(self, meter: Meter) -> float:
+        """The wait for the answer's first byte: ``first_token_timeout_s``, or the prompt's
+        estimated processing time (``meter.expect_first_s``) when that is longer (at most
+        :data:`STRETCH` times it)."""
+        configured = self.spec.first_token_timeout_s
+        return max(configured, min(meter.expect_first_s, STRETCH * configured))
 
     def max_tokens(self, request: ModelRequest, estimate: int) -> int:
         """The answer's cap: the request's or the stage's, within the context the prompt leaves."""
@@ -341,9 +372,10 @@ class HttpModel:
                  meter: Meter) -> ModelAnswer:
         spec = self.spec
         meter.restart()
+        first_token_s = self.first_token_s(meter)
         try:
             return run_watched(lambda exchange: self._exchange(exchange, body, model, meter), cancel=cancel,
-                               first_token_s=spec.first_token_timeout_s, idle_s=spec.idle_timeout_s,
+                               first_token_s=first_token_s, idle_s=spec.idle_timeout_s,
                                allow_remote=spec.allow_remote, name=f"acode-{self.name}-http")
         except Interrupted as stopped:
             if stopped.reason == "cancelled":
@@ -353,7 +385,7 @@ class HttpModel:
                                 f"{spec.idle_timeout_s:g}s in the middle of {model}'s answer",
                                 code="ACODE-LLM-008", fix="raise idle_timeout_s if the model is just slow") from None
             raise Transient(f"{model} on {self.label} at {self.base_url} sent no answer within "
-                            f"{spec.first_token_timeout_s:g}s", code="ACODE-LLM-008",
+                            f"{round(first_token_s, 1):g}s", code="ACODE-LLM-008",
                             fix="raise first_token_timeout_s (a large model may need minutes to load) "
                                 "or use a smaller model") from None
 
@@ -367,7 +399,7 @@ class HttpModel:
             response = self._client.send(request, stream=True)
             exchange.answered = True
             try:
-                chunks = exchange.watch(response.iter_bytes())
+                chunks = exchange.watch(response.iter_bytes(), meter.hear)
                 if response.status_code >= 400:
                     raise self._status_error(response, _read_capped(chunks), model)
                 return self.read_stream(lines(chunks), model, meter)

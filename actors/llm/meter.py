@@ -13,8 +13,17 @@ the stream (``usage`` in a chunk) overrides the chunk count; its count wins from
 A model that does not stream (the scripted one) leaves the count at 0: only the seconds
 advance.
 
-Reads and writes come from two threads (the HTTP helper thread writes, the loop thread
-reads); each is one attribute assignment of an int or a str, which needs no lock.
+The meter also says whether the server is still at work, for a deadline that would cut
+the call (:mod:`actors.stages.callwatch`): :meth:`Meter.hear` marks each piece of the
+body as it arrives (``heard``, and ``first_heard`` for the first), whatever it holds, and
+the provider sets what it expects before then: ``expect_first_s``, how long the prompt may
+take before the first piece (its estimated processing time at the model's measured speed,
+:mod:`actors.llm.pace`, else the provider's first-token timeout; 0: not known), and
+``stall_s``, the gap in a stream that means the server has stopped.
+
+Reads and writes come from several threads (the HTTP helper thread writes; the loop
+thread and the call watch read); each is one attribute assignment of an int, a float or a
+str, which needs no lock.
 """
 
 from __future__ import annotations
@@ -38,6 +47,27 @@ class Meter:
         self.tokens = 0
         self.counted_by: Counted = "chunks"
         self.finished: float | None = None  # when the call ended (answered, failed or cancelled)
+        self.attempt_started = self.started  # when the current attempt (a retry's) was sent
+        self.first_heard: float | None = None  # the attempt's first piece of the answer's body arrived
+        self.heard: float | None = None  # its latest piece arrived
+        self.expect_first_s = 0.0  # how long the prompt may take before the first piece (0: not known)
+        self.stall_s = 0.0  # a silence this long in a stream means the server stopped (0: unknown)
+
+    def hear(self) -> None:
+        """A piece of the answer's body arrived from the server (text or not)."""
+        now = self.clock()
+        if self.first_heard is None:
+            self.first_heard = now
+        self.heard = now
+
+    def waiting(self, now: float) -> bool:
+        """Whether the server is, by all it has shown, still at work on the answer: it sent
+        a piece within ``stall_s``, or it has sent nothing yet and the prompt's expected
+        processing time has not run out. A provider that sets neither (one that does not
+        stream) is never taken to be at work."""
+        if self.heard is not None:
+            return self.stall_s > 0 and now - self.heard < self.stall_s
+        return self.expect_first_s > 0 and now - self.attempt_started < self.expect_first_s
 
     def chunk(self, pieces: int = 1) -> None:
         """``pieces`` more pieces of the answer arrived (ignored once the server counts)."""
@@ -54,6 +84,8 @@ class Meter:
         """A retried attempt starts its answer from nothing (the seconds keep running)."""
         self.tokens = 0
         self.counted_by = "chunks"
+        self.attempt_started = self.clock()
+        self.first_heard = self.heard = None
 
     def finish(self) -> None:
         if self.finished is None:

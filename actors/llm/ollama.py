@@ -3,7 +3,8 @@
 Each line of the stream is a chunk: ``message.content`` deltas, ``message.tool_calls``
 (whole calls, arguments as JSON objects), an ``error`` field when the server fails
 mid-answer, and a last chunk with ``done: true`` carrying ``prompt_eval_count`` and
-``eval_count`` and ``done_reason`` (``length`` when the answer hit ``num_predict``, the
+``eval_count`` (with ``prompt_eval_duration`` and ``eval_duration`` in nanoseconds, the
+model's speeds: :mod:`actors.llm.pace`) and ``done_reason`` (``length`` when the answer hit ``num_predict``, the
 cap every request sets). The request sets ``num_ctx`` explicitly: Ollama's own default window is
 small and silently truncates a long prompt from the front, losing the system prompt.
 Ollama sends one chunk per generated token: the meter counts the chunks that carry text or
@@ -52,10 +53,16 @@ class _Chunk(msgspec.Struct):
     error: Any = None
     prompt_eval_count: int | None = None
     eval_count: int | None = None
+    prompt_eval_duration: float | None = None  # nanoseconds
+    eval_duration: float | None = None
     done_reason: str | None = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
+def _ms(nanoseconds: float | None) -> float:
+    return min(max(0.0, nanoseconds or 0.0) / 1e6, 1e11)
 
 
 def same_model(wanted: str, listed: str) -> bool:
@@ -126,8 +133,9 @@ class OllamaModel(HttpModel):
             if chunk.done:
                 meter.counted(chunk.eval_count or 0)
                 return ModelAnswer(content="".join(content), tool_calls=calls, usage=Usage(
-                    prompt_tokens=chunk.prompt_eval_count or 0, completion_tokens=chunk.eval_count or 0),
-                    finish_reason=(chunk.done_reason or "")[:64])
+                    prompt_tokens=chunk.prompt_eval_count or 0, completion_tokens=chunk.eval_count or 0,
+                    prompt_n=chunk.prompt_eval_count or 0, prompt_ms=_ms(chunk.prompt_eval_duration),
+                    completion_ms=_ms(chunk.eval_duration)), finish_reason=(chunk.done_reason or "")[:64])
         raise Transient(f"Ollama at {self.base_url} ended the stream before {model}'s answer was done",
                         code="ACODE-LLM-010", fix="check the server's log")
 

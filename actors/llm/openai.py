@@ -10,7 +10,10 @@ token counts, and ``max_tokens`` caps the answer (``finish_reason: "length"`` wh
 hit the cap). The meter counts the deltas that carry text or a piece of a tool call (one
 token each on llama.cpp, LM Studio and vLLM), or takes a ``usage`` block's
 ``completion_tokens`` whenever a chunk carries one (vLLM's ``continuous_usage_stats``, the
-last chunk).
+last chunk). The server's own work comes with the answer when it says it: llama.cpp's
+``timings`` (``prompt_n`` tokens evaluated in ``prompt_ms``, ``predicted_ms``, ``cache_n``
+served from its prompt cache) and ``usage.prompt_tokens_details.cached_tokens`` (OpenAI's
+name for the cached share) go into :class:`~protocol.results.Usage`.
 
 A model the server does not have answers (LM Studio) 404 ``{"error": {"message": "Model
 \\"x\\" not found...", "code": "model_not_found"}}``: ACODE-LLM-006, never retried. The key
@@ -61,17 +64,36 @@ class _Choice(msgspec.Struct):
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_details: Any = None  # {"cached_tokens": n}, read by _figure
 
 
 class _Chunk(msgspec.Struct):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
+    timings: Any = None  # llama.cpp's: {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n", ...}
     error: Any = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 _MISSING = re.compile(r"model.*(not found|does not exist|not loaded)|no models? (is )?loaded|model_not_found",
                       re.IGNORECASE | re.DOTALL)
+
+
+def _figure(block: Any, key: str) -> float:
+    """A non-negative number out of a block of a server's figures (0 when it is not one)."""
+    value = block.get(key) if isinstance(block, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
+        return 0.0
+    return float(value)
+
+
+def _usage(usage: Usage, timings: Any, details: Any) -> Usage:
+    """The counts with the server's timings and cache figures added (what it did not say stays 0)."""
+    cached = _figure(timings, "cache_n") or _figure(details, "cached_tokens")
+    return msgspec.structs.replace(
+        usage, completion_tokens=usage.completion_tokens or int(_figure(timings, "predicted_n")),
+        cached_tokens=int(cached), prompt_n=int(_figure(timings, "prompt_n")),
+        prompt_ms=_figure(timings, "prompt_ms"), completion_ms=_figure(timings, "predicted_ms"))
 
 
 def sse_data(lines: Iterator[str]) -> Iterator[str]:
@@ -159,6 +181,8 @@ class OpenAICompatibleModel(HttpModel):
         content: list[str] = []
         calls: dict[int, _Call] = {}
         usage = Usage()
+        timings: Any = None
+        details: Any = None
         finished = False
         reason = ""
         for data in sse_data(lines):
@@ -176,7 +200,9 @@ class OpenAICompatibleModel(HttpModel):
             if chunk.usage is not None:
                 usage = Usage(prompt_tokens=chunk.usage.prompt_tokens or 0,
                               completion_tokens=chunk.usage.completion_tokens or 0)
+                details = chunk.usage.prompt_tokens_details or details
                 meter.counted(usage.completion_tokens)
+            timings = chunk.timings or timings
             for choice in (chunk.choices or [])[:1]:
                 finished = finished or choice.finish_reason is not None
                 reason = (choice.finish_reason or reason)[:64]
@@ -191,8 +217,8 @@ class OpenAICompatibleModel(HttpModel):
         if not finished:
             raise Transient(f"{self.label} at {self.base_url} ended the stream before {model}'s answer was done",
                             code="ACODE-LLM-010", fix="check the server's log")
-        return ModelAnswer(content="".join(content), tool_calls=self._calls(calls), usage=usage,
-                           finish_reason=reason)
+        return ModelAnswer(content="".join(content), tool_calls=self._calls(calls),
+                           usage=_usage(usage, timings, details), finish_reason=reason)
 
     @staticmethod
     def _calls(calls: dict[int, _Call]) -> list[ModelToolCall]:

@@ -13,12 +13,15 @@ replaces it with a placeholder and a replayed stage still finds its answers.
 
 ``meter`` (optional) is moved as the answer streams in (``actors.llm.meter``): it feeds
 the live "thinking…" line. A provider that does not stream may ignore it.
+
+A provider that measures its model's speed is also :class:`Paced`: ``expected_s`` says how
+long a normal call with a request takes (``actors.llm.pace``), for stage deadlines.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -28,7 +31,7 @@ from protocol.stages import Stage
 if TYPE_CHECKING:
     from actors.llm.meter import Meter
 
-__all__ = ["ChatMessage", "ModelRequest", "Provider"]
+__all__ = ["ChatMessage", "ModelRequest", "Paced", "Provider"]
 
 
 class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -58,3 +61,10 @@ class Provider(Protocol):
 
     def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
                  meter: Meter | None = None) -> ModelAnswer: ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A provider that knows its model's measured speed."""
+
+    def expected_s(self, request: ModelRequest) -> float | None: ...

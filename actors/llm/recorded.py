@@ -42,8 +42,10 @@ hash was taken from the request as the stage made it. So steering that arrived d
 attempt does not change the keys of that attempt's calls: a retried attempt replays
 every recorded answer, and only the calls it makes live carry the steering.
 
-A live call is watched (``calls``, :mod:`actors.stages.callwatch`): its deadline, the
-stage's cancel, and what the stage holds written if it runs long.
+A live call is watched (``calls``, :mod:`actors.stages.callwatch`): its deadline (which
+spares a call still at work until ``limit``, by its meter), the stage's cancel, and what
+the stage holds written if it runs long. :meth:`RecordedModel.expected_s` is the
+provider's estimate of a normal call's time, for a stage that sets a deadline.
 
 A live answer is made storable first (:func:`actors.llm.toolcalls.storable_answer`): a
 lone UTF-16 surrogate in it, which no encoder takes, would fail the record, and the replay
@@ -68,7 +70,7 @@ import msgspec
 
 from actors.llm import toolcalls
 from actors.llm.meter import Meter
-from actors.llm.provider import ModelRequest, Provider
+from actors.llm.provider import ModelRequest, Paced, Provider
 from actors.stages.callwatch import CallWatch
 from protocol import codec
 from protocol.errors import ModelError
@@ -166,6 +168,7 @@ class RecordedModel:
         self.replayed = 0
         self.tokens_in = 0
         self.tokens_out = 0
+        self.tokens_cached = 0  # of tokens_in, served from the server's prompt cache
         self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
         self.largest_prompt_est = 0
         self.model_ms = 0.0  # time spent waiting for the provider's answers (replays count 0)
@@ -184,9 +187,16 @@ class RecordedModel:
         for record in self.take_pending():
             self.persistence(record)
 
-    def complete(self, request: ModelRequest, *, deadline: float | None = None) -> ModelAnswer:
+    def expected_s(self, request: ModelRequest) -> float | None:
+        """How long a normal live call with ``request`` takes at the model's measured pace
+        (None: not measured, or a provider that does not measure)."""
+        return self.provider.expected_s(request) if isinstance(self.provider, Paced) else None
+
+    def complete(self, request: ModelRequest, *, deadline: float | None = None,
+                 limit: float | None = None) -> ModelAnswer:
         """The recorded answer, else the provider's (recorded). At ``deadline`` (monotonic;
-        the executor's step time) a live call is abandoned: :class:`DeadlinePassed`."""
+        the executor's step time) a live call is abandoned: :class:`DeadlinePassed`; with a
+        ``limit``, a call still at work goes on up to it (:mod:`actors.stages.callwatch`)."""
         cancel = self.cancel
         if cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
@@ -208,7 +218,7 @@ class RecordedModel:
             self.watch(meter)
         try:
             # text with no UTF-8 form (a lone surrogate) could not be recorded, nor replayed
-            answer = toolcalls.storable_answer(self._ask(sent, claim.seq, meter, deadline))
+            answer = toolcalls.storable_answer(self._ask(sent, claim.seq, meter, deadline, limit))
         finally:
             meter.finish()
             self.model_ms += meter.elapsed() * 1000
@@ -217,6 +227,7 @@ class RecordedModel:
                                                    session_id=self.session_id, stage=request.stage))
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens
+        self.tokens_cached += answer.usage.cached_tokens
         return answer
 
     def _claim(self, digest: str, request: ModelRequest) -> ModelAnswerClaim:
@@ -236,12 +247,13 @@ class RecordedModel:
                              answers=self.take_pending()))
         return claim
 
-    def _ask(self, request: ModelRequest, seq: int, meter: Meter, deadline: float | None) -> ModelAnswer:
+    def _ask(self, request: ModelRequest, seq: int, meter: Meter, deadline: float | None,
+             limit: float | None) -> ModelAnswer:
         """The provider's answer, the call watched (its deadline, the stage's cancel, and
         what the stage holds back written if it runs long: :mod:`actors.stages.callwatch`)."""
         if self.watched is None:
             return self.provider.complete(request, seq=seq, cancel=self.cancel, meter=meter)
-        with self.watched.call(self.cancel, deadline) as watched:
+        with self.watched.call(self.cancel, deadline, limit=limit, meter=meter) as watched:
             try:
                 return self.provider.complete(request, seq=seq, cancel=watched.stop, meter=meter)
             except ModelError as exc:

@@ -4,9 +4,14 @@ A model call may take a while (a local model thinks for seconds or minutes), and
 things must happen while the stage's own thread waits for it:
 
 - **its deadline**: the executor gives each call what is left of the step's time
-  (``step_timeout_s``); when it passes, or when the stage is cancelled, the call's
-  ``stop`` event is set (the provider abandons the request, an HTTP request is closed)
-  and :attr:`Watched.expired` says which;
+  (``step_timeout_s``; :func:`turn_deadline`); when it passes, or when the stage is
+  cancelled, the call's ``stop`` event is set (the provider abandons the request, an HTTP
+  request is closed) and :attr:`Watched.expired` says which. A deadline does not cut a
+  call that is still at work, by what its :class:`~actors.llm.meter.Meter` has seen: the
+  server sent a piece of the answer within its stall gap, or it is still within the
+  prompt's estimated processing time (:meth:`Meter.waiting <actors.llm.meter.Meter.waiting>`);
+  such a call goes on until it ends, goes silent, or reaches its ``limit`` (at most
+  :data:`STRETCH` times the configured time). A silent stream is cut at once;
 - **what the stage holds back**: the results of reads, progress events and the last
   answer ride on the stage's next write (:mod:`actors.stages.context`); a call that runs
   :data:`FLUSH_AFTER` seconds gets them written meanwhile (``on_long_call``), so
@@ -25,27 +30,62 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FLUSH_AFTER", "IDLE_EXIT", "TICK", "CallWatch", "Watched"]
+if TYPE_CHECKING:
+    from actors.llm.meter import Meter
+
+__all__ = ["FLUSH_AFTER", "IDLE_EXIT", "STRETCH", "TICK", "CallWatch", "Watched", "turn_deadline"]
 
 TICK = 0.05  # seconds: how late a deadline or a cancel may be noticed
 FLUSH_AFTER = 0.2  # seconds a call runs before what the stage holds back is written meanwhile
 IDLE_EXIT = 1.0  # seconds without a call in flight before the thread ends
+STRETCH = 4.0  # a deadline is never stretched past this many times the configured time
+
+
+def turn_deadline(started: float, span: float, now: float, expected: float | None,
+                  ceiling: float | None = None) -> tuple[float, float]:
+    """The deadline and the limit of a call made at ``now`` in a span of ``span`` seconds
+    that began at ``started`` (a step's try and ``step_timeout_s``). The deadline is the
+    span's end, or later when a normal call (``expected`` seconds, at the model's measured
+    pace: :meth:`actors.llm.http.HttpModel.expected_s`) would not fit before it; the limit
+    is :data:`STRETCH` spans from ``started``, which no deadline passes and no call
+    outlives. Neither is stretched past ``ceiling`` (the stage's own end: a step that ends
+    on its own timeout is tried again, a stage timed out is abandoned), nor cut below the
+    span's end."""
+    deadline = started + span
+    limit = started + STRETCH * span
+    if ceiling is not None:
+        limit = max(deadline, min(limit, ceiling))
+    if expected is not None:
+        deadline = max(deadline, min(limit, now + expected))
+    return deadline, limit
 
 
 class Watched:
-    """One call in flight: ``stop`` is set at its deadline or when ``cancel`` is set."""
+    """One call in flight: ``stop`` is set at its deadline (unless the call is still at
+    work, up to ``limit``) or when ``cancel`` is set."""
 
-    __slots__ = ("cancel", "deadline", "expired", "flushed", "started", "stop")
+    __slots__ = ("cancel", "deadline", "expired", "flushed", "limit", "meter", "started", "stop")
 
-    def __init__(self, cancel: threading.Event, deadline: float | None, started: float):
+    def __init__(self, cancel: threading.Event, deadline: float | None, started: float, *,
+                 limit: float | None = None, meter: Meter | None = None):
         self.cancel = cancel
         self.deadline = deadline
+        self.limit = limit  # None: the deadline is firm
+        self.meter = meter
         self.started = started
         self.stop = threading.Event()
         self.expired = False  # the deadline passed (not a cancel)
         self.flushed = False
+
+    def overdue(self, now: float) -> bool:
+        """Past the deadline, and not still at work within the limit."""
+        if self.deadline is None or now < self.deadline:
+            return False
+        if self.limit is None or now >= self.limit or self.meter is None:
+            return True
+        return not self.meter.waiting(now)
 
 
 class CallWatch:
@@ -64,9 +104,11 @@ class CallWatch:
         self._thread: threading.Thread | None = None
 
     @contextmanager
-    def call(self, cancel: threading.Event, deadline: float | None = None) -> Iterator[Watched]:
-        """Watch one call for as long as the block runs; pass ``watched.stop`` to the provider."""
-        watched = Watched(cancel, deadline, self._clock())
+    def call(self, cancel: threading.Event, deadline: float | None = None, *, limit: float | None = None,
+             meter: Meter | None = None) -> Iterator[Watched]:
+        """Watch one call for as long as the block runs; pass ``watched.stop`` to the provider.
+        With a ``limit`` and the call's ``meter``, the deadline spares a call still at work."""
+        watched = Watched(cancel, deadline, self._clock(), limit=limit, meter=meter)
         with self._lock:
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._run, name="acode-call-watch", daemon=True)
@@ -107,7 +149,7 @@ class CallWatch:
                     self._thread = None  # the next call starts another
                     return
             for watched in calls:
-                if watched.cancel.is_set() or (watched.deadline is not None and now >= watched.deadline):
+                if watched.cancel.is_set() or watched.overdue(now):
                     watched.expired = not watched.cancel.is_set()
                     watched.stop.set()
                 if not watched.flushed and now - watched.started >= self._flush_after:

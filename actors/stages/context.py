@@ -586,7 +586,8 @@ class StageContext:
         metrics = StageMetrics(duration_ms=(time.monotonic() - self.started) * 1000,
                                model_calls=self.model.calls, replayed_model_calls=self.model.replayed,
                                tool_calls=self.tool_calls, tokens_in=self.model.tokens_in,
-                               tokens_out=self.model.tokens_out, prompt_tokens_est=self.model.prompt_tokens_est,
+                               tokens_out=self.model.tokens_out, tokens_cached=self.model.tokens_cached,
+                               prompt_tokens_est=self.model.prompt_tokens_est,
                                largest_prompt_est=self.model.largest_prompt_est,
                                budget_tokens=self.budget_tokens, model_ms=self.model.model_ms)
         return StageResult(session_id=request.session_id, stage=request.stage, visit=request.visit,

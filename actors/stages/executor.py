@@ -49,8 +49,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
   ``step_failed``, on running out of turns (ACODE-EXEC-003), past
-  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn, and a model answer still
-  coming at the deadline is abandoned, its HTTP request closed), or when the model
+  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn; a turn's deadline fits a
+  normal call at the model's measured pace, and a model answer still coming at it is
+  abandoned, its HTTP request closed, unless tokens are still flowing or its prompt is
+  still within its measured processing time, up to 4× the setting:
+  :mod:`actors.stages.callwatch`), or when the model
   makes the same tool call with the same arguments three times in a row (ACODE-EXEC-008,
   the third is not run). A failed try is followed by another, up to
   ``step_retry_limit`` tries, each from a fresh window that states what failed and why
@@ -101,6 +104,7 @@ from actors.llm.provider import ModelRequest
 from actors.llm.recorded import DeadlinePassed
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
+from actors.stages.callwatch import turn_deadline
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline, NeedsApproval
@@ -117,6 +121,8 @@ from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, d
 
 __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
+_TURNS_TO_FIT = 5  # the turns a step_timeout_seconds suggested after ACODE-EXEC-006 leaves room for
+_STAGE_MARGIN = 5.0  # seconds: a turn's deadline is stretched no closer than this to the stage's timeout
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
@@ -257,11 +263,12 @@ class _Step:
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1
-                answer = self._ask(model_request, timeout - elapsed)
+                answer = self._ask(model_request, started, timeout)
             if answer is None:
                 return _Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
-                                          "raise step_timeout_seconds", code="ACODE-EXEC-006")
+                                          + _raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
+                                code="ACODE-EXEC-006")
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
@@ -296,11 +303,16 @@ class _Step:
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
 
-    def _ask(self, request: ModelRequest, remaining: float) -> ModelAnswer | None:
+    def _ask(self, request: ModelRequest, started: float, timeout: float) -> ModelAnswer | None:
         """The model's answer, or None when the step's time ran out while it was answering
-        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises."""
+        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises.
+        The deadline fits a normal call at the model's measured pace, and spares a call still
+        at work, within a limit (:func:`actors.stages.callwatch.turn_deadline`)."""
+        stage_end = self.ctx.started + self.ctx.request.settings.stage_timeouts.get("executor", 300.0) - _STAGE_MARGIN
+        deadline, limit = turn_deadline(started, timeout, time.monotonic(), self.ctx.model.expected_s(request),
+                                        ceiling=stage_end)
         try:
-            return self.ctx.model.complete(request, deadline=time.monotonic() + remaining)
+            return self.ctx.model.complete(request, deadline=deadline, limit=limit)
         except DeadlinePassed:
             return None
 
@@ -372,8 +384,8 @@ class _Step:
         self.calls += 1
         if result.ok and call.name in _WRITES:
             self.wrote = True
-            if result.path and result.path not in self.files:
-                self.files.append(result.path)
+            if result.path and call.name != "create_directory" and result.path not in self.files:
+                self.files.append(result.path)  # files only: a directory is no changed file
         self._reply(call, prompts.render_tool_result(result, self.ctx.fence, self.result_limit), native=native)
         self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
@@ -381,6 +393,17 @@ class _Step:
 
     def _finish(self, status: StepStatus, summary: str, *, code: str = "") -> StepRecord:
         return _record(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
+
+
+def _raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -> str:
+    """What to raise after ACODE-EXEC-006: when whole turns were answered, a value that fits
+    a few more at the pace they took (at least twice the setting, rounded up to 10 s)."""
+    if not done:
+        return "raise step_timeout_seconds"
+    per_turn = elapsed / done
+    needed = -(-max(2 * timeout, per_turn * min(turns, _TURNS_TO_FIT)) // 10) * 10
+    return (f"its turns took {per_turn:.0f}s each at this model's pace: raise step_timeout_seconds to "
+            f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 
 def _retry_note(attempt: int, limit: int, failure: _Outcome | None, earlier: StepRecord | None) -> str:

@@ -432,8 +432,17 @@ def _render_clarifications(answers: Sequence[Clarification]) -> str:
     lines = []
     for item in answers:
         lines.append(f"{item.label}: {item.question}")
-        lines.append(f"Answer: {item.answer}" + (" (the default: no answer came in time)" if item.defaulted else ""))
+        lines.append(f"Answer: {item.answer}" + _defaulted(item))
     return "\n".join(lines)
+
+
+def _defaulted(item: Clarification) -> str:
+    """How a default answer came: the wait ran out, or the user chose the defaults."""
+    if not item.defaulted:
+        return ""
+    if item.timed_out:
+        return " (the default: no answer came in time)"
+    return " (the default: the user chose the defaults)"
 
 
 def _render_feedback(feedback: Feedback) -> str:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cli.approvals import request_lines
 from cli.render import Progress, active_sessions, echo, files_changed, session_detail
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError, with_code
-from protocol.events import Event, SessionFinished, StageFinished, ToolCalled
+from protocol.events import Event, SessionFinished, SessionPaused, StageFinished, ToolCalled
 from protocol.results import FileChange, WorkspaceChanges
 from protocol.session import PauseInfo, SessionSnapshot
 
@@ -79,6 +80,10 @@ def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_s
         "executor  2     4,000      50          2.0 s   3.0 s",
         "total     3     5,234      617         16.2 s  17.7 s"]
     assert stage_table([]) == ""
+    cached = msgspec.structs.replace(events[1], tokens_cached=2_500)
+    assert Progress().line(cached) == ("[EXECUTOR]  done (2.50s; tokens 3,000 in (2,500 from the server's cache) / "
+                                       "40 out, model 2.0 s)")
+    assert stage_totals([cached])[0].tokens_cached == 2_500
     detail = session_detail(SessionSnapshot(id="s1", task="t", workspace="/w", status="completed"), events)
     assert "[server: 1,234 in, 567 out; model 14.2 s]" in detail, detail
 
@@ -218,3 +223,32 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
         ("config.py", 'print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace\'s words, escaped'),
         ("daemon.py", 'print(f"acode: the coordinator (pid {pid}) is still running after {timeout:g}s; sending "'),
     }
+
+
+def test_a_cancelled_sessions_summary_includes_the_stage_that_was_running() -> None:
+    from cli.render import stage_table, stage_totals
+    from protocol.events import Transitioned
+
+    planned = StageFinished(id="p", session_id="s1", stage="planner", visit=1, attempt=1, ok=True, summary="planned",
+                            duration_ms=2_000, tokens_in=100, tokens_out=20, model_ms=1_500, at=102.0)
+    events: list[Event] = [
+        Transitioned(id="t0", session_id="s1", source="start", target="planner", at=100.0), planned,
+        Transitioned(id="t1", session_id="s1", source="planner", target="executor", at=102.5),
+        SessionFinished(id="f", session_id="s1", status="cancelled", exit_code=23, at=110.0)]
+
+    assert [(t.stage, t.state, t.duration_s) for t in stage_totals(events)] == [
+        ("planner", "finished", 2.0), ("executor", "cancelled", 7.5)]
+    assert stage_table(events).splitlines() == [
+        "STAGE     RUNS  TOKENS IN  TOKENS OUT  MODEL  STAGE TIME",
+        "planner   1     100        20          1.5 s  2.0 s",
+        "executor  1     -          -           -      7.5 s, cancelled",
+        "total     2     100        20          1.5 s  9.5 s"]
+    paused = [*events[:3], SessionPaused(id="sp", session_id="s1", kind="escalation", code="ACODE-EXEC-003",
+                                          message="m", exit_code=31, at=105.0), events[3]]
+    assert [t.stage for t in stage_totals(paused)] == ["planner"], "cancelled while paused: no stage was running"
+
+
+def test_files_changed_lists_files_never_a_directory_the_model_created() -> None:
+    events: list[Event] = [_call("create_directory", "src"), _call("write_file", "src/hello.py"),
+                           _call("create_directory", "empty")]
+    assert files_changed(events) == "not compared with the baseline; written by the file tools: src/hello.py"

@@ -67,6 +67,7 @@ seconds = st.floats(min_value=0, max_value=86_400, exclude_min=True, allow_nan=F
 visits = st.integers(min_value=1, max_value=1_000)
 small_counts = st.integers(min_value=0, max_value=1_000)
 counts = st.integers(min_value=0, max_value=10**12)
+millis = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
 exit_codes = st.integers(min_value=0, max_value=255)
 stages = _literal(ss.Stage)
 cycle_kinds = _literal(ss.CycleKind)
@@ -164,7 +165,7 @@ feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, det
 feedbacks = struct(ss.Feedback, {"source": _literal(ss.FeedbackSource), "summary": texts}, items=_few(feedback_items),
                    target=st.none() | stages, cycle=small_counts)
 clarifications = struct(ss.Clarification, {"label": short, "question": texts, "answer": texts},
-                        defaulted=st.booleans())
+                        defaulted=st.booleans(), timed_out=st.booleans())
 steering_notes = struct(ss.SteeringNote, {"id": ids, "text": texts.filter(bool)})
 pauses = struct(ss.PauseInfo, {"kind": pause_kinds, "code": short, "message": texts}, stage=st.none() | stages,
                 task=short, step=short, fix=texts, command=texts, resume=_literal(ResumeMode))
@@ -251,7 +252,8 @@ tool_results = struct(
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
     risk=risks, path=short, isolation=short, changes=st.none() | workspace_changes,
 )
-usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans())
+usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
+                cached_tokens=counts, prompt_n=counts, prompt_ms=millis, completion_ms=millis)
 model_tool_calls = struct(rs.ModelToolCall, {"id": short, "name": short}, arguments=arguments,
                           invalid_arguments=texts)
 model_answers = struct(rs.ModelAnswer, content=texts, tool_calls=_few(model_tool_calls), usage=usages,
@@ -266,6 +268,7 @@ execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_c
                            kept=_few(short))
 stage_metrics = struct(rs.StageMetrics, duration_ms=non_negative, model_calls=counts,
                        replayed_model_calls=counts, tool_calls=counts, tokens_in=counts, tokens_out=counts,
+                       tokens_cached=counts,
                        prompt_tokens_est=counts, largest_prompt_est=counts, budget_tokens=counts,
                        model_ms=non_negative)
 rule_names = st.sampled_from(["passed", "criteria", "files", "all"])
@@ -301,6 +304,7 @@ _event(ev.StageRetried, {"stage": stages, "visit": visits, "attempt": visits, "r
 _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "ok": st.booleans()},
        duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
        largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals,
+       tokens_cached=naturals,
        model_ms=non_negative, changes=st.none() | workspace_changes)
 _event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
        completed_tasks=_few(short))

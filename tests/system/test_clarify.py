@@ -71,8 +71,8 @@ def test_questions_pause_the_session_and_answers_resume_it_into_a_second_plan(ac
     session = json.loads(acode("show", session_id, "--json").stdout)["session"]
     assert session["status"] == "completed"
     assert session["clarifications"] == [
-        {"label": "Q1", "question": "Which greeting?", "answer": "bonjour", "defaulted": False},
-        {"label": "Q2", "question": "Which file name?", "answer": "greet.txt", "defaulted": True},
+        {"label": "Q1", "question": "Which greeting?", "answer": "bonjour", "defaulted": False, "timed_out": False},
+        {"label": "Q2", "question": "Which file name?", "answer": "greet.txt", "defaulted": True, "timed_out": False},
     ]
     v2 = json.loads(acode("plan", "show", session_id, "--json").stdout)
     assert (v2["version"], v2["status"]) == (2, "ready")
@@ -101,5 +101,5 @@ def test_unanswered_questions_fall_back_to_their_defaults_after_the_configured_w
 
     wait_until(finished, timeout=60, what="the session to go on with the defaults")
     session = json.loads(acode("show", session_id, "--json").stdout)["session"]
-    assert [(c["answer"], c.get("defaulted")) for c in session["clarifications"]] == [
-        ("hello", True), ("greet.txt", True)]
+    assert [(c["answer"], c.get("defaulted"), c.get("timed_out")) for c in session["clarifications"]] == [
+        ("hello", True, True), ("greet.txt", True, True)]

@@ -107,7 +107,7 @@ def test_on_a_terminal_one_line_is_rewritten_in_place_and_cleared_before_the_nex
                                        str(_workspace(tmp_path)))
     text = raw.decode("utf-8", errors="replace")
     assert code == 0, text
-    rewrites = re.findall(r"\r\x1b\[K(\[PLANNER\]  thinking… [\d,]+ tokens?, [\d.]+ s)", text)
+    rewrites = re.findall(r"\r\x1b\[K(\[PLANNER\]   thinking… [\d,]+ tokens?, [\d.]+ s)", text)
     _advancing(_thinking("\n".join(rewrites)))
     lines = text.split("\r\n")  # the terminal turns each newline into CR LF
     assert not any(THINKING.search(line) for line in lines if "\r\x1b[K" not in line), \

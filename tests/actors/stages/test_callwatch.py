@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from actors.stages.callwatch import CallWatch
+from actors.llm.meter import Meter
+from actors.stages.callwatch import CallWatch, Watched, turn_deadline
 from tests.harness import wait_until
 
 
@@ -54,3 +55,47 @@ def test_the_thread_ends_when_idle_and_a_new_call_starts_another() -> None:
     finally:
         watch.close()
     assert len(exits) == 2 and all(name == "acode-call-watch" for name in exits)
+
+
+def _meter(now: list[float], *, expect_first_s: float = 0.0, stall_s: float = 1.0) -> Meter:
+    meter = Meter(clock=lambda: now[0])
+    meter.restart()
+    meter.expect_first_s, meter.stall_s = expect_first_s, stall_s
+    return meter
+
+
+def test_past_its_deadline_a_call_still_receiving_tokens_goes_on_and_a_silent_one_does_not() -> None:
+    now = [0.0]
+    meter = _meter(now, stall_s=1.0)
+    watched = Watched(threading.Event(), deadline=10.0, started=0.0, limit=40.0, meter=meter)
+    now[0] = 9.5
+    meter.hear()
+    now[0] = 10.2
+    assert not watched.overdue(now[0]), "a token 0.7 s ago: the model is writing"
+    now[0] = 30.0
+    meter.hear()
+    assert not watched.overdue(30.5)
+    assert watched.overdue(31.0), "silent for the stall gap: stopped"
+    meter.hear()
+    assert watched.overdue(40.0), "never past the limit, tokens or not"
+
+
+def test_past_its_deadline_a_call_reading_its_prompt_goes_on_for_the_prompts_expected_time() -> None:
+    now = [0.0]
+    watched = Watched(threading.Event(), deadline=10.0, started=0.0, limit=40.0,
+                      meter=_meter(now, expect_first_s=25.0))
+    assert not watched.overdue(24.0), "no token yet, but within the prompt's measured processing time"
+    assert watched.overdue(25.0)
+    firm = Watched(threading.Event(), deadline=10.0, started=0.0, limit=40.0, meter=_meter(now))
+    assert firm.overdue(10.0), "a provider that says nothing of its progress gets a firm deadline"
+    assert Watched(threading.Event(), deadline=10.0, started=0.0, meter=_meter(now, expect_first_s=25.0)) \
+        .overdue(10.0), "without a limit the deadline is firm"
+
+
+def test_a_turns_deadline_fits_a_normal_call_at_the_measured_pace_within_four_times_the_setting() -> None:
+    assert turn_deadline(100.0, 120.0, 150.0, None) == (220.0, 580.0)
+    assert turn_deadline(100.0, 120.0, 150.0, 30.0) == (220.0, 580.0), "a normal call fits: unchanged"
+    assert turn_deadline(100.0, 120.0, 200.0, 90.0) == (290.0, 580.0), "stretched to fit the call"
+    assert turn_deadline(100.0, 120.0, 200.0, 900.0) == (580.0, 580.0), "never past 4x the setting"
+    assert turn_deadline(100.0, 120.0, 200.0, 900.0, ceiling=400.0) == (400.0, 400.0), "nor past the stage's end"
+    assert turn_deadline(100.0, 120.0, 150.0, None, ceiling=150.0) == (220.0, 220.0), "nor cut below the setting"
