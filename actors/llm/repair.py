@@ -84,8 +84,9 @@ def arguments(tool: str, text: str) -> dict[str, Any] | None:
     keys = TOOL_ARGS[tool].__struct_fields__
     if _repeated(text, keys):
         return None
-    for candidate in (lambda: _decoder.decode(_escape_strings(text, keys, ends=1)),
-                      lambda: _first_object(repair_json(text, return_objects=True))):
+    candidates: list[Callable[[], Any]] = [lambda: _decoder.decode(_escape_strings(text, keys, ends=1)),
+                                           lambda: _first_object(repair_json(text, return_objects=True))]
+    for candidate in candidates:
         try:
             value = candidate()
         except (ValueError, RecursionError, TypeError, IndexError):

@@ -129,9 +129,9 @@ def example_call(tool: str, path: str = "") -> str:
     """An exact call of ``tool`` as one JSON object, its path filled in (a placeholder
     without one): what a model that keeps sending broken JSON is shown."""
     target = path or "<path>"
-    arguments: dict[str, Any] = {
+    examples: dict[str, dict[str, Any]] = {
         "read_file": {"path": target},
-        "write_file": {"path": target, "content": 'def f():\n    """Say hi."""\n    return "hi"\n'},
+        "write_file": {"path": target, "content": '<first line>\n<a line with "quotes">\n'},
         "modify_file": {"path": target, "edits": [{"search": "<exact old text>", "replace": "<new text>"}]},
         "create_directory": {"path": target},
         "list_directory": {"path": path or "."},
@@ -139,8 +139,8 @@ def example_call(tool: str, path: str = "") -> str:
         "run_terminal": {"command": "<program> <arguments>"},
         "step_complete": {"summary": "<what was done>"},
         "step_failed": {"reason": "<why it cannot be done>"},
-    }.get(tool, {})
-    return json.dumps({"name": tool, "arguments": arguments}, ensure_ascii=False)
+    }
+    return json.dumps({"name": tool, "arguments": examples.get(tool, {})}, ensure_ascii=False)
 
 
 def storable(call: ModelToolCall) -> ModelToolCall:

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.llm.toolcalls import ParseProblem, check, from_text, parse, repair_native, signature, storable, storable_answer
+from actors.llm.toolcalls import (
+    ParseProblem,
+    check,
+    from_text,
+    parse,
+    repair_native,
+    signature,
+    storable,
+    storable_answer,
+)
 from protocol import codec
 from protocol.results import ModelAnswer, ModelToolCall
 from protocol.tools import TOOL_ARGS
@@ -107,7 +116,7 @@ def test_unescaped_quotes_in_a_string_argument_are_repaired_and_the_call_is_mark
 
 def test_json_repair_mends_single_quotes_and_trailing_commas_of_a_recognised_call() -> None:
     parsed = parse("```json\n{'name': 'read_file', 'arguments': {'path': 'a.py',},}\n```", NAMES)
-    assert (parsed.problem, parsed.repaired) == (None, {"text_0"})
+    assert parsed.problem is None and parsed.repaired == {"text_0"}
     assert [(c.name, c.arguments) for c in parsed.calls] == [("read_file", {"path": "a.py"})]
     assert parse('{"name": "read_file", "arguments": {"path": "a.py"}}', NAMES).repaired == frozenset()
 
