@@ -156,13 +156,19 @@ def context_budget(settings: SessionSettings) -> int:
     return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _TOOLS_CHARS, 0)
 
 
+class _Project:
+    """What every step of the stage shows: the workspace's AGENTS.md (None: not read yet)."""
+
+    instructions: str | None = None
+
+
 class _Step:
     """One step's tries, each a loop: the conversation, what it wrote, how many calls it made."""
 
     def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool,
-                 earlier_failure: StepRecord | None = None, instructions: str = ""):
+                 earlier_failure: StepRecord | None = None, shared: _Project | None = None):
         self.ctx = ctx
-        self.instructions = instructions  # the workspace's AGENTS.md for the system prompt (or "")
+        self.project = shared or _Project()
         self.task = task
         self.step = step
         self.wrote_before = wrote_before
@@ -188,25 +194,32 @@ class _Step:
         return list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write, *named]))[
             :_MAX_CONTEXT_FILES]
 
-    def _listing(self, key: str) -> str:
-        """The workspace's files as list_directory shows them (.gitignore respected), cut to
-        :data:`_LISTING_CHARS` (and a tenth of the budget); '' when it cannot be listed."""
-        result = self.ctx.tool_retrying(f"{key}:ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})
-        if not result.ok:
-            return ""
-        return prompts.truncate(result.output, min(_LISTING_CHARS, self.budget // 10))
-
-    def _context_files(self, key: str) -> list[tuple[str, str | None]]:
-        """The files the step names as they are now (None: it does not exist), each cut; all
-        within a third of the budget."""
+    def _gather(self, key: str) -> tuple[str, list[tuple[str, str | None]]]:
+        """What the step's first message shows of the workspace, read in one round trip
+        (:meth:`StageContext.tools`; a transient failure is retried alone): the listing
+        (list_directory, .gitignore respected, cut to :data:`_LISTING_CHARS` and a tenth of
+        the budget; '' when it cannot be listed) and the files the step names as they are
+        now (None: it does not exist), each cut, all within a third of the budget. The
+        stage's AGENTS.md is read with them, before its first step."""
         paths = self._step_paths()
+        # the listing is not under the step's own keys (<session>:e<visit>:...), which name the model's calls
+        calls = [(key.replace(":e", ":ctx-e", 1) + ":ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})]
+        calls += [(f"{key}:ctx{index}", "read_file", {"path": path}) for index, path in enumerate(paths)]
+        if self.project.instructions is None:
+            calls.insert(0, project.read_call(self.ctx))
+        results = [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
+                   for call, result in zip(calls, self.ctx.tools(calls), strict=True)]
+        if self.project.instructions is None:
+            self.project.instructions = project.render_result(self.ctx, results.pop(0))
+        listing_result, *read = results
+        listing = prompts.truncate(listing_result.output, min(_LISTING_CHARS, self.budget // 10)) \
+            if listing_result.ok else ""
         per_file = min(self.result_limit, self.budget // 4)
         left = self.budget // 3
         files: list[tuple[str, str | None]] = []
-        for index, path in enumerate(paths):
+        for path, result in zip(paths, read, strict=True):
             if left <= 0:
                 break
-            result = self.ctx.tool_retrying(f"{key}:ctx{index}", "read_file", {"path": path})
             if result.ok:
                 text = prompts.truncate(result.output, min(per_file, left))
             elif result.error is not None and result.error.code == "ACODE-SBX-003":
@@ -216,7 +229,7 @@ class _Step:
                 text = f"(could not be read: {result.error.message if result.error else 'no output'})"
             left -= len(text)
             files.append((path, text))
-        return files
+        return listing, files
 
     def run(self) -> StepRecord:
         """Try the step up to ``step_retry_limit`` times; record how it ended."""
@@ -246,13 +259,14 @@ class _Step:
         assert request.plan is not None
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
-        system = prompts.executor_system(self.ctx.fence) + self.instructions
+        listing, files = self._gather(key)
+        system = prompts.executor_system(self.ctx.fence) + (self.project.instructions or "")
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
         if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
             raise too_large(request.settings, "executor", estimate(system + bare) + -(-_TOOLS_CHARS // CHARS_PER_TOKEN),
                             f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
-                                   files=self._context_files(key), fence=self.ctx.fence, listing=self._listing(key))
+                                   files=files, fence=self.ctx.fence, listing=listing)
         text += _retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
         self.attempt = attempt
@@ -586,7 +600,7 @@ def run(ctx: StageContext) -> StageResult:
         so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
         extra = review_task(feedback, so_far)
         work = [*work, (extra, extra.steps[0])]
-    instructions: str | None = None
+    shared = _Project()
     for task, step in work:
         key = (task.label, step.label)
         record = finished.get(key)
@@ -606,9 +620,7 @@ def run(ctx: StageContext) -> StageResult:
                                         step=step.label, title=step.title)])
                 earlier_failure = before if before is not None and before.status == "failed" else None
                 try:
-                    if instructions is None:  # read once, before the first step that runs
-                        instructions = project.section(ctx)
-                    record = _Step(ctx, task, step, key in wrote_before, earlier_failure, instructions).run()
+                    record = _Step(ctx, task, step, key in wrote_before, earlier_failure, shared).run()
                 except ModelError as exc:  # the model server, not the step: say which step it stopped
                     return _interrupted(ctx, records, task, step, exc)
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after

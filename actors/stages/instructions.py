@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from actors.stages.context import StageContext
+from protocol.results import ToolResult
 
-__all__ = ["BUDGET_TOKENS", "FILE", "render", "section"]
+__all__ = ["BUDGET_TOKENS", "FILE", "read_call", "render", "render_result", "section"]
 
 FILE = "AGENTS.md"
 BUDGET_TOKENS = 500
@@ -34,9 +36,17 @@ _LINE_NUMBER = re.compile(r"^ *\d+\t", re.M)  # read_file shows lines as cat -n 
 def section(ctx: StageContext) -> str:
     """``"\\n\\n"`` and the workspace's AGENTS.md for a stage's system prompt, or ``""``
     when there is none (or it cannot be read)."""
+    return render_result(ctx, ctx.tool_retrying(*read_call(ctx)))
+
+
+def read_call(ctx: StageContext) -> tuple[str, str, dict[str, Any]]:
+    """The sandbox call that reads it, as ``(key, tool, arguments)`` (to batch with other reads)."""
     request = ctx.request
-    result = ctx.tool_retrying(f"{request.session_id}:{request.stage}{request.visit}:agents-md", "read_file",
-                               {"path": FILE})
+    return f"{request.session_id}:{request.stage}{request.visit}:ctx-agents-md", "read_file", {"path": FILE}
+
+
+def render_result(ctx: StageContext, result: ToolResult) -> str:
+    """:func:`section` from the result of :func:`read_call`."""
     if not result.ok or not result.output.strip():
         if result.error is not None and result.error.code != "ACODE-SBX-003":  # a missing file says nothing
             ctx.log.info("agents_md_unread", code=result.error.code)

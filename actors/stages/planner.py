@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from actors.llm.provider import ChatMessage
-from actors.stages import gather, plancheck, prompts
+from actors.stages import gather, instructions, plancheck, prompts
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
@@ -123,7 +123,7 @@ def run(ctx: StageContext) -> StageResult:
 
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
-    system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
+    system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}{instructions.section(ctx)}"
     settings = request.settings
     whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
     ctx.budget_tokens = whole  # reported with the stage's token figures

@@ -89,7 +89,8 @@ class Stack:
     def stage(self, stage: Stage, responses: list[dict[str, Any]], plan: dict[str, Any] | None, *,
               files: dict[str, str] | None = None, feedback: Any = None, visit: int = 1,
               session_id: str | None = None, workspace: Path | None = None,
-              kept_steps: list[str] | None = None, **settings: Any) -> Run:
+              kept_steps: list[str] | None = None, provider: Any = None, **settings: Any) -> Run:
+        """``provider``: a model spec to use instead of the scripted one (e.g. the stand-in server's)."""
         session_id = session_id or new_id()
         if workspace is None:
             workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.home))
@@ -97,8 +98,8 @@ class Stack:
                 (workspace / name).parent.mkdir(parents=True, exist_ok=True)
                 (workspace / name).write_text(text)
         script = msgspec.json.encode({"version": 1, "responses": {stage: responses}}).decode()
-        full = SessionSettings(provider=ScriptedProvider(script_yaml=script, script_name=f"{stage}-{session_id}"),
-                               **settings)
+        full = SessionSettings(provider=provider or ScriptedProvider(script_yaml=script,
+                                                                     script_name=f"{stage}-{session_id}"), **settings)
         snapshot = SessionSnapshot(id=session_id, task="the test's task", workspace=str(workspace), stage=stage,
                                    settings=full, created_at=time.time(), updated_at=time.time())
         finalized = finalize(msgspec.convert(plan, TaskPlan), version=1) if plan is not None else None

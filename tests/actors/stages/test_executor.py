@@ -218,7 +218,8 @@ def test_the_step_message_holds_the_criteria_the_task_files_fenced_and_the_verif
     assert "This step runs again because the verifier found problems" in content
     # the context reads are journaled calls under the step's own keys, not counted as the model's
     keys = [e.key for e in run.events() if isinstance(e, ToolCalled)]
-    assert [k.rsplit(":", 1)[1] for k in keys] == ["agents-md", "ctx0", "ctx1", "ls"]
+    assert [k.rsplit(":", 1)[1] for k in keys] == ["ctx-agents-md", "ls", "ctx0", "ctx1"]
+    assert all(":ctx" in k for k in keys)
 
 
 def test_a_step_that_never_calls_a_tool_fails_with_the_ignored_tools_diagnosis(stack: Stack) -> None:
