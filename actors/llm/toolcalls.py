@@ -12,8 +12,11 @@ instead of a native function call: a JSON object, bare or in a ```json fence or
 
 :func:`from_text` finds them (arguments given as a JSON string are decoded; arguments that
 are not an object are kept in ``invalid_arguments`` for :func:`check` to refuse). Text that
-plainly tries to call a tool but is not valid JSON gives a :class:`ParseProblem` saying
-where it breaks, so the model can fix it; JSON that is not shaped like a call (a
+plainly tries to call a tool but is not valid JSON is repaired when it can be
+(:mod:`actors.llm.repair`: only into one valid call of a known tool; :func:`parse` says
+which calls were repaired, :func:`repair_native` does the same for a native call's
+arguments), else gives a :class:`ParseProblem` saying where it breaks, so the model can
+fix it; JSON that is not shaped like a call (a
 ``package.json`` shown in prose) is ignored. :func:`check` validates a call, native or
 from text, against its tool's argument Struct and returns the correction to send back.
 
