@@ -19,7 +19,9 @@ ways are tried, in order:
    string after it runs to the quote that closes it before the next key (``", "next":``)
    or the end of the object (``"}``); quotes inside it are escaped. This is what
    ``json-repair`` cannot know (it guesses that ``"\"\"Return x.\"\"\"`` starts a new key);
-2. the ``json-repair`` library, for everything else (quotes, commas, braces).
+2. the ``json-repair`` library, for everything else (quotes, commas, braces), on text of
+   at most 20,000 characters and 400 brackets (its time grows with the square of the
+   nesting; a clock would make a replay repair differently).
 
 Both are pure and deterministic, so a replayed stage repairs a recorded answer the same
 way; :func:`call` and :func:`arguments` never raise.
@@ -43,7 +45,11 @@ _decoder = json.JSONDecoder(strict=False)
 _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 _BEFORE_NEXT_KEY = re.compile(r'(.*)"\s*,\s*', re.S)
 _BEFORE_END = re.compile(r'(.*)"\s*\}[\s}]*', re.S)
-_MAX_CHARS = 200_000  # json-repair is slow on very long text; a call this long is not repaired
+_MAX_CHARS = 200_000  # a call this long is not repaired
+# json-repair's time grows with the square of the nesting (4,000 open brackets: 26 s), and a
+# time limit would make a replay repair differently: it sees only text this small
+_LIBRARY_CHARS = 20_000
+_LIBRARY_BRACKETS = 400
 _NAME = re.compile(r'"(?:name|tool|tool_name)"\s*:\s*"([A-Za-z_][\w-]*)"')
 
 # (name, arguments) of one call from a decoded JSON value, or None (toolcalls gives this)
@@ -64,7 +70,7 @@ def call(text: str, names: Collection[str], extract: Extract) -> tuple[str, dict
         if _repeated(text, keys):
             return None
         candidates.append(lambda: _decoder.decode(_escape_strings(text, keys, ends=2)))
-    candidates.append(lambda: _first_object(repair_json(text, return_objects=True)))
+    candidates.append(lambda: _library(text))
     for candidate in candidates:
         try:
             value = candidate()
@@ -85,7 +91,7 @@ def arguments(tool: str, text: str) -> dict[str, Any] | None:
     if _repeated(text, keys):
         return None
     candidates: list[Callable[[], Any]] = [lambda: _decoder.decode(_escape_strings(text, keys, ends=1)),
-                                           lambda: _first_object(repair_json(text, return_objects=True))]
+                                           lambda: _library(text)]
     for candidate in candidates:
         try:
             value = candidate()
@@ -118,8 +124,9 @@ def _valid(tool: str, args: dict[str, Any]) -> bool:
 
 
 def _faithful(value: Any, text: str) -> bool:
-    """Does every string of ``value`` come from ``text``? A repair may mend quotes, never
-    invent a value (json-repair answers ``"content": }`` with an empty content)."""
+    """Does every string of ``value`` come from ``text``, and end before the object does? A
+    repair may mend quotes, never invent a value (json-repair answers ``"content": }`` with
+    an empty content) nor let a string that was never closed take the closing braces."""
     if isinstance(value, dict):
         return all(_faithful(item, text) for item in value.values())
     if isinstance(value, list):
@@ -128,14 +135,21 @@ def _faithful(value: Any, text: str) -> bool:
         return True
     if not value:
         return '""' in text or "''" in text
+    tail = value.rstrip()[-40:]
+    if tail and text.rstrip().endswith(tail):  # the string ran on to the object's end and took its braces
+        return False
     head = value[:40]
     escaped = json.dumps(head, ensure_ascii=False)[1:-1]
     plain = text.replace('\\"', '"')  # quotes as written, escaped or not
     return head in text or escaped in text or escaped.replace('\\"', '"') in plain
 
 
-def _first_object(value: Any) -> Any:
-    """json-repair answers several values as a list: the call is the first object."""
+def _library(text: str) -> Any:
+    """json-repair's reading of ``text`` (the first object when it reads several values);
+    ValueError for text too long or too nested for it to read quickly."""
+    if len(text) > _LIBRARY_CHARS or text.count("{") + text.count("[") > _LIBRARY_BRACKETS:
+        raise ValueError("too large for json-repair")
+    value = repair_json(text, return_objects=True)
     if isinstance(value, list) and value and isinstance(value[0], dict):
         return value[0]
     return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -130,6 +131,21 @@ def test_a_repair_that_does_not_make_a_valid_call_of_a_known_tool_is_refused() -
                       ParseProblem)
     # prose is never handed to the repair: only text recognised as an attempted call
     assert from_text("I would call {read the file} and then {'write': it}", NAMES) == []
+
+
+def test_a_string_never_closed_is_not_repaired_into_one_that_took_the_objects_braces() -> None:
+    unclosed = '```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "' + '{"a": [' * 19 + '}}\n```'
+    assert isinstance(from_text(unclosed, NAMES), ParseProblem)
+    nested = parse('```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "x = {"a": {"b": 1}}"}}'
+                   '\n```', NAMES)
+    assert [c.arguments["content"] for c in nested.calls] == ['x = {"a": {"b": 1}}']
+
+
+def test_text_too_nested_for_json_repair_to_read_quickly_is_refused_at_once() -> None:
+    deep = '```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "' + '{"a": [' * 5_000 + '}}\n```'
+    started = time.monotonic()
+    assert isinstance(from_text(deep, NAMES), ParseProblem)
+    assert time.monotonic() - started < 2, "json-repair's time grows with the square of the nesting"
 
 
 def test_native_arguments_that_do_not_decode_are_repaired_only_into_valid_arguments() -> None:
