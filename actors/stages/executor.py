@@ -337,11 +337,14 @@ class _Step:
                 self._turn(turn, answer, len(problems), correction or refused)
                 return _Outcome("failed", f"the model sent the same invalid answer {_REPEATS} times in a row "
                                           f"({(correction or refused)[7:200]}) (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+            repeated = ""
             if again == 2:  # a correction that did not help once is not sent again: show the call to make
                 self.conversation.hide_previous()
-                correction = prompts.render_repeated(correction or refused, *self._example(answer, calls))
+                repeated = prompts.render_repeated(correction or refused, *self._example(answer, calls))
                 self.lower_temperature = True
-            self._turn(turn, answer, len(problems), correction or refused)
+                if correction:
+                    correction = repeated
+            self._turn(turn, answer, len(problems), correction or repeated or refused)
             if correction:
                 if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
                     raise self._ignored(turn, dropped)
@@ -353,6 +356,8 @@ class _Step:
                                      repaired=index in repaired)
                 if outcome is not None:
                     return outcome
+            if repeated:  # after each refused call's own answer (a tool message per native call)
+                self.conversation.reply_user(repeated)
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
 
