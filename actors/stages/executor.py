@@ -17,9 +17,10 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   tried (:func:`actors.llm.toolcalls.example_call`); the repeated turn leaves the window
   and the rest of the try asks at temperature 0 (when the session's is higher). A third
   time fails the try (ACODE-EXEC-008). All of it follows from the conversation alone, so
-  a replay sends the same requests. Results of native calls go back as tool messages, those
-  of calls written as text in one user message (a server that did not parse the call
-  would not accept tool messages for it).
+  a replay sends the same requests.
+- Results of native calls go back as tool messages, those of calls written as text in
+  one user message (a server that did not parse the call would not accept tool messages
+  for it).
 - Premature completion (FR-080/081): a ``step_complete`` in a step whose action changes
   files (write_file, modify_file, create_directory, generate_code) when nothing was
   written, in this step now or in an earlier visit, is refused once with a message
@@ -30,10 +31,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   cut), the current content of the files the step names (its task's resource files and
   the paths in the step's and the task's text; read through the sandbox in one batch,
   cut, fenced) and, on a cycle back, the verifier's feedback. No example in a prompt
-  names a real-looking path (a model copies it): placeholders are in angle brackets. The model sees a sliding
-  window of the step's turns within a budget (:mod:`actors.stages.conversation`); a
-  tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
-  the window at most) with a note of what was cut. Untrusted text is fenced.
+  names a real-looking path (a model copies it): placeholders are in angle brackets.
+  The model sees a sliding window of the step's turns within a budget
+  (:mod:`actors.stages.conversation`); a tool result is cut to ``tool_result_tokens`` (at
+  4 characters a token, and to half the window at most) with a note of what was cut.
+  Untrusted text is fenced.
 - Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
   or the first refusal when no call of the turn could run, the server's token counts),
   which ``acode run`` shows.
@@ -64,8 +66,8 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn, and a model answer still
   coming at the deadline is abandoned, its HTTP request closed), or when the model
   makes the same tool call with the same arguments, or sends the same invalid answer,
-  three times in a row (ACODE-EXEC-008, the third is not run). A failed try is followed by another, up to
-  ``step_retry_limit`` tries, each from a fresh window that states what failed and why
+  three times in a row (ACODE-EXEC-008, the third is not run). A failed try is followed
+  by another, up to ``step_retry_limit`` tries, each from a fresh window that states what failed and why
   (a ``step_retried`` event says so too); the workspace keeps what earlier tries wrote.
   A step out of tries is ``failed`` and aborts its task: the steps that depend on it
   (directly or through their task's dependencies) are recorded as ``blocked``,
