@@ -9,6 +9,7 @@ what is new.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -161,7 +162,10 @@ def test_no_prompt_the_executor_sends_names_a_path_that_is_not_in_the_workspace_
 
     executor.run(run.ctx)
 
-    allowed = {"README.md", "hello.py", "AGENTS.md"}
+    workspace = {str(path.relative_to(run.workspace)) for path in run.workspace.rglob("*") if path.is_file()}
+    stated = set(_PATHLIKE.findall(f"{run.ctx.request.task}\n{json.dumps(the_plan)}"))
+    allowed = workspace | stated | {instructions.FILE}
+    assert allowed == {"README.md", "hello.py", "AGENTS.md"}
     said = "\n".join(str(m.get("content") or "") for chat in server.chats for m in chat.messages
                      if m["role"] != "assistant")
     said += "\n".join(str(t["function"]["description"]) for t in server.chats[0].body["tools"])
