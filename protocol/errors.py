@@ -99,7 +99,7 @@ CODES: dict[str, str] = {
     "ACODE-EXEC-005": "approval denied",
     "ACODE-EXEC-006": "step timeout",
     "ACODE-EXEC-007": "invalid tool parameters",
-    "ACODE-EXEC-008": "the model repeated the same tool call three times in a row",
+    "ACODE-EXEC-008": "the model repeated the same tool call, or the same invalid answer, three times in a row",
     "ACODE-EXEC-009": "the call needs a human's approval (the session waits: acode approve / acode deny)",
     "ACODE-EXEC-010": "the approvals policy denies this call",
     "ACODE-SBX-001": "tool not available",

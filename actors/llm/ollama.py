@@ -89,8 +89,8 @@ class OllamaModel(HttpModel):
 
     def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         spec = self.spec
-        options: dict[str, Any] = {"num_ctx": spec.num_ctx, "num_predict": max_tokens,
-                                   "temperature": spec.temperature}
+        temperature = spec.temperature if request.temperature is None else request.temperature
+        options: dict[str, Any] = {"num_ctx": spec.num_ctx, "num_predict": max_tokens, "temperature": temperature}
         if spec.seed is not None:
             options["seed"] = spec.seed
         body: dict[str, Any] = {"model": model, "messages": [_message(m) for m in request.messages],

@@ -157,8 +157,9 @@ class OpenAICompatibleModel(HttpModel):
 
     def request_body(self, request: ModelRequest, model: str, max_tokens: int) -> dict[str, Any]:
         spec = self.spec
+        temperature = spec.temperature if request.temperature is None else request.temperature
         body: dict[str, Any] = {"model": model, "messages": [_message(m) for m in request.messages],
-                                "temperature": spec.temperature, "max_tokens": max_tokens, "stream": True,
+                                "temperature": temperature, "max_tokens": max_tokens, "stream": True,
                                 "stream_options": {"include_usage": True}}
         if spec.seed is not None:
             body["seed"] = spec.seed

@@ -50,6 +50,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     json_schema: dict[str, Any] | None = None
     nonce: str = ""
     max_tokens: int = 0  # the answer's cap; 0: the provider's setting for the stage
+    temperature: float | None = None  # None: the provider's setting (the executor lowers it for a repeated answer)
 
 
 class Provider(Protocol):

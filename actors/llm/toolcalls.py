@@ -12,8 +12,11 @@ instead of a native function call: a JSON object, bare or in a ```json fence or
 
 :func:`from_text` finds them (arguments given as a JSON string are decoded; arguments that
 are not an object are kept in ``invalid_arguments`` for :func:`check` to refuse). Text that
-plainly tries to call a tool but is not valid JSON gives a :class:`ParseProblem` saying
-where it breaks, so the model can fix it; JSON that is not shaped like a call (a
+plainly tries to call a tool but is not valid JSON is repaired when it can be
+(:mod:`actors.llm.repair`: only into one valid call of a known tool; :func:`parse` says
+which calls were repaired, :func:`repair_native` does the same for a native call's
+arguments), else gives a :class:`ParseProblem` saying where it breaks, so the model can
+fix it; JSON that is not shaped like a call (a
 ``package.json`` shown in prose) is ignored. :func:`check` validates a call, native or
 from text, against its tool's argument Struct and returns the correction to send back.
 
@@ -43,13 +46,16 @@ from typing import Any
 
 import msgspec
 
+from actors.llm import repair
 from protocol.results import ModelAnswer, ModelToolCall
 from protocol.text import escape, find_bad_text, has_bad_text, scrub
 from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
 
-__all__ = ["CALL_EXAMPLE", "ParseProblem", "check", "from_text", "signature", "storable", "storable_answer"]
+__all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "example_call", "from_text", "parse", "repair_native",
+           "signature", "storable", "storable_answer"]
 
-CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "src/app.py"}}'
+# a placeholder, never a real-looking path: small models copy example paths into their work (issue 25)
+CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "<path>"}}'
 
 _NAME_KEYS = ("name", "tool", "tool_name")
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
@@ -62,7 +68,7 @@ _KEYS = r"name|tool|tool_name|function|tool_calls|arguments|parameters"
 _MAX_STARTS = 64  # candidate positions tried in one text: bounds the work on hostile input
 _MAX_TEXT = 1_000_000
 _decoder = json.JSONDecoder(strict=False)  # small models put raw newlines inside strings
-_Raw = tuple[str, dict[str, Any], str]  # name, arguments, invalid_arguments
+_Raw = tuple[str, dict[str, Any], str, bool]  # name, arguments, invalid_arguments, repaired
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +78,26 @@ class ParseProblem:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What :func:`parse` found: the calls, or the problem; ``repaired`` holds the ids of
+    calls whose broken JSON was repaired (:mod:`actors.llm.repair`)."""
+
+    calls: list[ModelToolCall]
+    problem: ParseProblem | None = None
+    repaired: frozenset[str] = frozenset()
+
+
 def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] | ParseProblem:
     """The tool calls written in ``content`` (``[]`` if there are none), or the problem."""
+    parsed = parse(content, tool_names)
+    return parsed.problem if parsed.problem is not None else parsed.calls
+
+
+def parse(content: str, tool_names: Collection[str]) -> Parsed:
+    """:func:`from_text`, saying which calls were repaired."""
     if not content or "{" not in content:
-        return []
+        return Parsed([])
     text = content[:_MAX_TEXT]
     names = frozenset(tool_names)
     start = _start_pattern(names)
@@ -83,15 +105,45 @@ def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] 
     for block in _blocks(text):
         found = _scan(block, names, start)
         if isinstance(found, ParseProblem):
-            return found
+            return Parsed([], found)
         raw += found
     if not raw:
         found = _scan(text, names, start)
         if isinstance(found, ParseProblem):
-            return found
+            return Parsed([], found)
         raw = found
-    return [storable(ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid))
-            for i, (name, args, invalid) in enumerate(raw)]
+    calls = [storable(ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid))
+             for i, (name, args, invalid, _) in enumerate(raw)]
+    return Parsed(calls, repaired=frozenset(f"text_{i}" for i, item in enumerate(raw) if item[3]))
+
+
+def repair_native(call: ModelToolCall) -> ModelToolCall | None:
+    """A native call whose arguments did not decode, with the arguments they mean
+    (:func:`actors.llm.repair.arguments`), or None when they cannot be repaired."""
+    if not call.invalid_arguments or call.name not in TOOL_ARGS or _bad_text(call.invalid_arguments):
+        return None
+    fixed = repair.arguments(call.name, call.invalid_arguments)
+    if fixed is None:
+        return None
+    return storable(msgspec.structs.replace(call, arguments=fixed, invalid_arguments=""))
+
+
+def example_call(tool: str, path: str = "") -> str:
+    """An exact call of ``tool`` as one JSON object, its path filled in (a placeholder
+    without one): what a model that keeps sending broken JSON is shown."""
+    target = path or "<path>"
+    examples: dict[str, dict[str, Any]] = {
+        "read_file": {"path": target},
+        "write_file": {"path": target, "content": '<first line>\n<a line with "quotes">\n'},
+        "modify_file": {"path": target, "edits": [{"search": "<exact old text>", "replace": "<new text>"}]},
+        "create_directory": {"path": target},
+        "list_directory": {"path": path or "."},
+        "search_code": {"query": "<text>"},
+        "run_terminal": {"command": "<program> <arguments>"},
+        "step_complete": {"summary": "<what was done>"},
+        "step_failed": {"reason": "<why it cannot be done>"},
+    }
+    return json.dumps({"name": tool, "arguments": examples.get(tool, {})}, ensure_ascii=False)
 
 
 def storable(call: ModelToolCall) -> ModelToolCall:
@@ -198,7 +250,11 @@ def _scan(text: str, names: frozenset[str], start: re.Pattern[str]) -> list[_Raw
         try:
             value, position = _decoder.raw_decode(text, match.start())
         except json.JSONDecodeError as exc:
-            return _problem(text, exc)
+            fixed = repair.call(text[match.start():], names, lambda v: _repairable(v, names))
+            if fixed is None:
+                return _problem(text, exc)
+            calls.append((*fixed, "", True))
+            break  # where the broken call ended is a guess: nothing after it is read as a call
         except RecursionError:
             return ParseProblem(f"your tool call is not valid JSON (it nests too deeply); write it again as one "
                                 f"JSON object, e.g. {CALL_EXAMPLE} (ACODE-EXEC-007)")
@@ -231,6 +287,14 @@ def _calls(value: Any, names: frozenset[str], depth: int = 0) -> list[_Raw]:
     return [call] if call is not None else []
 
 
+def _repairable(value: Any, names: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
+    """The one call a repaired JSON value holds, or None."""
+    found = _calls(value, names)
+    if len(found) != 1 or found[0][2]:
+        return None
+    return found[0][0], found[0][1]
+
+
 def _one(obj: dict[str, Any], names: frozenset[str]) -> _Raw | None:
     function = obj.get("function")
     if isinstance(function, dict):  # the OpenAI shape
@@ -242,19 +306,19 @@ def _one(obj: dict[str, Any], names: frozenset[str]) -> _Raw | None:
         if len(obj) == 1:
             (only, args), = obj.items()
             if only in names and isinstance(args, dict | str | None):
-                return only, *_arguments(args)
+                return only, *_arguments(args), False
         return None
     name = name.strip()
     if not name:
         return None
     arg_key = next((k for k in _ARG_KEYS if k in obj), None)
     if arg_key is not None:
-        return name, *_arguments(obj[arg_key])
+        return name, *_arguments(obj[arg_key]), False
     if name not in names:
         return None  # {"name": "my-app", "version": "1.0"} is a package.json, not a call
     # arguments flattened beside the name: {"name": "read_file", "path": "a.py"}
     rest = {k: v for k, v in obj.items() if k not in (*_NAME_KEYS, "function", "type", "id")}
-    return name, rest, ""
+    return name, rest, "", False
 
 
 def _arguments(value: Any) -> tuple[dict[str, Any], str]:

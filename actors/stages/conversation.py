@@ -6,7 +6,9 @@ model's answer and the replies to it: a tool message per native call, and at mos
 user message (corrections, and the results of calls written as text). Older turns are
 dropped whole, so a tool message never loses the call it answers; the step's message
 then lists one line per dropped turn (what was called, and how it went), so the model
-does not redo work it can no longer see. The latest turn is always shown.
+does not redo work it can no longer see. The latest turn is always shown. A turn the
+executor hides (an invalid answer the next one repeats word for word) is left out of the
+window but keeps its number and its line.
 
 Trimming keeps the server's prompt cache useful. A server re-reads a prompt from the
 first byte that changed; dropping the oldest turn every turn once the history exceeds the
@@ -36,15 +38,18 @@ KEEP = 0.5  # after a trim, the turns shown take at most this share of the room 
 
 
 class _Turn:
-    __slots__ = ("answer", "tools", "user", "notes")
+    __slots__ = ("answer", "tools", "user", "notes", "hidden")
 
     def __init__(self, answer: ChatMessage):
         self.answer = answer
         self.tools: list[ChatMessage] = []
         self.user: list[str] = []
         self.notes: list[str] = []
+        self.hidden = False
 
     def messages(self) -> list[ChatMessage]:
+        if self.hidden:
+            return []
         out = [self.answer, *self.tools]
         if self.user:
             out.append(ChatMessage(role="user", content="\n\n".join(self.user)))
@@ -79,6 +84,12 @@ class Conversation:
     def note(self, line: str) -> None:
         """What the turn did, in a few words, for when it is no longer shown."""
         self.turns[-1].notes.append(line)
+
+    def hide_previous(self) -> None:
+        """Leave the turn before the latest out of the window (the same invalid answer the
+        latest repeats: the model sees it once, beside the new correction)."""
+        if len(self.turns) >= 2:
+            self.turns[-2].hidden = True
 
     def messages(self, budget_chars: int) -> list[ChatMessage]:
         """The window: system, step (with the digest of dropped turns), recent turns."""

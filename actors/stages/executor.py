@@ -9,19 +9,33 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:func:`actors.llm.toolcalls.from_text`; small local models often do). A call that
   cannot run (invalid JSON, an unknown tool, bad arguments) is answered with a short
   correction, as a tool message or, for a call without an id, a user message, and costs
-  the turn it took (FR-029/030). Results of native calls go back as tool messages, those
-  of calls written as text in one user message (a server that did not parse the call
-  would not accept tool messages for it).
+  the turn it took (FR-029/030). Broken JSON in a recognised call is repaired first
+  (:mod:`actors.llm.repair`: only into a valid call of a known tool), and the result of a
+  repaired call begins with a note saying so.
+- The same invalid answer (an attempted call that could not run) twice in a row gets,
+  instead of the same correction again, the exact call to send for the tool and path it
+  tried (:func:`actors.llm.toolcalls.example_call`); the repeated turn leaves the window
+  and the rest of the try asks at temperature 0 (when the session's is higher). A third
+  time fails the try (ACODE-EXEC-008). All of it follows from the conversation alone, so
+  a replay sends the same requests.
+- Results of native calls go back as tool messages, those of calls written as text in
+  one user message (a server that did not parse the call would not accept tool messages
+  for it).
 - Premature completion (FR-080/081): a ``step_complete`` in a step whose action changes
   files (write_file, modify_file, create_directory, generate_code) when nothing was
   written, in this step now or in an earlier visit, is refused once with a message
   saying so; the second one is accepted, and so is one in the last turn.
-- Context (FR-017..021): the step's message holds the step, its task's acceptance
-  criteria, the current content of the task's resource files (read through the sandbox,
-  cut, fenced) and, on a cycle back, the verifier's feedback. The model sees a sliding
-  window of the step's turns within a budget (:mod:`actors.stages.conversation`); a
-  tool result is cut to ``tool_result_tokens`` (at 4 characters a token, and to half
-  the window at most) with a note of what was cut. Untrusted text is fenced.
+- Context (FR-017..021): the system prompt carries the workspace's AGENTS.md
+  (:mod:`actors.stages.instructions`); the step's message holds the step, its task's
+  acceptance criteria, a listing of the workspace (list_directory, .gitignore respected,
+  cut), the current content of the files the step names (its task's resource files and
+  the paths in the step's and the task's text; read through the sandbox in one batch,
+  cut, fenced) and, on a cycle back, the verifier's feedback. No example in a prompt
+  names a real-looking path (a model copies it): placeholders are in angle brackets.
+  The model sees a sliding window of the step's turns within a budget
+  (:mod:`actors.stages.conversation`); a tool result is cut to ``tool_result_tokens`` (at
+  4 characters a token, and to half the window at most) with a note of what was cut.
+  Untrusted text is fenced.
 - Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
   or the first refusal when no call of the turn could run, the server's token counts),
   which ``acode run`` shows.
@@ -54,7 +68,8 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   abandoned, its HTTP request closed, unless tokens are still flowing or its prompt is
   still within its measured processing time, up to 4× the setting:
   :mod:`actors.stages.callwatch`), or when the model
-  makes the same tool call with the same arguments three times in a row (ACODE-EXEC-008,
+  makes the same tool call with the same arguments, or sends the same invalid answer,
+  three times in a row (ACODE-EXEC-008,
   the third is not run). A failed try is followed by another, up to
   ``step_retry_limit`` tries, each from a fresh window that states what failed and why
   (a ``step_retried`` event says so too); the workspace keeps what earlier tries wrote.
@@ -94,6 +109,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -102,12 +118,14 @@ import msgspec
 from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
 from actors.llm.recorded import DeadlinePassed
+from actors.stages import instructions as project
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.callwatch import turn_deadline
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline, NeedsApproval
+from actors.stages.terms import task_terms
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
@@ -127,6 +145,9 @@ _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
 _MAX_CONTEXT_FILES = 8
+_PATH_WEIGHT = 4  # actors.stages.terms: a file name or path
+_LISTING_DEPTH = 3
+_LISTING_CHARS = 2_000  # the workspace listing in a step's first message, at most
 _SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
 _DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
 
@@ -160,12 +181,19 @@ def _tools_chars(settings: SessionSettings) -> int:
     return len(msgspec.json.encode(tool_surface(settings)))
 
 
+class _Project:
+    """What every step of the stage shows: the workspace's AGENTS.md (None: not read yet)."""
+
+    instructions: str | None = None
+
+
 class _Step:
     """One step's tries, each a loop: the conversation, what it wrote, how many calls it made."""
 
     def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool,
-                 earlier_failure: StepRecord | None = None):
+                 earlier_failure: StepRecord | None = None, shared: _Project | None = None):
         self.ctx = ctx
+        self.project = shared or _Project()
         self.task = task
         self.step = step
         self.wrote_before = wrote_before
@@ -183,17 +211,41 @@ class _Step:
         self.pipeline = CallPipeline(ctx)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
 
-    def _context_files(self, key: str) -> list[tuple[str, str | None]]:
-        """The task's resource files as they are now (None: it does not exist), each cut; all
-        within a third of the budget."""
-        paths = list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write]))[:_MAX_CONTEXT_FILES]
+    def _step_paths(self) -> list[str]:
+        """The files the step names: its task's resources, then the paths written in the
+        step's and the task's text (at most :data:`_MAX_CONTEXT_FILES`)."""
+        said = " ".join([self.step.title, self.step.description, self.step.expected_output, self.task.title,
+                         self.task.description])
+        named = [term for term, weight in task_terms(said) if weight == _PATH_WEIGHT]
+        return list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write, *named]))[
+            :_MAX_CONTEXT_FILES]
+
+    def _gather(self, key: str) -> tuple[str, list[tuple[str, str | None]]]:
+        """What the step's first message shows of the workspace, read in one round trip
+        (:meth:`StageContext.tools`; a transient failure is retried alone): the listing
+        (list_directory, .gitignore respected, cut to :data:`_LISTING_CHARS` and a tenth of
+        the budget; '' when it cannot be listed) and the files the step names as they are
+        now (None: it does not exist), each cut, all within a third of the budget. The
+        stage's AGENTS.md is read with them, before its first step."""
+        paths = self._step_paths()
+        # the listing is not under the step's own keys (<session>:e<visit>:...), which name the model's calls
+        calls = [(key.replace(":e", ":ctx-e", 1) + ":ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})]
+        calls += [(f"{key}:ctx{index}", "read_file", {"path": path}) for index, path in enumerate(paths)]
+        if self.project.instructions is None:
+            calls.insert(0, project.read_call(self.ctx))
+        results = [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
+                   for call, result in zip(calls, self.ctx.tools(calls), strict=True)]
+        if self.project.instructions is None:
+            self.project.instructions = project.render_result(self.ctx, results.pop(0))
+        listing_result, *read = results
+        listing = prompts.truncate(listing_result.output, min(_LISTING_CHARS, self.budget // 10)) \
+            if listing_result.ok else ""
         per_file = min(self.result_limit, self.budget // 4)
         left = self.budget // 3
         files: list[tuple[str, str | None]] = []
-        for index, path in enumerate(paths):
+        for path, result in zip(paths, read, strict=True):
             if left <= 0:
                 break
-            result = self.ctx.tool_retrying(f"{key}:ctx{index}", "read_file", {"path": path})
             if result.ok:
                 text = prompts.truncate(result.output, min(per_file, left))
             elif result.error is not None and result.error.code == "ACODE-SBX-003":
@@ -203,7 +255,7 @@ class _Step:
                 text = f"(could not be read: {result.error.message if result.error else 'no output'})"
             left -= len(text)
             files.append((path, text))
-        return files
+        return listing, files
 
     def run(self) -> StepRecord:
         """Try the step up to ``step_retry_limit`` times; record how it ended."""
@@ -233,14 +285,15 @@ class _Step:
         assert request.plan is not None
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
-        system = prompts.executor_system(self.ctx.fence)
+        listing, files = self._gather(key)
+        system = prompts.executor_system(self.ctx.fence) + (self.project.instructions or "")
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
         if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
             tools = -(-len(msgspec.json.encode(self.tools)) // CHARS_PER_TOKEN)
             raise too_large(request.settings, "executor", estimate(system + bare) + tools,
                             f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
-                                   files=self._context_files(key), fence=self.ctx.fence)
+                                   files=files, fence=self.ctx.fence, listing=listing)
         text += _retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
         self.attempt = attempt
@@ -248,6 +301,9 @@ class _Step:
         self.denied = False
         self.last_call: tuple[str, str] | None = None
         self.repeats = 0
+        self.last_invalid = ""  # the last turn's answer, when nothing of it could run
+        self.invalid_repeats = 0
+        self.lower_temperature = False  # after a repeated invalid answer, for the rest of the try
         turns = request.settings.max_turns_per_step
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
@@ -259,7 +315,8 @@ class _Step:
             answer = None
             model_request = ModelRequest(
                 stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
-                messages=self.conversation.messages(self.budget), tools=self.tools)
+                messages=self.conversation.messages(self.budget), tools=self.tools,
+                temperature=0.0 if self.lower_temperature and self._temperature() > 0 else None)
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1
@@ -272,7 +329,7 @@ class _Step:
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
-            calls = answer.tool_calls if native else toolcalls.from_text(answer.content, _TOOL_NAMES)
+            calls, repaired = _calls_of(answer)
             correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
                 correction = f"error: {calls.message}"
@@ -289,7 +346,21 @@ class _Step:
                     dropped = dropped or tools_left_out(model_request, answer.usage)
             problems = [] if isinstance(calls, toolcalls.ParseProblem) else [toolcalls.check(c) for c in calls]
             refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
-            self._turn(turn, answer, len(problems), correction or refused)
+            # an attempted call that could not run (an answer without any call is not counted)
+            attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
+            again = self._same_invalid(answer, invalid=attempted)
+            if again >= _REPEATS:
+                self._turn(turn, answer, len(problems), correction or refused)
+                return _Outcome("failed", f"the model sent the same invalid answer {_REPEATS} times in a row "
+                                          f"({(correction or refused)[7:200]}) (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+            repeated = ""
+            if again == 2:  # a correction that did not help once is not sent again: show the call to make
+                self.conversation.hide_previous()
+                repeated = prompts.render_repeated(correction or refused, *self._example(answer, calls))
+                self.lower_temperature = True
+                if correction:
+                    correction = repeated
+            self._turn(turn, answer, len(problems), correction or repeated or refused)
             if correction:
                 if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
                     raise self._ignored(turn, dropped)
@@ -297,11 +368,37 @@ class _Step:
                 continue
             assert not isinstance(calls, toolcalls.ParseProblem)
             for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
-                outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns)
+                outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns,
+                                     repaired=index in repaired)
                 if outcome is not None:
                     return outcome
+            if repeated:  # after each refused call's own answer (a tool message per native call)
+                self.conversation.reply_user(repeated)
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
+
+    def _same_invalid(self, answer: ModelAnswer, *, invalid: bool) -> int:
+        """How many turns in a row have sent this same invalid answer (0: it is not invalid)."""
+        if not invalid:
+            self.last_invalid, self.invalid_repeats = "", 0
+            return 0
+        same = answer.content + json.dumps([[c.name, c.arguments, c.invalid_arguments] for c in answer.tool_calls],
+                                           sort_keys=True, default=str)
+        self.invalid_repeats = self.invalid_repeats + 1 if same == self.last_invalid else 1
+        self.last_invalid = same
+        return self.invalid_repeats
+
+    def _example(self, answer: ModelAnswer, calls: list[ModelToolCall] | toolcalls.ParseProblem) -> tuple[str, str]:
+        """(tool, path) of the call a repeated invalid answer tried: its own, else the step's."""
+        tried = calls[0] if isinstance(calls, list) and calls else (answer.tool_calls[0] if answer.tool_calls else None)
+        text = answer.content if tried is None else f"{tried.invalid_arguments} {json.dumps(tried.arguments)}"
+        name = tried.name if tried is not None and tried.name in TOOL_ARGS else _named(answer.content)
+        path = str(tried.arguments.get("path", "")) if tried is not None else ""
+        path = path or _written_path(text) or next(iter(self._step_paths()), "")
+        return name or _TOOL_OF_ACTION.get(self.step.action, "write_file"), path
+
+    def _temperature(self) -> float:
+        return float(getattr(self.ctx.request.settings.provider, "temperature", 0.0))
 
     def _ask(self, request: ModelRequest, started: float, timeout: float) -> ModelAnswer | None:
         """The model's answer, or None when the step's time ran out while it was answering
@@ -349,7 +446,7 @@ class _Step:
             self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
     def _call(self, key: str, turn: int, index: int, call: ModelToolCall, problem: str | None, *, native: bool,
-              last_turn: bool) -> _Outcome | None:
+              last_turn: bool, repaired: bool = False) -> _Outcome | None:
         """Run ``call``, or answer ``problem`` (:func:`actors.llm.toolcalls.check`'s) to the model."""
         if problem is not None:
             self._reply(call, f"error: {problem}", native=native)
@@ -386,7 +483,8 @@ class _Step:
             self.wrote = True
             if result.path and call.name != "create_directory" and result.path not in self.files:
                 self.files.append(result.path)  # files only: a directory is no changed file
-        self._reply(call, prompts.render_tool_result(result, self.ctx.fence, self.result_limit), native=native)
+        shown = prompts.render_tool_result(result, self.ctx.fence, self.result_limit)
+        self._reply(call, prompts.render_repaired(call) + shown if repaired else shown, native=native)
         self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
         return None
@@ -404,6 +502,37 @@ def _raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -
     needed = -(-max(2 * timeout, per_turn * min(turns, _TURNS_TO_FIT)) // 10) * 10
     return (f"its turns took {per_turn:.0f}s each at this model's pace: raise step_timeout_seconds to "
             f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
+
+
+def _calls_of(answer: ModelAnswer) -> tuple[list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int]]:
+    """The answer's calls (native ones, else those written as text), broken JSON repaired
+    where it can be (:mod:`actors.llm.repair`), and the indexes of the repaired ones."""
+    if answer.tool_calls:
+        calls = [toolcalls.repair_native(call) or call for call in answer.tool_calls]
+        return calls, frozenset(i for i, (new, old) in enumerate(zip(calls, answer.tool_calls, strict=True))
+                                if new is not old)
+    parsed = toolcalls.parse(answer.content, _TOOL_NAMES)
+    if parsed.problem is not None:
+        return parsed.problem, frozenset()
+    return parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired)
+
+
+_TOOL_OF_ACTION = {"read_file": "read_file", "write_file": "write_file", "modify_file": "modify_file",
+                   "create_directory": "create_directory", "run_command": "run_terminal",
+                   "analyze_code": "read_file", "generate_code": "write_file"}
+_NAMED = re.compile(r'["\']?(?:name|tool|tool_name)["\']?\s*:\s*["\']([A-Za-z_]+)')
+_WRITTEN_PATH = re.compile(r'["\']path["\']\s*:\s*["\']([^"\'\n]{1,200})["\']')
+
+
+def _named(text: str) -> str:
+    """The known tool an answer that is not valid JSON tried to call, or ''."""
+    found = _NAMED.search(text)
+    return found.group(1) if found is not None and found.group(1) in TOOL_ARGS else ""
+
+
+def _written_path(text: str) -> str:
+    found = _WRITTEN_PATH.search(text)
+    return found.group(1) if found is not None else ""
 
 
 def _retry_note(attempt: int, limit: int, failure: _Outcome | None, earlier: StepRecord | None) -> str:
@@ -520,6 +649,7 @@ def run(ctx: StageContext) -> StageResult:
         so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
         extra = review_task(feedback, so_far)
         work = [*work, (extra, extra.steps[0])]
+    shared = _Project()
     for task, step in work:
         key = (task.label, step.label)
         record = finished.get(key)
@@ -539,7 +669,7 @@ def run(ctx: StageContext) -> StageResult:
                                         step=step.label, title=step.title)])
                 earlier_failure = before if before is not None and before.status == "failed" else None
                 try:
-                    record = _Step(ctx, task, step, key in wrote_before, earlier_failure).run()
+                    record = _Step(ctx, task, step, key in wrote_before, earlier_failure, shared).run()
                 except ModelError as exc:  # the model server, not the step: say which step it stopped
                     return _interrupted(ctx, records, task, step, exc)
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after

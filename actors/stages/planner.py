@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from actors.llm.provider import ChatMessage
-from actors.stages import gather, plancheck, prompts
+from actors.stages import gather, instructions, plancheck, prompts
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
@@ -179,7 +179,7 @@ def run(ctx: StageContext) -> StageResult:
     derived = _derived(ctx, task, ready.get(first[1][0]))
     if derived is not None:
         return derived
-    system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}"
+    system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}{instructions.section(ctx)}"
     settings = request.settings
     whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
     ctx.budget_tokens = whole  # reported with the stage's token figures

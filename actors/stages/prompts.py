@@ -7,9 +7,10 @@ from the record.
 
 from __future__ import annotations
 
+from actors.llm import toolcalls
 from actors.stages.untrusted import Fence
 from protocol.plan import PlanStep, PlanTask, TaskPlan
-from protocol.results import StageResult, ToolResult
+from protocol.results import ModelToolCall, StageResult, ToolResult
 from protocol.session import Feedback
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "render_format_error",
     "render_plan",
     "render_pushback",
+    "render_repaired",
+    "render_repeated",
     "render_step",
     "render_tool_result",
     "render_verification",
@@ -70,12 +73,13 @@ Rules:
 
 EXECUTOR = """You are the executor of acode, a coding agent. You carry out ONE step of a plan in a
 workspace by calling tools. Rules:
-- Paths are relative to the workspace root (src/app.py), never absolute, never outside it.
+- Paths are relative to the workspace root, never absolute, never outside it. Use the
+  paths the step and the task name, exactly as they name them.
 - write_file replaces the whole file: give the complete content. For a small change use
   modify_file with edits whose search text is copied exactly from the file (without the
   line numbers read_file shows).
 - run_terminal runs one program with its arguments, without a shell: no pipes, &&, ;,
-  redirections, $VARIABLES or cd. Example: python -m pytest -q tests/test_app.py
+  redirections, $VARIABLES or cd. Example: python -m pytest -q
 - Read a file before you change it if its content is not shown to you.
 - Do this step only. When it is done, call step_complete with a one-line summary. If it
   cannot be done, call step_failed with the reason.
@@ -147,8 +151,10 @@ def executor_system(fence: Fence) -> str:
 
 
 def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedback | None,
-                files: list[tuple[str, str | None]] | None = None, fence: Fence | None = None) -> str:
-    """The step's message: what to do, the task's criteria, its files (``(path, text)``,
+                files: list[tuple[str, str | None]] | None = None, fence: Fence | None = None,
+                listing: str = "") -> str:
+    """The step's message: what to do, the task's criteria, the workspace's files
+    (``listing``, list_directory's output), the files the step names (``(path, text)``,
     text None for a file that does not exist yet; fenced when ``fence`` is given) and the
     verifier's feedback on a cycle back."""
     lines = [
@@ -172,6 +178,9 @@ def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedba
         lines.append("Acceptance criteria of the task:")
         lines += [f"- {c.label}: {c.description}" + (f" (checked by running `{c.check.command}`)" if c.check else "")
                   for c in task.acceptance]
+    if listing:
+        lines.append("Files in the workspace (list_directory ., depth 3; directories end with /):")
+        lines.append(fence.wrap("workspace listing", listing) if fence else listing)
     for path, text in files or []:
         if text is None:
             lines.append(f"Current content of {path}: none, the file does not exist yet")
@@ -245,5 +254,21 @@ def render_format_error(complaint: str) -> str:
     """The correction for an answer the server could not parse into a tool call."""
     said = " ".join(complaint.split())[:300]
     return (f"error: the model server could not read your answer as a tool call ({said}); call exactly one tool "
-            "with JSON arguments and no other text, e.g. "
-            '{"name": "read_file", "arguments": {"path": "src/app.py"}} (ACODE-EXEC-007)')
+            f"with JSON arguments and no other text, e.g. {toolcalls.CALL_EXAMPLE} (ACODE-EXEC-007)")
+
+
+def render_repeated(correction: str, tool: str, path: str) -> str:
+    """The correction for an invalid answer the model sent twice in a row: not the same
+    words again, but the exact call to send, for the tool it tried (its path filled in)."""
+    said = correction.removeprefix("error: ")
+    return (f"error: you sent the same invalid answer again ({said[:300]}). Do not send it a third time. Answer "
+            "with only this one JSON object, changed to what you mean (inside a JSON string write every \" as "
+            "\\\" and every line break as \\n; a Python docstring may use single quotes):\n"
+            + toolcalls.example_call(tool, path))
+
+
+def render_repaired(call: ModelToolCall) -> str:
+    """The note before the result of a call whose broken JSON acode repaired."""
+    given = ", ".join(sorted(call.arguments)) or "no arguments"
+    return (f"note: your {call.name} call was not valid JSON; acode repaired it and ran it with {given}. Check "
+            "the result; next time escape quotes (\\\") and line breaks (\\n) inside JSON strings.\n")

@@ -26,7 +26,7 @@ what was left out; the system prompt and the task are shown whole.
 
 from __future__ import annotations
 
-from actors.stages import prompts
+from actors.stages import instructions, prompts
 from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from actors.stages.terms import created_paths
@@ -76,7 +76,7 @@ def _parts(ctx: StageContext, system: str, diff: str) -> list[Part]:
 
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
-    system = f"{prompts.REVIEWER}\n{ctx.fence.preamble()}"
+    system = f"{prompts.REVIEWER}\n{ctx.fence.preamble()}{instructions.section(ctx)}"
     diff, changes = ctx.diff("r")  # ACODE-ORCH-012 when it cannot be computed: never a review without it
     parts = fit(request.settings, "reviewer", _parts(ctx, system, diff), extra_tokens=60)  # the note below
     trimmed = [p.name for p in parts if p.cut]

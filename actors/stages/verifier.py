@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from actors.stages import prompts
+from actors.stages import instructions, prompts
 from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from actors.stages.pipeline import CallPipeline, NeedsApproval
@@ -141,7 +141,7 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
     to the verifier's budget (the diff first, then the largest check outputs)."""
     request = ctx.request
     fence = ctx.fence
-    fixed = [fence.preamble(), fence.wrap("task", request.task), "Criteria to judge:"]
+    fixed = [fence.preamble() + instructions.section(ctx), fence.wrap("task", request.task), "Criteria to judge:"]
     fixed += [f"- {c.label}: {c.description}" for c in criteria]
     parts = [Part("the system prompt", prompts.VERIFIER, fixed=True),
              Part("the criteria", "\n".join(fixed), fixed=True)]

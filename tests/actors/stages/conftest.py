@@ -92,6 +92,7 @@ class Stack:
               session_id: str | None = None, workspace: Path | None = None,
               kept_steps: list[str] | None = None, task: str = "the test's task", provider: Any = None,
               **settings: Any) -> Run:
+        """``provider``: a model spec to use instead of the scripted one (e.g. the stand-in server's)."""
         session_id = session_id or new_id()
         if workspace is None:
             workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.home))

@@ -75,3 +75,21 @@ def test_the_window_is_trimmed_in_large_steps_so_its_prefix_stays_put_for_severa
 def test_the_old_window_dropped_one_turn_every_turn() -> None:
     firsts = [ids[0] for ids in _windows(keep=1.0) if ids]
     assert sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b) >= 14
+
+
+def test_a_hidden_turn_leaves_the_window_but_keeps_its_number_and_line_when_dropped() -> None:
+    conversation = _conversation(2)
+    conversation.answer("broken", [])
+    conversation.reply_user("error: not JSON")
+    conversation.note("a tool call that was not valid JSON")
+    conversation.answer("broken", [])
+    conversation.reply_user("error: the same again")
+    conversation.hide_previous()
+    messages = conversation.messages(100_000)
+    assert [m.content for m in messages if m.role == "assistant"] == ["", "", "broken"]
+    assert messages[-1].content == "error: the same again"
+    for _ in range(3):  # enough turns that the first ones are dropped: the hidden one keeps its line
+        conversation.answer("", [ModelToolCall(id="cx", name="read_file", arguments={"path": "f.py"})])
+        conversation.reply_tool("cx", "read_file", "x" * 1_500)
+    step = conversation.messages(4_000)[1].content
+    assert "- turn 3: a tool call that was not valid JSON" in step

@@ -199,8 +199,9 @@ def test_an_executor_turn_that_reads_is_one_tool_call(stack: Stack) -> None:
     assert counting.sent == ["persistence:GetReplayIndex", "sandbox:RunTool", "sandbox:RunTool",
                              "persistence:Commit"], counting.sent
     kinds = [type(e).__name__ for e in _stored(run)]
-    assert kinds[-7:] == ["StepStarted", "TurnAnswered", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
-                          "StepFinished"], kinds
+    # the step's first message reads AGENTS.md and lists the workspace, in one batch before the first turn
+    assert kinds[-9:] == ["StepStarted", "ToolCalled", "ToolCalled", "TurnAnswered", "ToolCalled", "TurnAnswered",
+                          "ToolCalled", "TurnAnswered", "StepFinished"], kinds
 
 
 class _Thinking:
