@@ -113,6 +113,7 @@ sandbox_policies = struct(
     memory_limit_mb=st.integers(0, 1_048_576), file_size_limit_mb=st.integers(0, 1_048_576),
     max_processes=st.integers(8, 100_000), pass_env=_few(short.filter(bool)),
     read_paths=_few(texts.filter(bool)), write_paths=_few(texts.filter(bool)), read_opt=st.booleans(),
+    path=st.none() | texts,
 )
 class_policies = st.none() | st.sampled_from(["auto", "prompt", "deny"])
 approvals_blocks = struct(au.Approvals, file_write=class_policies, file_delete=class_policies,
