@@ -49,8 +49,9 @@ from protocol.sandbox import SandboxPolicy
 if TYPE_CHECKING:
     from cli.config import AcodeConfig
 
-__all__ = ["MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY", "WORKSPACE_OK",
-           "TrustStore", "config_file", "digest", "grants", "load_store", "save_store", "tighten", "warning"]
+__all__ = ["CLIENT_SET", "MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY",
+           "WORKSPACE_OK", "TrustStore", "config_file", "digest", "grants", "load_store", "save_store", "tighten",
+           "warning"]
 
 STORE_NAME = "trusted.yml"
 Sha256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -186,6 +187,10 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),
 }
+
+#: fields of the session's policy that the client sets and no config file can (the config
+#: schema has no key for them): ``sandbox.path`` is the PATH of the ``acode run`` itself
+CLIENT_SET = frozenset({"sandbox.path"})
 
 #: settings a workspace sets freely: what the model sees, which model, budgets and timeouts
 WORKSPACE_OK = frozenset({

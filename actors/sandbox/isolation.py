@@ -48,7 +48,6 @@ from typing import Literal
 
 import msgspec
 
-from actors.sandbox.toolchain import user_path
 from protocol.errors import ConfigError, SandboxError
 
 __all__ = ["CREDENTIALS", "ENV_ALLOW", "FORCE_ENV", "LAUNCHER", "LEVELS", "READS_NOT_CONFINED", "Isolation", "Level",
@@ -93,6 +92,9 @@ def command_env(scratch: Path, *, base: dict[str, str] | None = None,
     and the user's PATH: ``path`` (the client's) or ``base``'s, absolute entries only, never
     acode's own installation put first (:mod:`actors.sandbox.toolchain`; a workspace's
     virtualenv goes before it there)."""
+    # imported here: the client imports this module for LEVELS and is_secret_name alone
+    from actors.sandbox.toolchain import user_path
+
     source = os.environ if base is None else base
     allowed = ENV_ALLOW | extra
     env = {k: v for k, v in source.items()

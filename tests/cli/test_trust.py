@@ -90,7 +90,8 @@ def test_every_setting_is_either_tighten_only_or_workspace_configurable_never_bo
 
 
 def test_every_sandbox_policy_and_approvals_field_is_tighten_only() -> None:
-    assert {f"sandbox.{f}" for f in SandboxPolicy.__struct_fields__} <= set(trust.TIGHTEN_ONLY)
+    assert {f"sandbox.{f}" for f in SandboxPolicy.__struct_fields__} - trust.CLIENT_SET <= set(trust.TIGHTEN_ONLY)
+    assert not trust.CLIENT_SET & set(_all_keys())  # no config file can name what the client sets
     assert {f"approvals.{f}" for f in Approvals.__struct_fields__} <= set(trust.TIGHTEN_ONLY)
 
 
