@@ -12,7 +12,12 @@ answer cut at the token limit is not completed); and its result is kept only whe
 decodes to exactly one call of a known tool whose arguments pass that tool's Struct
 (unknown keys are refused, so a repair that split a string into a stray key fails) and
 every string in it comes from the text (nothing invented, not even an empty value); an
-argument given twice is not repaired (which one was meant is a guess). Two
+argument given twice is not repaired (which one was meant is a guess).
+
+First, escapes JSON does not have are read as the model meant them (:func:`_escapes`):
+``\\'`` is ``'`` (Python's escape, ``'don\\'t'``), and any other ``\\X`` whose X is not one
+of ``"\\/bfnrtu`` is a backslash followed by X (``\\d`` in a regex); a ``\\u`` without
+four hex digits is a backslash and ``u``. Valid escapes are kept as they are. Then two
 ways are tried, in order:
 
 1. the tool's own argument names: when each of them appears once as ``"key": "``, the
@@ -50,6 +55,7 @@ _MAX_CHARS = 200_000  # a call this long is not repaired
 # time limit would make a replay repair differently: it sees only text this small
 _LIBRARY_CHARS = 20_000
 _LIBRARY_BRACKETS = 400
+_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt]|.)', re.S)  # one backslash and what it escapes
 _NAME = re.compile(r'"(?:name|tool|tool_name)"\s*:\s*"([A-Za-z_][\w-]*)"')
 
 # (name, arguments) of one call from a decoded JSON value, or None (toolcalls gives this)
@@ -63,21 +69,22 @@ def call(text: str, names: Collection[str], extract: Extract) -> tuple[str, dict
     calls; the name must be in ``names`` and the arguments must pass its Struct."""
     if not _closed(text):
         return None
-    named = _NAME.search(text)
-    candidates: list[Callable[[], Any]] = []
+    mended = _escapes(text)
+    named = _NAME.search(mended)
+    candidates: list[tuple[Callable[[], Any], str]] = []
     if named is not None and named.group(1) in TOOL_ARGS:
         keys = TOOL_ARGS[named.group(1)].__struct_fields__
-        if _repeated(text, keys):
+        if _repeated(mended, keys):
             return None
-        candidates.append(lambda: _decoder.decode(_escape_strings(text, keys, ends=2)))
-    candidates.append(lambda: _library(text))
-    for candidate in candidates:
+        candidates.append((lambda: _decoder.decode(_escape_strings(mended, keys, ends=2)), mended))
+    candidates += _library_candidates(text, mended)
+    for candidate, source in candidates:
         try:
             value = candidate()
         except (ValueError, RecursionError, TypeError, IndexError):
             continue
         found = extract(value)
-        if found is not None and found[0] in names and _valid(*found) and _faithful(found[1], text):
+        if found is not None and found[0] in names and _valid(*found) and _faithful(found[1], source):
             return found
     return None
 
@@ -87,19 +94,41 @@ def arguments(tool: str, text: str) -> dict[str, Any] | None:
     decode) means, or None."""
     if tool not in TOOL_ARGS or not _closed(text):
         return None
+    mended = _escapes(text)
     keys = TOOL_ARGS[tool].__struct_fields__
-    if _repeated(text, keys):
+    if _repeated(mended, keys):
         return None
-    candidates: list[Callable[[], Any]] = [lambda: _decoder.decode(_escape_strings(text, keys, ends=1)),
-                                           lambda: _library(text)]
-    for candidate in candidates:
+    candidates = [(lambda: _decoder.decode(_escape_strings(mended, keys, ends=1)), mended),
+                  *_library_candidates(text, mended)]
+    for candidate, source in candidates:
         try:
             value = candidate()
         except (ValueError, RecursionError, TypeError, IndexError):
             continue
-        if isinstance(value, dict) and _valid(tool, value) and _faithful(value, text):
+        if isinstance(value, dict) and _valid(tool, value) and _faithful(value, source):
             return value
     return None
+
+
+def _library_candidates(text: str, mended: str) -> list[tuple[Callable[[], Any], str]]:
+    """json-repair on the mended text, then on the text as written when the mending changed
+    it (in a single-quoted string, ``\\'`` is json-repair's to read)."""
+    found: list[tuple[Callable[[], Any], str]] = [(lambda: _library(mended), mended)]
+    if mended != text:
+        found.append((lambda: _library(text), text))
+    return found
+
+
+def _escapes(text: str) -> str:
+    """``text`` with the escapes JSON does not have written as the model meant them: ``\\'``
+    as ``'``, any other invalid ``\\X`` as an escaped backslash and X. The backslashes are
+    read in pairs from the left, so ``\\\\'`` (an escaped backslash, then a quote) stays."""
+    def mend(match: re.Match[str]) -> str:
+        escaped = match.group(1)
+        if len(escaped) == 5 or escaped in '"\\/bfnrt':
+            return match.group(0)
+        return "'" if escaped == "'" else "\\\\" + escaped
+    return _ESCAPE.sub(mend, text)
 
 
 def _repeated(text: str, keys: tuple[str, ...]) -> bool:

@@ -160,6 +160,54 @@ def test_native_arguments_that_do_not_decode_are_repaired_only_into_valid_argume
     assert repair_native(ModelToolCall(id="c4", name="read_file", invalid_arguments='["a.py"]')) is None
 
 
+# What Qwen2.5-Coder-1.5B sent twice at temperature 0 (issue 25): Python's \' inside a JSON string,
+# an escape JSON does not have ("Invalid \escape"); its \n are the two characters, valid JSON.
+CONTRACTION_CALL = ('```json\n{\n  "name": "modify_file",\n  "arguments": {\n    "path": "tests/test_core.py",\n'
+                    '    "content": "def test_contractions_are_one_word(self):\\n    assert count_words('
+                    '\'don\\\'t stop\') == {\'don\\\'t\': 1, \'stop\': 1}\\n"\n  }\n}\n```')
+CONTRACTION_TEST = ("def test_contractions_are_one_word(self):\n"
+                    "    assert count_words('don't stop') == {'don't': 1, 'stop': 1}\n")
+
+
+def test_a_python_escaped_quote_in_a_string_is_read_as_a_quote_and_the_call_is_marked_repaired() -> None:
+    assert "count_words('don\\'t stop')" in CONTRACTION_CALL  # a backslash and a quote, as the model sent it
+    parsed = parse(CONTRACTION_CALL, NAMES)
+    assert parsed.problem is None and parsed.repaired == {"text_0"}
+    [call] = parsed.calls
+    assert (call.name, call.arguments) == ("modify_file", {"path": "tests/test_core.py", "content": CONTRACTION_TEST})
+
+
+@pytest.mark.parametrize(("written", "meant"), [
+    (r"re.match('\d+', s)", "re.match('\\d+', s)"),  # \d: a backslash and d
+    (r"print('it\'s')", "print('it's')"),  # \': a quote
+    (r"path = 'C:\Users'", "path = 'C:\\Users'"),  # \U: a backslash and U
+    (r"x = '\u12' # \'", "x = '\\u12' # '"),  # a \u without four hex digits: a backslash and u
+    (r"say(\"hi\")\n\t\d", 'say("hi")\n\t\\d'),  # the valid escapes stay what they are
+    (r"a\\\'b \\d", "a\\'b \\d"),  # the backslashes are read in pairs from the left
+])
+def test_escapes_json_does_not_have_are_read_as_the_model_meant_them(written: str, meant: str) -> None:
+    arguments = '{"path": "a.py", "content": "' + written + '"}'
+    with pytest.raises(ValueError, match="Invalid"):
+        json.loads(arguments)
+    parsed = parse('{"name": "write_file", "arguments": ' + arguments + "}", NAMES)
+    assert parsed.problem is None, parsed.problem.message
+    assert parsed.repaired == {"text_0"}
+    assert [c.arguments for c in parsed.calls] == [{"path": "a.py", "content": meant}]
+    native = repair_native(ModelToolCall(id="c1", name="write_file", invalid_arguments=arguments))
+    assert native is not None and native.arguments == {"path": "a.py", "content": meant}
+
+
+def test_a_bad_escape_is_mended_only_in_a_recognised_call_and_the_result_must_still_be_a_valid_call() -> None:
+    # an unknown tool, a stray argument, or an answer cut short: still refused after the mending
+    assert isinstance(from_text('{"name": "delete_file", "arguments": {"path": "it\\\'s.py"}}', NAMES), ParseProblem)
+    assert isinstance(from_text('{"name": "read_file", "arguments": {"path": "it\\\'s.py", "lines": 3}}', NAMES),
+                      ParseProblem)
+    cut = from_text('```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "it\\\'s', NAMES)
+    assert isinstance(cut, ParseProblem)
+    # prose with a backslash is not a call
+    assert from_text("I can't use \\d here {really}", NAMES) == []
+
+
 def test_check_names_the_available_tools_for_an_unknown_one() -> None:
     assert check(ModelToolCall(id="c", name="delete_file", arguments=READ)) == (
         "tool 'delete_file' is not available; call one of: read_file, write_file, modify_file, create_directory, "

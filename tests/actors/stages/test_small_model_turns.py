@@ -18,8 +18,10 @@ import pytest
 
 from actors.llm import toolcalls
 from actors.stages import executor, instructions, planner, reviewer, verifier
+from protocol.profiles import profile_for
 from protocol.session import OpenAIProvider
 from protocol.tools import TOOL_ARGS
+from tests.actors.llm.test_toolcalls import CONTRACTION_CALL, CONTRACTION_TEST
 from tests.actors.stages.conftest import Run, Stack
 from tests.actors.stages.test_executor import plan, step
 from tests.modelserver import ModelServer, Received, Text, TextToolCalls, ToolCalls
@@ -70,6 +72,28 @@ def test_the_docstring_call_the_model_sent_seven_times_is_repaired_runs_and_says
     assert "write_file: ok" in told
     [record] = result.execution.steps  # type: ignore[union-attr]
     assert (record.status, record.turns, record.files_changed) == ("completed", 2, ["solution.py"])
+
+
+def test_the_python_escaped_quote_the_model_sent_twice_is_repaired_and_runs_on_the_first_turn(
+        stack: Stack, server: ModelServer) -> None:
+    """Qwen2.5-Coder-1.5B under its small profile, at temperature 0: modify_file (not offered,
+    still run) with a whole file whose strings hold Python's ``\\'``. acode answered "Invalid
+    \\escape" and got the same text again; now the first answer writes the test file."""
+    the_plan = plan(step("S1", description="Add a test in tests/test_core.py that contractions count as one word."))
+    run = _run(stack, server, [Text(CONTRACTION_CALL), _done("added the test")], the_plan,
+               files={"tests/test_core.py": "from wordcount.core import count_words\n"},
+               profile=profile_for("qwen2.5-coder-1.5b-instruct"))
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "tests/test_core.py").read_text() == CONTRACTION_TEST
+    told = _last_user(server.chats[1])
+    assert told.startswith("Result of your modify_file call text_0:\nnote: your modify_file call was not valid JSON; "
+                           "acode repaired it and ran it with content, path."), told
+    assert "Invalid \\escape" not in told
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert (record.status, record.turns, record.files_changed) == ("completed", 2, ["tests/test_core.py"])
 
 
 def test_native_call_arguments_with_unescaped_quotes_are_repaired_the_same_way(
