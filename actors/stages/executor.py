@@ -18,6 +18,13 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   and the rest of the try asks at temperature 0 (when the session's is higher). A third
   time fails the try (ACODE-EXEC-008). All of it follows from the conversation alone, so
   a replay sends the same requests.
+- Tools (:mod:`protocol.profiles`): the model is offered its profile's tools, and the
+  system prompt's rules, the step's action and the corrections name only those (a small
+  model calls what it reads about): without modify_file (``whole_file`` edits) a file is
+  changed by writing it whole with write_file, and the compact prompt style has shorter
+  rules. A known tool that was not offered still runs when the model calls it (modify_file
+  under the small profile): it is what the model meant, and it is sandboxed, gated and
+  approved exactly as an offered one; refusing it would cost a turn to say the same.
 - Results of native calls go back as tool messages, those of calls written as text in
   one user message (a server that did not parse the call would not accept tool messages
   for it).
@@ -131,7 +138,7 @@ from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
-from protocol.profiles import tool_surface
+from protocol.profiles import offered_tools, tool_surface
 from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
 from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
@@ -205,6 +212,8 @@ class _Step:
         request = ctx.request
         settings = request.settings
         self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.profiles)
+        self.offered = offered_tools(settings.profile)  # what the prompts name; every known tool still runs
+        self.compact = settings.profile.prompt_style == "compact"
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
@@ -286,14 +295,16 @@ class _Step:
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
         listing, files = self._gather(key)
-        system = prompts.executor_system(self.ctx.fence) + (self.project.instructions or "")
-        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence)
+        system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact) + (
+            self.project.instructions or "")
+        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence,
+                                   offered=self.offered)
         if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
             tools = -(-len(msgspec.json.encode(self.tools)) // CHARS_PER_TOKEN)
             raise too_large(request.settings, "executor", estimate(system + bare) + tools,
                             f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
-                                   files=files, fence=self.ctx.fence, listing=listing)
+                                   files=files, fence=self.ctx.fence, listing=listing, offered=self.offered)
         text += _retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
         self.attempt = attempt
@@ -389,13 +400,17 @@ class _Step:
         return self.invalid_repeats
 
     def _example(self, answer: ModelAnswer, calls: list[ModelToolCall] | toolcalls.ParseProblem) -> tuple[str, str]:
-        """(tool, path) of the call a repeated invalid answer tried: its own, else the step's."""
+        """(tool, path) of the call a repeated invalid answer tried: its own, else the step's
+        (write_file for modify_file when the profile does not offer it)."""
         tried = calls[0] if isinstance(calls, list) and calls else (answer.tool_calls[0] if answer.tool_calls else None)
         text = answer.content if tried is None else f"{tried.invalid_arguments} {json.dumps(tried.arguments)}"
         name = tried.name if tried is not None and tried.name in TOOL_ARGS else _named(answer.content)
         path = str(tried.arguments.get("path", "")) if tried is not None else ""
         path = path or _written_path(text) or next(iter(self._step_paths()), "")
-        return name or _TOOL_OF_ACTION.get(self.step.action, "write_file"), path
+        name = name or _TOOL_OF_ACTION.get(self.step.action, "write_file")
+        if name not in self.offered and name == "modify_file" and "write_file" in self.offered:
+            name = "write_file"  # whole-file edits: the example is the call this profile offers
+        return name, path
 
     def _temperature(self) -> float:
         return float(getattr(self.ctx.request.settings.provider, "temperature", 0.0))
@@ -461,7 +476,7 @@ class _Step:
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
                 self.pushed_back = True
-                self._reply(call, prompts.render_pushback(self.step), native=native)
+                self._reply(call, prompts.render_pushback(self.step, self.offered), native=native)
                 self.conversation.note("step_complete refused: nothing written yet")
                 return None
             return _Outcome("completed", summary)

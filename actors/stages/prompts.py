@@ -7,11 +7,14 @@ from the record.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from actors.llm import toolcalls
 from actors.stages.untrusted import Fence
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.results import ModelToolCall, StageResult, ToolResult
 from protocol.session import Feedback
+from protocol.tools import TOOL_ARGS
 
 __all__ = [
     "EXECUTOR",
@@ -71,20 +74,63 @@ Rules:
 - When revising a plan: keep tasks marked completed as they are, fix every issue in the
   feedback, and add "change_summary": what you changed and why."""
 
-EXECUTOR = """You are the executor of acode, a coding agent. You carry out ONE step of a plan in a
-workspace by calling tools. Rules:
-- Paths are relative to the workspace root, never absolute, never outside it. Use the
-  paths the step and the task name, exactly as they name them.
-- write_file replaces the whole file: give the complete content. For a small change use
-  modify_file with edits whose search text is copied exactly from the file (without the
-  line numbers read_file shows).
-- run_terminal runs one program with its arguments, without a shell: no pipes, &&, ;,
-  redirections, $VARIABLES or cd. Example: python -m pytest -q
-- Read a file before you change it if its content is not shown to you.
-- Do this step only. When it is done, call step_complete with a one-line summary. If it
-  cannot be done, call step_failed with the reason.
-- Call tools as function calls. If you cannot, answer with only one JSON object:
-  {"name": "<tool>", "arguments": {...}}"""
+_FILE_TOOLS = ("write_file", "modify_file", "create_directory")
+
+
+def _executor_rules(offered: Collection[str], compact: bool) -> str:
+    """The executor's rules for the tools ``offered``: a tool that is not offered is not named
+    (a small model calls what it reads about); ``compact``: the shorter rules of the compact
+    prompt style. Every tool offered gives :data:`EXECUTOR`, the prompt acode has always sent."""
+    write, modify, read = ("write_file" in offered), ("modify_file" in offered), ("read_file" in offered)
+    if compact:
+        lines = ["You are the executor of acode: carry out ONE step of a plan by calling tools. Rules:",
+                 "- Paths are relative to the workspace root, exactly as the step names them."]
+        if write and not modify:
+            lines.append("- To change a file, write the whole new file with write_file"
+                         + (" (read it first if its content is not shown)." if read else "."))
+        elif write:
+            lines.append("- write_file replaces the whole file: give the complete content.")
+        if modify:
+            lines.append("- For a small change use modify_file with edits whose search text is copied exactly from "
+                         "the file.")
+        if "run_terminal" in offered:
+            lines.append("- run_terminal runs one program and its arguments, without a shell: no pipes, &&, ;, "
+                         "redirections, $VARIABLES or cd.")
+        lines += ["- When the step is done, call step_complete with a one-line summary; if it cannot be done, "
+                  "call step_failed with the reason.",
+                  '- Without function calls, answer with only one JSON object: {"name": "<tool>", "arguments": '
+                  "{...}}"]
+        return "\n".join(lines)
+    shown = "read_file shows" if read else "shown with the file"
+    lines = ["You are the executor of acode, a coding agent. You carry out ONE step of a plan in a",
+             "workspace by calling tools. Rules:",
+             "- Paths are relative to the workspace root, never absolute, never outside it. Use the",
+             "  paths the step and the task name, exactly as they name them."]
+    if write and modify:
+        lines += ["- write_file replaces the whole file: give the complete content. For a small change use",
+                  "  modify_file with edits whose search text is copied exactly from the file (without the",
+                  f"  line numbers {shown})."]
+    elif write:
+        lines += ["- To change a file, write the whole new file with write_file (read it first if its",
+                  "  content is not shown): give its complete content, not only the lines that change."] if read \
+            else ["- To change a file, write the whole new file with write_file: give its complete",
+                  "  content, not only the lines that change."]
+    elif modify:
+        lines += ["- To change a file use modify_file with edits whose search text is copied exactly from",
+                  f"  the file (without the line numbers {shown})."]
+    if "run_terminal" in offered:
+        lines += ["- run_terminal runs one program with its arguments, without a shell: no pipes, &&, ;,",
+                  "  redirections, $VARIABLES or cd. Example: python -m pytest -q"]
+    if read and modify:
+        lines.append("- Read a file before you change it if its content is not shown to you.")
+    lines += ["- Do this step only. When it is done, call step_complete with a one-line summary. If it",
+              "  cannot be done, call step_failed with the reason.",
+              "- Call tools as function calls. If you cannot, answer with only one JSON object:",
+              '  {"name": "<tool>", "arguments": {...}}']
+    return "\n".join(lines)
+
+
+EXECUTOR = _executor_rules(TOOL_ARGS, compact=False)
 
 NO_TOOL_CALL = ("No tool call found in your answer. Call one of the tools now (as a function call, or as one "
                 'JSON object {"name": "<tool>", "arguments": {...}}). When the step is done call step_complete; '
@@ -146,24 +192,33 @@ def render_plan(plan: TaskPlan) -> str:
     return "\n".join(lines)
 
 
-def executor_system(fence: Fence) -> str:
-    return f"{EXECUTOR}\n{fence.preamble()}"
+def executor_system(fence: Fence, offered: Collection[str] | None = None, *, compact: bool = False) -> str:
+    """The executor's system prompt: its rules for the tools ``offered`` (None: every tool),
+    shorter when ``compact`` (the profile's ``prompt_style``), then the fence's preamble.
+    Deterministic: the same tools and style give the same bytes."""
+    rules = EXECUTOR if offered is None and not compact else _executor_rules(
+        TOOL_ARGS if offered is None else frozenset(offered), compact)
+    return f"{rules}\n{fence.preamble()}"
 
 
 def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedback | None,
                 files: list[tuple[str, str | None]] | None = None, fence: Fence | None = None,
-                listing: str = "") -> str:
+                listing: str = "", offered: Collection[str] | None = None) -> str:
     """The step's message: what to do, the task's criteria, the workspace's files
     (``listing``, list_directory's output), the files the step names (``(path, text)``,
     text None for a file that does not exist yet; fenced when ``fence`` is given) and the
-    verifier's feedback on a cycle back."""
+    verifier's feedback on a cycle back. A ``modify_file`` action when modify_file is not
+    among the tools ``offered`` (None: every tool) reads as a whole-file write_file."""
+    action = step.action
+    if action == "modify_file" and offered is not None and action not in offered and "write_file" in offered:
+        action = "write_file (the whole new content of the file)"
     lines = [
         f"Goal: {plan.goal}",
         f"Task {task.label}: {task.title}",
         task.description,
         f"Your step, {step.label}: {step.title}",
         step.description,
-        f"Action: {step.action}",
+        f"Action: {action}",
     ]
     if step.expected_output:
         lines.append(f"Expected output: {step.expected_output}")
@@ -197,10 +252,15 @@ def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedba
     return "\n".join(line for line in lines if line)
 
 
-def render_pushback(step: PlanStep) -> str:
-    """The answer to a step_complete that changed nothing in a step that should have."""
-    return (f"step_complete refused once: step {step.label} is a {step.action} step but no file was written or "
-            "changed in it. Make the change with write_file, modify_file or create_directory, then call "
+def render_pushback(step: PlanStep, offered: Collection[str] | None = None) -> str:
+    """The answer to a step_complete that changed nothing in a step that should have; it
+    names the file tools ``offered`` (None: every tool)."""
+    tools = [tool for tool in _FILE_TOOLS if offered is None or tool in offered] or ["the file tools"]
+    named = tools[0] if len(tools) == 1 else f"{', '.join(tools[:-1])} or {tools[-1]}"
+    hidden = offered is not None and step.action in TOOL_ARGS and step.action not in offered
+    kind = "a step that changes files" if hidden else f"a {step.action} step"
+    return (f"step_complete refused once: step {step.label} is {kind} but no file was written or "
+            f"changed in it. Make the change with {named}, then call "
             "step_complete. If the workspace already has exactly the right content, call step_complete again.")
 
 

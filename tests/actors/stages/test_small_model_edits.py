@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from actors.stages import executor, preview
-from protocol.profiles import profile_for
+from actors.llm import toolcalls
+from actors.stages import executor, preview, prompts
+from actors.stages.untrusted import Fence
+from protocol.profiles import offered_tools, profile_for
 from protocol.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
@@ -119,3 +121,82 @@ def test_an_approval_preview_shows_the_change_a_tolerated_form_makes(stack: Stac
     renamed = preview.diff_of(run.ctx, "k2", "modify_file", {"path": "solution.py", "old": "    pass",
                                                              "new": "    return a + b"})
     assert renamed == "--- a/solution.py\n+++ b/solution.py\n@@ edit @@\n-    pass\n+    return a + b\n"
+
+
+def _said(server: ModelServer, request: int) -> str:
+    """Everything acode sent the model in chat request ``request``: messages and tool definitions."""
+    chat = server.chats[request]
+    return "\n".join(str(m.get("content") or "") for m in chat.messages) + json.dumps(chat.body.get("tools", []))
+
+
+def test_a_small_profile_writes_a_file_it_was_shown_whole_and_no_prompt_names_modify_file(
+        stack: Stack, server: ModelServer) -> None:
+    """The small profile offers no modify_file, yet the executor's rules said "use modify_file
+    with edits" and the model called it. Now the rules say to write the whole file, and the
+    model's whole-file write_file of the file its first turn showed completes the step."""
+    server.queue(fenced("write_file", path="solution.py", content="def add(a, b):\n    return a + b\n"),
+                 fenced("step_complete", summary="implemented add"))
+    run = _stage(stack, server, {"solution.py": STUB}, "modify_file", profile=profile_for(MODEL))
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == "def add(a, b):\n    return a + b\n"
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert (record.status, record.turns, record.files_changed) == ("completed", 2, ["solution.py"])
+    system, step_message = (str(m["content"]) for m in server.chats[0].messages)
+    assert "Current content of solution.py" in step_message and "    pass" in step_message  # it was shown
+    assert "To change a file, write the whole new file with write_file" in system
+    assert "Action: write_file (the whole new content of the file)" in step_message
+    for request in range(2):
+        assert "modify_file" not in _said(server, request)
+    # the compact prompt style: shorter rules, the essentials kept
+    assert system.startswith(prompts.executor_system(run.ctx.fence, offered_tools(profile_for(MODEL)), compact=True))
+    assert len(system) < len(prompts.executor_system(run.ctx.fence))
+    for essential in ("relative to the workspace root", "without a shell", "step_complete", "step_failed",
+                      "one JSON object"):
+        assert essential in system, essential
+
+
+def test_the_default_profile_keeps_the_prompt_that_names_modify_file(stack: Stack, server: ModelServer) -> None:
+    server.queue(fenced("step_complete", summary="nothing to do"))
+    run = _stage(stack, server, {"solution.py": STUB}, "read_file")
+
+    executor.run(run.ctx)
+
+    system = str(server.chats[0].messages[0]["content"])
+    assert system.startswith(prompts.EXECUTOR + "\n")
+    assert "use\n  modify_file with edits" in system
+
+
+def test_prompts_follow_the_offered_tools_deterministically() -> None:
+    fence = Fence("n0")
+    small = offered_tools(profile_for(MODEL))
+    for compact in (False, True):
+        shown = prompts.executor_system(fence, small, compact=compact)
+        assert shown == prompts.executor_system(fence, sorted(small, reverse=True), compact=compact)
+        assert "modify_file" not in shown and "write_file" in shown and "run_terminal" in shown
+    assert prompts.executor_system(fence, offered_tools(profile_for("some-model"))) == prompts.executor_system(fence)
+    assert "modify_file" in prompts.executor_system(fence, offered_tools(profile_for("some-model")), compact=True)
+    # a profile without run_terminal or read_file: its rules do not name them
+    bare = prompts.executor_system(fence, {"write_file", "step_complete", "step_failed"}, compact=True)
+    assert "run_terminal" not in bare and "read" not in bare.split("\n", 1)[1].split("Text between")[0]
+
+
+def test_under_the_small_profile_pushback_and_the_repeated_call_example_name_write_file(
+        stack: Stack, server: ModelServer) -> None:
+    broken = Text('```json\n{"name": "modify_file", "arguments": {"path": "solution.py", "content": }}\n```')
+    server.queue(fenced("step_complete", summary="done"), broken, broken,
+                 fenced("write_file", path="solution.py", content="def add(a, b):\n    return a + b\n"),
+                 fenced("step_complete", summary="implemented add"))
+    run = _stage(stack, server, {"solution.py": STUB}, "modify_file", profile=profile_for(MODEL))
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    pushback = _results(server, 1)
+    assert "is a step that changes files but no file was written or changed in it. Make the change with " \
+           "write_file, then call step_complete" in pushback
+    repeated = _results(server, 3)
+    assert repeated.startswith("error: you sent the same invalid answer again"), repeated
+    assert repeated.endswith(toolcalls.example_call("write_file", "solution.py"))
