@@ -98,8 +98,8 @@ def arguments(tool: str, text: str) -> dict[str, Any] | None:
     keys = TOOL_ARGS[tool].__struct_fields__
     if _repeated(mended, keys):
         return None
-    candidates = [(lambda: _decoder.decode(_escape_strings(mended, keys, ends=1)), mended),
-                  *_library_candidates(text, mended)]
+    candidates: list[tuple[Callable[[], Any], str]] = [
+        (lambda: _decoder.decode(_escape_strings(mended, keys, ends=1)), mended), *_library_candidates(text, mended)]
     for candidate, source in candidates:
         try:
             value = candidate()

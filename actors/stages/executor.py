@@ -36,10 +36,10 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   (:mod:`actors.stages.instructions`); the step's message holds the step, its task's
   acceptance criteria, a listing of the workspace (list_directory, .gitignore respected,
   cut), the current content of the files the step names (its task's resource files and
-  the paths in the step's and the task's text; read through the sandbox in one batch,
-  cut, fenced) and, on a cycle back, the verifier's feedback. No example in a prompt
-  names a real-looking path (a model copies it): placeholders are in angle brackets.
-  The model sees a sliding window of the step's turns within a budget
+  the paths in the step's and the task's text, then up to two workspace modules a named
+  test file imports; read through the sandbox, cut, fenced) and, on a cycle back, the
+  verifier's feedback. No example in a prompt names a real-looking path (a model copies
+  it): placeholders are in angle brackets. The model sees a sliding window of the step's turns within a budget
   (:mod:`actors.stages.conversation`); a tool result is cut to ``tool_result_tokens`` (at
   4 characters a token, and to half the window at most) with a note of what was cut.
   Untrusted text is fenced.
@@ -139,7 +139,7 @@ from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
 from protocol.profiles import offered_tools, tool_surface
-from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, Usage
+from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, ToolResult, Usage
 from protocol.session import Feedback, SessionSettings
 from protocol.stages import StepStatus
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
@@ -234,8 +234,10 @@ class _Step:
         (:meth:`StageContext.tools`; a transient failure is retried alone): the listing
         (list_directory, .gitignore respected, cut to :data:`_LISTING_CHARS` and a tenth of
         the budget; '' when it cannot be listed) and the files the step names as they are
-        now (None: it does not exist), each cut, all within a third of the budget. The
-        stage's AGENTS.md is read with them, before its first step."""
+        now (None: it does not exist), each cut, all within a third of the budget, then the
+        workspace modules a named test file imports (:func:`_imported`; a step that names
+        only the test still shows the code it tests). The stage's AGENTS.md is read with
+        them, before its first step."""
         paths = self._step_paths()
         # the listing is not under the step's own keys (<session>:e<visit>:...), which name the model's calls
         calls = [(key.replace(":e", ":ctx-e", 1) + ":ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})]
@@ -247,6 +249,12 @@ class _Step:
         if self.project.instructions is None:
             self.project.instructions = project.render_result(self.ctx, results.pop(0))
         listing_result, *read = results
+        imported = _imported(paths, read, listing_result.output if listing_result.ok else "")
+        if imported:  # a second round trip, only for a test file that imports workspace code
+            more = [(f"{key}:ctximp{index}", "read_file", {"path": path}) for index, path in enumerate(imported)]
+            read += [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
+                     for call, result in zip(more, self.ctx.tools(more), strict=True)]
+            paths += imported
         listing = prompts.truncate(listing_result.output, min(_LISTING_CHARS, self.budget // 10)) \
             if listing_result.ok else ""
         per_file = min(self.result_limit, self.budget // 4)
@@ -537,6 +545,38 @@ _TOOL_OF_ACTION = {"read_file": "read_file", "write_file": "write_file", "modify
                    "analyze_code": "read_file", "generate_code": "write_file"}
 _NAMED = re.compile(r'["\']?(?:name|tool|tool_name)["\']?\s*:\s*["\']([A-Za-z_]+)')
 _WRITTEN_PATH = re.compile(r'["\']path["\']\s*:\s*["\']([^"\'\n]{1,200})["\']')
+
+
+_MAX_IMPORTED = 2
+_TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")
+_IMPORT = re.compile(r"^(?:\s*\d+\t)?[ \t]*(?:from[ \t]+([A-Za-z_][\w.]*)[ \t]+import\b|import[ \t]+([A-Za-z_][\w.]*))",
+                     re.M)
+
+
+def _imported(paths: list[str], read: list[ToolResult], listing: str) -> list[str]:
+    """The workspace modules (at most :data:`_MAX_IMPORTED`, in import order) that the test
+    files among ``paths`` import with ``from X.Y import`` or ``import X.Y`` (as ``X/Y.py`` or
+    ``X/Y/__init__.py``, at the root or under ``src/``) and that the workspace ``listing``
+    shows, leaving out the files already in ``paths``. Read from the results alone, so a
+    replay finds the same modules."""
+    listed = set(listing.splitlines())
+    found: list[str] = []
+    for path, result in zip(paths, read, strict=False):
+        if not result.ok or not _TEST_FILE.search(path):
+            continue
+        for match in _IMPORT.finditer(result.output):
+            parts = (match.group(1) or match.group(2)).split(".")
+            for root in ("", "src/"):
+                candidates = [root + "/".join(parts[:end]) + suffix for end in range(len(parts), 0, -1)
+                              for suffix in (".py", "/__init__.py")]
+                module = next((c for c in candidates if c in listed), None)
+                if module is not None:
+                    if module not in paths and module not in found:
+                        found.append(module)
+                    break
+            if len(found) >= _MAX_IMPORTED:
+                return found
+    return found
 
 
 def _named(text: str) -> str:

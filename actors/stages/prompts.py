@@ -209,7 +209,7 @@ def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedba
     text None for a file that does not exist yet; fenced when ``fence`` is given) and the
     verifier's feedback on a cycle back. A ``modify_file`` action when modify_file is not
     among the tools ``offered`` (None: every tool) reads as a whole-file write_file."""
-    action = step.action
+    action: str = step.action
     if action == "modify_file" and offered is not None and action not in offered and "write_file" in offered:
         action = "write_file (the whole new content of the file)"
     lines = [

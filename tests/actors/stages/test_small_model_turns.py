@@ -169,6 +169,27 @@ def test_the_first_turn_shows_the_workspace_listing_and_the_files_the_step_names
     assert "Current content of util.py: none, the file does not exist yet" in step_message
 
 
+def test_a_step_that_names_only_a_test_file_also_shows_the_workspace_code_it_imports(
+        stack: Stack, server: ModelServer) -> None:
+    """The contraction task's plan named only tests/test_core.py: the model wrote a test
+    against code it never saw. Now the first turn shows the modules the test imports (in
+    import order, at most 2, only workspace files), read through the sandbox."""
+    the_plan = plan(step("S1", description="Add a test that contractions count as one word."),
+                    resources={"read": ["tests/test_core.py"], "write": ["tests/test_core.py"]})
+    test = ("import os\nfrom wordcount.core import count_words\nimport wordcount.util as util\n"
+            "from wordcount.extra import more\n")
+    files = {"tests/test_core.py": test, "wordcount/__init__.py": "", "wordcount/core.py": "def count_words(t):\n",
+             "wordcount/util.py": "X = 1\n", "wordcount/extra.py": "more = 2\n"}
+    run = _run(stack, server, [_done()], the_plan, files=files)
+
+    executor.run(run.ctx)
+
+    step_message = str(server.chats[0].messages[1]["content"])
+    shown = re.findall(r"^Current content of (\S+)", step_message, re.M)
+    assert shown == ["tests/test_core.py", "wordcount/core.py", "wordcount/util.py"]
+    assert "     1\tdef count_words(t):" in step_message
+
+
 # a file name with an extension a task names, with or without directories (src/app.py, hello.py)
 _PATHLIKE = re.compile(r"(?<![\w./<-])(?:[\w.-]+/)*[\w-]+\.(?:py|txt|md|toml|json|cfg|ini|yml|yaml|js|ts)\b")
 
