@@ -14,11 +14,11 @@ decodes to exactly one call of a known tool whose arguments pass that tool's Str
 every string in it comes from the text (nothing invented, not even an empty value); an
 argument given twice is not repaired (which one was meant is a guess).
 
-First, escapes JSON does not have are read as the model meant them (:func:`_escapes`):
-``\\'`` is ``'`` (Python's escape, ``'don\\'t'``), and any other ``\\X`` whose X is not one
-of ``"\\/bfnrtu`` is a backslash followed by X (``\\d`` in a regex); a ``\\u`` without
-four hex digits is a backslash and ``u``. Valid escapes are kept as they are. Then two
-ways are tried, in order:
+First, escapes JSON does not have in a double-quoted string are read as the model meant
+them (:func:`_escapes`): ``\\'`` is ``'`` (Python's escape, ``'don\\'t'``), and any other
+``\\X`` whose X is not one of ``"\\/bfnrtu`` is a backslash followed by X (``\\d`` in a
+regex); a ``\\u`` without four hex digits is a backslash and ``u``. Valid escapes are kept
+as they are. Then two ways are tried, in order:
 
 1. the tool's own argument names: when each of them appears once as ``"key": "``, the
    string after it runs to the quote that closes it before the next key (``", "next":``)
@@ -55,6 +55,8 @@ _MAX_CHARS = 200_000  # a call this long is not repaired
 # time limit would make a replay repair differently: it sees only text this small
 _LIBRARY_CHARS = 20_000
 _LIBRARY_BRACKETS = 400
+# a double-quoted string, escapes and all, to its closing quote or the end of the text
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.S)
 _ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt]|.)', re.S)  # one backslash and what it escapes
 _NAME = re.compile(r'"(?:name|tool|tool_name)"\s*:\s*"([A-Za-z_][\w-]*)"')
 
@@ -120,15 +122,19 @@ def _library_candidates(text: str, mended: str) -> list[tuple[Callable[[], Any],
 
 
 def _escapes(text: str) -> str:
-    """``text`` with the escapes JSON does not have written as the model meant them: ``\\'``
-    as ``'``, any other invalid ``\\X`` as an escaped backslash and X. The backslashes are
-    read in pairs from the left, so ``\\\\'`` (an escaped backslash, then a quote) stays."""
-    def mend(match: re.Match[str]) -> str:
-        escaped = match.group(1)
-        if len(escaped) == 5 or escaped in '"\\/bfnrt':
-            return match.group(0)
-        return "'" if escaped == "'" else "\\\\" + escaped
-    return _ESCAPE.sub(mend, text)
+    """``text`` with the escapes JSON does not have, inside its double-quoted strings, written
+    as the model meant them: ``\\'`` as ``'``, any other invalid ``\\X`` as an escaped
+    backslash and X. The backslashes are read in pairs from the left, so ``\\\\'`` (an
+    escaped backslash, then a quote) stays; a single-quoted string's ``\\'`` is left to
+    json-repair (it ends no string there)."""
+    return _STRING.sub(lambda string: _ESCAPE.sub(_mend, string.group(0)), text)
+
+
+def _mend(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if len(escaped) == 5 or escaped in '"\\/bfnrt':
+        return match.group(0)
+    return "'" if escaped == "'" else "\\\\" + escaped
 
 
 def _repeated(text: str, keys: tuple[str, ...]) -> bool:

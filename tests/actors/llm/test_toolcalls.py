@@ -206,6 +206,10 @@ def test_a_bad_escape_is_mended_only_in_a_recognised_call_and_the_result_must_st
     assert isinstance(cut, ParseProblem)
     # prose with a backslash is not a call
     assert from_text("I can't use \\d here {really}", NAMES) == []
+    # in a single-quoted string \' ends no string: it is not mended into a quote that lets the
+    # string take the object's closing brace (content "it's'}")
+    single = parse("{'name': 'write_file', 'arguments': {'path': 'a.py', 'content': 'it\\'s'}}", NAMES)
+    assert [c.arguments["content"] for c in single.calls] in ([], ["it's"]), single.calls
 
 
 def test_check_names_the_available_tools_for_an_unknown_one() -> None:
