@@ -53,8 +53,8 @@ _PRINTS = re.compile(
     + _NAMED.replace("NAME", "target")
     + r"\s+(?:that|which)\s+prints\s+(?:`(?P<q1>[^`\n]{1,80})`|'(?P<q2>[^'\n]{1,80})'|\"(?P<q3>[^\"\n]{1,80})\""
     r"|(?P<word>[\w!,.-]{1,40}))", re.IGNORECASE)
-_CHANGE = re.compile(r"(?:please\s+)?(?:add|change|make|update|modify|extend|implement|fix|improve|support|handle|allow)\b",
-                     re.IGNORECASE)
+_CHANGE = re.compile(r"(?:please\s+)?(?:add|change|make|update|modify|extend|implement|fix|improve|support|handle"
+                     r"|allow)\b", re.IGNORECASE)
 _WIDE = re.compile(r"\b(?:renam\w*|refactor\w*|everywhere|across|creat\w*|move|moving|delete|remove|"
                    r"(?:all|every|each)\s+(?:the\s+)?(?:files?|modules?|places?|occurrences?|calls?|uses?|callers?)|"
                    r"new\s+(?:files?|modules?|packages?))\b", re.IGNORECASE)
