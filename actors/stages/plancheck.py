@@ -171,7 +171,7 @@ def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:
 
 
 # a placeholder copied from a prompt's shape: `<path to test file>`, `<check command>`
-_PLACEHOLDER = re.compile(r"<[^<>\n]{1,80}>")
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .,/-]{0,78}>")
 
 
 def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPlan, list[str]]:

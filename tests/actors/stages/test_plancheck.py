@@ -247,6 +247,18 @@ def test_a_good_plan_and_other_refused_commands_are_left_as_they_are() -> None:
     assert _messages(plan) and "curl" in _messages(plan)[0]  # the model still hears about it
 
 
+@pytest.mark.parametrize(("command", "dropped"), [
+    ("python -m pytest -q <test file>", True),
+    ("python run.py <file_path>", True),
+    ("python -m pytest -q tests/test_core.py::test_x", False),
+    ("python check.py 1<2", False),  # no placeholder (and the sandbox decides the rest)
+])
+def test_what_counts_as_a_placeholder(command: str, dropped: bool) -> None:
+    plan = _plan(_task(acceptance=[{"label": "A1", "description": "x", "check": {"command": command}}]))
+    repaired, notes = drop_unusable_checks(plan, SandboxPolicy(shell_commands=[command]))
+    assert (repaired.tasks[0].acceptance[0].check is None) is dropped
+
+
 def test_a_completed_tasks_checks_are_not_touched() -> None:
     plan = _plan(_task(status="completed", acceptance=[{"label": "A1", "description": "x",
                                                         "check": {"command": PLACEHOLDER}}]))
