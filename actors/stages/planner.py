@@ -136,10 +136,10 @@ def _plan(ctx: StageContext, system: str, user: str, files: set[str],
                 if tests and not told_tests and not asks_for_tests(request.task):
                     sources = {path: text for path in tests if (text := read(path)) is not None}
                     retargeted = testtarget.retarget(draft, request.task, sources, files)
-                    if retargeted is None:
+                    if retargeted is None and attempt < MAX_CORRECTIONS:  # the last answer is used as it is
                         told_tests = True
                         problems = [testtarget.correction(tests, sources, files)]
-                    else:
+                    elif retargeted is not None:
                         draft, note = retargeted
                         notes.append(note)
                         problems = [p.message for p in plancheck.plan_problems(

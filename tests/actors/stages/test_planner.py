@@ -477,3 +477,15 @@ def test_a_task_that_asks_for_a_test_still_plans_to_write_the_test_file(
     assert result.ok and result.plan is not None, result.error
     assert len(server.chats) == 1 and planner.log("plan_repaired") == []
     assert result.plan.tasks[0].resources.write == ["tests/test_core.py"]
+
+
+def test_a_tests_only_plan_in_the_last_answer_is_used_rather_than_failing_the_stage(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    files = dict(WORDCOUNT)
+    files["tests/test_core.py"] = "from wordcount.cli import main\n" + files["tests/test_core.py"]
+    cyclic = _plan(_task("T1", "T2"), _task("T2", "T1"))["json"]
+    server.by_stage(planner=[Json(cyclic), Json(cyclic), Json(TESTS_ONLY)])
+    planner = Planner(actors, write_dir(tmp_path / "w", files), [], task=CONTRACTIONS, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 3 and result.plan.tasks[0].resources.write == ["tests/test_core.py"]
