@@ -17,6 +17,17 @@ as the target, a file that is not where the task says) is the model's to plan:
   that does not exist yet: one ``write_file`` step; criterion A1 runs ``python <file>`` and
   expects that text in its output.
 
+- a task whose first sentence asks for a change (add, change, make, update, modify, extend,
+  implement, fix, improve, support, handle, allow) to one existing ``.py`` file that is not a
+  test, where that file is the only path the whole task names, in a workspace with Python
+  tests (``tests/`` or ``test_*.py``): one ``modify_file`` step on that file whose description
+  is the task; criterion A1 is ``python -m pytest -q`` (the workspace's tests still pass),
+  A2 is the task's statement without a check (the verifier's model judges it). Not when
+  the task asks for tests too (:func:`asks_for_tests`: the tests are another file), nor for
+  words that reach past one file: rename, refactor, everywhere, across, all/every
+  file/module/place/occurrence/call/use (``prints every word`` is fine), a new file or
+  module, create, move, delete, remove.
+
 The plan's goal is the task itself; the stage's summary and the ``plan_derived`` log line
 say the plan was derived. The planner still checks the plan like a model's
 (:func:`actors.stages.plancheck.plan_problems`) and asks the model when it has a problem.
@@ -28,7 +39,7 @@ import re
 
 from protocol.plan import Check, Criterion, PlanStep, PlanTask, Resources, TaskPlan
 
-__all__ = ["derive", "is_test_file"]
+__all__ = ["asks_for_tests", "derive", "is_test_file"]
 
 _PATH = r"(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,9}"
 _QUOTE = "`'\""
@@ -42,6 +53,16 @@ _PRINTS = re.compile(
     + _NAMED.replace("NAME", "target")
     + r"\s+(?:that|which)\s+prints\s+(?:`(?P<q1>[^`\n]{1,80})`|'(?P<q2>[^'\n]{1,80})'|\"(?P<q3>[^\"\n]{1,80})\""
     r"|(?P<word>[\w!,.-]{1,40}))", re.IGNORECASE)
+_CHANGE = re.compile(r"(?:please\s+)?(?:add|change|make|update|modify|extend|implement|fix|improve|support|handle"
+                     r"|allow)\b", re.IGNORECASE)
+_WIDE = re.compile(r"\b(?:renam\w*|refactor\w*|everywhere|across|creat\w*|move|moving|delete|remove|"
+                   r"(?:all|every|each)\s+(?:the\s+)?(?:files?|modules?|places?|occurrences?|calls?|uses?|callers?)|"
+                   r"new\s+(?:files?|modules?|packages?))\b", re.IGNORECASE)
+_VERBS = r"add|write|create|change|update|modify|edit|fix|extend|rewrite|adjust|correct|remove|delete|rename|refactor"
+_BETWEEN = r"(?:(?:a|an|the|new|this|that|these|those|failing|broken|existing|unit|more|some|another|its|one|two)\s+)"
+_ASKS_TESTS = re.compile(rf"\b(?:{_VERBS})\s+{_BETWEEN}{{0,3}}[\w./-]*test"
+                         r"|\b(?:and|with|plus|also)\s+(?:a\s+|an\s+|new\s+|some\s+)?(?:unit\s+)?tests?\b"
+                         r"|\btests?\s+(?:for|of|that\s+checks?|covering)\b", re.IGNORECASE)
 _TEST_NAME = re.compile(r"(?:^|/)(?:test_[\w-]*|[\w-]*_test)\.py$")
 _PATHS = re.compile(rf"(?<![\w./-]){_PATH}(?![\w/])")
 
@@ -49,6 +70,37 @@ _PATHS = re.compile(rf"(?<![\w./-]){_PATH}(?![\w/])")
 def is_test_file(path: str) -> bool:
     """Whether ``path`` is named like a Python test file (``test_x.py``, ``x_test.py``, under ``tests/``)."""
     return bool(_TEST_NAME.search(path)) or path.startswith("tests/") or "/tests/" in path
+
+
+def asks_for_tests(task: str) -> bool:
+    """Whether ``task`` asks to change or add tests ("add a test of X", "write tests", "update
+    tests/test_x.py", "... and a test for it"); when in doubt it counts as asked."""
+    return bool(_ASKS_TESTS.search(" ".join(task.split())))
+
+
+def _one_file_change(task: str, files: set[str]) -> TaskPlan | None:
+    """The one-step plan for a task asking to change one existing non-test ``.py`` file (see
+    the module's docstring), or None."""
+    text = " ".join(task.split())
+    if len(text) > 1_000 or "```" in task or not any(is_test_file(f) and f.endswith(".py") for f in files):
+        return None
+    sentences = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)
+    first = sentences[0].rstrip(".!")
+    named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
+    if len(named) != 1 or not _CHANGE.match(first) or _WIDE.search(text) or asks_for_tests(text):
+        return None
+    [target] = named
+    if target not in files or not target.endswith(".py") or is_test_file(target) or target not in first:
+        return None
+    goal = first if len(sentences) == 1 else text
+    command = "python -m pytest -q"
+    criteria = [Criterion(label="A1", description="the workspace's tests pass", check=Check(command=command)),
+                Criterion(label="A2", description=goal)]
+    step = PlanStep(label="S1", title=first[:200], description=goal, action="modify_file",
+                    expected_output=f"{target} as the task asks")
+    resources = Resources(read=[target], write=[target], commands=[command])
+    return TaskPlan(goal=goal, tasks=[PlanTask(label="T1", title=first[:200], complexity=1, resources=resources,
+                                               acceptance=criteria, steps=[step])])
 
 
 def _one_sentence(task: str) -> str | None:
@@ -72,8 +124,8 @@ def derive(task: str, files: set[str]) -> TaskPlan | None:
     """A one-task, one-step plan for ``task`` made of what it states, or None (the model
     plans). ``files``: the workspace's files, relative to its root."""
     text = _one_sentence(task)
-    if text is None:
-        return None
+    if text is None or not (_IMPLEMENT.fullmatch(text) or _PRINTS.fullmatch(text)):
+        return _one_file_change(task, files)
     named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
     if (match := _IMPLEMENT.fullmatch(text)) is not None:
         target, test = match["target"], match["test"]

@@ -22,6 +22,11 @@ plan that passes here does not fail there for its commands' form.
 :func:`rules_questions` picks out the questions a plan asks about acode's own plan format
 (labels, dependencies, complexity: "What is the correct criterion label?"), which are not
 the user's to answer; the planner tells the model :data:`RULES` instead.
+
+:func:`drop_unusable_checks` repairs the one command problem that is mechanical: a
+criterion's check that holds a ``<...>`` placeholder or that the sandbox would refuse loses
+its check (the verifier's model judges the criterion), with a note, before
+:func:`plan_problems` runs.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from protocol.errors import ModelError, SandboxError
 from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
 from protocol.sandbox import SandboxPolicy
 
-__all__ = ["RULES", "plan_problems", "read_plan", "rules_questions"]
+__all__ = ["RULES", "drop_unusable_checks", "plan_problems", "read_plan", "rules_questions"]
 
 #: acode's plan rules, told to a model that asked the user about them
 RULES = ("labels: tasks T1, T2, ...; steps S1, S2, ... unique in their task; criteria A1, A2, ... unique in the "
@@ -163,6 +168,50 @@ def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:
     except SandboxError as exc:
         return exc.message
     return None
+
+
+# a placeholder copied from a prompt's shape: `<path to test file>`, `<check command>`
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .,/-]{0,78}>")
+
+
+def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPlan, list[str]]:
+    """``plan`` without the checks it cannot run, and a note for each: a criterion whose
+    check command holds a ``<...>`` placeholder or would be refused by the session's
+    sandbox policy keeps its description and loses its check (the verifier's model then
+    judges it from the evidence), instead of a correction the small model may never get
+    right (issue 25: ``python -m wordcount.cli --top 2 <path to test file>`` went back
+    three times and the session paused). A ``resources.commands`` entry goes too when it
+    is the same command as a dropped check or holds a placeholder; any other command the
+    sandbox refuses there stays a problem for the model (:func:`plan_problems`): it may
+    mean something the task needs. Tasks marked completed are left as they are."""
+    rules = command_policy_of(sandbox)
+    replace = msgspec.structs.replace
+    notes: list[str] = []
+    tasks = []
+    for task in plan.tasks:
+        dropped: set[str] = set()
+        acceptance = []
+        for criterion in task.acceptance:
+            command = criterion.check.command if criterion.check is not None else ""
+            why = ("it holds a <...> placeholder" if _PLACEHOLDER.search(command) else
+                   _command_problem(command, rules) if command else None)
+            if task.status == "completed" or why is None:
+                acceptance.append(criterion)
+                continue
+            if not _PLACEHOLDER.search(command):
+                why = f"the sandbox would refuse it: {why}"
+            dropped.add(command)
+            acceptance.append(replace(criterion, check=None))
+            notes.append(f"acode dropped criterion {criterion.label}'s check {command!r} ({why}); the verifier "
+                         "judges the criterion from the evidence")
+        commands = [c for c in task.resources.commands
+                    if task.status == "completed" or (c not in dropped and not _PLACEHOLDER.search(c))]
+        if len(commands) < len(task.resources.commands):
+            notes.append(f"acode dropped {len(task.resources.commands) - len(commands)} command(s) of task "
+                         f"{task.label}'s resources.commands (a dropped check or a <...> placeholder)")
+            task = replace(task, resources=replace(task.resources, commands=commands))
+        tasks.append(replace(task, acceptance=acceptance) if dropped else task)
+    return (replace(plan, tasks=tasks), notes) if notes else (plan, [])
 
 
 def plan_problems(plan: TaskPlan, sandbox: SandboxPolicy, max_complexity: int = 34) -> list[PlanProblem]:

@@ -14,7 +14,12 @@
    without asking anyone (:func:`protocol.plan.repair`: duplicate labels, a dependency
    on a task label, ...; each repair is logged as ``plan_repaired`` and named in the
    stage's summary), and questions about acode's own plan rules never reach the user: the
-   model is told the rules instead. An answer with problems goes back to
+   model is told the rules instead. A check with a ``<...>`` placeholder or one the sandbox
+   would refuse is dropped, its criterion kept for the verifier's model
+   (:func:`~actors.stages.plancheck.drop_unusable_checks`). A plan that writes only tests
+   when the task did not ask for that is made to change the module the tests import, or
+   sent back once naming it (:mod:`actors.stages.testtarget`; the test files are read with
+   ``read_file``, recorded like every tool call). An answer with problems goes back to
    the model with all of them listed and the head of the answer (sized to fit the
    context, :mod:`actors.stages.corrections`), in the same conversation, at most
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
@@ -32,17 +37,20 @@ after step 2's first reads, without a model call (:mod:`actors.stages.derive`; l
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from actors.llm.provider import ChatMessage
-from actors.stages import gather, instructions, plancheck, prompts
+from actors.stages import gather, instructions, plancheck, prompts, testtarget
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
-from actors.stages.derive import derive
+from actors.stages.derive import asks_for_tests, derive
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
 from protocol.results import StageResult, ToolResult
@@ -53,6 +61,7 @@ __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 MAX_CORRECTIONS = 2
 _ERRORS_CHARS = 3_000  # of the problems, in the stage's error
 _LEAST_CONTEXT_TOKENS = 200  # of the workspace: the planner does not plan blind
+_NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)  # read_file's line numbers
 
 
 def _content(task: PlanTask) -> PlanTask:
@@ -92,13 +101,17 @@ def _rules_correction(asked: list[Question]) -> str:
             f"{plancheck.RULES}. Apply the rules yourself and answer with the whole plan, status ready")
 
 
-def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int, list[str]]:
+def _plan(ctx: StageContext, system: str, user: str, files: set[str],
+          read: Callable[[str], str | None]) -> tuple[TaskPlan, int, list[str]]:
     """A plan without problems, the number of corrections it took and what acode repaired
-    in it (:func:`protocol.plan.repair`, :func:`~actors.stages.plancheck.read_plan`'s notes),
-    or PlanError. Questions about acode's own rules go back to the model, never to the user."""
+    in it (:func:`protocol.plan.repair`, :func:`~actors.stages.plancheck.read_plan`'s notes,
+    :func:`~actors.stages.plancheck.drop_unusable_checks`, :func:`~actors.stages.testtarget.retarget`),
+    or PlanError. Questions about acode's own rules go back to the model, never to the user.
+    ``files``: the workspace's listing (empty when not known whole); ``read``: a file's text."""
     request = ctx.request
     messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
     problems: list[str] = []
+    told_tests = False  # the model heard once that the tests are the check
     for attempt in range(MAX_CORRECTIONS + 1):
         call_site = "plan" if attempt == 0 else f"plan/retry{attempt}"
         answer = ctx.chat(TaskPlan, call_site=call_site, messages=messages)
@@ -115,8 +128,22 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int, lis
             else:
                 if asked:
                     notes.append(f"acode left out {len(asked)} question(s) about its own plan rules")
+                draft, dropped = plancheck.drop_unusable_checks(draft, request.settings.sandbox)
+                notes += dropped
                 problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
                                                                        request.settings.max_task_complexity)]
+                tests = testtarget.written_tests(draft) if not problems else []
+                if tests and not told_tests and not asks_for_tests(request.task):
+                    sources = {path: text for path in tests if (text := read(path)) is not None}
+                    retargeted = testtarget.retarget(draft, request.task, sources, files)
+                    if retargeted is None and attempt < MAX_CORRECTIONS:  # the last answer is used as it is
+                        told_tests = True
+                        problems = [testtarget.correction(tests, sources, files)]
+                    elif retargeted is not None:
+                        draft, note = retargeted
+                        notes.append(note)
+                        problems = [p.message for p in plancheck.plan_problems(
+                            draft, request.settings.sandbox, request.settings.max_task_complexity)]
                 if not problems:
                     if notes:
                         ctx.log.info("plan_repaired", call_site=call_site, notes=notes)
@@ -132,16 +159,22 @@ def _plan(ctx: StageContext, system: str, user: str) -> tuple[TaskPlan, int, lis
                     code="ACODE-PLAN-004")
 
 
-def _derived(ctx: StageContext, task: str, tree: ToolResult | None) -> StageResult | None:
+def _listing(tree: ToolResult | None) -> set[str] | None:
+    """The workspace's files from the tree's listing, or None when it failed or was cut."""
+    if tree is None or not tree.ok or "[… truncated" in tree.output:
+        return None
+    return {line for line in tree.output.splitlines() if line and not line.startswith("[")
+            and not line.endswith(("/", "@"))}
+
+
+def _derived(ctx: StageContext, task: str, files: set[str] | None) -> StageResult | None:
     """The plan :func:`actors.stages.derive.derive` makes of a first plan's task from the
-    workspace's listing (complete, not cut), checked like a model's; None: the model plans."""
+    workspace's listing (``files``, complete), checked like a model's; None: the model plans."""
     request = ctx.request
     if request.plan is not None or request.feedback is not None or request.clarifications:
         return None
-    if tree is None or not tree.ok or "[… truncated" in tree.output:
+    if files is None:
         return None
-    files = {line for line in tree.output.splitlines() if line and not line.startswith("[")
-             and not line.endswith(("/", "@"))}
     draft = derive(task, files)
     if draft is None:
         return None
@@ -176,7 +209,8 @@ def run(ctx: StageContext) -> StageResult:
 
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
-    derived = _derived(ctx, task, ready.get(first[1][0]))
+    files = _listing(ready.get(first[1][0]))
+    derived = _derived(ctx, task, files)
     if derived is not None:
         return derived
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}{instructions.section(ctx)}"
@@ -195,7 +229,12 @@ def run(ctx: StageContext) -> StageResult:
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))
-    draft, corrections, notes = _plan(ctx, system, prepared.text)
+    def read(path: str) -> str | None:
+        key = f"{key_prefix}:tests:{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+        result = ctx.tool(key, "read_file", {"path": path})
+        return _NUMBERED.sub("", result.output) if result.ok else None
+
+    draft, corrections, notes = _plan(ctx, system, prepared.text, files or set(), read)
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
     if previous is not None:
         plan = msgspec.structs.replace(plan, change_summary=change_summary(previous, plan, draft.change_summary))

@@ -40,14 +40,15 @@ PLANNER = """You are the planner of acode, a coding agent that changes a local w
 Turn the task into tasks and steps that another agent will carry out with file tools
 (read_file, write_file, modify_file, create_directory, list_directory, search_code) and run_terminal.
 
-Answer with one JSON object and nothing else, in this shape (<...> are placeholders):
+Answer with one JSON object and nothing else, in this shape (<...> are placeholders for your
+text; a command never holds one: write the real command, or leave the check out):
 {"goal": "<what the change achieves>", "status": "ready",
  "tasks": [{"label": "T1", "title": "<short title>", "description": "<what to change and why>",
             "complexity": 1, "depends_on": [],
             "resources": {"read": ["<path>"], "write": ["<path>"], "directories": [],
-                          "commands": ["<check command>"]},
+                          "commands": ["python -m pytest -q"]},
             "acceptance": [{"label": "A1", "description": "<what must be true afterwards>",
-                            "check": {"command": "<check command>", "expect_exit": 0}}],
+                            "check": {"command": "python -m pytest -q", "expect_exit": 0}}],
             "steps": [{"label": "S1", "title": "<short title>", "description": "<what to do>",
                        "action": "modify_file", "depends_on": []}]}],
  "questions": []}

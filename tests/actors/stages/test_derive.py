@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from actors.stages.derive import derive
+from actors.stages.derive import asks_for_tests, derive
 from actors.stages.terms import created_paths
 
 FILES = {"solution.py", "test_solution.py", "README.md", "src/app.py", "tests/test_app.py"}
@@ -48,7 +48,7 @@ def test_create_a_python_file_that_prints_a_word_is_checked_by_running_it() -> N
     "Create hello.py that prints hello world",  # the output is more than a word and not quoted
     "Create notes.md that prints hello",  # not something to run
     "Create tests/test_hello.py that prints hello",  # a test file
-    "Add farewell(name) to src/app.py",  # another form: the model plans
+    "Add farewell(name) to src/app.py and solution.py",  # two files to change
     "Create hello.py that prints hello\nand a test for it",
 ])
 def test_anything_less_certain_is_left_to_the_model(task: str) -> None:
@@ -71,3 +71,68 @@ def test_anything_less_certain_is_left_to_the_model(task: str) -> None:
 ])
 def test_the_files_a_task_says_to_create_by_name(task: str, paths: list[str]) -> None:
     assert created_paths(task) == paths
+
+
+# --- one existing source file to change, in a workspace with tests (issue 25) ---------------------
+
+WORDCOUNT = {"wordcount/__init__.py", "wordcount/core.py", "wordcount/cli.py", "tests/test_core.py", "README.md"}
+TOP = ("Add a --top N option to wordcount/cli.py that prints only the N most common words (without --top it "
+       "prints every word, as now).")
+
+
+def test_a_change_to_one_named_source_file_is_one_step_checked_by_the_tests_and_judged_by_the_verifier() -> None:
+    plan = derive(TOP, WORDCOUNT)
+    assert plan is not None
+    assert plan.goal == TOP.rstrip(".")  # the task, nothing added
+    [only] = plan.tasks
+    assert (only.resources.read, only.resources.write, only.resources.commands) == (
+        ["wordcount/cli.py"], ["wordcount/cli.py"], ["python -m pytest -q"])
+    [step] = only.steps
+    assert (step.action, step.description) == ("modify_file", TOP.rstrip("."))
+    a1, a2 = only.acceptance
+    assert a1.check is not None and (a1.label, a1.check.command) == ("A1", "python -m pytest -q")
+    assert (a2.label, a2.description, a2.check) == ("A2", TOP.rstrip("."), None)
+
+
+def test_a_request_followed_by_more_sentences_keeps_the_whole_task_as_its_goal() -> None:
+    task = "Add a --top N option to wordcount/cli.py. Without it the output stays as it is."
+    plan = derive(task, WORDCOUNT)
+    assert plan is not None and plan.goal == task and plan.tasks[0].steps[0].title == task.split(".py")[0] + ".py"
+
+
+@pytest.mark.parametrize("task", [
+    TOP.replace("wordcount/cli.py", "wordcount/main.py"),  # no such file
+    "Add a --top N option to wordcount/cli.py and wordcount/core.py",  # two files
+    "Add a test of count_words to tests/test_core.py",  # the target is a test file
+    "Add a --top N option to wordcount/cli.py and a test for it",  # a test file too
+    "Rename count_words to word_counts in wordcount/core.py",
+    "Refactor wordcount/core.py",
+    "Update every call of count_words in wordcount/core.py",
+    "Change all files like wordcount/core.py to use pathlib",
+    "Move count_words out of wordcount/core.py into a new module",
+    "Add logging to wordcount/core.py everywhere",
+    "Add a --top N option to README.md",  # not a source file
+    "Why does wordcount/cli.py print every word?",  # not a request for a change
+    "The output is wrong. Fix wordcount/cli.py.",  # the first sentence is not the request
+    "Fix wordcount/cli.py:\n```\nTraceback ...\n```",
+])
+def test_a_one_file_change_is_derived_only_when_nothing_else_is_named_or_implied(task: str) -> None:
+    assert derive(task, WORDCOUNT) is None
+
+
+def test_a_one_file_change_is_not_derived_in_a_workspace_without_python_tests() -> None:
+    assert derive(TOP, {"wordcount/core.py", "wordcount/cli.py", "README.md"}) is None
+
+
+@pytest.mark.parametrize(("task", "asked"), [
+    ("Add a test of count_words to tests/test_core.py", True),
+    ("Write unit tests for wordcount/core.py", True),
+    ("Update tests/test_core.py to use pytest.raises", True),
+    ("Add a --top option and a test for it", True),
+    ("Fix the failing test in tests/test_core.py", True),  # which one is meant is not certain: the model's plan
+    ("The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes.", False),
+    ("Implement f in solution.py so that test_solution.py passes", False),
+    ("Add a --top N option to wordcount/cli.py", False),
+])
+def test_what_counts_as_asking_for_tests(task: str, asked: bool) -> None:
+    assert asks_for_tests(task) is asked

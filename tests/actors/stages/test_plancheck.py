@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages.plancheck import plan_problems, read_plan, rules_questions
+from actors.stages.plancheck import drop_unusable_checks, plan_problems, read_plan, rules_questions
+from actors.stages.testtarget import imported_files, retarget, written_tests
 from protocol.plan import PlanProblem, Question, TaskPlan
 from protocol.sandbox import SandboxPolicy
 
@@ -205,3 +206,123 @@ def test_strings_where_lists_belong_a_check_given_as_its_command_and_a_missing_t
                      "acode read criterion A1's check as its command", "acode titled step T1/S1 by its description",
                      "acode read step T1/S2's depends_on as a list"]
     assert plan_problems(plan, SandboxPolicy()) == []
+
+
+# --- checks acode drops instead of correcting (issue 25) -------------------------------------------
+
+PLACEHOLDER = "python -m wordcount.cli --top 2 <path to test file>"  # what Qwen2.5-Coder-1.5B wrote
+
+
+def test_a_check_with_a_placeholder_is_dropped_and_its_criterion_kept_for_the_verifier() -> None:
+    plan = _plan(_task(resources={"write": ["wordcount/cli.py"], "commands": [PLACEHOLDER, "python -m pytest -q"]},
+                       acceptance=[{"label": "A1", "description": "--top 2 prints the two most common words",
+                                    "check": {"command": PLACEHOLDER}},
+                                   {"label": "A2", "description": "tests pass",
+                                    "check": {"command": "python -m pytest -q"}}]))
+    assert _messages(plan)  # as the model wrote it, the sandbox refuses it
+    repaired, notes = drop_unusable_checks(plan, SandboxPolicy())
+    a1, a2 = repaired.tasks[0].acceptance
+    assert (a1.description, a1.check) == ("--top 2 prints the two most common words", None)
+    assert a2.check is not None and a2.check.command == "python -m pytest -q"
+    assert repaired.tasks[0].resources.commands == ["python -m pytest -q"]
+    assert notes == [f"acode dropped criterion A1's check {PLACEHOLDER!r} (it holds a <...> placeholder); the "
+                     "verifier judges the criterion from the evidence",
+                     "acode dropped 1 command(s) of task T1's resources.commands (a dropped check or a <...> "
+                     "placeholder)"]
+    assert _messages(repaired) == []
+
+
+def test_a_check_the_sandbox_refuses_is_dropped_with_the_sandboxs_reason() -> None:
+    plan = _plan(_task(acceptance=[{"label": "A1", "description": "prints bye",
+                                    "check": {"command": "python greet.py | grep bye"}}]))
+    repaired, [note] = drop_unusable_checks(plan, SandboxPolicy())
+    assert repaired.tasks[0].acceptance[0].check is None
+    assert "the sandbox would refuse it:" in note and "'|' (pipe)" in note
+
+
+def test_a_good_plan_and_other_refused_commands_are_left_as_they_are() -> None:
+    plan = _plan(_task(resources={"commands": ["curl -s https://example.com"]},
+                       acceptance=[{"label": "A1", "description": "ok", "check": {"command": "python -m pytest -q"}}]))
+    assert drop_unusable_checks(plan, SandboxPolicy()) == (plan, [])
+    assert _messages(plan) and "curl" in _messages(plan)[0]  # the model still hears about it
+
+
+@pytest.mark.parametrize(("command", "dropped"), [
+    ("python -m pytest -q <test file>", True),
+    ("python run.py <file_path>", True),
+    ("python -m pytest -q tests/test_core.py::test_x", False),
+    ("python check.py 1<2", False),  # no placeholder (and the sandbox decides the rest)
+])
+def test_what_counts_as_a_placeholder(command: str, dropped: bool) -> None:
+    plan = _plan(_task(acceptance=[{"label": "A1", "description": "x", "check": {"command": command}}]))
+    repaired, notes = drop_unusable_checks(plan, SandboxPolicy(shell_commands=[command]))
+    assert (repaired.tasks[0].acceptance[0].check is None) is dropped
+
+
+def test_a_completed_tasks_checks_are_not_touched() -> None:
+    plan = _plan(_task(status="completed", acceptance=[{"label": "A1", "description": "x",
+                                                        "check": {"command": PLACEHOLDER}}]))
+    assert drop_unusable_checks(plan, SandboxPolicy()) == (plan, [])
+
+
+# --- a plan that writes only tests the task did not ask to change (issue 25) ------------------------
+
+FILES = {"wordcount/__init__.py", "wordcount/core.py", "wordcount/cli.py", "tests/test_core.py", "README.md"}
+TEST_SOURCE = ("import pytest\n\nfrom wordcount.core import count_words, top_words\n\n\n"
+               "def test_contractions_are_one_word():\n    assert count_words(\"don't stop\") == {\"don't\": 1, "
+               "\"stop\": 1}\n")
+CONTRACTIONS = "The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes."
+# the plan Qwen2.5-Coder-1.5B wrote for it
+TESTS_ONLY = {"goal": "Fix the test test_contractions_are_one_word in tests/test_core.py so that it passes.",
+              "status": "ready",
+              "tasks": [{"label": "T1", "title": "Fix test_contractions_are_one_word", "complexity": 1,
+                         "description": "Fix the test test_contractions_are_one_word in tests/test_core.py",
+                         "resources": {"read": ["tests/test_core.py"], "write": ["tests/test_core.py"]},
+                         "acceptance": [{"label": "A1", "description": "the test passes",
+                                         "check": {"command": "python -m pytest tests/test_core.py"}}],
+                         "steps": [{"label": "S1", "title": "Modify test_core.py", "action": "modify_file",
+                                    "description": "Fix the test so that it passes"}]}]}
+
+
+@pytest.mark.parametrize(("source", "files"), [
+    ("from wordcount.core import count_words\n", ["wordcount/core.py"]),
+    ("from wordcount import core\n", ["wordcount/core.py"]),
+    ("import wordcount.cli\nimport os, sys\n", ["wordcount/cli.py"]),
+    ("from wordcount import VERSION\n", ["wordcount/__init__.py"]),
+    ("import pytest\nfrom .helpers import x\n", []),
+    ("from wordcount.core import (\n    count_words,\n    top_words,\n)\nfrom wordcount.cli import main\n",
+     ["wordcount/core.py", "wordcount/cli.py"]),
+])
+def test_the_workspace_files_a_test_imports(source: str, files: list[str]) -> None:
+    assert imported_files(source, FILES) == files
+
+
+def test_a_tests_only_plan_is_made_to_change_the_one_module_the_test_imports() -> None:
+    plan = msgspec.convert(TESTS_ONLY, TaskPlan)
+    assert written_tests(plan) == ["tests/test_core.py"]
+    done = retarget(plan, CONTRACTIONS, {"tests/test_core.py": TEST_SOURCE}, FILES)
+    assert done is not None
+    repaired, note = done
+    [task] = repaired.tasks
+    assert repaired.goal == CONTRACTIONS  # the task's words, not "Fix the test"
+    assert (task.resources.write, task.resources.read) == (["wordcount/core.py"],
+                                                          ["wordcount/core.py", "tests/test_core.py"])
+    command = "python -m pytest -q tests/test_core.py::test_contractions_are_one_word"
+    [criterion] = task.acceptance
+    assert criterion.check is not None and criterion.check.command == command
+    [step] = task.steps
+    assert step.action == "modify_file" and step.description.startswith("Change wordcount/core.py so that")
+    assert "do not change them" in step.description
+    assert note == ("acode made task T1 change wordcount/core.py instead of tests/test_core.py (the task does not ask "
+                    f"to change tests: they are the check, {command!r})")
+    assert written_tests(repaired) == [] and _messages(repaired) == []
+
+
+def test_two_imported_modules_or_a_plan_that_also_writes_code_are_not_repaired() -> None:
+    plan = msgspec.convert(TESTS_ONLY, TaskPlan)
+    two = TEST_SOURCE + "from wordcount.cli import main\n"
+    assert retarget(plan, CONTRACTIONS, {"tests/test_core.py": two}, FILES) is None
+    assert retarget(plan, CONTRACTIONS, {}, FILES) is None  # the test file could not be read
+    both = json.loads(json.dumps(TESTS_ONLY))
+    both["tasks"][0]["resources"]["write"].append("wordcount/core.py")
+    assert written_tests(msgspec.convert(both, TaskPlan)) == []

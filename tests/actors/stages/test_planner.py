@@ -134,7 +134,10 @@ def test_a_redispatched_planner_replays_the_whole_exchange_from_the_records(acto
     assert answered[first.metrics.tool_calls:] == [True] * again.metrics.tool_calls  # from the journal
 
 
-def test_a_plan_whose_check_the_sandbox_would_refuse_is_corrected(actors: Harness, workspace: Path) -> None:
+def test_a_command_the_sandbox_would_refuse_is_corrected_and_a_refused_check_is_dropped(
+        actors: Harness, workspace: Path) -> None:
+    # Issue 25: a refused check is dropped (its criterion is the verifier's to judge); a refused
+    # resources command is still the model's to correct (it may mean something the task needs).
     refused = _plan(_task("T1", acceptance=[{"label": "A1", "description": "prints bye",
                                              "check": {"command": "python greet.py | grep bye"}}],
                           resources={"commands": ["curl -s https://example.com"]}))
@@ -145,9 +148,7 @@ def test_a_plan_whose_check_the_sandbox_would_refuse_is_corrected(actors: Harnes
     assert result.plan.tasks[0].acceptance[0].check.command == "python -m unittest -q"
     [rejected] = planner.log("plan_rejected")
     assert [p.split(":")[0] for p in rejected["problems"]] == [
-        "task T1 resources.commands[0] would be refused by the sandbox",
-        "task T1 criterion A1 check command would be refused by the sandbox"]
-    assert "'|' (pipe)" in rejected["problems"][1]
+        "task T1 resources.commands[0] would be refused by the sandbox"]
 
 
 def test_a_command_the_sessions_policy_allows_is_accepted(actors: Harness, workspace: Path) -> None:
@@ -349,3 +350,142 @@ def test_a_task_naming_a_test_file_that_does_not_exist_is_planned_by_the_model(
 def write_dir(root: Path, files: dict[str, str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     return write(root, files)
+
+
+# --- the wordcount repository's real failures (issue 25) --------------------------------------------
+
+WORDCOUNT = {
+    "README.md": "# wordcount\n\nCount words: `python -m wordcount.cli FILE`.\n",
+    "wordcount/__init__.py": "",
+    "wordcount/core.py": "import re\n\n\ndef count_words(text):\n    counts = {}\n"
+                         "    for word in re.findall(r'[a-z]+', text.lower()):\n"
+                         "        counts[word] = counts.get(word, 0) + 1\n    return counts\n",
+    "wordcount/cli.py": "import sys\n\nfrom wordcount.core import count_words\n\n\ndef main(argv=None):\n"
+                        "    args = sys.argv[1:] if argv is None else argv\n"
+                        "    with open(args[0]) as f:\n        counts = count_words(f.read())\n"
+                        "    for word, n in sorted(counts.items(), key=lambda kv: -kv[1]):\n"
+                        "        print(word, n)\n",
+    "tests/test_core.py": "from wordcount.core import count_words\n\n\ndef test_counts():\n"
+                          "    assert count_words('a b a') == {'a': 2, 'b': 1}\n\n\n"
+                          "def test_contractions_are_one_word():\n"
+                          "    assert count_words(\"don't stop\") == {\"don't\": 1, 'stop': 1}\n",
+}
+TOP = ("Add a --top N option to wordcount/cli.py that prints only the N most common words (without --top it "
+       "prints every word, as now).")
+PLACEHOLDER = "python -m wordcount.cli --top 2 <path to test file>"
+# Qwen2.5-Coder-1.5B's plan for TOP: the placeholder copied from the PLANNER prompt's example
+TOP_PLAN = {"goal": "Add a --top N option to wordcount/cli.py", "status": "ready",
+            "tasks": [{"label": "T1", "title": "Add --top option", "complexity": 2,
+                       "description": "Add a --top N option to wordcount/cli.py",
+                       "resources": {"read": ["wordcount/cli.py"], "write": ["wordcount/cli.py"],
+                                     "commands": [PLACEHOLDER]},
+                       "acceptance": [{"label": "A1", "description": "--top 2 prints only the 2 most common words",
+                                       "check": {"command": PLACEHOLDER, "expect_exit": 0}}],
+                       "steps": [{"label": "S1", "title": "Add --top option", "action": "modify_file",
+                                  "description": "Add the --top option to the argument parsing"}]}]}
+CONTRACTIONS = "The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes."
+# Qwen2.5-Coder-1.5B's plan for CONTRACTIONS: the goal and the only write resource are the test
+TESTS_ONLY = {"goal": "Fix the test test_contractions_are_one_word in tests/test_core.py so that it passes.",
+              "status": "ready",
+              "tasks": [{"label": "T1", "title": "Fix test_contractions_are_one_word", "complexity": 1,
+                         "description": "Fix the test test_contractions_are_one_word in tests/test_core.py",
+                         "resources": {"read": ["tests/test_core.py"], "write": ["tests/test_core.py"]},
+                         "acceptance": [{"label": "A1", "description": "the test passes",
+                                         "check": {"command": "python -m pytest tests/test_core.py"}}],
+                         "steps": [{"label": "S1", "title": "Modify test_core.py", "action": "modify_file",
+                                    "description": "Fix the test so that it passes"}]}]}
+
+
+def test_the_top_n_task_in_the_wordcount_repository_is_planned_without_a_model_call(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # The real session spent 121 s in the planner and paused with ACODE-PLAN-004.
+    server.by_stage()  # no answer queued: a request would fail the test
+    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=TOP, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert server.chats == [] and result.metrics.model_calls == 0
+    [task] = result.plan.tasks
+    assert (result.plan.goal, task.resources.write) == (TOP.rstrip("."), ["wordcount/cli.py"])
+    assert [(c.label, c.check.command if c.check else None) for c in task.acceptance] == [
+        ("A1", "python -m pytest -q"), ("A2", None)]
+
+
+def test_a_check_with_a_placeholder_is_dropped_not_sent_back_to_the_model(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # The model's own plan for TOP (here in a workspace without tests, so the model plans):
+    # before, the sandbox refused the check, three answers went by and the stage failed.
+    files = {k: v for k, v in WORDCOUNT.items() if not k.startswith("tests/")}
+    server.by_stage(planner=[Json(TOP_PLAN)])
+    planner = Planner(actors, write_dir(tmp_path / "w", files), [], task=TOP, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 1 and planner.log("plan_rejected") == []
+    [task] = result.plan.tasks
+    [criterion] = task.acceptance
+    assert (criterion.description, criterion.check) == ("--top 2 prints only the 2 most common words", None)
+    assert task.resources.commands == []
+    note = (f"acode dropped criterion A1's check {PLACEHOLDER!r} (it holds a <...> placeholder); the verifier judges "
+            "the criterion from the evidence")
+    assert planner.log("plan_repaired")[0]["notes"][0] == note and note in result.summary
+    system = server.chats[0].messages[0]["content"]
+    assert '"check": {"command": "python -m pytest -q"' in system and "<check command>" not in system
+
+
+def test_a_plan_that_edits_the_failing_test_is_made_to_change_the_code_it_tests(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # The real session: the executor edited tests/test_core.py, as the plan told it.
+    server.by_stage(planner=[Json(TESTS_ONLY)])
+    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=CONTRACTIONS, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 1 and planner.log("plan_rejected") == []
+    plan = result.plan
+    [task] = plan.tasks
+    assert plan.goal == CONTRACTIONS
+    assert (task.resources.write, task.resources.read) == (["wordcount/core.py"],
+                                                          ["wordcount/core.py", "tests/test_core.py"])
+    [criterion] = task.acceptance
+    command = "python -m pytest -q tests/test_core.py::test_contractions_are_one_word"
+    assert criterion.check is not None and criterion.check.command == command
+    assert "acode made task T1 change wordcount/core.py instead of tests/test_core.py" in result.summary
+    assert (tmp_path / "w" / "tests/test_core.py").read_text() == WORDCOUNT["tests/test_core.py"]
+
+
+def test_when_the_test_imports_two_modules_the_model_is_told_once_and_its_next_plan_stands(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    files = dict(WORDCOUNT)
+    files["tests/test_core.py"] = "from wordcount.cli import main\n" + files["tests/test_core.py"]
+    server.by_stage(planner=[Json(TESTS_ONLY), Json(TESTS_ONLY)])
+    planner = Planner(actors, write_dir(tmp_path / "w", files), [], task=CONTRACTIONS, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 2
+    told = server.chats[1].messages[-1]["content"]
+    assert ("the plan writes only test files (tests/test_core.py), but the task does not ask to change tests: they "
+            "are the check; the code they test is in wordcount/cli.py, wordcount/core.py") in told
+    assert result.plan.tasks[0].resources.write == ["tests/test_core.py"]  # told once; the model's plan stands
+
+
+def test_a_task_that_asks_for_a_test_still_plans_to_write_the_test_file(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    task = "Add a test of count_words with an empty string to tests/test_core.py"
+    plan = json.loads(json.dumps(TESTS_ONLY))
+    plan["goal"] = task
+    server.by_stage(planner=[Json(plan)])
+    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=task, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 1 and planner.log("plan_repaired") == []
+    assert result.plan.tasks[0].resources.write == ["tests/test_core.py"]
+
+
+def test_a_tests_only_plan_in_the_last_answer_is_used_rather_than_failing_the_stage(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    files = dict(WORDCOUNT)
+    files["tests/test_core.py"] = "from wordcount.cli import main\n" + files["tests/test_core.py"]
+    cyclic = _plan(_task("T1", "T2"), _task("T2", "T1"))["json"]
+    server.by_stage(planner=[Json(cyclic), Json(cyclic), Json(TESTS_ONLY)])
+    planner = Planner(actors, write_dir(tmp_path / "w", files), [], task=CONTRACTIONS, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert len(server.chats) == 3 and result.plan.tasks[0].resources.write == ["tests/test_core.py"]
