@@ -53,7 +53,10 @@ RULES = ("labels: tasks T1, T2, ...; steps S1, S2, ... unique in their task; cri
 _RULES_QUESTION = re.compile(
     r"\b(?:criterion|criteria|step|task|question)\s+(?:labels?|ids?)\b|\blabels?\s+(?:for|of)\s+(?:the\s+)?"
     r"(?:criteri|steps?|tasks?)|\blabels?\b[^?.]{0,40}\b[ATSQ]\d+\b|\b[ATSQ]\d+\b[^?.]{0,40}\blabels?\b"
-    r"|\bdepends_on\b|\bcomplexity\b|\bacceptance criteri|\b(?:plan|JSON)\s+(?:format|schema)\b", re.IGNORECASE)
+    r"|\bdepends_on\b|\bcomplexity\b|\bacceptance criteri|\b(?:plan|JSON)\s+(?:format|schema)\b"
+    # how commands run (acode's rule: no shell): "How can I run this command without using a shell?"
+    r"|\bwithout\s+(?:using\s+)?(?:a\s+)?shell\b|\bshell\s+syntax\b|\bsandbox\b"
+    r"|\bcommand\b[^?]{0,300}(?:\||&&|;|\s[<>]\s)", re.IGNORECASE)
 
 
 

@@ -167,6 +167,11 @@ def test_a_complexity_outside_the_scale_is_still_a_problem(value: object) -> Non
     ("Should the criteria labels be unique across the plan?", True),
     ("Which label should A1 get?", True),
     ("Is depends_on a list of task labels?", True),
+    # Qwen2.5-Coder-1.5B, after its grep pipe was refused as a check
+    ("How can I run this command without using a shell? ", True),
+    ("Why is the command 'grep -r 'count_words' wordcount/core.py | grep -v 'wordcount/core.py'", True),
+    ("Which command-line flag name do you prefer, --top or --limit?", False),
+    ("Which shell should the completion script support, bash or zsh?", False),
     ("Should farewell() say 'Bye' or 'Goodbye'?", False),
     ("What text should the button label show?", False),
     ("Which dependency should be added to requirements.txt?", False),
