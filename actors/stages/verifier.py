@@ -44,7 +44,10 @@ checks are meant to be free of side effects.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
+
+import msgspec
 
 from actors.stages import instructions, prompts
 from actors.stages.budget import Part, cut_diff, fit
@@ -160,10 +163,23 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
         user += (f"\nNote: to fit your context, parts of {', '.join(trimmed)} were left out (marked where they "
                  "were cut). Judge from what is shown.")
     verdict = ctx.ask(VerifierAnswer, call_site="judge", system=prompts.VERIFIER, user=user)
-    by_label = {v.label: v for v in verdict.criteria}
-    return [by_label.get(c.label) or CriterionVerdict(label=c.label, passed=False,
-                                                      evidence="the verifier's model gave no verdict")
-            for c in criteria]
+    by_label: dict[str, CriterionVerdict] = {}
+    for v in verdict.criteria:  # the first verdict of a label counts
+        by_label.setdefault(_label_of(v.label).upper(), v)
+    found = {c.label: by_label.get(c.label.upper()) for c in criteria}
+    return [msgspec.structs.replace(v, label=label) if v is not None
+            else CriterionVerdict(label=label, passed=False, evidence="the verifier's model gave no verdict")
+            for label, v in found.items()]
+
+
+_LABEL = re.compile(r"[\s*`\"'\[(-]*([A-Za-z]+\d+)\b")
+
+
+def _label_of(text: str) -> str:
+    """The criterion label a verdict names, as small models write it: ``A2``, but also ``A2:
+    the criterion's description`` or ``**A2**`` (the prompt lists criteria as ``- A2: ...``)."""
+    found = _LABEL.match(text)
+    return found.group(1) if found else text
 
 
 _ABSENT = ("ACODE-SBX-003", "ACODE-SBX-004")  # does not exist; a directory, or not one on the way

@@ -284,3 +284,20 @@ def test_a_file_at_the_path_the_task_names_or_a_task_that_is_not_certain_adds_no
     result = verifier.run(run.ctx)
     assert result.verification is not None and result.verification.passed, result.verification
     assert [c.label for c in result.verification.criteria] == ["A1"]
+
+
+def test_a_verdict_labelled_with_its_criterions_description_counts_for_that_criterion(stack: Stack) -> None:
+    # Qwen2.5-Coder-1.5B echoed the prompt's "- A2: <description>" line as the label, twice;
+    # read as no verdict, A2 failed and the session paused on "the same failure twice"
+    label = "A2: Add a --top N option to wordcount/cli.py that prints only the N most common words"
+    verdict = {"json": {"passed": True, "summary": "ok", "criteria": [
+        {"label": label, "passed": True, "evidence": "the option is added"},
+        {"label": "**A3**", "passed": False, "evidence": "not yet"}]}}
+    run = stack.stage("verifier", [verdict], plan({"label": "A2", "description": "the --top option works"},
+                                                  {"label": "A3", "description": "the README says so"}))
+
+    answer = verifier.run(run.ctx).verification
+
+    assert answer is not None
+    assert [(c.label, c.passed, c.evidence) for c in answer.criteria] == [
+        ("A2", True, "the option is added"), ("A3", False, "not yet")]
