@@ -96,8 +96,8 @@ def _one_file_change(task: str, files: set[str]) -> TaskPlan | None:
     command = "python -m pytest -q"
     criteria = [Criterion(label="A1", description="the workspace's tests pass", check=Check(command=command)),
                 Criterion(label="A2", description=goal)]
-    step = PlanStep(label="S1", title=first[:200], description=goal, action="modify_file",
-                    expected_output=f"{target} as the task asks")
+    # no expected_output: the model wrote "wordcount/cli.py as the task asks" as the file's content
+    step = PlanStep(label="S1", title=first[:200], description=goal, action="modify_file")
     resources = Resources(read=[target], write=[target], commands=[command])
     return TaskPlan(goal=goal, tasks=[PlanTask(label="T1", title=first[:200], complexity=1, resources=resources,
                                                acceptance=criteria, steps=[step])])
@@ -113,8 +113,7 @@ def _one_sentence(task: str) -> str | None:
 
 def _plan(task: str, target: str, action: str, criterion: Criterion, read: list[str], note: str) -> TaskPlan:
     check = criterion.check
-    steps = [PlanStep(label="S1", title=task, description=note, action=action,  # type: ignore[arg-type]
-                      expected_output=f"{target} as the task asks")]
+    steps = [PlanStep(label="S1", title=task, description=note, action=action)]  # type: ignore[arg-type]
     resources = Resources(read=read, write=[target], commands=[check.command] if check else [])
     return TaskPlan(goal=task, tasks=[PlanTask(label="T1", title=task, complexity=1, resources=resources,
                                                acceptance=[criterion], steps=steps)])

@@ -136,3 +136,12 @@ def test_a_one_file_change_is_not_derived_in_a_workspace_without_python_tests() 
 ])
 def test_what_counts_as_asking_for_tests(task: str, asked: bool) -> None:
     assert asks_for_tests(task) is asked
+
+
+def test_a_derived_step_has_no_expected_output_a_model_could_write_as_the_file() -> None:
+    # Qwen2.5-Coder-1.5B wrote "wordcount/cli.py as the task asks" (the step's expected
+    # output) as the whole content of wordcount/cli.py
+    plans = [derive(TOP, WORDCOUNT), derive("Create hello.py that prints hello", FILES),
+             derive("Implement `add` in solution.py so that test_solution.py passes.", FILES)]
+    assert all(plan is not None for plan in plans)
+    assert [s.expected_output for p in plans if p for t in p.tasks for s in t.steps] == ["", "", ""]
