@@ -56,7 +56,7 @@ from protocol.text import escape, find_bad_text, has_bad_text, scrub
 from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
 
 __all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "example_call", "file_blocks", "from_text", "parse",
-           "repair_native", "signature", "storable", "storable_answer"]
+           "repair_native", "signature", "storable", "storable_answer", "unnamed_code"]
 
 # a placeholder, never a real-looking path: small models copy example paths into their work (issue 25)
 CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "<path>"}}'
@@ -70,7 +70,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _TAG = re.compile(r"<(tool_call|tool_calls|function_call)>(.*?)(?:</\1>|\Z)", re.S)
 _KEYS = r"name|tool|tool_name|function|tool_calls|arguments|parameters"
 _FILE_WRITES = frozenset({"write_file", "modify_file"})
-_OPEN_FENCE = re.compile(r"[ \t]{0,3}(`{3,})[ \t]*[A-Za-z0-9_+.#-]*[ \t]*$")
+_OPEN_FENCE = re.compile(r"[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.#-]*)[ \t]*$")
 _CLOSE_FENCE = re.compile(r"[ \t]{0,3}(`{3,})[ \t]*$")
 _FILE_LABEL = re.compile(r"(?:#[ \t]*)?[Ff]ile:[ \t]*(.*)")
 _PATH = re.compile(r"[\w.+@/-]{1,300}")
@@ -147,13 +147,27 @@ def file_blocks(text: str) -> list[tuple[int, int, str, str]]:
     allowed, a fenced code block (three or more backticks, an optional language) closed by
     a fence at least as long; content is the block's lines with a final newline (CRLF read
     as LF). A fence without such a path line, or never closed, is no file block."""
+    return [(start, end, path, body) for start, end, path, body, _ in _fences(text) if path is not None]
+
+
+def unnamed_code(text: str) -> bool:
+    """Whether ``text`` holds a closed fenced code block, not JSON, without a path line before
+    it: code the model may have meant as a file (:func:`file_blocks`) but did not name. A
+    block labelled as JSON, or unlabelled holding an object or a list, is a call's fence."""
+    return any(path is None and (label.lower() not in _JSONISH_LABELS if label else body.lstrip()[:1] not in "{[")
+               for _, _, path, body, label in _fences(text))
+
+
+def _fences(text: str) -> list[tuple[int, int, str | None, str, str]]:
+    """The closed fenced blocks in ``text``, in order, as (start, end, path, content, language):
+    ``path`` the path line's (start is then where that line starts), else None."""
     if "```" not in text:
         return []
     lines = text.split("\n")
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    found: list[tuple[int, int, str, str]] = []
+    found: list[tuple[int, int, str | None, str, str]] = []
     index, floor = 0, 0  # floor: the first line after the last fence, where a path line may be
     while index < len(lines):
         opening = _OPEN_FENCE.match(lines[index].rstrip("\r"))
@@ -169,9 +183,9 @@ def file_blocks(text: str) -> list[tuple[int, int, str, str]]:
         while head >= floor and not lines[head].strip():
             head -= 1
         path = _block_path(lines[head]) if head >= floor else None
-        if path is not None:
-            body = "".join(line.removesuffix("\r") + "\n" for line in lines[index + 1:close])
-            found.append((offsets[head], min(offsets[close + 1], len(text)), path, body))
+        body = "".join(line.removesuffix("\r") + "\n" for line in lines[index + 1:close])
+        found.append((offsets[head] if path is not None else offsets[index], min(offsets[close + 1], len(text)),
+                      path, body, opening.group(2)))
         index = floor = close + 1
     return found
 

@@ -28,7 +28,9 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
 - File blocks (whole-file edits): the prompt asks for a file as its path on a line and then
   its content fenced (:func:`actors.llm.toolcalls.file_blocks`); such a block is a write_file
   call, run as any other, whose result begins with a note saying the block was written and
-  to call step_complete when the step is done. A repeated invalid write is shown that form.
+  to call step_complete when the step is done. A repeated invalid write, a step_complete
+  pushed back and a code block without a path line (never written: it may be an
+  explanation) are each answered with that form.
 - Results of native calls go back as tool messages, those of calls written as text in
   one user message (a server that did not parse the call would not accept tool messages
   for it).
@@ -364,7 +366,8 @@ class _Step:
                 correction = prompts.render_format_error(answer.format_error)
                 self.conversation.note("a tool call the server could not read")
             elif not calls:
-                correction = prompts.NO_TOOL_CALL
+                correction = prompts.render_unnamed_block(self._write_path()) \
+                    if self.file_blocks and toolcalls.unnamed_code(answer.content) else prompts.NO_TOOL_CALL
                 self.conversation.note("no tool call")
                 silent += 1
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
@@ -427,6 +430,11 @@ class _Step:
         if name not in self.offered and name == "modify_file" and "write_file" in self.offered:
             name = "write_file"  # whole-file edits: the example is the call this profile offers
         return name, path
+
+    def _write_path(self) -> str:
+        """The one file the step's task writes, or '' (none, or several)."""
+        write = self.task.resources.write
+        return write[0] if len(write) == 1 else ""
 
     def _temperature(self) -> float:
         return float(getattr(self.ctx.request.settings.provider, "temperature", 0.0))
@@ -492,7 +500,8 @@ class _Step:
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
                 self.pushed_back = True
-                self._reply(call, prompts.render_pushback(self.step, self.offered), native=native)
+                self._reply(call, prompts.render_pushback(self.step, self.offered, file_blocks=self.file_blocks),
+                            native=native)
                 self.conversation.note("step_complete refused: nothing written yet")
                 return None
             return _Outcome("completed", summary)

@@ -26,12 +26,14 @@ __all__ = [
     "render_feedback",
     "render_history",
     "render_format_error",
+    "render_from_block",
     "render_plan",
     "render_pushback",
     "render_repaired",
     "render_repeated",
     "render_step",
     "render_tool_result",
+    "render_unnamed_block",
     "render_verification",
     "truncate",
 ]
@@ -287,11 +289,14 @@ def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedba
     return "\n".join(line for line in lines if line)
 
 
-def render_pushback(step: PlanStep, offered: Collection[str] | None = None) -> str:
+def render_pushback(step: PlanStep, offered: Collection[str] | None = None, *, file_blocks: bool = False) -> str:
     """The answer to a step_complete that changed nothing in a step that should have; it
-    names the file tools ``offered`` (None: every tool)."""
+    names the file tools ``offered`` (None: every tool), or with ``file_blocks`` the file
+    block that writes a file."""
     tools = [tool for tool in _FILE_TOOLS if offered is None or tool in offered] or ["the file tools"]
     named = tools[0] if len(tools) == 1 else f"{', '.join(tools[:-1])} or {tools[-1]}"
+    if file_blocks:
+        named = "a file block (the file's path on one line, then its complete content in a fenced code block)"
     hidden = offered is not None and step.action in TOOL_ARGS and step.action not in offered
     kind = "a step that changes files" if hidden else f"a {step.action} step"
     return (f"step_complete refused once: step {step.label} is {kind} but no file was written or "
@@ -367,6 +372,17 @@ def render_repeated(correction: str, tool: str, path: str, *, file_blocks: bool 
             "with only this one JSON object, changed to what you mean (inside a JSON string write every \" as "
             "\\\" and every line break as \\n; a Python docstring may use single quotes):\n"
             + toolcalls.example_call(tool, path))
+
+
+def render_unnamed_block(path: str) -> str:
+    """The correction for an answer, under whole-file edits, whose code block had no path
+    line before it: nothing was written (code shown may be an explanation, never a guess)."""
+    target = path or "path/to/file.py"
+    language = "python" if target.endswith(".py") else ""
+    return ("No tool call found in your answer, and your code block was not written: it had no path line "
+            "before it. To write a file, answer with its path alone on one line and then its complete content "
+            f"in a fenced code block:\n{target}\n```{language}\n<the complete file>\n```\nCall other tools as "
+            "one JSON object. When the step is done call step_complete; if it cannot be done call step_failed.")
 
 
 def render_from_block(call: ModelToolCall, result: ToolResult) -> str:

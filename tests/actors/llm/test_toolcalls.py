@@ -19,6 +19,7 @@ from actors.llm.toolcalls import (
     signature,
     storable,
     storable_answer,
+    unnamed_code,
 )
 from protocol import codec
 from protocol.results import ModelAnswer, ModelToolCall
@@ -375,6 +376,16 @@ def test_a_code_block_without_a_path_line_is_not_a_write() -> None:
     assert blocks(f"The fix:\n```python\n{IMPLEMENTATION}```\n") == []
     # the path line must come right before the fence (blank lines aside), not before prose
     assert blocks(f"solution.py\nshould become:\n```python\n{IMPLEMENTATION}```\n") == []
+
+
+def test_unnamed_code_is_a_closed_code_block_without_a_path_line() -> None:
+    assert unnamed_code(f"Here:\n```python\n{IMPLEMENTATION}```")
+    assert unnamed_code(f"```\n{IMPLEMENTATION}```")
+    assert not unnamed_code(f"solution.py\n```python\n{IMPLEMENTATION}```")  # a file block
+    assert not unnamed_code('```json\n{"name": "step_complete", "arguments": {}}\n```')  # a call's fence
+    assert not unnamed_code('```\n{"name": "step_complete", "arguments": {}}\n```')
+    assert not unnamed_code(f"```python\n{IMPLEMENTATION}")  # never closed
+    assert not unnamed_code("no code at all")
 
 
 def test_a_fence_never_closed_writes_nothing() -> None:

@@ -196,7 +196,8 @@ def test_under_the_small_profile_pushback_and_the_repeated_call_example_name_wri
     assert result.ok, result.summary
     pushback = _results(server, 1)
     assert "is a step that changes files but no file was written or changed in it. Make the change with " \
-           "write_file, then call step_complete" in pushback
+           "a file block (the file's path on one line, then its complete content in a fenced code block), then " \
+           "call step_complete" in pushback
     repeated = _results(server, 3)
     assert repeated.startswith("error: you sent the same invalid answer again"), repeated
     # whole-file edits: the example is a file block for the step's file, not a file inside a JSON string

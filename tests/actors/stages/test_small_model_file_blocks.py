@@ -116,8 +116,24 @@ def test_a_code_block_without_a_path_line_writes_nothing(stack: Stack, server: M
     result = executor.run(run.ctx)
 
     assert result.ok, result.summary
-    assert _results(server, 1) == prompts.NO_TOOL_CALL
+    said = _results(server, 1)  # not a guess at the file: the correction names the missing path line
+    assert said == prompts.render_unnamed_block("solution.py")
+    assert said.startswith("No tool call found in your answer, and your code block was not written: it had no path "
+                           "line before it.")
+    assert "\nsolution.py\n```python\n<the complete file>\n```\n" in said  # the task's one file to write
     assert result.execution.steps[0].turns == 3  # type: ignore[union-attr]
+
+
+def test_step_complete_before_any_write_is_pushed_back_to_a_file_block(stack: Stack, server: ModelServer) -> None:
+    server.queue(DONE, BLOCK, DONE)
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert "Make the change with a file block (the file's path on one line, then its complete content in a fenced " \
+           "code block), then call step_complete" in _results(server, 1)
+    assert (run.workspace / "solution.py").read_text() == IMPLEMENTATION
 
 
 def test_the_default_profile_reads_no_file_blocks_and_keeps_its_prompt(stack: Stack, server: ModelServer) -> None:
