@@ -159,3 +159,20 @@ def test_a_repeated_invalid_write_is_shown_the_file_block_form(stack: Stack, ser
     assert repeated.endswith("no JSON:\nsolution.py\n```python\n<the complete file>\n```"), repeated
     assert '"content"' not in repeated.split("no JSON:")[1]
     assert (run.workspace / "solution.py").read_text() == IMPLEMENTATION
+
+
+def test_the_written_file_runs_in_the_sandbox(stack: Stack, server: ModelServer) -> None:
+    """The file block's text is the file: the implementation imports and passes (the stub would raise)."""
+    check = ("from solution import has_close_elements\n"
+             "assert has_close_elements([1.0, 2.8, 3.0], 0.3)\nprint('checked')\n")
+    run_it = Text('{"name": "run_terminal", "arguments": {"command": "python3 check.py"}}')
+    server.queue(BLOCK, run_it, DONE)
+    provider = OpenAIProvider(base_url=server.openai_url, model=MODEL, num_ctx=8_192)
+    run = stack.stage("executor", [], plan(), files={**FILES, "check.py": check}, provider=provider,
+                      profile=profile_for(MODEL))
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    said = _results(server, 2)
+    assert "checked" in said and "exit code 0" in said, said
