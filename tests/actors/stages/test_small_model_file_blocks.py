@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from actors.stages import executor, prompts
-from protocol.profiles import ModelProfile, profile_for
+from actors.stages.untrusted import Fence
+from protocol.profiles import ModelProfile, offered_tools, profile_for
 from protocol.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
@@ -176,3 +177,16 @@ def test_the_written_file_runs_in_the_sandbox(stack: Stack, server: ModelServer)
     assert result.ok, result.summary
     said = _results(server, 2)
     assert "checked" in said and "exit code 0" in said, said
+
+
+def test_the_file_block_rules_follow_the_style_and_need_write_file() -> None:
+    fence = Fence("n0")
+    small = offered_tools(profile_for(MODEL))
+    for compact in (False, True):
+        shown = prompts.executor_system(fence, small, compact=compact, file_blocks=True)
+        assert shown == prompts.executor_system(fence, sorted(small), compact=compact, file_blocks=True)
+        assert prompts.FILE_BLOCK_EXAMPLE in shown and "modify_file" not in shown and "run_terminal" in shown
+    # no write_file offered: nothing to write as a block, the rules are those without it
+    bare = {"read_file", "step_complete", "step_failed"}
+    assert prompts.executor_system(fence, bare, compact=True, file_blocks=True) == \
+        prompts.executor_system(fence, bare, compact=True)
