@@ -17,8 +17,12 @@ plainly tries to call a tool but is not valid JSON is repaired when it can be
 which calls were repaired, :func:`repair_native` does the same for a native call's
 arguments), else gives a :class:`ParseProblem` saying where it breaks, so the model can
 fix it; JSON that is not shaped like a call (a
-``package.json`` shown in prose) is ignored. :func:`check` validates a call, native or
-from text, against its tool's argument Struct and returns the correction to send back.
+``package.json`` shown in prose) is ignored. A *file block*, a path on its own line and
+then the file in a fenced code block (aider's "whole" edit format, which small models
+write far more reliably than a whole file inside a JSON string), is read as a write_file
+call when the caller asks for it (:func:`parse` with ``blocks``; :func:`file_blocks`).
+:func:`check` validates a call, native or from text, against its tool's argument Struct
+and returns the correction to send back.
 
 Text with no UTF-8 form (a lone UTF-16 surrogate, which the ``json`` module makes from an
 escape such as ``"\\udcff"``: :mod:`protocol.text`) never stays in a call or an answer this
@@ -51,8 +55,8 @@ from protocol.results import ModelAnswer, ModelToolCall
 from protocol.text import escape, find_bad_text, has_bad_text, scrub
 from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
 
-__all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "example_call", "from_text", "parse", "repair_native",
-           "signature", "storable", "storable_answer"]
+__all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "example_call", "file_blocks", "from_text", "parse",
+           "repair_native", "signature", "storable", "storable_answer", "unnamed_code"]
 
 # a placeholder, never a real-looking path: small models copy example paths into their work (issue 25)
 CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "<path>"}}'
@@ -65,6 +69,12 @@ _JSONISH_LABELS = frozenset({"", "json", "jsonc", "json5", "tool_call", "tool_ca
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _TAG = re.compile(r"<(tool_call|tool_calls|function_call)>(.*?)(?:</\1>|\Z)", re.S)
 _KEYS = r"name|tool|tool_name|function|tool_calls|arguments|parameters"
+_FILE_WRITES = frozenset({"write_file", "modify_file"})
+_OPEN_FENCE = re.compile(r"[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.#-]*)[ \t]*$")
+_CLOSE_FENCE = re.compile(r"[ \t]{0,3}(`{3,})[ \t]*$")
+_FILE_LABEL = re.compile(r"(?:#[ \t]*)?[Ff]ile:[ \t]*(.*)")
+_PATH = re.compile(r"[\w.+@/-]{1,300}")
+_WRAPS = (("**`", "`**"), ("`**", "**`"), ("**", "**"), ("`", "`"))
 _MAX_STARTS = 64  # candidate positions tried in one text: bounds the work on hostile input
 _MAX_TEXT = 1_000_000
 _decoder = json.JSONDecoder(strict=False)  # small models put raw newlines inside strings
@@ -86,6 +96,7 @@ class Parsed:
     calls: list[ModelToolCall]
     problem: ParseProblem | None = None
     repaired: frozenset[str] = frozenset()
+    from_blocks: frozenset[str] = frozenset()  # ids of write_file calls read from file blocks
 
 
 def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] | ParseProblem:
@@ -94,27 +105,128 @@ def from_text(content: str, tool_names: Collection[str]) -> list[ModelToolCall] 
     return parsed.problem if parsed.problem is not None else parsed.calls
 
 
-def parse(content: str, tool_names: Collection[str]) -> Parsed:
-    """:func:`from_text`, saying which calls were repaired."""
-    if not content or "{" not in content:
-        return Parsed([])
-    text = content[:_MAX_TEXT]
+def parse(content: str, tool_names: Collection[str], *, blocks: bool = False) -> Parsed:
+    """:func:`from_text`, saying which calls were repaired and, with ``blocks``, which were
+    file blocks.
+
+    With ``blocks`` (the executor under whole-file edits, whose prompt asks for them) a file
+    block (:func:`file_blocks`) is a write_file call. The JSON calls of an answer
+    that holds file blocks are those outside the blocks, in order with them; when those
+    JSON calls write files themselves (write_file, modify_file), they alone count, as in an
+    answer without file blocks."""
+    text = content[:_MAX_TEXT] if content else ""
     names = frozenset(tool_names)
+    found_blocks = file_blocks(text) if blocks and "write_file" in names else []
+    if not found_blocks:
+        if "{" not in text:
+            return Parsed([])
+        found = _scan_all(text, names)
+        return _parsed([(item, False) for item in found]) if isinstance(found, list) else Parsed([], found)
+    whole = _scan_all(text, names) if "{" in text else []
+    if isinstance(whole, list) and any(name in _FILE_WRITES for name, *_ in whole):
+        return _parsed([(item, False) for item in whole])  # JSON writes win: the blocks may be inside their strings
+    raw: list[tuple[_Raw, bool]] = []
+    position = 0
+    for start, end, path, body in found_blocks:
+        found = _scan_all(text[position:start], names) if "{" in text[position:start] else []
+        if isinstance(found, ParseProblem):
+            return Parsed([], found)
+        raw += [(item, False) for item in found]
+        raw.append((("write_file", {"path": path, "content": body}, "", False), True))
+        position = end
+    found = _scan_all(text[position:], names) if "{" in text[position:] else []
+    if isinstance(found, ParseProblem):
+        return Parsed([], found)
+    return _parsed(raw + [(item, False) for item in found])
+
+
+def file_blocks(text: str) -> list[tuple[int, int, str, str]]:
+    """The file blocks in ``text``, in order, as (start, end, path, content): a line that is
+    only a relative file path (bare, in backticks, bold, or after ``File:`` / ``# File:``;
+    no spaces, no ``..``, not absolute, with an extension or a slash), then, blank lines
+    allowed, a fenced code block (three or more backticks, an optional language) closed by
+    a fence at least as long; content is the block's lines with a final newline (CRLF read
+    as LF). A fence without such a path line, or never closed, is no file block."""
+    return [(start, end, path, body) for start, end, path, body, _ in _fences(text) if path is not None]
+
+
+def unnamed_code(text: str) -> bool:
+    """Whether ``text`` holds a closed fenced code block, not JSON, without a path line before
+    it: code the model may have meant as a file (:func:`file_blocks`) but did not name. A
+    block labelled as JSON, or unlabelled holding an object or a list, is a call's fence."""
+    return any(path is None and (label.lower() not in _JSONISH_LABELS if label else body.lstrip()[:1] not in "{[")
+               for _, _, path, body, label in _fences(text))
+
+
+def _fences(text: str) -> list[tuple[int, int, str | None, str, str]]:
+    """The closed fenced blocks in ``text``, in order, as (start, end, path, content, language):
+    ``path`` the path line's (start is then where that line starts), else None."""
+    if "```" not in text:
+        return []
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    found: list[tuple[int, int, str | None, str, str]] = []
+    index, floor = 0, 0  # floor: the first line after the last fence, where a path line may be
+    while index < len(lines):
+        opening = _OPEN_FENCE.match(lines[index].rstrip("\r"))
+        if opening is None:
+            index += 1
+            continue
+        ticks = len(opening.group(1))
+        close = next((j for j in range(index + 1, len(lines))
+                      if (m := _CLOSE_FENCE.match(lines[j].rstrip("\r"))) and len(m.group(1)) >= ticks), None)
+        if close is None:
+            break  # never closed: a cut answer writes nothing
+        head = index - 1
+        while head >= floor and not lines[head].strip():
+            head -= 1
+        path = _block_path(lines[head]) if head >= floor else None
+        body = "".join(line.removesuffix("\r") + "\n" for line in lines[index + 1:close])
+        found.append((offsets[head] if path is not None else offsets[index], min(offsets[close + 1], len(text)),
+                      path, body, opening.group(2)))
+        index = floor = close + 1
+    return found
+
+
+def _block_path(line: str) -> str | None:
+    """The path a file block's path line names, or None when it is not a path line."""
+    text = line.strip()
+    labelled = _FILE_LABEL.fullmatch(text)
+    if labelled is not None:
+        text = labelled.group(1).strip()
+    for before, after in _WRAPS:
+        if len(text) > len(before) + len(after) and text.startswith(before) and text.endswith(after):
+            text = text[len(before):-len(after)]
+            break
+    if _PATH.fullmatch(text) is None or text.startswith("/") or text.endswith("/") or not re.search("[A-Za-z]", text):
+        return None
+    parts = text.split("/")
+    if ".." in parts or "" in parts:
+        return None
+    if len(parts) == 1 and not re.search(r"\.[A-Za-z0-9]+$", text):
+        return None  # a bare word is no path: a file path has an extension or a slash
+    return text
+
+
+def _scan_all(text: str, names: frozenset[str]) -> list[_Raw] | ParseProblem:
+    """The JSON calls in ``text``: those in its JSON fences and tags, else anywhere in it."""
     start = _start_pattern(names)
     raw: list[_Raw] = []
     for block in _blocks(text):
         found = _scan(block, names, start)
         if isinstance(found, ParseProblem):
-            return Parsed([], found)
+            return found
         raw += found
-    if not raw:
-        found = _scan(text, names, start)
-        if isinstance(found, ParseProblem):
-            return Parsed([], found)
-        raw = found
+    return raw or _scan(text, names, start)
+
+
+def _parsed(raw: list[tuple[_Raw, bool]]) -> Parsed:
     calls = [storable(ModelToolCall(id=f"text_{i}", name=name, arguments=args, invalid_arguments=invalid))
-             for i, (name, args, invalid, _) in enumerate(raw)]
-    return Parsed(calls, repaired=frozenset(f"text_{i}" for i, item in enumerate(raw) if item[3]))
+             for i, ((name, args, invalid, _), _block) in enumerate(raw)]
+    return Parsed(calls, repaired=frozenset(f"text_{i}" for i, (item, _) in enumerate(raw) if item[3]),
+                  from_blocks=frozenset(f"text_{i}" for i, (_, block) in enumerate(raw) if block))
 
 
 def repair_native(call: ModelToolCall) -> ModelToolCall | None:

@@ -25,6 +25,12 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   rules. A known tool that was not offered still runs when the model calls it (modify_file
   under the small profile): it is what the model meant, and it is sandboxed, gated and
   approved exactly as an offered one; refusing it would cost a turn to say the same.
+- File blocks (whole-file edits): the prompt asks for a file as its path on a line and then
+  its content fenced (:func:`actors.llm.toolcalls.file_blocks`); such a block is a write_file
+  call, run as any other, whose result begins with a note saying the block was written and
+  to call step_complete when the step is done. A repeated invalid write, a step_complete
+  pushed back and a code block without a path line (never written: it may be an
+  explanation) are each answered with that form.
 - Results of native calls go back as tool messages, those of calls written as text in
   one user message (a server that did not parse the call would not accept tool messages
   for it).
@@ -214,6 +220,8 @@ class _Step:
         self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.profiles)
         self.offered = offered_tools(settings.profile)  # what the prompts name; every known tool still runs
         self.compact = settings.profile.prompt_style == "compact"
+        # whole-file edits: the prompt asks for a file as a path line and a fenced block (toolcalls.file_blocks)
+        self.file_blocks = settings.profile.edit_style == "whole_file" and "write_file" in self.offered
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
@@ -303,7 +311,8 @@ class _Step:
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
         listing, files = self._gather(key)
-        system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact) + (
+        system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact,
+                                         file_blocks=self.file_blocks) + (
             self.project.instructions or "")
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence,
                                    offered=self.offered)
@@ -348,7 +357,7 @@ class _Step:
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
-            calls, repaired = _calls_of(answer)
+            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks)
             correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
                 correction = f"error: {calls.message}"
@@ -357,7 +366,8 @@ class _Step:
                 correction = prompts.render_format_error(answer.format_error)
                 self.conversation.note("a tool call the server could not read")
             elif not calls:
-                correction = prompts.NO_TOOL_CALL
+                correction = prompts.render_unnamed_block(self._write_path()) \
+                    if self.file_blocks and toolcalls.unnamed_code(answer.content) else prompts.NO_TOOL_CALL
                 self.conversation.note("no tool call")
                 silent += 1
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
@@ -375,7 +385,8 @@ class _Step:
             repeated = ""
             if again == 2:  # a correction that did not help once is not sent again: show the call to make
                 self.conversation.hide_previous()
-                repeated = prompts.render_repeated(correction or refused, *self._example(answer, calls))
+                repeated = prompts.render_repeated(correction or refused, *self._example(answer, calls),
+                                                   file_blocks=self.file_blocks)
                 self.lower_temperature = True
                 if correction:
                     correction = repeated
@@ -388,7 +399,7 @@ class _Step:
             assert not isinstance(calls, toolcalls.ParseProblem)
             for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
                 outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns,
-                                     repaired=index in repaired)
+                                     repaired=index in repaired, block=index in blocks)
                 if outcome is not None:
                     return outcome
             if repeated:  # after each refused call's own answer (a tool message per native call)
@@ -419,6 +430,11 @@ class _Step:
         if name not in self.offered and name == "modify_file" and "write_file" in self.offered:
             name = "write_file"  # whole-file edits: the example is the call this profile offers
         return name, path
+
+    def _write_path(self) -> str:
+        """The one file the step's task writes, or '' (none, or several)."""
+        write = self.task.resources.write
+        return write[0] if len(write) == 1 else ""
 
     def _temperature(self) -> float:
         return float(getattr(self.ctx.request.settings.provider, "temperature", 0.0))
@@ -469,7 +485,7 @@ class _Step:
             self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
     def _call(self, key: str, turn: int, index: int, call: ModelToolCall, problem: str | None, *, native: bool,
-              last_turn: bool, repaired: bool = False) -> _Outcome | None:
+              last_turn: bool, repaired: bool = False, block: bool = False) -> _Outcome | None:
         """Run ``call``, or answer ``problem`` (:func:`actors.llm.toolcalls.check`'s) to the model."""
         if problem is not None:
             self._reply(call, f"error: {problem}", native=native)
@@ -484,7 +500,8 @@ class _Step:
             needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
             if needs_write and not self.pushed_back and not last_turn:
                 self.pushed_back = True
-                self._reply(call, prompts.render_pushback(self.step, self.offered), native=native)
+                self._reply(call, prompts.render_pushback(self.step, self.offered, file_blocks=self.file_blocks),
+                            native=native)
                 self.conversation.note("step_complete refused: nothing written yet")
                 return None
             return _Outcome("completed", summary)
@@ -507,6 +524,8 @@ class _Step:
             if result.path and call.name != "create_directory" and result.path not in self.files:
                 self.files.append(result.path)  # files only: a directory is no changed file
         shown = prompts.render_tool_result(result, self.ctx.fence, self.result_limit)
+        if block:
+            shown = prompts.render_from_block(call, result) + shown
         self._reply(call, prompts.render_repaired(call) + shown if repaired else shown, native=native)
         self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
                                f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
@@ -527,17 +546,20 @@ def _raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -
             f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 
-def _calls_of(answer: ModelAnswer) -> tuple[list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int]]:
-    """The answer's calls (native ones, else those written as text), broken JSON repaired
-    where it can be (:mod:`actors.llm.repair`), and the indexes of the repaired ones."""
+def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False) -> tuple[
+        list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int], frozenset[int]]:
+    """The answer's calls (native ones, else those written as text, with ``file_blocks``
+    its file blocks as write_file calls), broken JSON repaired where it can be
+    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks."""
     if answer.tool_calls:
         calls = [toolcalls.repair_native(call) or call for call in answer.tool_calls]
         return calls, frozenset(i for i, (new, old) in enumerate(zip(calls, answer.tool_calls, strict=True))
-                                if new is not old)
-    parsed = toolcalls.parse(answer.content, _TOOL_NAMES)
+                                if new is not old), frozenset()
+    parsed = toolcalls.parse(answer.content, _TOOL_NAMES, blocks=file_blocks)
     if parsed.problem is not None:
-        return parsed.problem, frozenset()
-    return parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired)
+        return parsed.problem, frozenset(), frozenset()
+    return (parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired),
+            frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.from_blocks))
 
 
 _TOOL_OF_ACTION = {"read_file": "read_file", "write_file": "write_file", "modify_file": "modify_file",

@@ -26,12 +26,14 @@ __all__ = [
     "render_feedback",
     "render_history",
     "render_format_error",
+    "render_from_block",
     "render_plan",
     "render_pushback",
     "render_repaired",
     "render_repeated",
     "render_step",
     "render_tool_result",
+    "render_unnamed_block",
     "render_verification",
     "truncate",
 ]
@@ -78,11 +80,14 @@ Rules:
 _FILE_TOOLS = ("write_file", "modify_file", "create_directory")
 
 
-def _executor_rules(offered: Collection[str], compact: bool) -> str:
+def _executor_rules(offered: Collection[str], compact: bool, file_blocks: bool = False) -> str:
     """The executor's rules for the tools ``offered``: a tool that is not offered is not named
     (a small model calls what it reads about); ``compact``: the shorter rules of the compact
-    prompt style. Every tool offered gives :data:`EXECUTOR`, the prompt acode has always sent."""
+    prompt style; ``file_blocks``: a file is written as a file block, other tools are called as
+    JSON. Every tool offered gives :data:`EXECUTOR`, the prompt acode has always sent."""
     write, modify, read = ("write_file" in offered), ("modify_file" in offered), ("read_file" in offered)
+    if file_blocks and write:
+        return _file_block_rules(offered, compact)
     if compact:
         lines = ["You are the executor of acode: carry out ONE step of a plan by calling tools. Rules:",
                  "- Paths are relative to the workspace root, exactly as the step names them."]
@@ -132,6 +137,35 @@ def _executor_rules(offered: Collection[str], compact: bool) -> str:
 
 
 EXECUTOR = _executor_rules(TOOL_ARGS, compact=False)
+
+FILE_BLOCK_EXAMPLE = "path/to/file.py\n```python\n<the complete file>\n```"
+
+
+def _file_block_rules(offered: Collection[str], compact: bool) -> str:
+    """The executor's rules under whole-file edits: a file is written as a file block (its
+    path on a line, then its content fenced: :func:`actors.llm.toolcalls.file_blocks`), as
+    small models write a file far more reliably than inside a JSON string; the other tools
+    are called as JSON."""
+    if compact:
+        lines = ["You are the executor of acode: carry out ONE step of a plan. Rules:",
+                 "- Paths are relative to the workspace root, exactly as the step names them."]
+    else:
+        lines = ["You are the executor of acode, a coding agent. You carry out ONE step of a plan in a",
+                 "workspace. Rules:",
+                 "- Paths are relative to the workspace root, never absolute, never outside it. Use the",
+                 "  paths the step and the task name, exactly as they name them."]
+    lines += ["- To write a file, answer with its path on one line and then its complete new content in a "
+              "fenced code block:", FILE_BLOCK_EXAMPLE,
+              "  Give the whole file, not only the lines that change."
+              + (" Read it first if its content is not shown." if "read_file" in offered else "")]
+    if "run_terminal" in offered:
+        lines.append("- run_terminal runs one program and its arguments, without a shell: no pipes, &&, ;, "
+                     "redirections, $VARIABLES or cd.")
+    lines += ["- Call other tools as function calls or as one JSON object: "
+              '{"name": "<tool>", "arguments": {...}}',
+              "- When the step is done, call step_complete with a one-line summary; if it cannot be done, "
+              "call step_failed with the reason."]
+    return "\n".join(lines)
 
 NO_TOOL_CALL = ("No tool call found in your answer. Call one of the tools now (as a function call, or as one "
                 'JSON object {"name": "<tool>", "arguments": {...}}). When the step is done call step_complete; '
@@ -193,12 +227,14 @@ def render_plan(plan: TaskPlan) -> str:
     return "\n".join(lines)
 
 
-def executor_system(fence: Fence, offered: Collection[str] | None = None, *, compact: bool = False) -> str:
+def executor_system(fence: Fence, offered: Collection[str] | None = None, *, compact: bool = False,
+                    file_blocks: bool = False) -> str:
     """The executor's system prompt: its rules for the tools ``offered`` (None: every tool),
-    shorter when ``compact`` (the profile's ``prompt_style``), then the fence's preamble.
-    Deterministic: the same tools and style give the same bytes."""
-    rules = EXECUTOR if offered is None and not compact else _executor_rules(
-        TOOL_ARGS if offered is None else frozenset(offered), compact)
+    shorter when ``compact`` (the profile's ``prompt_style``), asking for files as file
+    blocks when ``file_blocks`` (whole-file edits) and write_file is offered, then the
+    fence's preamble. Deterministic: the same tools and style give the same bytes."""
+    rules = EXECUTOR if offered is None and not compact and not file_blocks else _executor_rules(
+        TOOL_ARGS if offered is None else frozenset(offered), compact, file_blocks)
     return f"{rules}\n{fence.preamble()}"
 
 
@@ -253,11 +289,14 @@ def render_step(plan: TaskPlan, task: PlanTask, step: PlanStep, feedback: Feedba
     return "\n".join(line for line in lines if line)
 
 
-def render_pushback(step: PlanStep, offered: Collection[str] | None = None) -> str:
+def render_pushback(step: PlanStep, offered: Collection[str] | None = None, *, file_blocks: bool = False) -> str:
     """The answer to a step_complete that changed nothing in a step that should have; it
-    names the file tools ``offered`` (None: every tool)."""
+    names the file tools ``offered`` (None: every tool), or with ``file_blocks`` the file
+    block that writes a file."""
     tools = [tool for tool in _FILE_TOOLS if offered is None or tool in offered] or ["the file tools"]
     named = tools[0] if len(tools) == 1 else f"{', '.join(tools[:-1])} or {tools[-1]}"
+    if file_blocks:
+        named = "a file block (the file's path on one line, then its complete content in a fenced code block)"
     hidden = offered is not None and step.action in TOOL_ARGS and step.action not in offered
     kind = "a step that changes files" if hidden else f"a {step.action} step"
     return (f"step_complete refused once: step {step.label} is {kind} but no file was written or "
@@ -318,14 +357,41 @@ def render_format_error(complaint: str) -> str:
             f"with JSON arguments and no other text, e.g. {toolcalls.CALL_EXAMPLE} (ACODE-EXEC-007)")
 
 
-def render_repeated(correction: str, tool: str, path: str) -> str:
+def render_repeated(correction: str, tool: str, path: str, *, file_blocks: bool = False) -> str:
     """The correction for an invalid answer the model sent twice in a row: not the same
-    words again, but the exact call to send, for the tool it tried (its path filled in)."""
+    words again, but the exact call to send, for the tool it tried (its path filled in);
+    with ``file_blocks`` (whole-file edits), a write_file as a file block."""
     said = correction.removeprefix("error: ")
+    if file_blocks and tool == "write_file":
+        target = path or "path/to/file.py"
+        language = "python" if target.endswith(".py") else ""
+        return (f"error: you sent the same invalid answer again ({said[:300]}). Do not send it a third time. To "
+                "write the file, answer with its path on one line and then its complete content in a fenced code "
+                f"block, no JSON:\n{target}\n```{language}\n<the complete file>\n```")
     return (f"error: you sent the same invalid answer again ({said[:300]}). Do not send it a third time. Answer "
             "with only this one JSON object, changed to what you mean (inside a JSON string write every \" as "
             "\\\" and every line break as \\n; a Python docstring may use single quotes):\n"
             + toolcalls.example_call(tool, path))
+
+
+def render_unnamed_block(path: str) -> str:
+    """The correction for an answer, under whole-file edits, whose code block had no path
+    line before it: nothing was written (code shown may be an explanation, never a guess)."""
+    target = path or "path/to/file.py"
+    language = "python" if target.endswith(".py") else ""
+    return ("No tool call found in your answer, and your code block was not written: it had no path line "
+            "before it. To write a file, answer with its path alone on one line and then its complete content "
+            f"in a fenced code block:\n{target}\n```{language}\n<the complete file>\n```\nCall other tools as "
+            "one JSON object. When the step is done call step_complete; if it cannot be done call step_failed.")
+
+
+def render_from_block(call: ModelToolCall, result: ToolResult) -> str:
+    """The note before the result of a write_file call read from a file block."""
+    path = call.arguments.get("path", "")
+    if not result.ok:
+        return f"note: your file block for {path} was run as write_file and failed.\n"
+    return (f"note: acode wrote {path} from your file block. If the step is done, call step_complete; to change "
+            "a file again, send its whole content as a file block.\n")
 
 
 def render_repaired(call: ModelToolCall) -> str:

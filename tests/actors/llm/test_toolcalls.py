@@ -19,6 +19,7 @@ from actors.llm.toolcalls import (
     signature,
     storable,
     storable_answer,
+    unnamed_code,
 )
 from protocol import codec
 from protocol.results import ModelAnswer, ModelToolCall
@@ -334,3 +335,99 @@ def test_check_never_raises(name: str, args: dict[str, Any], invalid: str) -> No
 def test_a_deeply_nested_attempt_does_not_raise() -> None:
     assert isinstance(from_text('{"name": ' + "[" * 100_000, NAMES), ParseProblem | list)
     assert isinstance(from_text("[" * 100_000 + '{"name": "read_file"}', NAMES), ParseProblem | list)
+
+
+# -- file blocks: a path line, then the whole file fenced (aider's "whole" format) ------------
+
+IMPLEMENTATION = "def add(a, b):\n    return a + b\n"
+
+
+def blocks(text: str) -> list[tuple[str, str, dict[str, Any]]]:
+    parsed = parse(text, NAMES, blocks=True)
+    assert parsed.problem is None, parsed.problem
+    assert parsed.from_blocks <= {c.id for c in parsed.calls if c.name == "write_file"}
+    return [(c.name, c.id in parsed.from_blocks and "block" or "json", c.arguments) for c in parsed.calls]
+
+
+@pytest.mark.parametrize("line", ["solution.py", "`solution.py`", "**solution.py**", "**`solution.py`**",
+                                  "File: solution.py", "# File: solution.py", "File: `solution.py`",
+                                  "  solution.py  "])
+def test_a_path_line_and_a_fence_is_a_write_file_call(line: str) -> None:
+    text = f"{line}\n```python\n{IMPLEMENTATION}```\n"
+    assert blocks(text) == [("write_file", "block", {"path": "solution.py", "content": IMPLEMENTATION})]
+    # the caller decides: without ``blocks`` it is no call, as before
+    assert parse(text, NAMES).calls == []
+
+
+@pytest.mark.parametrize("path", ["src/pkg/mod.py", "Makefile/x", ".gitignore", "a-b_c.d/e.txt", "setup.cfg"])
+def test_paths_with_an_extension_or_a_slash_are_accepted(path: str) -> None:
+    assert blocks(f"{path}\n\n\n```\nx\n```") == [("write_file", "block", {"path": path, "content": "x\n"})]
+
+
+@pytest.mark.parametrize("line", ["README", "/etc/passwd", "../outside.py", "src/../../x.py", "my file.py",
+                                  "Here is solution.py", "solution.py:", "src/", "1.5", "https://x.org/a.py",
+                                  "~/a.py", "`solution.py", "src//a.py"])
+def test_other_lines_before_a_fence_are_no_path_line(line: str) -> None:
+    assert blocks(f"{line}\n```python\n{IMPLEMENTATION}```\n") == []
+
+
+def test_a_code_block_without_a_path_line_is_not_a_write() -> None:
+    assert blocks(f"```python\n{IMPLEMENTATION}```\n") == []
+    assert blocks(f"The fix:\n```python\n{IMPLEMENTATION}```\n") == []
+    # the path line must come right before the fence (blank lines aside), not before prose
+    assert blocks(f"solution.py\nshould become:\n```python\n{IMPLEMENTATION}```\n") == []
+
+
+def test_unnamed_code_is_a_closed_code_block_without_a_path_line() -> None:
+    assert unnamed_code(f"Here:\n```python\n{IMPLEMENTATION}```")
+    assert unnamed_code(f"```\n{IMPLEMENTATION}```")
+    assert not unnamed_code(f"solution.py\n```python\n{IMPLEMENTATION}```")  # a file block
+    assert not unnamed_code('```json\n{"name": "step_complete", "arguments": {}}\n```')  # a call's fence
+    assert not unnamed_code('```\n{"name": "step_complete", "arguments": {}}\n```')
+    assert not unnamed_code(f"```python\n{IMPLEMENTATION}")  # never closed
+    assert not unnamed_code("no code at all")
+
+
+def test_a_fence_never_closed_writes_nothing() -> None:
+    assert blocks(f"solution.py\n```python\n{IMPLEMENTATION}") == []
+
+
+def test_several_file_blocks_are_several_writes_in_order() -> None:
+    text = ("I will write both.\n\nsolution.py\n```python\nA = 1\n```\n\nand the test:\n\n"
+            "test_solution.py\n```python\nfrom solution import A\n```\n")
+    assert blocks(text) == [
+        ("write_file", "block", {"path": "solution.py", "content": "A = 1\n"}),
+        ("write_file", "block", {"path": "test_solution.py", "content": "from solution import A\n"})]
+
+
+def test_json_calls_outside_the_blocks_join_them_in_order() -> None:
+    text = ('{"name": "run_terminal", "arguments": {"command": "python -m pytest -q"}}\n'
+            "solution.py\n```python\nx = {\"name\": \"read_file\", \"arguments\": {}}\n```\n"
+            '```json\n{"name": "step_complete", "arguments": {"summary": "done"}}\n```')
+    assert blocks(text) == [
+        ("run_terminal", "json", {"command": "python -m pytest -q"}),
+        ("write_file", "block", {"path": "solution.py",
+                                 "content": 'x = {"name": "read_file", "arguments": {}}\n'}),  # code, not a call
+        ("step_complete", "json", {"summary": "done"})]
+    assert [c.id for c in parse(text, NAMES, blocks=True).calls] == ["text_0", "text_1", "text_2"]
+
+
+def test_a_json_write_wins_over_file_blocks() -> None:
+    call = json.dumps({"name": "write_file", "arguments": {"path": "a.py", "content": "a.py\n```\nx\n```\n"}})
+    assert blocks(f"b.py\n```\ny\n```\n{call}") == [
+        ("write_file", "json", {"path": "a.py", "content": "a.py\n```\nx\n```\n"})]
+
+
+def test_a_longer_fence_holds_a_shorter_one_and_crlf_reads_as_lf() -> None:
+    readme = "# Use\n```\npip install x\n```\n"
+    assert blocks(f"docs/use.md\n````markdown\n{readme}````\n") == [
+        ("write_file", "block", {"path": "docs/use.md", "content": readme})]
+    crlf = "**solution.py**\r\n\r\n```python\r\ndef f():\r\n    return 1\r\n```\r\n"
+    assert blocks(crlf) == [("write_file", "block", {"path": "solution.py", "content": "def f():\n    return 1\n"})]
+
+
+def test_broken_json_outside_the_blocks_is_still_a_problem() -> None:
+    text = 'solution.py\n```python\nA = 1\n```\n{"name": "step_complete", "arguments": {"summary": }'
+    parsed = parse(text, NAMES, blocks=True)
+    # the answer is sent again whole: a write alone would leave the model unsure what ran
+    assert parsed.problem is not None and "not valid JSON" in parsed.problem.message and parsed.calls == []

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from actors.llm import toolcalls
 from actors.stages import executor, preview, prompts
 from actors.stages.untrusted import Fence
 from protocol.profiles import offered_tools, profile_for
@@ -146,12 +145,13 @@ def test_a_small_profile_writes_a_file_it_was_shown_whole_and_no_prompt_names_mo
     assert (record.status, record.turns, record.files_changed) == ("completed", 2, ["solution.py"])
     system, step_message = (str(m["content"]) for m in server.chats[0].messages)
     assert "Current content of solution.py" in step_message and "    pass" in step_message  # it was shown
-    assert "To change a file, write the whole new file with write_file" in system
+    assert "To write a file, answer with its path on one line and then its complete new content" in system
     assert "Action: write_file (the whole new content of the file)" in step_message
     for request in range(2):
         assert "modify_file" not in _said(server, request)
     # the compact prompt style: shorter rules, the essentials kept
-    assert system.startswith(prompts.executor_system(run.ctx.fence, offered_tools(profile_for(MODEL)), compact=True))
+    assert system.startswith(prompts.executor_system(run.ctx.fence, offered_tools(profile_for(MODEL)), compact=True,
+                                                     file_blocks=True))
     assert len(system) < len(prompts.executor_system(run.ctx.fence))
     for essential in ("relative to the workspace root", "without a shell", "step_complete", "step_failed",
                       "one JSON object"):
@@ -196,7 +196,9 @@ def test_under_the_small_profile_pushback_and_the_repeated_call_example_name_wri
     assert result.ok, result.summary
     pushback = _results(server, 1)
     assert "is a step that changes files but no file was written or changed in it. Make the change with " \
-           "write_file, then call step_complete" in pushback
+           "a file block (the file's path on one line, then its complete content in a fenced code block), then " \
+           "call step_complete" in pushback
     repeated = _results(server, 3)
     assert repeated.startswith("error: you sent the same invalid answer again"), repeated
-    assert repeated.endswith(toolcalls.example_call("write_file", "solution.py"))
+    # whole-file edits: the example is a file block for the step's file, not a file inside a JSON string
+    assert repeated.endswith("a fenced code block, no JSON:\nsolution.py\n```python\n<the complete file>\n```")
