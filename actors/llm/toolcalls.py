@@ -119,7 +119,8 @@ def parse(content: str, tool_names: Collection[str], *, blocks: bool = False) ->
     found_blocks = file_blocks(text) if blocks and "write_file" in names else []
     if not found_blocks:
         if "{" not in text:
-            return Parsed([])
+            bare = bare_control(text, names)
+            return _parsed([((bare[0], bare[1], "", False), False)]) if bare else Parsed([])
         found = _scan_all(text, names)
         return _parsed([(item, False) for item in found]) if isinstance(found, list) else Parsed([], found)
     whole = _scan_all(text, names) if "{" in text else []
@@ -138,6 +139,26 @@ def parse(content: str, tool_names: Collection[str], *, blocks: bool = False) ->
     if isinstance(found, ParseProblem):
         return Parsed([], found)
     return _parsed(raw + [(item, False) for item in found])
+
+
+_BARE_CONTROL = re.compile(r"[\s`*\"']*(step_complete|step_failed)[\s`*\"']*(?:[:(-]\s*(.*?))?[\s)`*\"']*",
+                           re.DOTALL)
+_BARE_FIELD = {"step_complete": "summary", "step_failed": "reason"}
+
+
+def bare_control(text: str, tool_names: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+    """A control call written as its bare name: an answer that is only ``step_complete`` or
+    ``step_failed``, perhaps followed by ``: <summary>`` (small models answer so after a
+    write), as ``(name, arguments)``; None for anything else. Only short answers without
+    JSON count: a control call ends the step and the verifier still checks its work."""
+    if len(text) > 500 or "{" in text:
+        return None
+    found = _BARE_CONTROL.fullmatch(text)
+    if found is None or found.group(1) not in tool_names:
+        return None
+    name = found.group(1)
+    said = " ".join((found.group(2) or "").split()) or ("done" if name == "step_complete" else "no reason given")
+    return name, {_BARE_FIELD[name]: said}
 
 
 def file_blocks(text: str) -> list[tuple[int, int, str, str]]:

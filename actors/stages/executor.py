@@ -312,7 +312,7 @@ class _Step:
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
         listing, files = self._gather(key)
         system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact,
-                                         file_blocks=self.file_blocks) + (
+                                         file_blocks=self.file_blocks, path=self._write_path()) + (
             self.project.instructions or "")
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence,
                                    offered=self.offered)

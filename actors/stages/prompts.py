@@ -23,6 +23,7 @@ __all__ = [
     "REVIEWER",
     "VERIFIER",
     "executor_system",
+    "file_block_example",
     "render_feedback",
     "render_history",
     "render_format_error",
@@ -80,14 +81,14 @@ Rules:
 _FILE_TOOLS = ("write_file", "modify_file", "create_directory")
 
 
-def _executor_rules(offered: Collection[str], compact: bool, file_blocks: bool = False) -> str:
+def _executor_rules(offered: Collection[str], compact: bool, file_blocks: bool = False, path: str = "") -> str:
     """The executor's rules for the tools ``offered``: a tool that is not offered is not named
     (a small model calls what it reads about); ``compact``: the shorter rules of the compact
     prompt style; ``file_blocks``: a file is written as a file block, other tools are called as
     JSON. Every tool offered gives :data:`EXECUTOR`, the prompt acode has always sent."""
     write, modify, read = ("write_file" in offered), ("modify_file" in offered), ("read_file" in offered)
     if file_blocks and write:
-        return _file_block_rules(offered, compact)
+        return _file_block_rules(offered, compact, path)
     if compact:
         lines = ["You are the executor of acode: carry out ONE step of a plan by calling tools. Rules:",
                  "- Paths are relative to the workspace root, exactly as the step names them."]
@@ -138,14 +139,21 @@ def _executor_rules(offered: Collection[str], compact: bool, file_blocks: bool =
 
 EXECUTOR = _executor_rules(TOOL_ARGS, compact=False)
 
-FILE_BLOCK_EXAMPLE = "path/to/file.py\n```python\n<the complete file>\n```"
+def file_block_example(path: str = "") -> str:
+    """A file block for ``path``, the step's own file: a small model copies an example's path
+    (Qwen2.5-Coder-1.5B wrote its change to ``path/to/file.py``, the old example), so the
+    example is the file to write or, without one, ``<path>``, which is no path a file block
+    accepts."""
+    target = path or "<path>"
+    language = "python" if target.endswith(".py") or not path else ""
+    return f"{target}\n```{language}\n<the complete file>\n```"
 
 
-def _file_block_rules(offered: Collection[str], compact: bool) -> str:
+def _file_block_rules(offered: Collection[str], compact: bool, path: str = "") -> str:
     """The executor's rules under whole-file edits: a file is written as a file block (its
     path on a line, then its content fenced: :func:`actors.llm.toolcalls.file_blocks`), as
     small models write a file far more reliably than inside a JSON string; the other tools
-    are called as JSON."""
+    are called as JSON. The example is ``path``'s (:func:`file_block_example`)."""
     if compact:
         lines = ["You are the executor of acode: carry out ONE step of a plan. Rules:",
                  "- Paths are relative to the workspace root, exactly as the step names them."]
@@ -155,7 +163,7 @@ def _file_block_rules(offered: Collection[str], compact: bool) -> str:
                  "- Paths are relative to the workspace root, never absolute, never outside it. Use the",
                  "  paths the step and the task name, exactly as they name them."]
     lines += ["- To write a file, answer with its path on one line and then its complete new content in a "
-              "fenced code block:", FILE_BLOCK_EXAMPLE,
+              "fenced code block:", file_block_example(path),
               "  Give the whole file, not only the lines that change."
               + (" Read it first if its content is not shown." if "read_file" in offered else "")]
     if "run_terminal" in offered:
@@ -228,13 +236,14 @@ def render_plan(plan: TaskPlan) -> str:
 
 
 def executor_system(fence: Fence, offered: Collection[str] | None = None, *, compact: bool = False,
-                    file_blocks: bool = False) -> str:
+                    file_blocks: bool = False, path: str = "") -> str:
     """The executor's system prompt: its rules for the tools ``offered`` (None: every tool),
     shorter when ``compact`` (the profile's ``prompt_style``), asking for files as file
-    blocks when ``file_blocks`` (whole-file edits) and write_file is offered, then the
-    fence's preamble. Deterministic: the same tools and style give the same bytes."""
+    blocks when ``file_blocks`` (whole-file edits) and write_file is offered (the example
+    is ``path``, the step's file), then the fence's preamble. Deterministic: the same tools,
+    style and path give the same bytes."""
     rules = EXECUTOR if offered is None and not compact and not file_blocks else _executor_rules(
-        TOOL_ARGS if offered is None else frozenset(offered), compact, file_blocks)
+        TOOL_ARGS if offered is None else frozenset(offered), compact, file_blocks, path)
     return f"{rules}\n{fence.preamble()}"
 
 
@@ -363,11 +372,9 @@ def render_repeated(correction: str, tool: str, path: str, *, file_blocks: bool 
     with ``file_blocks`` (whole-file edits), a write_file as a file block."""
     said = correction.removeprefix("error: ")
     if file_blocks and tool == "write_file":
-        target = path or "path/to/file.py"
-        language = "python" if target.endswith(".py") else ""
         return (f"error: you sent the same invalid answer again ({said[:300]}). Do not send it a third time. To "
                 "write the file, answer with its path on one line and then its complete content in a fenced code "
-                f"block, no JSON:\n{target}\n```{language}\n<the complete file>\n```")
+                f"block, no JSON:\n{file_block_example(path)}")
     return (f"error: you sent the same invalid answer again ({said[:300]}). Do not send it a third time. Answer "
             "with only this one JSON object, changed to what you mean (inside a JSON string write every \" as "
             "\\\" and every line break as \\n; a Python docstring may use single quotes):\n"
@@ -377,11 +384,9 @@ def render_repeated(correction: str, tool: str, path: str, *, file_blocks: bool 
 def render_unnamed_block(path: str) -> str:
     """The correction for an answer, under whole-file edits, whose code block had no path
     line before it: nothing was written (code shown may be an explanation, never a guess)."""
-    target = path or "path/to/file.py"
-    language = "python" if target.endswith(".py") else ""
     return ("No tool call found in your answer, and your code block was not written: it had no path line "
             "before it. To write a file, answer with its path alone on one line and then its complete content "
-            f"in a fenced code block:\n{target}\n```{language}\n<the complete file>\n```\nCall other tools as "
+            f"in a fenced code block:\n{file_block_example(path)}\nCall other tools as "
             "one JSON object. When the step is done call step_complete; if it cannot be done call step_failed.")
 
 

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from actors.llm.toolcalls import (
     ParseProblem,
+    bare_control,
     check,
+    file_blocks,
     from_text,
     parse,
     repair_native,
@@ -431,3 +433,24 @@ def test_broken_json_outside_the_blocks_is_still_a_problem() -> None:
     parsed = parse(text, NAMES, blocks=True)
     # the answer is sent again whole: a write alone would leave the model unsure what ran
     assert parsed.problem is not None and "not valid JSON" in parsed.problem.message and parsed.calls == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("step_complete", ("step_complete", {"summary": "done"})),
+    ("`step_complete`: wrote the --top option", ("step_complete", {"summary": "wrote the --top option"})),
+    ("step_failed: No tool call found in your answer.",
+     ("step_failed", {"reason": "No tool call found in your answer."})),
+    ("**step_failed**", ("step_failed", {"reason": "no reason given"})),
+    ("I will call step_complete once the tests pass.", None),
+    ("step_complete\n\nNow I will write the tests:\n" + "x" * 600, None),
+    ('step_complete {"summary": "x"}', None),
+])
+def test_a_control_call_written_as_its_bare_name_is_that_call(text: str, expected: object) -> None:
+    assert bare_control(text, TOOL_ARGS) == expected
+    parsed = parse(text, TOOL_ARGS)
+    if expected is not None:
+        assert [(c.name, c.arguments) for c in parsed.calls] == [expected]
+
+
+def test_a_placeholder_path_line_is_no_file_block() -> None:
+    assert file_blocks("<path>\n```python\nprint(1)\n```\n") == []

@@ -80,10 +80,12 @@ def test_a_file_block_writes_the_file_and_step_complete_ends_the_step(stack: Sta
     said = _results(server, 1)
     assert "note: acode wrote solution.py from your file block. If the step is done, call step_complete" in said
     assert f"wrote {len(IMPLEMENTATION.encode())} bytes to solution.py" in said
-    # the system prompt asks for the form, with a placeholder path the model cannot mistake for the task
+    # the system prompt asks for the form with the step's own file as its example: the model
+    # copies an example's path (it wrote its change to path/to/file.py, the old example)
     system = str(server.chats[0].messages[0]["content"])
     assert ("To write a file, answer with its path on one line and then its complete new content in a fenced code "
-            "block:\npath/to/file.py\n```python\n<the complete file>\n```") in system
+            "block:\nsolution.py\n```python\n<the complete file>\n```") in system
+    assert "path/to" not in system
     assert "Call other tools as function calls or as one JSON object" in system
 
 
@@ -185,8 +187,23 @@ def test_the_file_block_rules_follow_the_style_and_need_write_file() -> None:
     for compact in (False, True):
         shown = prompts.executor_system(fence, small, compact=compact, file_blocks=True)
         assert shown == prompts.executor_system(fence, sorted(small), compact=compact, file_blocks=True)
-        assert prompts.FILE_BLOCK_EXAMPLE in shown and "modify_file" not in shown and "run_terminal" in shown
+        assert prompts.file_block_example() in shown and "modify_file" not in shown and "run_terminal" in shown
+        assert "<path>\n```python" in shown  # no step file: a placeholder no file block accepts
     # no write_file offered: nothing to write as a block, the rules are those without it
     bare = {"read_file", "step_complete", "step_failed"}
     assert prompts.executor_system(fence, bare, compact=True, file_blocks=True) == \
         prompts.executor_system(fence, bare, compact=True)
+
+
+def test_a_bare_step_complete_after_a_file_block_completes_the_step(stack: Stack, server: ModelServer) -> None:
+    # Qwen2.5-Coder-1.5B answered "step_complete" (the bare name) after its file block, then
+    # echoed "step_failed: No tool call found in your answer." for eight turns
+    server.queue(Text(f"solution.py\n```python\n{IMPLEMENTATION}```"), Text("step_complete"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert (record.status, record.turns, record.summary) == ("completed", 2, "done")
+    assert (run.workspace / "solution.py").read_text() == IMPLEMENTATION
