@@ -406,7 +406,10 @@ def _seal(binds: Iterable[list[Any]]) -> None:
     _mount(None, "/", _MS_REC | _MS_PRIVATE)
     for source, target, writable in binds:
         if not os.path.lexists(target):
-            os.mkdir(target, 0o755)
+            try:
+                os.mkdir(target, 0o755)
+            except FileExistsError:  # a command started at the same time made it first
+                pass
         _mount(source, target, _MS_BIND)
         if not writable:
             flags = os.statvfs(target).f_flag
