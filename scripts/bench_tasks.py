@@ -8,8 +8,8 @@ long run's partial figures survive an interruption). Systems, interleaved task b
 drift of the machine's speed meets them alike:
 
 - ``acode``: this checkout's ``acode`` (the one beside ``sys.executable``), a private home,
-  ``acode up`` once, then ``acode run TASK -w WS --json`` per task (stage timeouts raised as
-  the README advises for real models; a call needing approval is approved:
+  ``acode up`` once, then ``acode run TASK -w WS --json`` per task (stage and step timeouts
+  raised as the README advises for real models; a call needing approval is approved:
   ``non_interactive_policy: auto``, everything still in the sandbox);
 - ``aider``: aider (``aider-chat``; ``--aider PATH`` or ``aider`` on the PATH) with its
   whole-file edit format (its setting for small models), the task's files added to the chat,
@@ -304,7 +304,9 @@ class Acode:
         (self.home / "config.yml").write_text(json.dumps({
             "model": {"provider": bench.args.provider, "base_url": bench.proxy.base, "model": bench.args.model,
                       "num_ctx": bench.args.num_ctx},
+            # the README's advice for real models: stages and a step's try get far more time
             "orchestration": {f"{s}_timeout": timeout for s in ("planner", "executor", "verifier", "reviewer")},
+            "executor": {"step_timeout_seconds": bench.args.step_timeout},
             "approvals": {"non_interactive_policy": "auto"},
         }, indent=2))
         self.acode("up", "--detach", check=True)
@@ -393,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default="acode,aider,direct", help=f"comma-separated: {', '.join(SYSTEMS)}")
     parser.add_argument("--task-timeout", type=float, default=1200.0, help="seconds per system per task")
     parser.add_argument("--stage-timeout", type=float, default=900.0, help="acode's stage timeouts")
+    parser.add_argument("--step-timeout", type=float, default=600.0, help="acode's executor.step_timeout_seconds")
     parser.add_argument("--aider", help="the aider executable (default: aider on the PATH)")
     parser.add_argument("--aider-no-test", action="store_true", help="no --auto-test for aider")
     parser.add_argument("--out", type=Path, help="also write the JSON here, after every task")
