@@ -177,6 +177,17 @@ def _command_problem(command: str, rules: policy.CommandPolicy) -> str | None:
 _PLACEHOLDER = re.compile(r"<[A-Za-z_][\w .,/-]{0,78}>")
 
 
+# the remedy the policy names when a command would rewrite files itself (sed -i): the
+# executor's file tools do that work, so such a resources command means nothing lost
+_FILE_TOOLS_REMEDY = "use modify_file or write_file"
+
+
+def _file_tools_do_it(command: str, rules: policy.CommandPolicy) -> bool:
+    """Whether the sandbox refuses ``command`` as a file rewrite the file tools do instead."""
+    why = _command_problem(command, rules)
+    return why is not None and _FILE_TOOLS_REMEDY in why
+
+
 def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPlan, list[str]]:
     """``plan`` without the checks it cannot run, and a note for each: a criterion whose
     check command holds a ``<...>`` placeholder or would be refused by the session's
@@ -184,7 +195,9 @@ def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPl
     judges it from the evidence), instead of a correction the small model may never get
     right (issue 25: ``python -m wordcount.cli --top 2 <path to test file>`` went back
     three times and the session paused). A ``resources.commands`` entry goes too when it
-    is the same command as a dropped check or holds a placeholder; any other command the
+    is the same command as a dropped check, holds a placeholder, or is a file rewrite the
+    sandbox refuses in favour of the file tools (``sed -i``: the rename task's plan listed
+    one per task and the correction loop ended in ACODE-PLAN-004); any other command the
     sandbox refuses there stays a problem for the model (:func:`plan_problems`): it may
     mean something the task needs. Tasks marked completed are left as they are."""
     rules = command_policy_of(sandbox)
@@ -208,10 +221,12 @@ def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPl
             notes.append(f"acode dropped criterion {criterion.label}'s check {command!r} ({why}); the verifier "
                          "judges the criterion from the evidence")
         commands = [c for c in task.resources.commands
-                    if task.status == "completed" or (c not in dropped and not _PLACEHOLDER.search(c))]
+                    if task.status == "completed" or (c not in dropped and not _PLACEHOLDER.search(c)
+                                                      and not _file_tools_do_it(c, rules))]
         if len(commands) < len(task.resources.commands):
             notes.append(f"acode dropped {len(task.resources.commands) - len(commands)} command(s) of task "
-                         f"{task.label}'s resources.commands (a dropped check or a <...> placeholder)")
+                         f"{task.label}'s resources.commands (a dropped check, a <...> placeholder, or a file "
+                         "rewrite such as sed -i that the file tools do)")
             task = replace(task, resources=replace(task.resources, commands=commands))
         tasks.append(replace(task, acceptance=acceptance) if dropped else task)
     return (replace(plan, tasks=tasks), notes) if notes else (plan, [])

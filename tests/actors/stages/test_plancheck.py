@@ -232,8 +232,8 @@ def test_a_check_with_a_placeholder_is_dropped_and_its_criterion_kept_for_the_ve
     assert repaired.tasks[0].resources.commands == ["python -m pytest -q"]
     assert notes == [f"acode dropped criterion A1's check {PLACEHOLDER!r} (it holds a <...> placeholder); the "
                      "verifier judges the criterion from the evidence",
-                     "acode dropped 1 command(s) of task T1's resources.commands (a dropped check or a <...> "
-                     "placeholder)"]
+                     "acode dropped 1 command(s) of task T1's resources.commands (a dropped check, a <...> "
+                     "placeholder, or a file rewrite such as sed -i that the file tools do)"]
     assert _messages(repaired) == []
 
 
@@ -243,6 +243,18 @@ def test_a_check_the_sandbox_refuses_is_dropped_with_the_sandboxs_reason() -> No
     repaired, [note] = drop_unusable_checks(plan, SandboxPolicy())
     assert repaired.tasks[0].acceptance[0].check is None
     assert "the sandbox would refuse it:" in note and "'|' (pipe)" in note
+
+
+def test_a_sed_in_place_resource_command_is_dropped_the_file_tools_do_that_work() -> None:
+    # the rename task: Qwen2.5-Coder-1.5B listed a `sed -i` per task, refused each time, and
+    # the correction loop ended in ACODE-PLAN-004 after 411 s
+    sed = "sed -i s/count_words/word_counts/g wordcount/core.py"
+    plan = _plan(_task(resources={"write": ["wordcount/core.py"], "commands": [sed, "python -m pytest -q"]}))
+    assert _messages(plan) and "sed-in-place" in _messages(plan)[0]
+    repaired, [note] = drop_unusable_checks(plan, SandboxPolicy())
+    assert repaired.tasks[0].resources.commands == ["python -m pytest -q"]
+    assert "file rewrite such as sed -i" in note
+    assert _messages(repaired) == []
 
 
 def test_a_good_plan_and_other_refused_commands_are_left_as_they_are() -> None:
