@@ -12,6 +12,7 @@ from actors.stages.plancheck import drop_unusable_checks, plan_problems, read_pl
 from actors.stages.testtarget import imported_files, retarget, written_tests
 from protocol.plan import PlanProblem, Question, TaskPlan
 from protocol.sandbox import SandboxPolicy
+from tests.actors.stages.replays import CONTRACTIONS, TESTS_ONLY
 
 
 def _task(label: str = "T1", **extra: Any) -> dict[str, Any]:
@@ -288,17 +289,6 @@ FILES = {"wordcount/__init__.py", "wordcount/core.py", "wordcount/cli.py", "test
 TEST_SOURCE = ("import pytest\n\nfrom wordcount.core import count_words, top_words\n\n\n"
                "def test_contractions_are_one_word():\n    assert count_words(\"don't stop\") == {\"don't\": 1, "
                "\"stop\": 1}\n")
-CONTRACTIONS = "The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes."
-# the plan Qwen2.5-Coder-1.5B wrote for it
-TESTS_ONLY = {"goal": "Fix the test test_contractions_are_one_word in tests/test_core.py so that it passes.",
-              "status": "ready",
-              "tasks": [{"label": "T1", "title": "Fix test_contractions_are_one_word", "complexity": 1,
-                         "description": "Fix the test test_contractions_are_one_word in tests/test_core.py",
-                         "resources": {"read": ["tests/test_core.py"], "write": ["tests/test_core.py"]},
-                         "acceptance": [{"label": "A1", "description": "the test passes",
-                                         "check": {"command": "python -m pytest tests/test_core.py"}}],
-                         "steps": [{"label": "S1", "title": "Modify test_core.py", "action": "modify_file",
-                                    "description": "Fix the test so that it passes"}]}]}
 
 
 @pytest.mark.parametrize(("source", "files"), [

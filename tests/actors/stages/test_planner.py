@@ -32,6 +32,7 @@ from protocol.session import (
     SessionSnapshot,
 )
 from tests.actors.stages.conftest import write
+from tests.actors.stages.replays import CONTRACTIONS, TESTS_ONLY
 from tests.harness import Harness, wait_until
 from tests.modelserver import Json, ModelServer
 
@@ -383,17 +384,6 @@ TOP_PLAN = {"goal": "Add a --top N option to wordcount/cli.py", "status": "ready
                                        "check": {"command": PLACEHOLDER, "expect_exit": 0}}],
                        "steps": [{"label": "S1", "title": "Add --top option", "action": "modify_file",
                                   "description": "Add the --top option to the argument parsing"}]}]}
-CONTRACTIONS = "The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes."
-# Qwen2.5-Coder-1.5B's plan for CONTRACTIONS: the goal and the only write resource are the test
-TESTS_ONLY = {"goal": "Fix the test test_contractions_are_one_word in tests/test_core.py so that it passes.",
-              "status": "ready",
-              "tasks": [{"label": "T1", "title": "Fix test_contractions_are_one_word", "complexity": 1,
-                         "description": "Fix the test test_contractions_are_one_word in tests/test_core.py",
-                         "resources": {"read": ["tests/test_core.py"], "write": ["tests/test_core.py"]},
-                         "acceptance": [{"label": "A1", "description": "the test passes",
-                                         "check": {"command": "python -m pytest tests/test_core.py"}}],
-                         "steps": [{"label": "S1", "title": "Modify test_core.py", "action": "modify_file",
-                                    "description": "Fix the test so that it passes"}]}]}
 
 
 def test_the_top_n_task_in_the_wordcount_repository_is_planned_without_a_model_call(

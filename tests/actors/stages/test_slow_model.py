@@ -16,6 +16,7 @@ import pytest
 from actors.llm.openai import OpenAICompatibleModel
 from actors.stages import executor
 from protocol.events import StepRetried
+from protocol.results import StageResult
 from protocol.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.actors.stages.test_executor import plan, step
@@ -42,17 +43,22 @@ def _live(stack: Stack, server: ModelServer, **settings: Any) -> tuple[Run, Open
     return run, model
 
 
+def _timed(run: Run, model: OpenAICompatibleModel) -> tuple[StageResult, float]:
+    """The executor's result on ``run`` and the seconds it took; the live model closed after."""
+    try:
+        started = time.monotonic()
+        result = executor.run(run.ctx)
+        return result, time.monotonic() - started
+    finally:
+        model.close()
+
+
 def test_a_slow_first_turn_that_keeps_producing_past_the_step_timeout_completes(
         stack: Stack, server: ModelServer) -> None:
     # 1.2 s reading the prompt (past the 1 s step timeout), then tokens every 0.1 s
     server.queue(Text(f"{_WRITE}\n{_DONE}", chunks=8, first_s=1.2, pace_s=0.1))
     run, model = _live(stack, server, step_timeout_s=1.0)
-    try:
-        started = time.monotonic()
-        result = executor.run(run.ctx)
-        took = time.monotonic() - started
-    finally:
-        model.close()
+    result, took = _timed(run, model)
 
     assert result.ok, result.summary
     assert took > 1.9, "the turn ran well past the step timeout"
@@ -65,12 +71,7 @@ def test_a_stream_that_stalls_past_the_step_deadline_is_still_cut_and_the_next_t
         stack: Stack, server: ModelServer) -> None:
     server.queue(Stall(text=_WRITE, chunks=1, seconds=30), Text(f"{_WRITE}\n{_DONE}"))
     run, model = _live(stack, server, step_timeout_s=0.5)
-    try:
-        started = time.monotonic()
-        result = executor.run(run.ctx)
-        took = time.monotonic() - started
-    finally:
-        model.close()
+    result, took = _timed(run, model)
 
     assert result.ok, result.summary
     assert took < 1.8, "cut when the stream went silent (0.5 s), not at the 2 s limit"
