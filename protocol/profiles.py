@@ -5,7 +5,9 @@ A :class:`ModelProfile` says how the executor's tool surface suits a model: its 
 changed by writing its whole new text with write_file, what a small model gets right), the
 other tools offered (the control tools always are; a tool left out is still accepted when
 the model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
-a temperature, and a prompt style for the stages that have a compact prompt.
+a temperature, a prompt style for the stages that have a compact prompt, and a step style
+(``file``: a step that changes one file is answered as that whole file, and acode runs the
+checks after each answer, :mod:`actors.stages.filestep`; ``tools``: the tool loop).
 
 It is resolved once, when the session is submitted (:func:`profile_for`, called by
 :func:`cli.config.session_settings`), and travels in :class:`protocol.session.SessionSettings`,
@@ -39,11 +41,12 @@ from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, tool_definitions
 if TYPE_CHECKING:
     from protocol.session import SessionSettings
 
-__all__ = ["BUILTIN", "SMALL_CONTEXT", "EditStyle", "ModelProfile", "ProfileOverride", "PromptStyle", "model_size",
-           "offered_tools", "profile_for", "tool_surface", "unknown_tools"]
+__all__ = ["BUILTIN", "SMALL_CONTEXT", "EditStyle", "ModelProfile", "ProfileOverride", "PromptStyle", "StepStyle",
+           "model_size", "offered_tools", "profile_for", "tool_surface", "unknown_tools"]
 
 EditStyle = Literal["search_replace", "whole_file"]
 PromptStyle = Literal["full", "compact"]
+StepStyle = Literal["tools", "file"]
 SMALL_CONTEXT = 8_192
 ToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 _SIZE = re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)b(?![a-z0-9])")
@@ -59,6 +62,9 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     compact_tools: bool | None = None  # None: compact when num_ctx <= SMALL_CONTEXT
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # None: the model section's
     prompt_style: PromptStyle = "full"
+    # "file": a step that changes one file asks for the whole file in a code block, and acode
+    # runs the task's checks after each answer (actors.stages.filestep); "tools": the tool loop
+    step_style: StepStyle = "tools"
 
 
 class ProfileOverride(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -69,9 +75,11 @@ class ProfileOverride(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     compact_tools: bool | None = None
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
     prompt_style: PromptStyle | None = None
+    step_style: StepStyle | None = None
 
 
 _SMALL = ModelProfile(name="small", edit_style="whole_file", compact_tools=True, prompt_style="compact",
+                      step_style="file",
                       tools=["write_file", "read_file", "run_terminal", "list_directory"])
 
 #: Built-in profiles: (name pattern, the largest size in billions of parameters it covers, profile).

@@ -88,6 +88,7 @@ Kind = Literal["ollama", "openai"]
 UsageFigures = tuple[int, int] | Literal["auto", "omit"]  # (prompt, completion); "omit": report none
 _CALL_IDS = itertools.count(1)
 _STAGE = re.compile(r"^\s*You are the (planner|executor|verifier|reviewer) of acode")
+FILE_STEP_SYSTEM = "You are an expert programmer. You change one file of a project at a time."
 
 
 # -- replies ----------------------------------------------------------------------------------
@@ -416,7 +417,10 @@ def _stage_of(body: Any) -> str | None:
         return None
     for message in body.get("messages") or []:
         if isinstance(message, dict) and message.get("role") == "system":
-            match = _STAGE.match(str(message.get("content") or ""))
+            content = str(message.get("content") or "")
+            if content.startswith(FILE_STEP_SYSTEM):  # a step answered as one whole file (actors.stages.filestep)
+                return "executor"
+            match = _STAGE.match(content)
             return match.group(1) if match else None
     return None
 

@@ -55,8 +55,8 @@ from protocol.results import ModelAnswer, ModelToolCall
 from protocol.text import escape, find_bad_text, has_bad_text, scrub
 from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
 
-__all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "example_call", "file_blocks", "from_text", "parse",
-           "repair_native", "signature", "storable", "storable_answer", "unnamed_code"]
+__all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "code_blocks", "example_call", "file_blocks", "from_text",
+           "parse", "repair_native", "signature", "storable", "storable_answer", "unnamed_code"]
 
 # a placeholder, never a real-looking path: small models copy example paths into their work (issue 25)
 CALL_EXAMPLE = '{"name": "read_file", "arguments": {"path": "<path>"}}'
@@ -169,6 +169,12 @@ def file_blocks(text: str) -> list[tuple[int, int, str, str]]:
     a fence at least as long; content is the block's lines with a final newline (CRLF read
     as LF). A fence without such a path line, or never closed, is no file block."""
     return [(start, end, path, body) for start, end, path, body, _ in _fences(text) if path is not None]
+
+
+def code_blocks(text: str) -> list[tuple[str | None, str, str]]:
+    """Every closed fenced block in ``text``, in order, as (path, content, language): path
+    the line naming it as :func:`file_blocks` reads one, else None."""
+    return [(path, body, label) for _, _, path, body, label in _fences(text)]
 
 
 def unnamed_code(text: str) -> bool:

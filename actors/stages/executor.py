@@ -131,19 +131,20 @@ import msgspec
 from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
 from actors.llm.recorded import DeadlinePassed
+from actors.stages import filestep, prompts
 from actors.stages import instructions as project
-from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.callwatch import turn_deadline
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.terms import task_terms
+from actors.stages.verifier import judge
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered
 from protocol.ids import stable_id
-from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
+from protocol.plan import Check, PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
 from protocol.profiles import offered_tools, tool_surface
 from protocol.results import ExecutionReport, ModelAnswer, ModelToolCall, StageResult, StepRecord, ToolResult, Usage
 from protocol.session import Feedback, SessionSettings
@@ -311,6 +312,10 @@ class _Step:
         key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
         site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
         listing, files = self._gather(key)
+        path = filestep.target(self.task, self.step) if request.settings.profile.step_style == "file" else ""
+        shown = filestep.whole(files, path) if path else None
+        if shown is not None:  # a step that changes one file the model can see whole: the file step style
+            return self._file_try(key, site, path, shown, attempt, limit, failure)
         system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact,
                                          file_blocks=self.file_blocks, path=self._write_path()) + (
             self.project.instructions or "")
@@ -406,6 +411,102 @@ class _Step:
                 self.conversation.reply_user(repeated)
         return _Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
+
+    def _file_try(self, key: str, site: str, path: str, files: list[tuple[str, str | None]], attempt: int, limit: int,
+                  failure: _Outcome | None) -> _Outcome:
+        """One try of a step that changes one file, under the ``file`` step style
+        (:mod:`actors.stages.filestep`): each turn asks for the whole file, writes what the
+        model answered (write_file, through the pipeline) and runs the task's checks (run_terminal,
+        through the pipeline); the step is complete when they pass, or after the write when
+        the task has none. What cannot be written (no block, unchanged, not Python, code left
+        out) is answered without writing; the same problem three times in a row ends the try."""
+        request = self.ctx.request
+        assert request.plan is not None
+        current = dict(files).get(path)
+        system = filestep.SYSTEM + "\n" + self.ctx.fence.preamble() + (self.project.instructions or "")
+        text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence)
+        self.conversation = Conversation(system, text + _retry_note(attempt, limit, failure, self.earlier_failure))
+        self.attempt = attempt
+        checks = [c.check for c in self.task.acceptance if c.check is not None]
+        timeout = request.settings.step_timeout_s
+        started = time.monotonic()
+        last_problem, repeats = "", 0
+        turns = request.settings.max_turns_per_step
+        for turn in range(1, turns + 1):
+            answer = None
+            if time.monotonic() - started <= timeout:
+                self.turns += 1
+                answer = self._ask(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
+                                                nonce=self.ctx.fence.nonce,
+                                                messages=self.conversation.messages(self.budget)), started, timeout)
+            if answer is None:
+                return _Outcome("failed", f"the step took more than {timeout:g}s "
+                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
+                                          + _raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
+                                code="ACODE-EXEC-006")
+            self.conversation.answer(answer.content, [])
+            content = filestep.answered_file(answer.content, path, self.ctx.fence)
+            kind = filestep.problem(content, current, path)
+            if kind:
+                repeats = repeats + 1 if kind == last_problem else 1
+                last_problem = kind
+                said = filestep.render_problem(kind, path)
+                self._turn(turn, answer, 0, said)
+                if repeats >= _REPEATS:
+                    return _Outcome("failed", f"the model's answer could not be written {_REPEATS} times in a row: "
+                                              f"{said[:200]} (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+                self.conversation.reply_user(said)
+                self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
+                continue
+            assert content is not None
+            last_problem, repeats = "", 0
+            write = ModelToolCall(id=f"file{turn}", name="write_file", arguments={"path": path, "content": content})
+            passed = self.pipeline.run(f"{key}:t{turn}:c0", write, task=self.task.label, step=self.step.label)
+            if passed.result is None or not passed.result.ok:
+                self.denied = self.denied or passed.result is None
+                said = passed.denied if passed.result is None else prompts.render_tool_result(
+                    passed.result, self.ctx.fence, self.result_limit)
+                self._turn(turn, answer, 1, said)
+                if passed.result is None:  # a human or the policy said no: asking again would not change that
+                    return _Outcome("failed", f"writing {path} was denied: {said[:300]}", code="ACODE-EXEC-005")
+                self.conversation.reply_user(said)
+                self.conversation.note(f"write_file {path} -> failed")
+                continue
+            self.calls += 1
+            self.wrote = True
+            current = content
+            if path not in self.files:
+                self.files.append(path)
+            failed = self._run_checks(key, turn, checks)
+            self._turn(turn, answer, 1 + len(checks), "" if not failed else f"{len(failed)} check(s) failed")
+            if isinstance(failed, _Outcome):
+                return failed
+            if not failed:
+                ran = f"; {', '.join(f'`{c.command}`' for c in checks)} passed" if checks else ""
+                return _Outcome("completed", f"wrote {path}{ran}")
+            self.conversation.reply_user(filestep.render_checks_failed(path, failed, self.ctx.fence))
+            self.conversation.note(f"write_file {path} -> ok; checks failed")
+        return _Outcome("failed", f"the checks still failed after {turns} answers, each a new {path} "
+                                  "(ACODE-EXEC-003); raise max_turns_per_step, or steer the step",
+                        code="ACODE-EXEC-003")
+
+    def _run_checks(self, key: str, turn: int, checks: list[Check]) -> list[tuple[Check, str]] | _Outcome:
+        """Run ``checks`` as run_terminal calls through the pipeline; the ones that failed
+        with their evidence (:func:`actors.stages.verifier.judge`), or the outcome of a
+        denied one (the step cannot be checked as the plan says)."""
+        failed: list[tuple[Check, str]] = []
+        for index, check in enumerate(checks, start=1):
+            call = ModelToolCall(id=f"check{turn}.{index}", name="run_terminal", arguments={"command": check.command})
+            passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+            if passed.result is None:
+                self.denied = True
+                return _Outcome("failed", f"the check `{check.command}` was denied: {passed.denied[:300]}",
+                                code="ACODE-EXEC-005")
+            self.calls += 1
+            ok, evidence = judge(check, passed.result)
+            if not ok:
+                failed.append((check, evidence))
+        return failed
 
     def _same_invalid(self, answer: ModelAnswer, *, invalid: bool) -> int:
         """How many turns in a row have sent this same invalid answer (0: it is not invalid)."""

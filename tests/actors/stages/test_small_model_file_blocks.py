@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.stages import executor, prompts
@@ -57,7 +58,10 @@ def server() -> Iterator[ModelServer]:
 
 def _stage(stack: Stack, server: ModelServer, profile: ModelProfile | None = None) -> Run:
     provider = OpenAIProvider(base_url=server.openai_url, model=MODEL, num_ctx=8_192)
-    return stack.stage("executor", [], plan(), files=FILES, provider=provider, profile=profile or profile_for(MODEL))
+    # the tool loop's file blocks: the small profile answers a one-file step as the file itself
+    # (tests/actors/stages/test_file_step.py); the tool loop keeps file blocks for the rest
+    tools = msgspec.structs.replace(profile_for(MODEL), step_style="tools")
+    return stack.stage("executor", [], plan(), files=FILES, provider=provider, profile=profile or tools)
 
 
 def _results(server: ModelServer, request: int) -> str:
@@ -172,7 +176,7 @@ def test_the_written_file_runs_in_the_sandbox(stack: Stack, server: ModelServer)
     server.queue(BLOCK, run_it, DONE)
     provider = OpenAIProvider(base_url=server.openai_url, model=MODEL, num_ctx=8_192)
     run = stack.stage("executor", [], plan(), files={**FILES, "check.py": check}, provider=provider,
-                      profile=profile_for(MODEL))
+                      profile=msgspec.structs.replace(profile_for(MODEL), step_style="tools"))
 
     result = executor.run(run.ctx)
 

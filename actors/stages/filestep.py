@@ -1,0 +1,205 @@
+"""A step answered as one whole file: how a small model changes a file (issue 25).
+
+Qwen2.5-Coder-1.5B solves 4 of 5 HumanEval problems when asked, in one chat turn, for the
+complete file in a code block, and aider (whole-file edits, tests run after each answer)
+solves half the benchmark's tasks with it. In acode's tool loop the same model solved
+none: it echoed the step's message, broke the file inside a JSON string, repeated one
+useless call. So under a profile whose ``step_style`` is ``file`` (the built-in small
+profile's), a step that changes exactly one file is not a tool loop. Each turn asks the
+model for that file's complete new content in one fenced block, with the files the step
+names shown; acode writes the answer with an ordinary ``write_file`` call and runs the
+task's checks (its criteria's commands) itself, both through the same
+:class:`actors.stages.pipeline.CallPipeline` as a model's calls (autonomy, approvals,
+sandbox, journal). When every check passes the step is complete; when one fails, its
+output is the next turn's message. The model chooses no command and no path: it can write
+only the file the plan names, and only the plan's checks run.
+
+This module holds the pure parts: when the style applies (:func:`target`), the prompt
+(:data:`SYSTEM`, :func:`render`), reading the answer (:func:`answered_file`) and what is
+refused before anything is written (:func:`problem`: no block, the file unchanged, a
+syntax error, code left out), and the messages that answer a turn. The loop is
+:meth:`actors.stages.executor._Step._file_try`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from actors.llm import toolcalls
+from actors.stages.untrusted import Fence
+from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
+from protocol.session import Feedback
+
+__all__ = ["CHANGING_ACTIONS", "SYSTEM", "answered_file", "problem", "render", "render_checks_failed",
+           "render_problem", "target", "unnumbered", "whole"]
+
+CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "generate_code"})
+
+SYSTEM = ("You are an expert programmer. You change one file of a project at a time. Answer with the complete "
+          "new content of the file in one fenced code block: every line of it, not only the lines that "
+          "change, and no other code block.")
+
+# a line standing for code left out: "# ... rest of the code ...", "// existing code unchanged", "..." alone
+_LEFT_OUT = re.compile(
+    r"^\s*(?:#|//|/\*|<!--)?\s*(?:\.\.\.|…)?\s*\(?\s*(?:the\s+)?(?:rest|remainder)\s+of\s+(?:the\s+)?"
+    r"(?:code|file|function|module|class|implementation)|"
+    r"^\s*(?:#|//|/\*|<!--)\s*(?:\.\.\.|…)?\s*(?:\(?\s*)?(?:existing|other|previous|original|unchanged|same)\s+"
+    r"(?:code|functions?|methods?|imports?|lines?|content)\b|"
+    r"^\s*(?:#|//)\s*(?:\.\.\.|…)\s*$", re.IGNORECASE | re.MULTILINE)
+_LANGUAGE = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
+             ".md": "markdown", ".toml": "toml", ".json": "json", ".yml": "yaml", ".yaml": "yaml", ".sh": "bash"}
+
+
+def target(plan_task: PlanTask, step: PlanStep) -> str:
+    """The one file ``step`` changes, or '' when it is no step for one whole file: a changing
+    action and exactly one file its task writes, or, when the task writes several, exactly one
+    of them named in the step's own text."""
+    if step.action not in CHANGING_ACTIONS:
+        return ""
+    write = plan_task.resources.write
+    if len(write) == 1:
+        return write[0]
+    said = f"{step.title} {step.description}"
+    named = [path for path in write if re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w/-])", said)]
+    return named[0] if len(named) == 1 else ""
+
+
+_NUMBERED = re.compile(r" *(\d+)\t")
+
+
+def unnumbered(shown: str) -> str | None:
+    """A file's text from read_file's numbered lines, or None when ``shown`` is not the
+    whole file so numbered (cut, empty, read from an offset, an error's text)."""
+    lines = shown.split("\n")
+    ends = shown.endswith("\n")
+    if ends:
+        lines.pop()
+    out = []
+    for expected, line in enumerate(lines, start=1):
+        found = _NUMBERED.match(line)
+        if found is None or int(found.group(1)) != expected:
+            return None
+        out.append(line[found.end():])
+    return "\n".join(out) + ("\n" if ends else "")
+
+
+def whole(files: Sequence[tuple[str, str | None]], path: str) -> list[tuple[str, str | None]] | None:
+    """``files`` as the step's first message gathered them (read_file's numbered text; None:
+    no such file), as their own text, or None when ``path`` is there but not whole (cut to
+    the context, or unreadable): a file the model cannot see whole must not be rewritten
+    whole. A file for reference that is not whole is shown as it was read."""
+    out: list[tuple[str, str | None]] = []
+    for name, text in files:
+        plain = None if text is None else unnumbered(text)
+        if name == path and text is not None and plain is None:
+            return None
+        out.append((name, text if plain is None else plain))
+    return out
+
+
+def _language(path: str) -> str:
+    return next((name for suffix, name in _LANGUAGE.items() if path.endswith(suffix)), "")
+
+
+def _block(path: str, text: str, fence: Fence) -> str:
+    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`{3,}", text)), default=0) + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return fence.wrap(f"file {path}", f"{ticks}{_language(path)}\n{body}{ticks}")
+
+
+def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
+           feedback: Feedback | None, fence: Fence) -> str:
+    """The step's message: the request, the step when it says more, the checks that will
+    run, the other files the step names, then ``path`` as it is now, last, next to what to
+    answer (the direct prompt's order). Workspace text is fenced."""
+    lines = [f"The request: {plan.goal}"]
+    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
+    if said:
+        lines.append(f"Your part of it: {said}")
+    checks = [c for c in plan_task.acceptance if c.check is not None]
+    judged = [c for c in plan_task.acceptance if c.check is None]
+    if checks:
+        lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
+                     + ". It must succeed.")
+    if judged:
+        lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
+    for name, text in files:
+        if name != path and text is not None:
+            lines += [f"{name}, for reference (do not change it):", _block(name, text, fence)]
+    current = dict(files).get(path)
+    if feedback is not None:
+        lines.append(f"The {feedback.source} found problems with the last change: {feedback.summary}")
+        lines += [f"- {item.label}: {item.problem}" + (f"\n{fence.wrap('evidence', item.detail)}" if item.detail
+                                                       else "") for item in feedback.items]
+    if current is None:
+        lines.append(f"{path} does not exist yet.")
+    else:
+        lines += [f"{path} now:", _block(path, current, fence)]
+    lines.append(f"Answer with the complete new {path} in one ```{_language(path)} code block.")
+    return "\n\n".join(lines)
+
+
+def answered_file(answer: str, path: str, fence: Fence) -> str | None:
+    """The file an answer gives for ``path``: the block named ``path``, else the longest
+    block named nothing (a block named as another file is not this one), else a whole-file
+    write_file call to ``path`` written as JSON; the fence's own marker lines, which a small
+    model copies from the prompt, are dropped. None: no such block."""
+    blocks = toolcalls.code_blocks(answer)
+    named = [body for name, body, _ in blocks if name is not None and name.lstrip("./") == path]
+    unnamed = [body for name, body, label in blocks if name is None and label.lower() not in ("json", "diff")]
+    body = named[-1] if named else max(unnamed, key=len, default=None)
+    if body is None:
+        parsed = toolcalls.parse(answer, frozenset({"write_file"}))
+        calls = [] if parsed.problem is not None else parsed.calls
+        body = next((str(c.arguments["content"]) for c in calls
+                     if c.name == "write_file" and str(c.arguments.get("path", "")).lstrip("./") == path
+                     and isinstance(c.arguments.get("content"), str)), None)
+    if body is None:
+        return None
+    kept = [line for line in body.split("\n") if fence.nonce not in line]
+    return "\n".join(kept)
+
+
+def problem(content: str | None, current: str | None, path: str) -> str:
+    """Why ``content`` (the answered file; None: no block) is not written over ``current``
+    (None: no file yet), or '': no code block, the file as it is, Python that does not
+    compile (compiled only, never run), a line standing for code left out of a file that had
+    more."""
+    if content is None or not content.strip():
+        return "no_block"
+    if current is not None and content.strip() == current.strip():
+        return "unchanged"
+    if path.endswith(".py"):
+        try:
+            compile(content, path, "exec", dont_inherit=True)
+        except SyntaxError as error:
+            return f"syntax:{error.msg} (line {error.lineno})"
+        except (ValueError, RecursionError, MemoryError) as error:
+            return f"syntax:{type(error).__name__}: {error}"
+    if current is not None and _LEFT_OUT.search(content) and not _LEFT_OUT.search(current):
+        return "left_out"
+    return ""
+
+
+def render_problem(kind: str, path: str) -> str:
+    """The next turn's message for :func:`problem`'s ``kind``."""
+    ask = f"Answer with the complete new {path} in one ```{_language(path)} code block."
+    if kind == "no_block":
+        return f"Your answer had no code block, so nothing was written. {ask}"
+    if kind == "unchanged":
+        return f"Your code block is {path} exactly as it already is: nothing changed. Make the change. {ask}"
+    if kind == "left_out":
+        return (f"Your code block leaves part of {path} out (a comment stands for the rest), so it was not "
+                f"written: it would delete that code. {ask} Give every line.")
+    assert kind.startswith("syntax:")
+    return f"Your code block was not written: it is not valid Python: {kind[7:]}. {ask}"
+
+
+def render_checks_failed(path: str, failed: Sequence[tuple[Check, str]], fence: Fence) -> str:
+    """The next turn's message after the checks ran on the written file: each failure's evidence."""
+    lines = [f"acode wrote {path} and ran the checks. They failed:"]
+    lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failed]
+    lines.append(f"Fix {path} so that they pass. Answer with the complete new {path} in one "
+                 f"```{_language(path)} code block.")
+    return "\n\n".join(lines)

@@ -1,0 +1,238 @@
+"""A small model's step answered as one whole file, replayed over real HTTP from the stand-in server (issue 25).
+
+In the benchmark, Qwen2.5-Coder-1.5B on llama.cpp solved none of acode's tasks in the tool
+loop (it echoed the step's message, broke files inside JSON strings, repeated a useless
+call) while it solves HumanEval problems asked in one chat turn for the whole file. Under
+the small profile's ``file`` step style the executor asks just that, writes the block
+through the pipeline and runs the task's checks itself (:mod:`actors.stages.filestep`).
+The answers here are the shapes the real model sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from actors.stages import executor, filestep
+from protocol.events import TurnAnswered
+from protocol.plan import PlanStep, PlanTask
+from protocol.profiles import profile_for
+from protocol.session import OpenAIProvider
+from tests.actors.stages.conftest import Run, Stack
+from tests.modelserver import ModelServer, Text
+
+MODEL = "qwen2.5-coder-1.5b-instruct"  # profile_for chooses "small": the file step style
+HEAD = "def add(a: int, b: int) -> int:\n    \"\"\"The sum of a and b.\"\"\"\n"
+STUB = HEAD + "    raise NotImplementedError\n"
+RIGHT = HEAD + "    return a + b\n"
+WRONG = HEAD + "    return a - b\n"
+CHECK = ("from solution import add\n\n"
+         "assert add(2, 3) == 5, f'add(2, 3) gave {add(2, 3)}'\n"
+         "print('all good')\n")
+FILES = {"solution.py": STUB, "check_solution.py": CHECK}
+COMMAND = "python check_solution.py"
+
+
+def plan(check: bool = True, write: list[str] | None = None, action: str = "modify_file") -> dict[str, Any]:
+    step = {"label": "S1", "title": "Implement add in solution.py so that check_solution.py passes", "action": action}
+    criterion: dict[str, Any] = {"label": "A1", "description": "check_solution.py passes"}
+    if check:
+        criterion["check"] = {"command": COMMAND, "expect_output": "all good"}
+    return {"goal": "Implement `add` in solution.py so that check_solution.py passes.", "status": "ready",
+            "tasks": [{"label": "T1", "title": "the task", "steps": [step], "acceptance": [criterion],
+                       "resources": {"read": ["check_solution.py"], "write": write or ["solution.py"]}}]}
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer(models=[MODEL]) as running:
+        yield running
+
+
+def _stage(stack: Stack, server: ModelServer, the_plan: dict[str, Any] | None = None,
+           files: dict[str, str] | None = None, **settings: Any) -> Run:
+    provider = OpenAIProvider(base_url=server.openai_url, model=MODEL, num_ctx=8_192)
+    return stack.stage("executor", [], the_plan or plan(), files=files or FILES, provider=provider,
+                       profile=profile_for(MODEL), **settings)
+
+
+def _said(server: ModelServer, request: int) -> str:
+    """The message acode sent after the model's last answer, in chat request ``request``."""
+    messages = server.chats[request].messages
+    return str(messages[-1]["content"]) if messages[-1]["role"] == "user" else ""
+
+
+def test_the_small_profile_answers_a_one_file_step_as_that_file() -> None:
+    assert profile_for(MODEL).step_style == "file"
+    assert profile_for("qwen2.5-coder:32b").step_style == "tools"
+    assert filestep.target(msgspec.convert(plan()["tasks"][0], PlanTask),
+                           msgspec.convert(plan()["tasks"][0]["steps"][0], PlanStep)) == "solution.py"
+
+
+def test_a_plain_code_block_is_written_and_the_passing_check_completes_the_step(
+        stack: Stack, server: ModelServer) -> None:
+    # what the model answers when asked as the direct prompt asks: a ```python block, no path line
+    server.queue(Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert (record.status, record.turns, record.files_changed) == ("completed", 1, ["solution.py"])
+    assert f"`{COMMAND}` passed" in record.summary
+    [chat] = server.chats
+    assert "tools" not in chat.body  # no tool definitions: nothing to call
+    system, user = (str(m["content"]) for m in chat.messages)
+    assert system.startswith(filestep.SYSTEM)
+    # the file to change comes last, right before what to answer; the check file before it, fenced
+    assert user.index("check_solution.py, for reference") < user.index("solution.py now:")
+    assert user.endswith("Answer with the complete new solution.py in one ```python code block.")
+    assert f"After your answer acode runs: `{COMMAND}`. It must succeed." in user
+    assert f"<<untrusted file solution.py {run.ctx.fence.nonce}>>\n```python\n{STUB}```" in user, user
+
+
+def test_a_failing_check_shows_its_output_and_the_next_answer_fixes_it(stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(f"```python\n{WRONG}```"), Text(f"solution.py\n```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    said = _said(server, 1)
+    assert said.startswith("acode wrote solution.py and ran the checks. They failed:")
+    assert "add(2, 3) gave -1" in said  # the check's own output
+    assert said.endswith("Fix solution.py so that they pass. Answer with the complete new solution.py in one "
+                         "```python code block.")
+    turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
+    assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [(1, 2, "1 check(s) failed"), (2, 2, "")]
+
+
+def test_the_stub_sent_back_unchanged_is_not_a_change(stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(f"```python\n{STUB}```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert _said(server, 1).startswith("Your code block is solution.py exactly as it already is: nothing changed.")
+    assert result.execution.steps[0].turns == 2  # type: ignore[union-attr]
+
+
+def test_the_step_message_echoed_back_three_times_ends_the_try_without_a_write(
+        stack: Stack, server: ModelServer) -> None:
+    # the real model's answer in the tool loop: the step's own message, echoed
+    echo = Text("Your step, S1: Implement add in solution.py so that check_solution.py passes\nAction: modify_file")
+    server.queue(echo, echo, echo)
+    run = _stage(stack, server, step_retry_limit=1)
+
+    result = executor.run(run.ctx)
+
+    assert not result.ok
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert record.status == "failed" and record.code == "ACODE-EXEC-008", record
+    assert (run.workspace / "solution.py").read_text() == STUB
+    assert _said(server, 1) == filestep.render_problem("no_block", "solution.py")
+
+
+def test_code_left_out_or_broken_python_is_not_written(stack: Stack, server: ModelServer) -> None:
+    longer = STUB + "\n\ndef sub(a: int, b: int) -> int:\n    return a - b\n"
+    lazy = HEAD + "    return a + b\n\n# ... rest of the code ...\n"
+    broken = HEAD + "    return a +\n"
+    server.queue(Text(f"```python\n{lazy}```"), Text(f"```python\n{broken}```"),
+                 Text(f"```python\n{RIGHT}\n\ndef sub(a: int, b: int) -> int:\n    return a - b\n```"))
+    run = _stage(stack, server, files={**FILES, "solution.py": longer})
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert _said(server, 1).startswith("Your code block leaves part of solution.py out")
+    assert _said(server, 2).startswith("Your code block was not written: it is not valid Python: invalid syntax "
+                                       "(line 3).")
+    assert "def sub" in (run.workspace / "solution.py").read_text()
+
+
+def test_a_json_write_call_and_copied_fence_markers_are_read_as_the_file(stack: Stack, server: ModelServer) -> None:
+    # the model kept to the tool loop's JSON habit, and copied the fence's marker lines
+    server.queue(Text('{"name": "write_file", "arguments": {"path": "solution.py", "content": '
+                      + msgspec.json.encode(RIGHT).decode() + "}}"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    marked = f"<<untrusted file solution.py {run.ctx.fence.nonce}>>\n{RIGHT}<<end {run.ctx.fence.nonce}>>\n"
+    assert filestep.answered_file(f"```python\n{marked}```", "solution.py", run.ctx.fence) == RIGHT
+
+
+def test_a_block_named_as_another_file_is_not_written_to_the_step_file(stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(f"check_solution.py\n```python\n{CHECK}print('changed')\n```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "check_solution.py").read_text() == CHECK  # the model writes only the step's file
+    assert _said(server, 1).startswith("Your answer had no code block, so nothing was written.")
+
+
+def test_without_a_check_the_write_completes_the_step(stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server, plan(check=False))
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert result.execution.steps[0].summary == "wrote solution.py"  # type: ignore[union-attr]
+
+
+def test_a_step_of_several_files_and_the_tools_style_keep_the_tool_loop() -> None:
+    several = plan(write=["solution.py", "other.py"])
+    task = msgspec.convert(several["tasks"][0], PlanTask)
+    assert filestep.target(task, task.steps[0]) == "solution.py"  # the one of them its step names
+    task = msgspec.convert(plan(write=["a.py", "b.py"])["tasks"][0], PlanTask)
+    assert filestep.target(task, task.steps[0]) == ""
+    task = msgspec.convert(plan(action="run_command")["tasks"][0], PlanTask)
+    assert filestep.target(task, task.steps[0]) == ""
+
+
+def test_a_replayed_file_step_asks_the_model_nothing_again(stack: Stack, server: ModelServer) -> None:
+    server.queue(Text(f"```python\n{WRONG}```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+    assert executor.run(run.ctx).ok
+    asked = len(server.chats)
+
+    again = executor.run(run.ctx)  # the stage dispatched again (a crash after the answers were recorded)
+
+    assert again.ok, again.summary
+    assert len(server.chats) == asked
+
+
+def test_only_a_file_read_whole_is_rewritten_whole() -> None:
+    numbered = "     1\tdef add(a, b):\n     2\t\treturn a + b\n"
+    assert filestep.unnumbered(numbered) == "def add(a, b):\n\treturn a + b\n"  # a tab in the file stays
+    assert filestep.unnumbered("     1\tx = 1") == "x = 1"  # no newline at the end: none added
+    cut = numbered + "[… 9,000 characters (~2,250 tokens) cut here; 9,100 in all. Ask for less …]\n     9\ty\n"
+    assert filestep.unnumbered(cut) is None
+    assert filestep.unnumbered("     3\tfrom an offset\n") is None
+    assert filestep.whole([("solution.py", cut)], "solution.py") is None  # the tool loop, which can read parts
+    assert filestep.whole([("other.py", cut), ("solution.py", None)], "solution.py") == [
+        ("other.py", cut), ("solution.py", None)]
+
+
+def test_a_file_too_large_to_show_whole_keeps_the_tool_loop(stack: Stack, server: ModelServer) -> None:
+    big = STUB + "".join(f"\n\ndef helper_{n}(x: int) -> int:\n    return x + {n}\n" for n in range(600))
+    server.queue(Text('{"name": "step_complete", "arguments": {"summary": "nothing to do"}}'),
+                 Text('{"name": "step_complete", "arguments": {"summary": "nothing to do"}}'))
+    run = _stage(stack, server, files={**FILES, "solution.py": big})
+
+    executor.run(run.ctx)
+
+    assert not str(server.chats[0].messages[0]["content"]).startswith(filestep.SYSTEM)
+    assert "tools" in server.chats[0].body
