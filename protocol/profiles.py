@@ -7,7 +7,10 @@ other tools offered (the control tools always are; a tool left out is still acce
 the model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
 a temperature, a prompt style for the stages that have a compact prompt, and a step style
 (``file``: a step that changes one file is answered as that whole file, and acode runs the
-checks after each answer, :mod:`actors.stages.filestep`; ``tools``: the tool loop).
+checks after each answer, :mod:`actors.stages.filestep`; ``tools``: the tool loop), and a
+review style (``checks``: a change whose criteria all passed, one at least by a command, is
+approved by them when the reviewer's model is this one; ``model``: the reviewer's model
+judges every change).
 
 It is resolved once, when the session is submitted (:func:`profile_for`, called by
 :func:`cli.config.session_settings`), and travels in :class:`protocol.session.SessionSettings`,
@@ -41,12 +44,14 @@ from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, tool_definitions
 if TYPE_CHECKING:
     from protocol.session import SessionSettings
 
-__all__ = ["BUILTIN", "SMALL_CONTEXT", "EditStyle", "ModelProfile", "ProfileOverride", "PromptStyle", "StepStyle",
+__all__ = ["BUILTIN", "SMALL_CONTEXT", "EditStyle", "ModelProfile", "ProfileOverride", "PromptStyle", "ReviewStyle",
+           "StepStyle",
            "model_size", "offered_tools", "profile_for", "tool_surface", "unknown_tools"]
 
 EditStyle = Literal["search_replace", "whole_file"]
 PromptStyle = Literal["full", "compact"]
 StepStyle = Literal["tools", "file"]
+ReviewStyle = Literal["model", "checks"]
 SMALL_CONTEXT = 8_192
 ToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 _SIZE = re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)b(?![a-z0-9])")
@@ -65,6 +70,9 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     # "file": a step that changes one file asks for the whole file in a code block, and acode
     # runs the task's checks after each answer (actors.stages.filestep); "tools": the tool loop
     step_style: StepStyle = "tools"
+    # "checks": when the reviewer's model is this one, a change whose criteria all passed, one at
+    # least by a command, is approved by those checks without asking it (actors.stages.reviewer)
+    review: ReviewStyle = "model"
 
 
 class ProfileOverride(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -76,10 +84,11 @@ class ProfileOverride(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
     prompt_style: PromptStyle | None = None
     step_style: StepStyle | None = None
+    review: ReviewStyle | None = None
 
 
 _SMALL = ModelProfile(name="small", edit_style="whole_file", compact_tools=True, prompt_style="compact",
-                      step_style="file",
+                      step_style="file", review="checks",
                       tools=["write_file", "read_file", "run_terminal", "list_directory"])
 
 #: Built-in profiles: (name pattern, the largest size in billions of parameters it covers, profile).

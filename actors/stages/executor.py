@@ -790,14 +790,20 @@ def _which(where: str, state: str) -> str:
     return f"{where}, which {'failed' if state == 'failed' else 'was not run either'}"
 
 
-def review_task(feedback: Feedback, files: list[str]) -> PlanTask:
+def review_task(feedback: Feedback, files: list[str], plan: TaskPlan | None = None) -> PlanTask:
     """The extra step of an executor visit the reviewer sent back with ``request_changes``:
-    make the changes it listed (shown as the step's feedback), in the files changed so far."""
+    make the changes it listed (shown as the step's feedback), in the files changed so far.
+    When that is one file, the step writes it (a step the ``file`` step style can answer as
+    that file), and the plan's checked criteria are the task's (they run after each answer
+    under that style)."""
     step = PlanStep(label="S1", title="Make the changes the reviewer asked for", action="modify_file",
                     description="Make each change listed in the reviewer's feedback below, and nothing else.",
                     expected_output="the reviewer's issues resolved")
+    checked = [c for c in plan.criteria() if c.check is not None] if plan is not None else []
     return PlanTask(label=f"review{feedback.cycle or 1}", title="Changes asked for by the reviewer",
-                    description=feedback.summary, resources=Resources(read=files[:_MAX_CONTEXT_FILES]), steps=[step])
+                    description=feedback.summary, acceptance=checked if len(files) == 1 else [],
+                    resources=Resources(read=files[:_MAX_CONTEXT_FILES], write=files if len(files) == 1 else []),
+                    steps=[step])
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -825,7 +831,7 @@ def run(ctx: StageContext) -> StageResult:
     feedback = request.feedback
     if feedback is not None and feedback.source == "reviewer":
         so_far = list(dict.fromkeys(f for r in earlier for f in r.files_changed))
-        extra = review_task(feedback, so_far)
+        extra = review_task(feedback, so_far, plan)
         work = [*work, (extra, extra.steps[0])]
     shared = _Project()
     for task, step in work:

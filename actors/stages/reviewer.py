@@ -31,9 +31,11 @@ from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
 from actors.stages.terms import created_paths
 from protocol.errors import ModelError
+from protocol.messages import RunStage
 from protocol.results import ReviewerAnswer, StageResult
+from protocol.session import OllamaProvider, OpenAIProvider
 
-__all__ = ["citation_problem", "run"]
+__all__ = ["approved_by_checks", "citation_problem", "run"]
 
 _RETRIES = 1
 
@@ -74,10 +76,40 @@ def _parts(ctx: StageContext, system: str, diff: str) -> list[Part]:
     return parts
 
 
+def approved_by_checks(request: RunStage) -> str:
+    """Why the change is approved without asking the reviewer's model, or '' (ask it): the
+    profile's review style is ``checks`` (the small profile's: Qwen2.5-Coder-1.5B, asked to
+    review, rejected a HumanEval solution whose test passed and sent it back to be broken),
+    the reviewer's model is the one the profile is for, and every criterion of the plan
+    passed the verifier, at least one by running its command."""
+    settings = request.settings
+    provider = settings.provider
+    if settings.profile.review != "checks" or not isinstance(provider, OllamaProvider | OpenAIProvider):
+        return ""
+    if provider.model_for("reviewer") != provider.model_for("executor"):
+        return ""
+    verification = request.previous.verification if request.previous is not None else None
+    labels = [c.label for c in request.plan.criteria()] if request.plan is not None else []
+    if verification is None or not verification.passed or not labels:
+        return ""
+    passed = {v.label for v in verification.criteria if v.passed}
+    ran = [c for c in request.plan.criteria() if c.check is not None and c.label in passed] if request.plan else []
+    if any(label not in passed for label in labels) or not ran:
+        return ""
+    commands = ", ".join(f"`{c.check.command}`" for c in ran if c.check is not None)
+    return (f"approved by the checks: every criterion passed ({', '.join(labels)}; {commands} ran), and the "
+            f"model profile {settings.profile.name or 'in use'!r} reviews by checks, not by the model")
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     system = f"{prompts.REVIEWER}\n{ctx.fence.preamble()}{instructions.section(ctx)}"
     diff, changes = ctx.diff("r")  # ACODE-ORCH-012 when it cannot be computed: never a review without it
+    checked = approved_by_checks(request)
+    if checked:
+        ctx.log.info("review_by_checks", profile=request.settings.profile.name)
+        return ctx.result(ok=True, summary=checked[:300], review=ReviewerAnswer(decision="approve", summary=checked),
+                          changes=changes)
     parts = fit(request.settings, "reviewer", _parts(ctx, system, diff), extra_tokens=60)  # the note below
     trimmed = [p.name for p in parts if p.cut]
     if trimmed:
