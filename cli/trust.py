@@ -253,6 +253,14 @@ def tighten(user: AcodeConfig, workspace: AcodeConfig) -> tuple[AcodeConfig, lis
         if stages["planner"].require_human_approval is False:
             dropped.append(("orchestration.stages.planner.require_human_approval", "False", "True"))
         changes.setdefault("orchestration", {})["stages"] = {**stages, "planner": planner}
+    profiles = workspace.model.profiles or {}
+    if any(o.review == "checks" for o in profiles.values()):  # skipping the model's review is the user's to choose
+        for pattern, override in profiles.items():
+            if override.review == "checks":
+                dropped.append((f"model.profiles.{pattern}.review", "'checks'", "the profile's own"))
+        changes.setdefault("model", {})["profiles"] = {
+            pattern: msgspec.structs.replace(o, review=None) if o.review == "checks" else o
+            for pattern, o in profiles.items()}
     result = workspace
     for section, fields in changes.items():
         if section == "autonomy":

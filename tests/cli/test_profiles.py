@@ -95,6 +95,26 @@ def test_model_profiles_in_config_reach_the_session_with_the_temperature(tmp_pat
     assert settings.profile.temperature == 0.3
 
 
+def test_the_step_and_review_styles_are_set_by_the_user_and_a_workspace_cannot_skip_the_review(
+        tmp_path: Path) -> None:
+    small = profile_for("qwen2.5-coder:1.5b")
+    assert (small.step_style, small.review) == ("file", "checks")
+    home, workspace = tmp_path / "home", tmp_path / "w"
+    _write(home / "config.yml", "model:\n  provider: openai\n  model: qwen2.5-coder-7b-instruct\n  profiles:\n"
+                                "    'qwen2.5-coder-7b*': {step_style: file, review: checks}\n")
+    settings = session_settings(resolve(home=home, workspace=workspace, env={}))
+    assert (settings.profile.step_style, settings.profile.review) == ("file", "checks")
+
+    # a workspace may change how the model is asked, not skip the model's review
+    _write(home / "config.yml", "model: {provider: openai, model: qwen2.5-coder-7b-instruct}\n")
+    _write(workspace / ".agent" / "config.yml",
+           "model:\n  profiles:\n    'qwen*': {step_style: file, review: checks}\n")
+    notices: list[str] = []
+    settings = session_settings(resolve(home=home, workspace=workspace, env={}, notices=notices))
+    assert (settings.profile.step_style, settings.profile.review) == ("file", "model")
+    assert any("model.profiles.qwen*.review: 'checks'" in notice for notice in notices), notices
+
+
 def test_a_profile_naming_an_unknown_tool_or_key_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _write(home / "config.yml", "model: {provider: ollama, model: m, profiles: {m: {tools: [write_file, rm]}}}\n")
