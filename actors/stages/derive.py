@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from protocol.plan import Check, Criterion, PlanStep, PlanTask, Resources, TaskPlan
 
 __all__ = ["asks_for_tests", "derive", "is_test_file"]
@@ -103,6 +105,69 @@ def _one_file_change(task: str, files: set[str]) -> TaskPlan | None:
                                                acceptance=criteria, steps=[step])])
 
 
+_ADD_TEST = re.compile(r"(?:please\s+)?(?:add|write)\s+(?:a|an|one|another|a\s+new)?\s*(?:unit\s+)?test\s+"
+                       r"(?:of|for)\s+(?P<what>[^\n]{1,80}?)\s+(?:to|in)\s+" + _NAMED.replace("NAME", "test"),
+                       re.IGNORECASE)
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"\n]{1,300})", line \d+', re.MULTILINE)
+_FIX = re.compile(r"\b(?:fix|crash\w*|repair|solve)\b", re.IGNORECASE)
+
+
+def _add_test(text: str, files: set[str]) -> TaskPlan | None:
+    """``add a test of <what> to <test file>``: one step on that existing test file, checked by
+    running it (see the module's docstring)."""
+    match = _ADD_TEST.fullmatch(text)
+    if match is None:
+        return None
+    test = match["test"]
+    named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
+    if named != {test} or test not in files or not is_test_file(test) or not test.endswith(".py"):
+        return None
+    command = f"python -m pytest -q {test}"
+    criteria = [Criterion(label="A1", description=f"{test} passes", check=Check(command=command)),
+                Criterion(label="A2", description=f"{test} has a new test of {match['what']}")]
+    step = PlanStep(label="S1", title=text, action="modify_file",
+                    description=f"Add the new test to {test} and keep every test it has. Do not change the code "
+                                "under test.")
+    resources = Resources(read=[test], write=[test], commands=[command])
+    return TaskPlan(goal=text, tasks=[PlanTask(label="T1", title=text, complexity=1, resources=resources,
+                                               acceptance=criteria, steps=[step])])
+
+
+def _traceback_fix(task: str, files: set[str]) -> TaskPlan | None:
+    """A task that shows a Python traceback and asks for a fix: one step on the last frame's
+    file that is a workspace source file (not a test), the other frames' files shown; the
+    workspace's tests still pass when it has any (see the module's docstring)."""
+    if "Traceback (most recent call last):" not in task or not _FIX.search(task) or len(task) > 6_000:
+        return None
+    frames = [_workspace_path(m["file"], files) for m in _FRAME.finditer(task)]
+    ours = [f for f in dict.fromkeys(frames) if f is not None and f.endswith(".py") and not is_test_file(f)]
+    if not ours:
+        return None
+    target = next(f for f in reversed(frames) if f in ours)
+    criteria = [Criterion(label="A1", description="the change fixes the error the traceback shows")]
+    commands = []
+    if any(is_test_file(f) and f.endswith(".py") for f in files):
+        commands = ["python -m pytest -q"]
+        criteria.insert(0, Criterion(label="A1", description="the workspace's tests pass",
+                                     check=Check(command=commands[0])))
+        criteria[1] = msgspec.structs.replace(criteria[1], label="A2")
+    title = f"Fix the error the traceback shows, in {target}"
+    step = PlanStep(label="S1", title=title, action="modify_file",
+                    description=f"The error is raised in {target}: fix it there, as the task says.")
+    resources = Resources(read=[f for f in ours if f != target] + [target], write=[target], commands=commands)
+    return TaskPlan(goal=task.strip(), tasks=[PlanTask(label="T1", title=title, complexity=1, resources=resources,
+                                                       acceptance=criteria, steps=[step])])
+
+
+def _workspace_path(shown: str, files: set[str]) -> str | None:
+    """The workspace file a traceback's frame names (relative, or absolute ending in one), or None."""
+    path = shown.replace("\\", "/")
+    if path in files:
+        return path
+    found = [f for f in files if path.endswith("/" + f)]
+    return max(found, key=len) if found else None
+
+
 def _one_sentence(task: str) -> str | None:
     """The task as one line without its final stop, or None when it is more than one sentence."""
     text = " ".join(task.split()).rstrip(".!")
@@ -123,8 +188,10 @@ def derive(task: str, files: set[str]) -> TaskPlan | None:
     """A one-task, one-step plan for ``task`` made of what it states, or None (the model
     plans). ``files``: the workspace's files, relative to its root."""
     text = _one_sentence(task)
+    if text is not None and (added := _add_test(text, files)) is not None:
+        return added
     if text is None or not (_IMPLEMENT.fullmatch(text) or _PRINTS.fullmatch(text)):
-        return _one_file_change(task, files)
+        return _traceback_fix(task, files) or _one_file_change(task, files)
     named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
     if (match := _IMPLEMENT.fullmatch(text)) is not None:
         target, test = match["target"], match["test"]

@@ -103,7 +103,6 @@ def test_a_request_followed_by_more_sentences_keeps_the_whole_task_as_its_goal()
 @pytest.mark.parametrize("task", [
     TOP.replace("wordcount/cli.py", "wordcount/main.py"),  # no such file
     "Add a --top N option to wordcount/cli.py and wordcount/core.py",  # two files
-    "Add a test of count_words to tests/test_core.py",  # the target is a test file
     "Add a --top N option to wordcount/cli.py and a test for it",  # a test file too
     "Rename count_words to word_counts in wordcount/core.py",
     "Refactor wordcount/core.py",
@@ -145,3 +144,49 @@ def test_a_derived_step_has_no_expected_output_a_model_could_write_as_the_file()
              derive("Implement `add` in solution.py so that test_solution.py passes.", FILES)]
     assert all(plan is not None for plan in plans)
     assert [s.expected_output for p in plans if p for t in p.tasks for s in t.steps] == ["", "", ""]
+
+
+TRACEBACK = '''`python -m wordcount.cli empty.txt` on an empty file crashes:
+
+Traceback (most recent call last):
+  File "/home/me/proj/wordcount/cli.py", line 22, in <module>
+    sys.exit(main())
+  File "wordcount/cli.py", line 17, in main
+    print(f"average length {average_length(counts):.2f}")
+  File "wordcount/core.py", line 22, in average_length
+    return sum(len(word) * count for word, count in counts.items()) / total
+ZeroDivisionError: division by zero
+
+Fix it: for an empty file the average length is 0 and the command exits 0.'''
+
+
+def test_add_a_test_of_something_to_a_test_file_is_one_step_on_that_file_checked_by_running_it() -> None:
+    # the benchmark's edit/add-test: the model planned it in 32 s and the tool loop failed it
+    plan = derive("Add a test of average_length to tests/test_core.py.", WORDCOUNT)
+    assert plan is not None
+    [only] = plan.tasks
+    assert (only.resources.write, only.steps[0].action) == (["tests/test_core.py"], "modify_file")
+    a1, a2 = only.acceptance
+    assert a1.check is not None and a1.check.command == "python -m pytest -q tests/test_core.py"
+    assert (a2.description, a2.check) == ("tests/test_core.py has a new test of average_length", None)
+    for other in ("Add a test of average_length to tests/test_cli.py.",  # no such file
+                  "Add a test of average_length to wordcount/core.py.",  # not a test file
+                  "Add a test of average_length to tests/test_core.py and fix wordcount/core.py."):
+        assert derive(other, WORDCOUNT) is None, other
+
+
+def test_a_traceback_to_fix_is_one_step_on_its_last_workspace_frame() -> None:
+    plan = derive(TRACEBACK, WORDCOUNT)
+    assert plan is not None
+    [only] = plan.tasks
+    assert only.resources.write == ["wordcount/core.py"]  # where the error is raised
+    assert only.resources.read == ["wordcount/cli.py", "wordcount/core.py"]  # the absolute frame found too
+    assert plan.goal == TRACEBACK.strip()  # the traceback itself is what the executor needs to see
+    a1, a2 = only.acceptance
+    assert a1.check is not None and a1.check.command == "python -m pytest -q" and a2.check is None
+    # a frame outside the workspace (the standard library) is never the target
+    outside = TRACEBACK.replace('File "wordcount/core.py"', 'File "/usr/lib/python3.11/json/decoder.py"')
+    assert derive(outside, WORDCOUNT).tasks[0].resources.write == ["wordcount/cli.py"]  # type: ignore[union-attr]
+    # a traceback without a request to fix it, or in no workspace file: the model plans
+    assert derive(TRACEBACK.replace("Fix it", "Explain it").replace("crashes", "stops"), WORDCOUNT) is None
+    assert derive(TRACEBACK, {"other.py", "tests/test_other.py"}) is None
