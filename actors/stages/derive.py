@@ -4,7 +4,7 @@ A small task that names its file and its check needs no planning: asking a small
 model for a plan costs a request of a thousand prompt tokens or more and tens of seconds
 before any code is touched, and the plan it writes can mislead the executor (a goal that
 sends it to edit the tests, a directory the task never named). :func:`derive` recognises
-two forms by simple rules and gives a one-task, one-step plan made only of what the task
+a few forms by simple rules and gives a one-task, one-step plan made only of what the task
 states; anything else (a re-plan, answers, two sentences, another file named, a test file
 as the target, a file that is not where the task says) is the model's to plan:
 
@@ -27,6 +27,17 @@ as the target, a file that is not where the task says) is the model's to plan:
   words that reach past one file: rename, refactor, everywhere, across, all/every
   file/module/place/occurrence/call/use (``prints every word`` is fine), a new file or
   module, create, move, delete, remove.
+
+- ``add a test of <what> to <test file>`` (one sentence, the test file existing and the only
+  path named): one ``modify_file`` step on the test file; A1 runs it (``python -m pytest -q
+  <test file>``), A2 says it has a new test of ``<what>`` (the verifier's model judges it).
+- a task holding a Python traceback (``Traceback (most recent call last):``) and a word asking
+  for a fix (fix, crash, repair, solve): one ``modify_file`` step on the last frame's file that
+  is a workspace source file (a frame's absolute path counts when it ends in a workspace
+  file; the standard library's never does), the other frames' workspace files read; A1 is
+  ``python -m pytest -q`` when the workspace has Python tests, and the last criterion says the
+  change fixes the error (the verifier's model judges it). The goal is the whole task, the
+  traceback with it.
 
 The plan's goal is the task itself; the stage's summary and the ``plan_derived`` log line
 say the plan was derived. The planner still checks the plan like a model's
