@@ -39,6 +39,12 @@ as the target, a file that is not where the task says) is the model's to plan:
   change fixes the error (the verifier's model judges it). The goal is the whole task, the
   traceback with it.
 
+- ``rename <old> to <new>`` (a function, class, method, variable or name; identifiers)
+  followed by the files to do it in, each an existing ``.py`` file: one task with one
+  ``modify_file`` step per file, in the order named; A1 is ``python -m pytest -q`` when the
+  workspace has Python tests, and the last criterion says the name is changed in those
+  files. A rename that names no file is the model's to plan.
+
 The plan's goal is the task itself; the stage's summary and the ``plan_derived`` log line
 say the plan was derived. The planner still checks the plan like a model's
 (:func:`actors.stages.plancheck.plan_problems`) and asks the model when it has a problem.
@@ -170,6 +176,37 @@ def _traceback_fix(task: str, files: set[str]) -> TaskPlan | None:
                                                        acceptance=criteria, steps=[step])])
 
 
+_RENAME = re.compile(r"(?:please\s+)?rename\s+(?:the\s+)?(?:function|class|method|variable|constant|name)?\s*"
+                     r"`?(?P<old>[A-Za-z_]\w{0,80})`?\s+to\s+`?(?P<new>[A-Za-z_]\w{0,80})`?\b", re.IGNORECASE)
+
+
+def _rename(task: str, files: set[str]) -> TaskPlan | None:
+    """``rename <old> to <new>`` in the files the task names (each an existing ``.py`` file,
+    in the order named): one task with a step per file; the workspace's tests are the check
+    when it has any (see the module's docstring)."""
+    text = " ".join(task.split())
+    match = _RENAME.match(text)
+    if match is None or len(text) > 600 or "```" in task or match["old"] == match["new"]:
+        return None
+    named = list(dict.fromkeys(m.group().strip(_QUOTE) for m in _PATHS.finditer(text)))
+    if not named or any(f not in files or not f.endswith(".py") for f in named) or len(named) > 8:
+        return None
+    old, new = match["old"], match["new"]
+    steps = [PlanStep(label=f"S{n}", title=f"Rename {old} to {new} in {path}", action="modify_file",
+                      description=f"Rename every use of {old} in {path} to {new}; change nothing else.")
+             for n, path in enumerate(named, start=1)]
+    criteria = [Criterion(label="A1", description=f"{old} is renamed to {new} in {', '.join(named)}")]
+    commands = []
+    if any(is_test_file(f) and f.endswith(".py") for f in files):
+        commands = ["python -m pytest -q"]
+        criteria = [Criterion(label="A1", description="the workspace's tests pass", check=Check(command=commands[0])),
+                    msgspec.structs.replace(criteria[0], label="A2")]
+    title = f"Rename {old} to {new}"
+    resources = Resources(read=named, write=named, commands=commands)
+    return TaskPlan(goal=text, tasks=[PlanTask(label="T1", title=title, complexity=1 if len(named) == 1 else 2,
+                                               resources=resources, acceptance=criteria, steps=steps)])
+
+
 def _workspace_path(shown: str, files: set[str]) -> str | None:
     """The workspace file a traceback's frame names (relative, or absolute ending in one), or None."""
     path = shown.replace("\\", "/")
@@ -202,7 +239,7 @@ def derive(task: str, files: set[str]) -> TaskPlan | None:
     if text is not None and (added := _add_test(text, files)) is not None:
         return added
     if text is None or not (_IMPLEMENT.fullmatch(text) or _PRINTS.fullmatch(text)):
-        return _traceback_fix(task, files) or _one_file_change(task, files)
+        return _traceback_fix(task, files) or _rename(task, files) or _one_file_change(task, files)
     named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
     if (match := _IMPLEMENT.fullmatch(text)) is not None:
         target, test = match["target"], match["test"]

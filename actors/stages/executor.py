@@ -424,10 +424,15 @@ class _Step:
         assert request.plan is not None
         current = dict(files).get(path)
         system = filestep.SYSTEM + "\n" + self.ctx.fence.preamble() + (self.project.instructions or "")
-        text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence)
+        # the task's checks hold when its last change is made: an earlier step's file alone
+        # (core.py renamed, cli.py not yet) fails them, and the model could only undo its change
+        changing = [s.label for s in self.task.steps if s.action in filestep.CHANGING_ACTIONS]
+        last = not changing or changing[-1] == self.step.label
+        checks = [c.check for c in self.task.acceptance if c.check is not None] if last else []
+        text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
+                               runs_checks=last)
         self.conversation = Conversation(system, text + _retry_note(attempt, limit, failure, self.earlier_failure))
         self.attempt = attempt
-        checks = [c.check for c in self.task.acceptance if c.check is not None]
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
         last_problem, repeats = "", 0
@@ -482,7 +487,8 @@ class _Step:
             if isinstance(failed, _Outcome):
                 return failed
             if not failed:
-                ran = f"; {', '.join(f'`{c.command}`' for c in checks)} passed" if checks else ""
+                ran = f"; {', '.join(f'`{c.command}`' for c in checks)} passed" if checks else (
+                    "" if last else "; the task's checks run after its last step")
                 return _Outcome("completed", f"wrote {path}{ran}")
             self.conversation.reply_user(filestep.render_checks_failed(path, failed, self.ctx.fence))
             self.conversation.note(f"write_file {path} -> ok; checks failed")

@@ -109,17 +109,21 @@ def _block(path: str, text: str, fence: Fence) -> str:
 
 
 def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
-           feedback: Feedback | None, fence: Fence) -> str:
+           feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True) -> str:
     """The step's message: the request, the step when it says more, the checks that will
     run, the other files the step names, then ``path`` as it is now, last, next to what to
-    answer (the direct prompt's order). Workspace text is fenced."""
+    answer (the direct prompt's order). Workspace text is fenced. ``runs_checks``: the checks
+    run after this step's answers (its task's last step), else they are not named."""
     lines = [f"The request: {plan.goal}"]
     said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
     if said:
         lines.append(f"Your part of it: {said}")
     checks = [c for c in plan_task.acceptance if c.check is not None]
     judged = [c for c in plan_task.acceptance if c.check is None]
-    if checks:
+    others = [s.title for s in plan_task.steps if s.label != step.label]
+    if others:
+        lines.append("Other steps change the other files (not yours): " + "; ".join(others))
+    if checks and runs_checks:
         lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
                      + ". It must succeed.")
     if judged:

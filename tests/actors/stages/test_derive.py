@@ -104,7 +104,6 @@ def test_a_request_followed_by_more_sentences_keeps_the_whole_task_as_its_goal()
     TOP.replace("wordcount/cli.py", "wordcount/main.py"),  # no such file
     "Add a --top N option to wordcount/cli.py and wordcount/core.py",  # two files
     "Add a --top N option to wordcount/cli.py and a test for it",  # a test file too
-    "Rename count_words to word_counts in wordcount/core.py",
     "Refactor wordcount/core.py",
     "Update every call of count_words in wordcount/core.py",
     "Change all files like wordcount/core.py to use pathlib",
@@ -190,3 +189,16 @@ def test_a_traceback_to_fix_is_one_step_on_its_last_workspace_frame() -> None:
     # a traceback without a request to fix it, or in no workspace file: the model plans
     assert derive(TRACEBACK.replace("Fix it", "Explain it").replace("crashes", "stops"), WORDCOUNT) is None
     assert derive(TRACEBACK, {"other.py", "tests/test_other.py"}) is None
+
+
+def test_a_rename_in_named_files_is_a_step_per_file_in_the_order_named() -> None:
+    task = ("Rename the function count_words to word_counts everywhere: its definition in wordcount/core.py and "
+            "every use in wordcount/cli.py and tests/test_core.py.")
+    plan = derive(task, WORDCOUNT)
+    assert plan is not None
+    [only] = plan.tasks
+    assert only.resources.write == ["wordcount/core.py", "wordcount/cli.py", "tests/test_core.py"]
+    assert [s.title for s in only.steps] == [f"Rename count_words to word_counts in {f}" for f in only.resources.write]
+    assert only.acceptance[0].check is not None and only.acceptance[0].check.command == "python -m pytest -q"
+    assert derive("Rename count_words to word_counts", WORDCOUNT) is None  # where: the model's to find out
+    assert derive("Rename count_words to word_counts in wordcount/main.py", WORDCOUNT) is None  # no such file

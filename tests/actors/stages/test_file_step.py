@@ -236,3 +236,24 @@ def test_a_file_too_large_to_show_whole_keeps_the_tool_loop(stack: Stack, server
 
     assert not str(server.chats[0].messages[0]["content"]).startswith(filestep.SYSTEM)
     assert "tools" in server.chats[0].body
+
+
+def test_the_tasks_checks_run_after_its_last_step_only(stack: Stack, server: ModelServer) -> None:
+    # a rename: the first file alone breaks the checks; asking the model to fix that file would undo it
+    steps = [{"label": "S1", "title": "Rename add to plus in solution.py", "action": "modify_file"},
+             {"label": "S2", "title": "Rename add to plus in check_solution.py", "action": "modify_file"}]
+    two = plan(write=["solution.py", "check_solution.py"])
+    two["tasks"][0]["steps"] = steps
+    server.queue(Text(f"```python\n{RIGHT.replace('def add', 'def plus')}```"),
+                 Text(f"```python\n{CHECK.replace('add', 'plus')}```"))
+    run = _stage(stack, server, two)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    first, second = result.execution.steps  # type: ignore[union-attr]
+    assert first.summary == "wrote solution.py; the task's checks run after its last step"
+    assert second.summary == f"wrote check_solution.py; `{COMMAND}` passed"
+    asked_first = str(server.chats[0].messages[1]["content"])
+    assert "After your answer acode runs" not in asked_first
+    assert "Other steps change the other files (not yours): Rename add to plus in check_solution.py" in asked_first
