@@ -159,6 +159,7 @@ _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
 _MAX_CONTEXT_FILES = 8
+_WARMER = 0.6  # the file step's temperature after a file sent back unchanged
 _PATH_WEIGHT = 4  # actors.stages.terms: a file name or path
 _LISTING_DEPTH = 3
 _LISTING_CHARS = 2_000  # the workspace listing in a step's first message, at most
@@ -429,8 +430,12 @@ class _Step:
         changing = [s.label for s in self.task.steps if s.action in filestep.CHANGING_ACTIONS]
         last = not changing or changing[-1] == self.step.label
         checks = [c.check for c in self.task.acceptance if c.check is not None] if last else []
+        # how the checks fail now: "fix the code so that the test passes" names no error; the test's output does
+        before = self._run_checks(f"{key}:before", 0, checks) if checks else []
+        if isinstance(before, _Outcome):
+            return before
         text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
-                               runs_checks=last)
+                               runs_checks=last, failing=before)
         self.conversation = Conversation(system, text + _retry_note(attempt, limit, failure, self.earlier_failure))
         self.attempt = attempt
         timeout = request.settings.step_timeout_s
@@ -441,8 +446,10 @@ class _Step:
             answer = None
             if time.monotonic() - started <= timeout:
                 self.turns += 1
+                # the same file again: asked the same way it would answer the same, so it is sampled
+                warmer = _WARMER if last_problem == "unchanged" and self._temperature() < _WARMER else None
                 answer = self._ask(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
-                                                nonce=self.ctx.fence.nonce,
+                                                nonce=self.ctx.fence.nonce, temperature=warmer,
                                                 messages=self.conversation.messages(self.budget)), started, timeout)
             if answer is None:
                 return _Outcome("failed", f"the step took more than {timeout:g}s "

@@ -109,11 +109,13 @@ def _block(path: str, text: str, fence: Fence) -> str:
 
 
 def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
-           feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True) -> str:
+           feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
+           failing: Sequence[tuple[Check, str]] = ()) -> str:
     """The step's message: the request, the step when it says more, the checks that will
     run, the other files the step names, then ``path`` as it is now, last, next to what to
     answer (the direct prompt's order). Workspace text is fenced. ``runs_checks``: the checks
-    run after this step's answers (its task's last step), else they are not named."""
+    run after this step's answers (its task's last step), else they are not named; ``failing``:
+    how they fail before the change (a failing test's own message says what to fix)."""
     lines = [f"The request: {plan.goal}"]
     said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
     if said:
@@ -126,6 +128,9 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     if checks and runs_checks:
         lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
                      + ". It must succeed.")
+        if failing:
+            lines.append("Now, before your change, it fails:")
+            lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failing]
     if judged:
         lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
     for name, text in files:

@@ -93,6 +93,8 @@ def test_a_plain_code_block_is_written_and_the_passing_check_completes_the_step(
     assert user.index("check_solution.py, for reference") < user.index("solution.py now:")
     assert user.endswith("Answer with the complete new solution.py in one ```python code block.")
     assert f"After your answer acode runs: `{COMMAND}`. It must succeed." in user
+    # the check ran before the model was asked: its failure says what is missing
+    assert "Now, before your change, it fails:" in user and "NotImplementedError" in user
     assert f"<<untrusted file solution.py {run.ctx.fence.nonce}>>\n```python\n{STUB}```" in user, user
 
 
@@ -121,6 +123,8 @@ def test_the_stub_sent_back_unchanged_is_not_a_change(stack: Stack, server: Mode
 
     assert result.ok, result.summary
     assert _said(server, 1).startswith("Your code block is solution.py exactly as it already is: nothing changed.")
+    # asked the same way, the model answers the same: the next answer is sampled warmer
+    assert server.chats[1].body["temperature"] == 0.6 and server.chats[0].body.get("temperature") != 0.6
     assert result.execution.steps[0].turns == 2  # type: ignore[union-attr]
 
 
