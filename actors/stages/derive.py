@@ -45,6 +45,10 @@ as the target, a file that is not where the task says) is the model's to plan:
   workspace has Python tests, and the last criterion says the name is changed in those
   files. A rename that names no file is the model's to plan.
 
+- "the test <name> in <test file> fails; fix the code" (:func:`failing_test`): the planner
+  reads the test file and :func:`actors.stages.testtarget.retarget` makes the one step
+  change the one workspace module it imports, checked by running that test.
+
 The plan's goal is the task itself; the stage's summary and the ``plan_derived`` log line
 say the plan was derived. The planner still checks the plan like a model's
 (:func:`actors.stages.plancheck.plan_problems`) and asks the model when it has a problem.
@@ -58,7 +62,7 @@ import msgspec
 
 from protocol.plan import Check, Criterion, PlanStep, PlanTask, Resources, TaskPlan
 
-__all__ = ["asks_for_tests", "derive", "is_test_file"]
+__all__ = ["asks_for_tests", "derive", "failing_test", "is_test_file"]
 
 _PATH = r"(?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,9}"
 _QUOTE = "`'\""
@@ -205,6 +209,29 @@ def _rename(task: str, files: set[str]) -> TaskPlan | None:
     resources = Resources(read=named, write=named, commands=commands)
     return TaskPlan(goal=text, tasks=[PlanTask(label="T1", title=title, complexity=1 if len(named) == 1 else 2,
                                                resources=resources, acceptance=criteria, steps=steps)])
+
+
+_FAILING = re.compile(r"(?:the\s+)?tests?\s+(?:`?(?P<name>test_\w{1,100})`?\s+)?in\s+" + _NAMED.replace("NAME", "test")
+                      + r"\s+(?:fails|is\s+failing|keeps\s+failing|breaks|does\s+not\s+pass)\b", re.IGNORECASE)
+
+
+def failing_test(task: str, files: set[str]) -> tuple[str, TaskPlan] | None:
+    """For "the test <name> in <test file> fails. Fix the code so that it passes.": the test
+    file and a one-step plan that writes it, for :func:`actors.stages.testtarget.retarget`
+    to point at the module the test imports (this module reads no file). None: not this
+    form (another file named, no word asking for a fix, a task longer than two sentences)."""
+    text = " ".join(task.split())
+    match = _FAILING.search(text)
+    if match is None or len(text) > 400 or not _FIX.search(text) or len(re.findall(r"[.!?](?:\s|$)", text)) > 2:
+        return None
+    test = match["test"]
+    named = {m.group().strip(_QUOTE) for m in _PATHS.finditer(text)}
+    if named != {test} or test not in files or not is_test_file(test) or not test.endswith(".py"):
+        return None
+    step = PlanStep(label="S1", title=f"fix the code {test} tests", action="modify_file")
+    draft = TaskPlan(goal=text, tasks=[PlanTask(label="T1", title=text[:200], complexity=1, steps=[step],
+                                                resources=Resources(read=[test], write=[test]))])
+    return test, draft
 
 
 def _workspace_path(shown: str, files: set[str]) -> str | None:

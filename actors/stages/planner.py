@@ -50,7 +50,7 @@ from actors.stages import gather, instructions, plancheck, prompts, testtarget
 from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
-from actors.stages.derive import asks_for_tests, derive
+from actors.stages.derive import asks_for_tests, derive, failing_test
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
 from protocol.results import StageResult, ToolResult
@@ -167,15 +167,23 @@ def _listing(tree: ToolResult | None) -> set[str] | None:
             and not line.endswith(("/", "@"))}
 
 
-def _derived(ctx: StageContext, task: str, files: set[str] | None) -> StageResult | None:
+def _derived(ctx: StageContext, task: str, files: set[str] | None,
+             read: Callable[[str], str | None]) -> StageResult | None:
     """The plan :func:`actors.stages.derive.derive` makes of a first plan's task from the
-    workspace's listing (``files``, complete), checked like a model's; None: the model plans."""
+    workspace's listing (``files``, complete), or for a failing test to fix the one
+    :func:`~actors.stages.testtarget.retarget` makes (``read``: the test file's text),
+    checked like a model's; None: the model plans."""
     request = ctx.request
     if request.plan is not None or request.feedback is not None or request.clarifications:
         return None
     if files is None:
         return None
     draft = derive(task, files)
+    if draft is None and (failing := failing_test(task, files)) is not None:
+        test, tests_only = failing
+        source = read(test)
+        retargeted = testtarget.retarget(tests_only, task, {test: source}, files) if source is not None else None
+        draft = retargeted[0] if retargeted is not None else None
     if draft is None:
         return None
     problems = plancheck.plan_problems(draft, request.settings.sandbox, request.settings.max_task_complexity)
@@ -210,7 +218,13 @@ def run(ctx: StageContext) -> StageResult:
     if not baseline.ok:
         ctx.log.warning("baseline_failed", error=baseline.error.message if baseline.error else baseline.output)
     files = _listing(ready.get(first[1][0]))
-    derived = _derived(ctx, task, files)
+
+    def read(path: str) -> str | None:
+        key = f"{key_prefix}:tests:{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+        result = ctx.tool(key, "read_file", {"path": path})
+        return _NUMBERED.sub("", result.output) if result.ok else None
+
+    derived = _derived(ctx, task, files, read)
     if derived is not None:
         return derived
     system = f"{prompts.PLANNER}\n\n{ctx.fence.preamble()}{instructions.section(ctx)}"
@@ -229,11 +243,6 @@ def run(ctx: StageContext) -> StageResult:
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))
-    def read(path: str) -> str | None:
-        key = f"{key_prefix}:tests:{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-        result = ctx.tool(key, "read_file", {"path": path})
-        return _NUMBERED.sub("", result.output) if result.ok else None
-
     draft, corrections, notes = _plan(ctx, system, prepared.text, files or set(), read)
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
     if previous is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from actors.stages.derive import asks_for_tests, derive
+from actors.stages.derive import asks_for_tests, derive, failing_test
 from actors.stages.terms import created_paths
 
 FILES = {"solution.py", "test_solution.py", "README.md", "src/app.py", "tests/test_app.py"}
@@ -202,3 +202,15 @@ def test_a_rename_in_named_files_is_a_step_per_file_in_the_order_named() -> None
     assert only.acceptance[0].check is not None and only.acceptance[0].check.command == "python -m pytest -q"
     assert derive("Rename count_words to word_counts", WORDCOUNT) is None  # where: the model's to find out
     assert derive("Rename count_words to word_counts in wordcount/main.py", WORDCOUNT) is None  # no such file
+
+
+def test_a_failing_test_to_fix_is_recognised_for_the_planner_to_retarget() -> None:
+    task = "The test test_contractions_are_one_word in tests/test_core.py fails. Fix the code so that it passes."
+    found = failing_test(task, WORDCOUNT)
+    assert found is not None and found[0] == "tests/test_core.py"
+    assert found[1].tasks[0].resources.write == ["tests/test_core.py"]  # testtarget.retarget points it at the code
+    for other in ("The test test_x in tests/test_core.py fails.",  # no fix asked
+                  "The test test_x in tests/test_other.py fails. Fix the code.",  # no such file
+                  "The test test_x in tests/test_core.py fails. Fix wordcount/cli.py.",  # another file named
+                  "The test test_x in tests/test_core.py fails. Fix it. Then add docs. And more."):
+        assert failing_test(other, WORDCOUNT) is None, other

@@ -423,15 +423,17 @@ def test_a_check_with_a_placeholder_is_dropped_not_sent_back_to_the_model(
 
 def test_a_plan_that_edits_the_failing_test_is_made_to_change_the_code_it_tests(
         actors: Harness, tmp_path: Path, server: ModelServer) -> None:
-    # The real session: the executor edited tests/test_core.py, as the plan told it.
+    # The real session: the executor edited tests/test_core.py, as the plan told it. (Three
+    # sentences: not derived, the model plans; CONTRACTIONS itself is derived, below.)
+    task_text = CONTRACTIONS + " Keep the change small."
     server.by_stage(planner=[Json(TESTS_ONLY)])
-    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=CONTRACTIONS, server=server)
+    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=task_text, server=server)
     result = planner.run()
     assert result.ok and result.plan is not None, result.error
     assert len(server.chats) == 1 and planner.log("plan_rejected") == []
     plan = result.plan
     [task] = plan.tasks
-    assert plan.goal == CONTRACTIONS
+    assert plan.goal == task_text
     assert (task.resources.write, task.resources.read) == (["wordcount/core.py"],
                                                           ["wordcount/core.py", "tests/test_core.py"])
     [criterion] = task.acceptance
@@ -439,6 +441,21 @@ def test_a_plan_that_edits_the_failing_test_is_made_to_change_the_code_it_tests(
     assert criterion.check is not None and criterion.check.command == command
     assert "acode made task T1 change wordcount/core.py instead of tests/test_core.py" in result.summary
     assert (tmp_path / "w" / "tests/test_core.py").read_text() == WORDCOUNT["tests/test_core.py"]
+
+
+def test_a_failing_test_to_fix_is_planned_without_a_model_call(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # the benchmark's failing-test task: the model's plan took 21 s and named the test as the file to change
+    planner = Planner(actors, write_dir(tmp_path / "w", WORDCOUNT), [], task=CONTRACTIONS, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert server.chats == [] and "derived from the task without a model call" in result.summary
+    [task] = result.plan.tasks
+    assert (task.resources.write, task.resources.read) == (["wordcount/core.py"],
+                                                          ["wordcount/core.py", "tests/test_core.py"])
+    [criterion] = task.acceptance
+    assert criterion.check is not None
+    assert criterion.check.command == "python -m pytest -q tests/test_core.py::test_contractions_are_one_word"
 
 
 def test_when_the_test_imports_two_modules_the_model_is_told_once_and_its_next_plan_stands(
