@@ -430,8 +430,9 @@ class _Step:
         changing = [s.label for s in self.task.steps if s.action in filestep.CHANGING_ACTIONS]
         last = not changing or changing[-1] == self.step.label
         checks = [c.check for c in self.task.acceptance if c.check is not None] if last else []
-        # how the checks fail now: "fix the code so that the test passes" names no error; the test's output does
-        before = self._run_checks(f"{key}:before", 0, checks) if checks else []
+        # how the checks fail now: "fix the code so that the test passes" names no error; the test's
+        # output does (a file not written yet: nothing to learn)
+        before = self._run_checks(f"{key}:before", 0, checks) if checks and current is not None else []
         if isinstance(before, _Outcome):
             return before
         text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,

@@ -296,3 +296,23 @@ def test_doctor_checks_server_model_probes_sandbox_and_actors(acode: Acode, serv
     missing = acode("doctor", "-w", str(tmp_path))
     assert missing.returncode == 1 and "ollama pull missing-model" in missing.stdout
     assert missing.stderr == "", "the doctor prints its lines, not the providers' logs"
+
+
+def test_a_small_model_solves_a_one_file_task_in_one_answer(acode: Acode, tmp_path: Path) -> None:
+    """The small profile end to end (issue 25): a plan derived without a model call, the file
+    answered whole in one code block and checked by acode, approved by its passing check.
+    Qwen2.5-Coder-1.5B solved none of the benchmark's tasks in the tool loop; this is the
+    shape of its answer when it solves one."""
+    with ModelServer(models=["qwen2.5-coder-1.5b-instruct"]) as small:
+        _configure(acode, small, "openai", ACODE_MODEL__MODEL="qwen2.5-coder-1.5b-instruct")
+        acode.up()
+        small.queue(Text('Here it is:\n```python\nprint("hello")\n```'))
+        workspace = _workspace(tmp_path)
+        code, out = _run(acode, workspace, task="Create hello.py that prints hello")
+        chats = small.chats
+    assert code == 0, out
+    assert (workspace / "hello.py").read_text() == 'print("hello")\n'
+    [asked] = chats  # planned, written, verified and reviewed with one model answer
+    assert "tools" not in asked.body and asked.messages[-1]["content"].endswith(
+        "Answer with the complete new hello.py in one ```python code block.")
+    assert "approved by the checks" in out, out
