@@ -229,6 +229,7 @@ class _Step:
         self.base = _base_key(request.session_id, request.visit, task, step)
         self.pipeline = CallPipeline(ctx)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
+        self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
 
     def _step_paths(self) -> list[str]:
         """The files the step names: its task's resources, then the paths written in the
@@ -252,12 +253,18 @@ class _Step:
         # the listing is not under the step's own keys (<session>:e<visit>:...), which name the model's calls
         calls = [(key.replace(":e", ":ctx-e", 1) + ":ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})]
         calls += [(f"{key}:ctx{index}", "read_file", {"path": path}) for index, path in enumerate(paths)]
+        nearer = project.nearer_calls(next(iter(self.task.resources.write or paths), ""), key)
+        calls = nearer + calls
         if self.project.instructions is None:
             calls.insert(0, project.read_call(self.ctx))
         results = [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
                    for call, result in zip(calls, self.ctx.tools(calls), strict=True)]
         if self.project.instructions is None:
             self.project.instructions = project.render_result(self.ctx, results.pop(0))
+        found = [project.render_result(self.ctx, result, call[2]["path"])
+                 for call, result in zip(nearer, results, strict=False)]
+        self.instructions = next((text for text in found if text), self.project.instructions)  # the nearest wins
+        del results[:len(nearer)]
         listing_result, *read = results
         imported = _imported(paths, read, listing_result.output if listing_result.ok else "")
         if imported:  # a second round trip, only for a test file that imports workspace code
@@ -318,8 +325,7 @@ class _Step:
         if shown is not None:  # a step that changes one file the model can see whole: the file step style
             return self._file_try(key, site, path, shown, attempt, limit, failure)
         system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact,
-                                         file_blocks=self.file_blocks, path=self._write_path()) + (
-            self.project.instructions or "")
+                                         file_blocks=self.file_blocks, path=self._write_path()) + self.instructions
         bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence,
                                    offered=self.offered)
         if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
@@ -424,7 +430,7 @@ class _Step:
         request = self.ctx.request
         assert request.plan is not None
         current = dict(files).get(path)
-        system = filestep.SYSTEM + "\n" + self.ctx.fence.preamble() + (self.project.instructions or "")
+        system = filestep.SYSTEM + "\n" + self.ctx.fence.preamble() + self.instructions
         # the task's checks hold when its last change is made: an earlier step's file alone
         # (core.py renamed, cli.py not yet) fails them, and the model could only undo its change
         changing = [s.label for s in self.task.steps if s.action in filestep.CHANGING_ACTIONS]

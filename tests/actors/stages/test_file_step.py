@@ -261,3 +261,17 @@ def test_the_tasks_checks_run_after_its_last_step_only(stack: Stack, server: Mod
     asked_first = str(server.chats[0].messages[1]["content"])
     assert "After your answer acode runs" not in asked_first
     assert "Other steps change the other files (not yours): Rename add to plus in check_solution.py" in asked_first
+
+
+def test_the_agents_md_nearest_to_the_steps_file_wins(stack: Stack, server: ModelServer) -> None:
+    files = {"pkg/sub/solution.py": STUB, "check_solution.py": CHECK.replace("from solution", "from pkg.sub.solution"),
+             "pkg/__init__.py": "", "pkg/sub/__init__.py": "",
+             "AGENTS.md": "ROOT RULE: tabs.\n", "pkg/AGENTS.md": "PKG RULE: four spaces.\n"}
+    nested = plan(write=["pkg/sub/solution.py"])
+    server.queue(Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server, nested, files=files)
+
+    assert executor.run(run.ctx).ok
+    system = str(server.chats[0].messages[0]["content"])
+    assert "PKG RULE: four spaces." in system and "ROOT RULE" not in system
+    assert "Project instructions from the workspace's pkg/AGENTS.md" in system
