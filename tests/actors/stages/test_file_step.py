@@ -18,9 +18,9 @@ import pytest
 
 from actors.stages import executor, filestep
 from protocol.events import TurnAnswered
-from protocol.plan import PlanStep, PlanTask
+from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.profiles import profile_for
-from protocol.session import OpenAIProvider
+from protocol.session import Feedback, OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
 
@@ -275,3 +275,13 @@ def test_the_agents_md_nearest_to_the_steps_file_wins(stack: Stack, server: Mode
     system = str(server.chats[0].messages[0]["content"])
     assert "PKG RULE: four spaces." in system and "ROOT RULE" not in system
     assert "Project instructions from the workspace's pkg/AGENTS.md" in system
+
+
+def test_the_reviewers_extra_step_writes_the_one_changed_file_and_carries_the_checks() -> None:
+    feedback = Feedback(source="reviewer", summary="handle negative numbers", cycle=1)
+    the_plan = msgspec.convert(plan(), TaskPlan)
+    one = executor.review_task(feedback, ["solution.py"], the_plan)
+    assert one.resources.write == ["solution.py"] and filestep.target(one, one.steps[0]) == "solution.py"
+    assert [c.check.command for c in one.acceptance if c.check] == [COMMAND]  # run after each answer
+    two = executor.review_task(feedback, ["solution.py", "other.py"], the_plan)
+    assert (two.resources.write, two.acceptance) == ([], [])  # several files: the tool loop, as before
