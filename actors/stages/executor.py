@@ -137,9 +137,9 @@ from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_la
 from actors.stages.callwatch import turn_deadline
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.conversation import Conversation
+from actors.stages.judge import judge
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.terms import task_terms
-from actors.stages.verifier import judge
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError
 from protocol.events import StepFinished, StepRetried, StepStarted, TurnAnswered

@@ -52,6 +52,7 @@ import msgspec
 from actors.stages import instructions, prompts
 from actors.stages.budget import Part, cut_diff, fit
 from actors.stages.context import StageContext
+from actors.stages.judge import judge
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.rework import choose as rework_for
 from actors.stages.terms import created_paths
@@ -62,7 +63,6 @@ from protocol.results import (
     CriterionVerdict,
     ModelToolCall,
     StageResult,
-    ToolResult,
     VerifierAnswer,
     WorkspaceChanges,
 )
@@ -70,24 +70,6 @@ from protocol.results import (
 __all__ = ["PARALLEL", "checked_criteria", "judge", "missing_files", "run"]
 
 PARALLEL = 4
-_TAIL = 2_000
-
-
-def judge(check: Check, result: ToolResult) -> tuple[bool, str]:
-    """Whether ``result`` of running ``check`` meets it, and the evidence either way: the
-    command, its exit code and, when it failed, the tail of its output."""
-    output = result.output
-    tail = output if len(output) <= _TAIL else "…" + output[-_TAIL:]
-    shown = f"; output: {tail}" if tail.strip() else "; no output"
-    if result.exit_code is None:
-        message = result.error.message if result.error else "no exit code"
-        return False, f"`{check.command}` did not run to completion: {message}{shown}"
-    if result.exit_code != check.expect_exit:
-        return False, f"`{check.command}` exited {result.exit_code} (expected {check.expect_exit}){shown}"
-    if check.expect_output is not None and check.expect_output not in output:
-        return False, f"`{check.command}` exited {result.exit_code} but its output lacks {check.expect_output!r}{shown}"
-    return True, f"`{check.command}` exited {result.exit_code}" + (
-        f" and printed {check.expect_output!r}" if check.expect_output else "")
 
 
 def checked_criteria(ctx: StageContext) -> list[Criterion]:
