@@ -386,7 +386,9 @@ def _container(section: _Section, field: str) -> str:
 
 
 def _from_env(env: Mapping[str, str]) -> AcodeConfig:
-    from actors.sandbox.isolation import FORCE_ENV  # here, not at the top: a client command loads no sandbox
+    from actors.sandbox.confinement.isolation import (
+        FORCE_ENV,  # here, not at the top: a client command loads no sandbox
+    )
 
     raw: dict[str, dict[str, str]] = {}
     scalars: dict[str, str] = {}
@@ -606,12 +608,12 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     directory or an ancestor of it, or holds acode's ``home`` or a credential store, are
     refused here, before a session starts (the sandbox checks them again).
     ``min_isolation`` and ``require_isolation`` name one setting: the stronger applies.
-    ``path`` is this client's PATH (what ``python`` resolves on: actors/sandbox/toolchain.py),
+    ``path`` is this client's PATH (what ``python`` resolves on: actors/sandbox/confinement/toolchain.py),
     never a config file's."""
     # imported here, not at the top: a client command that needs no policy loads no sandbox code
     from actors.paths import RunPaths
-    from actors.sandbox.isolation import LEVELS, is_secret_name
-    from actors.sandbox.visible import check_paths
+    from actors.sandbox.confinement.isolation import LEVELS, is_secret_name
+    from actors.sandbox.confinement.visible import check_paths
 
     sandbox = config.sandbox
     secret = [name for name in sandbox.pass_env or () if is_secret_name(name)]

@@ -92,7 +92,7 @@ def _sandbox_checks(paths: RunPaths, workspace: Path, report: StatusReport | Non
             if actor.actor == "sandbox" and actor.info.get("isolation"):
                 described = actor.info["isolation"]
     if not described:
-        from actors.sandbox.isolation import detect
+        from actors.sandbox.confinement.isolation import detect
 
         described = detect().describe()
     level = described.split(";")[0]
@@ -108,7 +108,7 @@ def _sandbox_checks(paths: RunPaths, workspace: Path, report: StatusReport | Non
 
 def _protected_check(level: str, *, pidns: bool) -> Check:
     """How this level keeps commands off git's config and hooks, .agent and acode's config."""
-    from actors.sandbox.sealed import enforcement
+    from actors.sandbox.confinement.sealed import enforcement
 
     detail = enforcement(level, pidns=pidns)
     if level == "bubblewrap" or pidns:
@@ -120,8 +120,8 @@ def _protected_check(level: str, *, pidns: bool) -> Check:
 
 def _paths_check(paths: RunPaths, workspace: Path, level: str) -> Check:
     from actors.sandbox.actor import describe_view
-    from actors.sandbox.isolation import Isolation
-    from actors.sandbox.terminal import Terminal
+    from actors.sandbox.confinement.isolation import Isolation
+    from actors.sandbox.tools.terminal import Terminal
 
     try:
         policy = sandbox_policy(resolve(home=paths.home, workspace=workspace, notices=[]), home=paths.home)
@@ -154,7 +154,7 @@ def configured_paths(paths: RunPaths, workspace: Path) -> str:
 
 
 def _hardlink_check(workspace: Path) -> Check:
-    from actors.sandbox.hardlinks import outside
+    from actors.sandbox.confinement.hardlinks import outside
 
     if not workspace.is_dir():
         return Check(name="hard links", ok=True, detail=f"workspace {workspace} does not exist; nothing to check")

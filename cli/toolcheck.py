@@ -1,6 +1,6 @@
 """``acode doctor``'s toolchain checks: which ``python`` and ``pytest`` a session in the workspace gets.
 
-The interpreter is found as a command would find it (:mod:`actors.sandbox.toolchain`): the
+The interpreter is found as a command would find it (:mod:`actors.sandbox.confinement.toolchain`): the
 workspace's own virtualenv, else this shell's PATH (which ``acode run`` would send). Its
 version and pytest's are asked *inside the sandbox*, under the workspace's own policy
 (``python --version``, ``python -m pytest --version``): the venv is workspace content, and
@@ -47,7 +47,7 @@ def python_tests(workspace: Path) -> str | None:
 
 def toolchain_checks(paths: RunPaths, workspace: Path) -> list[tuple[str, bool, str, str]]:
     """(name, ok, detail, fix) for ``python`` and ``pytest`` in ``workspace``."""
-    from actors.sandbox import toolchain
+    from actors.sandbox.confinement import toolchain
 
     if not workspace.is_dir():
         return [("python", True, f"workspace {workspace} does not exist; nothing to check", "")]
@@ -89,8 +89,8 @@ def toolchain_checks(paths: RunPaths, workspace: Path) -> list[tuple[str, bool, 
 
 def _ask(paths: RunPaths, workspace: Path, command: str) -> tuple[int, str]:
     """``command``'s exit code and output, run as a session's command in ``workspace`` would be."""
-    from actors.sandbox.confine import Workspace
-    from actors.sandbox.terminal import Terminal
+    from actors.sandbox.confinement.confine import Workspace
+    from actors.sandbox.tools.terminal import Terminal
     from protocol.tools import RunTerminal
 
     policy = sandbox_policy(resolve(home=paths.home, workspace=workspace, notices=[]), home=paths.home)

@@ -140,7 +140,9 @@ def _base_url(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None
 
 
 def _allowlist(base: Any, user: AcodeConfig) -> set[str]:
-    from actors.sandbox.policy import DEFAULT_ALLOW  # the sandbox's code only when a workspace sets commands
+    from actors.sandbox.confinement.policy import (
+        DEFAULT_ALLOW,  # the sandbox's code only when a workspace sets commands
+    )
 
     s = user.sandbox
     return set(s.allowed_commands if s.allowed_commands is not None else DEFAULT_ALLOW) | set(s.extra_commands or ())

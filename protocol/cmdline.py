@@ -1,6 +1,6 @@
 """Command lines read as the program reads them (pure, no I/O): options, operands, wrappers.
 
-One parser, shared by the sandbox's argument rules (:mod:`actors.sandbox.policy`) and the
+One parser, shared by the sandbox's argument rules (:mod:`actors.sandbox.confinement.policy`) and the
 risk classes (:mod:`protocol.commands`), so both see the same program and the same options.
 
 **Options.** A :class:`Spec` lists a program's long options (which take a value) and its

@@ -94,7 +94,7 @@ class FileChange(_Wire, frozen=True, kw_only=True):
 class WorkspaceChanges(_Wire, frozen=True, kw_only=True):
     """What changed in the workspace since the session's baseline, whatever changed it (the
     file tools, commands, the user): the ``diff_workspace`` header as data. ``files`` holds
-    the first :data:`actors.sandbox.baseline.MAX_LISTED`, ``total`` counts them all; ``at``
+    the first :data:`actors.sandbox.tools.baseline.MAX_LISTED`, ``total`` counts them all; ``at``
     is when the workspace was compared (wall clock)."""
 
     files: list[FileChange] = []
@@ -118,7 +118,7 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
     replayed: bool = False
     risk: Risk = "read"
     path: str = ""
-    isolation: str = ""  # run_terminal: the isolation the command ran under (see actors/sandbox/isolation.py)
+    isolation: str = ""  # run_terminal: the isolation the command ran under (actors/sandbox/confinement/isolation.py)
     changes: WorkspaceChanges | None = None  # diff_workspace: the changed files, as data
 
 

@@ -97,7 +97,7 @@ class WriteFile(_Args, frozen=True, kw_only=True):
 
 class Edit(_Args, frozen=True, kw_only=True):
     # ``line`` (1-based) picks, among several matches of ``search``, the one at or nearest
-    # that line (actors.sandbox.edits); a search matching once ignores it. No docstring: it
+    # that line (actors.sandbox.tools.edits); a search matching once ignores it. No docstring: it
     # would be sent inside modify_file's schema.
     search: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)]
     replace: Annotated[str, msgspec.Meta(max_length=1_000_000)]
@@ -116,7 +116,7 @@ class ModifyFile(_Args, frozen=True, kw_only=True):
     edits: Annotated[list[Edit], msgspec.Meta(min_length=1, max_length=100)] | None = None
     diff: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)] | None = None
     # Not offered (_UNOFFERED): what small models send instead of edits; the whole new text
-    # of an existing file, written as write_file would (actors.sandbox.files.modify_file).
+    # of an existing file, written as write_file would (actors.sandbox.tools.files.modify_file).
     content: Annotated[str, msgspec.Meta(max_length=10_000_000)] | None = None
 
 

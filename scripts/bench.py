@@ -86,10 +86,10 @@ sys.path.insert(0, str(ROOT))
 from actors.llm.meter import Meter  # noqa: E402
 from actors.llm.provider import ModelRequest  # noqa: E402
 from actors.paths import RunPaths  # noqa: E402
-from actors.sandbox.confine import Workspace  # noqa: E402
+from actors.sandbox.confinement.confine import Workspace  # noqa: E402
+from actors.sandbox.confinement.isolation import Isolation, command_env, detect  # noqa: E402
 from actors.sandbox.dispatch import ToolCall  # noqa: E402
-from actors.sandbox.isolation import Isolation, command_env, detect  # noqa: E402
-from actors.sandbox.terminal import Terminal  # noqa: E402
+from actors.sandbox.tools.terminal import Terminal  # noqa: E402
 from actors.stages import executor, gather, prompts  # noqa: E402
 from actors.stages.context import StageContext  # noqa: E402
 from actors.stages.untrusted import Fence  # noqa: E402
@@ -272,8 +272,8 @@ def _run_terminal(calls: int) -> dict[str, object]:
         variants["bubblewrap_unprotected"] = (full, True)
     out: dict[str, object] = {"offered": full.describe()}
     timings: dict[str, dict[str, float]] = {}
-    from actors.sandbox import visible
-    from actors.sandbox.policy import DEFAULT_ALLOW
+    from actors.sandbox.confinement import visible
+    from actors.sandbox.confinement.policy import DEFAULT_ALLOW
 
     visible._cached.cache_clear()
     t0 = time.perf_counter()
@@ -288,7 +288,7 @@ def _run_terminal(calls: int) -> dict[str, object]:
             subprocess.run(["true"], check=True)
             base.append((time.perf_counter() - t0) * 1000)
         out["plain_subprocess_p50"] = _percentile(base, 0.5)
-        from actors.sandbox import sealed, tripwire
+        from actors.sandbox.confinement import sealed, tripwire
 
         checks = []
         for _ in range(calls):  # the record and compare alone, in this process (no command between)

@@ -14,7 +14,7 @@ from tests.harness import Harness
 
 # The tests run as a developer whose shell has acode's venv activated: a sandboxed ``python``
 # is that venv's (it has pytest), as in their shell. A command never gets acode's own
-# interpreter unless the user's PATH names it (actors/sandbox/toolchain.py).
+# interpreter unless the user's PATH names it (actors/sandbox/confinement/toolchain.py).
 _BIN = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
     os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", os.defpath)])

@@ -1,24 +1,18 @@
 """The tool sandbox: the only acode process that touches a workspace.
 
-Modules, from the wire inwards::
+Its code is in rooms, imports running one way (core → tools → workspace → confinement;
+tools may also reach confinement directly; no room imports the core)::
 
-    actor.py     SandboxActor: serves "sandbox", a thread pool of 4, clients to persistence
-    journal.py   the idempotency protocol (begin → run or replay or "unknown" → finish)
-    dispatch.py  RunTool → validated ToolCall → ToolResult (refusals are results)
-    files.py     read_file, write_file, modify_file, create_directory, pre-images
-    edits.py     modify_file's search/replace edits, newline style, closest-region hints
-    patch.py     modify_file's unified-diff form: header checks, hunks placed by context
-    protected.py writes into .git and .agent refused, acode's home never reached, on the kernel-resolved location
-    search.py    list_directory, search_code (regex with a time budget), search_code_terms (one walk, many queries)
-    baseline.py  internal tools baseline_workspace, diff_workspace: the session's starting point and its diff
-    gitsnap.py   git snapshots on a private ref, with plumbing a hostile repository config cannot hijack
-    manifest.py  content manifest and difflib diff, for a workspace that is not a git work tree
-    snapshot.py  the files and symlinks a snapshot sees, read without following a link
-    ignore.py    .gitignore rules for the tree tools (pathspec), read through fds
-    terminal.py  run_terminal (launcher.py: the exec helper a command starts through)
-    confine.py   every path resolved beneath the workspace root (openat2 or a safe walk)
-    output.py    Outcome and output caps
-    clients.py   one broker client per handler thread
+    actor.py      SandboxActor: serves "sandbox", a thread pool of 4, clients to persistence
+    gate.py       the approval gate: a call that needs a human runs only with a durable record
+    journal.py    the idempotency protocol (begin → run or replay or "unknown" → finish)
+    dispatch.py   RunTool → validated ToolCall → ToolResult (refusals are results)
+    tools/        what each tool does: files, edits, patch, search, terminal, baseline, output
+    workspace/    the workspace's state: git snapshots, content manifests, what a snapshot
+                  sees, .gitignore rules
+    confinement/  how a command or a file access is confined: paths beneath the root,
+                  protected paths, command policy, isolation levels, the read boundary,
+                  sealed git paths and their tripwire, the launcher, the toolchain
 
 ``python -m actors.sandbox --spec <json>`` runs it.
 """
@@ -35,7 +29,7 @@ __all__ = ["SandboxActor"]
 
 def __getattr__(name: str) -> Any:
     """``SandboxActor`` is loaded on first use: a process that needs one sandbox module
-    (the CLI reads :mod:`actors.sandbox.isolation`'s names) does not load the actor."""
+    (the CLI reads :mod:`actors.sandbox.confinement.isolation`'s names) does not load the actor."""
     if name == "SandboxActor":
         from actors.sandbox.actor import SandboxActor
 

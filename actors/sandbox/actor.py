@@ -11,7 +11,7 @@ a small ``read_file`` the stage journals itself (``RunTool.held``) is answered a
 loop thread instead (:meth:`SandboxActor.quick`: nothing to wait for, two thread hand-offs
 saved).
 
-At start the isolation is chosen (:func:`actors.sandbox.isolation.choose`): the strongest
+At start the isolation is chosen (:func:`actors.sandbox.confinement.isolation.choose`): the strongest
 this machine offers, unless forced. Forcing is a hook for operators and tests, e.g. to run
 every command under Landlock with the subreaper on a machine that has bubblewrap:
 
@@ -45,12 +45,12 @@ import msgspec
 
 from actors._base import Actor
 from actors.paths import RunPaths
-from actors.sandbox import visible
-from actors.sandbox.baseline import Baselines
+from actors.sandbox.confinement import visible
+from actors.sandbox.confinement.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.gate import ApprovalGate, refused
-from actors.sandbox.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.journal import Journal
-from actors.sandbox.terminal import Terminal, command_policy_of
+from actors.sandbox.tools.baseline import Baselines
+from actors.sandbox.tools.terminal import Terminal, command_policy_of
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec

@@ -3,8 +3,8 @@
 :class:`ToolCall` checks the request before anything runs: the tool must be a sandbox
 tool (ACODE-SBX-001, naming those that are), its arguments must decode into the tool's
 Struct (ACODE-SBX-007), and the workspace must be an existing directory (ACODE-SBX-004).
-The internal tools (``baseline_workspace``, ``diff_workspace``: :mod:`actors.sandbox.baseline`;
-``search_code_terms``: :mod:`actors.sandbox.search`)
+The internal tools (``baseline_workspace``, ``diff_workspace``: :mod:`actors.sandbox.tools.baseline`;
+``search_code_terms``: :mod:`actors.sandbox.tools.search`)
 are accepted too, but never named in a refusal: the model is not to learn of them.
 A refusal is kept and becomes the call's result, because the model must see it; it is
 not an exception to the caller. The same applies to every :class:`SandboxError` a tool
@@ -19,11 +19,12 @@ from typing import assert_never, cast
 
 import msgspec
 
-from actors.sandbox import files, policy, search
-from actors.sandbox.baseline import Baselines
-from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import Terminal, command_policy_of
+from actors.sandbox.confinement import policy
+from actors.sandbox.confinement.confine import Workspace, quote
+from actors.sandbox.tools import files, search
+from actors.sandbox.tools.baseline import Baselines
+from actors.sandbox.tools.output import Outcome
+from actors.sandbox.tools.terminal import Terminal, command_policy_of
 from protocol.errors import ErrorInfo, SandboxError
 from protocol.messages import RunTool
 from protocol.redact import redact_value
@@ -67,7 +68,7 @@ def _decode(request: RunTool) -> ToolArgs:
 
 class ToolCall:
     """A RunTool checked and ready: ``args`` and ``workspace`` are set unless ``refusal`` is.
-    ``hidden``: paths no tool may reach (acode's home, :mod:`actors.sandbox.protected`)."""
+    ``hidden``: paths no tool may reach (acode's home, :mod:`actors.sandbox.confinement.protected`)."""
 
     def __init__(self, request: RunTool, *, hidden: tuple[str, ...] = ()):
         self.request = request

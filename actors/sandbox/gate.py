@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from actors.sandbox.policy import refused_by_policy
+from actors.sandbox.confinement.policy import refused_by_policy
 from protocol.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
 from protocol.errors import AcodeError, NotFoundError, SandboxError
 from protocol.messages import GetSession, Message, RunTool

@@ -61,11 +61,11 @@ from typing import Any, assert_never
 
 import msgspec
 
-from actors.sandbox import files
-from actors.sandbox.baseline import Baselines
 from actors.sandbox.dispatch import ToolCall
-from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools import files
+from actors.sandbox.tools.baseline import Baselines
+from actors.sandbox.tools.output import Outcome
+from actors.sandbox.tools.terminal import Terminal
 from protocol.errors import ErrorInfo, ProtocolError
 from protocol.events import ToolCalled
 from protocol.ids import new_id

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from typing import Literal, NamedTuple, assert_never
 
-from actors.sandbox.policy import refused_by_policy
+from actors.sandbox.confinement.policy import refused_by_policy
 from actors.stages import preview
 from actors.stages.context import StageContext
 from protocol.autonomy import (

@@ -37,8 +37,8 @@ from typing import Any
 
 import msgspec
 
-from actors.sandbox import policy, protected
-from actors.sandbox.policy import command_policy_of
+from actors.sandbox.confinement import policy, protected
+from actors.sandbox.confinement.policy import command_policy_of
 from actors.stages.answers import parse_answer
 from protocol.errors import ModelError, SandboxError
 from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems

@@ -25,7 +25,8 @@ _UNUSED = {
     # plan checks use the sandbox's command policy, not its tools, terminal or journal; the
     # HTTP providers (httpx) are imported when a session uses one
     "actors.stages.__main__": ("actors.sandbox.actor", "actors.sandbox.journal", "actors.sandbox.dispatch",
-                               "actors.sandbox.terminal", "actors.sandbox.isolation", "psutil", "httpx",
+                               "actors.sandbox.tools", "actors.sandbox.workspace",
+                               "actors.sandbox.confinement.isolation", "psutil", "httpx",
                                "actors.llm.http", "actors.persistence", "actors.coordinator"),
 }
 # ... and none loads rich, asyncio (structlog imports it: a stand-in, actors.lean) or ssl;

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from actors.paths import RunPaths
-from actors.sandbox.hardlinks import outside
-from actors.sandbox.isolation import READS_NOT_CONFINED, Isolation, Level
+from actors.sandbox.confinement.hardlinks import outside
+from actors.sandbox.confinement.isolation import READS_NOT_CONFINED, Isolation, Level
 from cli import doctor
 from protocol.messages import ActorStatus, StatusReport
 

@@ -53,7 +53,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.sandbox.isolation import Level, choose
+from actors.sandbox.confinement.isolation import Level, choose
 from cli.connection import Connection
 from protocol.errors import SandboxError
 from protocol.messages import CancelSession, GetEvents, GetSession

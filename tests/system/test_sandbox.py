@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox.isolation import Level, choose
+from actors.sandbox.confinement.isolation import Level, choose
 from protocol.errors import SandboxError
 from tests.harness import wait_until
 from tests.system import workloads as w

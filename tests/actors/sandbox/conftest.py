@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.sandbox.confine import Workspace, openat2_available
+from actors.sandbox.confinement.confine import Workspace, openat2_available
 
 CANARY = f"CANARY-{secrets.token_hex(8)}-must-never-leak"
 METHODS = ["openat2", "walk"] if openat2_available() else ["walk"]

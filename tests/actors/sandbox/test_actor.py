@@ -13,7 +13,7 @@ import psutil
 import pytest
 import zmq
 
-from actors.sandbox.terminal import SCRATCH_PREFIX
+from actors.sandbox.tools.terminal import SCRATCH_PREFIX
 from broker.client import Client
 from protocol import codec, frames
 from protocol.ids import new_id

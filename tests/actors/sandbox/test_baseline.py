@@ -20,11 +20,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.sandbox import manifest
-from actors.sandbox.baseline import Baselines
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.journal import Journal
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools.baseline import Baselines
+from actors.sandbox.tools.terminal import Terminal
+from actors.sandbox.workspace import manifest
 from protocol import codec
 from protocol.messages import RunTool, ToolDone
 from protocol.results import ToolResult

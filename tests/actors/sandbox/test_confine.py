@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from actors.sandbox import files
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import files
 from protocol.errors import PathEscapeError, SandboxError
 from protocol.tools import ReadFile, WriteFile
 from tests.actors.sandbox.conftest import CANARY, Tree, exchange, link

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.sandbox.dispatch import ToolCall
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools.terminal import Terminal
 from protocol import codec
 from protocol.messages import RunTool
 from protocol.results import ToolResult

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.sandbox import files
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import files
 from protocol.errors import SandboxError
 from protocol.tools import ModifyFile, decode_args
 from tests.actors.sandbox.conftest import Tree

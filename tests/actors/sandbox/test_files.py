@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from actors.sandbox import files
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import files
 from protocol.errors import SandboxError
 from protocol.tools import CreateDirectory, Edit, ModifyFile, ReadFile, WriteFile
 from tests.actors.sandbox.conftest import Tree

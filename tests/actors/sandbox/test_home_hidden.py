@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.journal import Journal
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools.terminal import Terminal
 from protocol.messages import RunTool
 from tests.actors.sandbox.conftest import METHODS
 from tests.actors.sandbox.test_security_files import call
@@ -220,7 +220,7 @@ def test_the_running_sandbox_refuses_its_own_home_inside_the_workspace(home: Pat
 def test_the_sessions_baseline_and_its_diff_leave_the_home_out(tmp_path: Path, kind: str) -> None:
     import subprocess
 
-    from actors.sandbox.baseline import Baselines
+    from actors.sandbox.tools.baseline import Baselines
 
     site = Site(tmp_path)
     if kind == "git":

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from actors.sandbox.actor import isolation_of
-from actors.sandbox.isolation import READS_NOT_CONFINED, Level, Tree, choose
+from actors.sandbox.confinement.isolation import READS_NOT_CONFINED, Level, Tree, choose
 from protocol import codec
 from protocol.errors import ConfigError, SandboxError
 from protocol.ids import new_id

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from actors.sandbox.journal import Journal
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools.terminal import Terminal
 from protocol.errors import RequestTimeout
 from protocol.events import ToolCalled
 from protocol.messages import BeginToolCall, Message, RunTool

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from actors.sandbox.isolation import LAUNCHER, command_env
+from actors.sandbox.confinement.isolation import LAUNCHER, command_env
 from tests.harness import wait_until
 
 ROUNDS = 10  # each round is a fresh chance at the window after the reap; before the fix the first one failed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.sandbox import files
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import files
 from protocol.errors import SandboxError
 from protocol.tools import ModifyFile
 from tests.actors.sandbox.conftest import CANARY, Tree

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.sandbox.policy import DEFAULT_ALLOW, CommandPolicy, check, classify
+from actors.sandbox.confinement.policy import DEFAULT_ALLOW, CommandPolicy, check, classify
 from protocol.errors import SandboxError
 
 POLICY = CommandPolicy(allow=DEFAULT_ALLOW | {"perl", "ruby", "sh"})
@@ -361,7 +361,7 @@ def test_a_listed_shell_command_is_classified_by_all_it_runs_and_writes(line: st
 
 
 def test_a_command_the_policy_refuses_is_known_as_such_so_nobody_is_asked_to_approve_it() -> None:
-    from actors.sandbox.policy import refused_by_policy
+    from actors.sandbox.confinement.policy import refused_by_policy
     from protocol.sandbox import SandboxPolicy
 
     strict, shells = SandboxPolicy(), SandboxPolicy(extra_commands=["sh"])

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from actors.sandbox import policy as command_policy
-from actors.sandbox import sealed
-from actors.sandbox.confine import Workspace
-from actors.sandbox.isolation import Isolation, detect
-from actors.sandbox.output import Outcome
-from actors.sandbox.policy import Command
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.confinement import policy as command_policy
+from actors.sandbox.confinement import sealed
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.confinement.isolation import Isolation, detect
+from actors.sandbox.confinement.policy import Command
+from actors.sandbox.tools.output import Outcome
+from actors.sandbox.tools.terminal import Terminal
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
 

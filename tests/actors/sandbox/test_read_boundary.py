@@ -1,4 +1,4 @@
-"""The read boundary (actors/sandbox/visible.py) against real processes and real canaries.
+"""The read boundary (actors/sandbox/confinement/visible.py) against real processes and real canaries.
 
 Canaries sit where secrets really live: a fresh directory under the *real* home directory
 (``~/.acode-canary-<random>/`` with an ``id_rsa``-style key, a ``.env``, a git repository
@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.sandbox.confine import Workspace
-from actors.sandbox.isolation import READS_NOT_CONFINED, Isolation, detect
-from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.confinement.isolation import READS_NOT_CONFINED, Isolation, detect
+from actors.sandbox.tools.output import Outcome
+from actors.sandbox.tools.terminal import Terminal
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
 

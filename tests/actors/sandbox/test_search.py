@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.sandbox import search
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import search
 from protocol.errors import SandboxError
 from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 from tests.actors.sandbox.conftest import CANARY, Tree, link
@@ -169,7 +169,7 @@ def test_a_gitignore_that_is_a_symlink_out_is_not_read(ws: Workspace, tree: Tree
 
 
 def test_only_the_first_256_kib_of_a_gitignore_count(ws: Workspace, tree: Tree) -> None:
-    from actors.sandbox.ignore import MAX_GITIGNORE_BYTES
+    from actors.sandbox.workspace.ignore import MAX_GITIGNORE_BYTES
 
     padding = "#" * 99 + "\n"
     lines = padding * (MAX_GITIGNORE_BYTES // len(padding) - 1) + "first.txt\n" + padding * 10 + "late.txt\n"

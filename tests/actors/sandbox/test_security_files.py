@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox import files, search
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.dispatch import ToolCall
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools import files, search
+from actors.sandbox.tools.terminal import Terminal
 from protocol.errors import ErrorInfo, SandboxError
 from protocol.messages import RunTool
 from protocol.tools import (

@@ -22,10 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from actors.sandbox.confine import Workspace
-from actors.sandbox.isolation import Isolation, PidsCgroup, command_env, detect
-from actors.sandbox.output import Outcome
-from actors.sandbox.terminal import SCRATCH_PREFIX, Terminal, sweep_scratch
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.confinement.isolation import Isolation, PidsCgroup, command_env, detect
+from actors.sandbox.tools.output import Outcome
+from actors.sandbox.tools.terminal import SCRATCH_PREFIX, Terminal, sweep_scratch
 from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal

@@ -1,4 +1,4 @@
-"""The workspace's own toolchain in run_terminal (actors/sandbox/toolchain.py), with real venvs.
+"""The workspace's own toolchain in run_terminal (actors/sandbox/confinement/toolchain.py), with real venvs.
 
 ``python`` in a command resolves as in the user's shell for that workspace: the
 workspace's ``.venv`` when it has one (its ``bin`` first, ``VIRTUAL_ENV`` set, its base
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.sandbox import toolchain, visible
-from actors.sandbox.confine import Workspace
-from actors.sandbox.isolation import Isolation, command_env, detect
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.confinement import toolchain, visible
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.confinement.isolation import Isolation, command_env, detect
+from actors.sandbox.tools.terminal import Terminal
 from protocol.errors import SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal

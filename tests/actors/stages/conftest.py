@@ -32,7 +32,7 @@ import structlog
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.sandbox.dispatch import ToolCall
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.tools.terminal import Terminal
 from actors.stages.context import StageContext
 from broker.threads import ThreadClients
 from protocol.events import Event

@@ -12,9 +12,9 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from actors.sandbox import search
-from actors.sandbox.confine import Workspace
-from actors.sandbox.terminal import Terminal
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.tools import search
+from actors.sandbox.tools.terminal import Terminal
 from actors.stages import gather
 from actors.stages.gather import Prepared, prepare
 from actors.stages.terms import task_terms

@@ -14,7 +14,7 @@ untrusted: a ``.venv`` that is a symlink, or whose ``bin`` lies outside the work
 not used; its executables are never followed to decide what a command may see (nor are
 the workspace's directories on the user's PATH: :func:`outside`). Only the
 interpreter it was made from is made visible (read-only), and only when that is a Python
-installation (:func:`actors.sandbox.visible.python_home`): a venv cannot name an arbitrary
+installation (:func:`actors.sandbox.confinement.visible.python_home`): a venv cannot name an arbitrary
 directory to be bound. Running the venv's programs inside the sandbox is what running
 the workspace's tests does anyway.
 """

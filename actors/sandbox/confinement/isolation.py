@@ -10,12 +10,12 @@ Levels, weakest first (``LEVELS``):
                 namespace where the kernel allows one, else a child subreaper and sweep;
                 see ``launcher.py``).
 ``landlock``    plus Landlock (kernel 5.13+), applied by the launcher to itself before the
-                exec: reads only beneath what :mod:`actors.sandbox.visible` names (and
+                exec: reads only beneath what :mod:`actors.sandbox.confinement.visible` names (and
                 /proc), writes only beneath the workspace and the scratch dir; from ABI 4 no
                 TCP bind or connect; from ABI 6 no signals to and no abstract sockets of
                 processes outside the command's own tree.
 ``bubblewrap``  plus bubblewrap (``bwrap`` on the PATH): an empty root into which only
-                what a command may see is bound (:mod:`actors.sandbox.visible`: the
+                what a command may see is bound (:mod:`actors.sandbox.confinement.visible`: the
                 workspace and scratch dir read-write, system dirs, toolchains and the
                 configured paths read-only), a fresh /tmp, /dev and /proc, no network (a
                 new network namespace with only loopback), new PID, IPC and UTS
@@ -68,7 +68,7 @@ _HOW_TO = {
 }
 # Names a command may inherit from the sandbox's environment (plus LC_*). Everything else,
 # secrets above all, stays out; HOME and TMPDIR are replaced by the scratch dir. VIRTUAL_ENV
-# is set for a workspace's own virtualenv only (actors/sandbox/toolchain.py).
+# is set for a workspace's own virtualenv only (actors/sandbox/confinement/toolchain.py).
 ENV_ALLOW = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "PYTHONPATH",
                        "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME", "NVM_DIR"})
 READS_NOT_CONFINED = ("reads and writes NOT confined: a command can read every file this user can (~/.ssh "
@@ -90,10 +90,10 @@ def command_env(scratch: Path, *, base: dict[str, str] | None = None,
     """The environment a command gets: allowlisted names only, never a secret-looking one,
     HOME and TMPDIR in ``scratch``, git configured not to read the user's config or prompt,
     and the user's PATH: ``path`` (the client's) or ``base``'s, absolute entries only, never
-    acode's own installation put first (:mod:`actors.sandbox.toolchain`; a workspace's
+    acode's own installation put first (:mod:`actors.sandbox.confinement.toolchain`; a workspace's
     virtualenv goes before it there)."""
     # imported here: the client imports this module for LEVELS and is_secret_name alone
-    from actors.sandbox.toolchain import user_path
+    from actors.sandbox.confinement.toolchain import user_path
 
     source = os.environ if base is None else base
     allowed = ENV_ALLOW | extra

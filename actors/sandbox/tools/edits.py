@@ -7,7 +7,7 @@ Newlines. A file whose line endings are all CRLF, or all LF, keeps that style: t
 search and replace texts are converted to it first, so an LF search matches a CRLF file
 (models write LF) and a CRLF replacement cannot plant CRLF lines in an LF file. In a
 file that already mixes both, the texts are used exactly as given. A UTF-8 BOM is the
-caller's business (:func:`actors.sandbox.files.modify_file` strips it and puts it back).
+caller's business (:func:`actors.sandbox.tools.files.modify_file` strips it and puts it back).
 
 Hints. A search that matches nowhere gets the *closest region* of the file quoted with
 line numbers, so the model can copy the real text instead of guessing again; one that
@@ -48,7 +48,7 @@ from difflib import SequenceMatcher
 from functools import partial
 from itertools import accumulate, islice
 
-from actors.sandbox.confine import quote
+from actors.sandbox.confinement.confine import quote
 from protocol.errors import SandboxError
 from protocol.tools import Edit
 

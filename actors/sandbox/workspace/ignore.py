@@ -5,12 +5,12 @@ patterns relative to its own directory; a deeper file's matching pattern (a nega
 ``!keep.log`` included) wins over a shallower one's, and within a file the last
 matching pattern wins; ``dir/`` patterns match directories only (a directory is matched
 as ``name/``). As in git, an ignored directory is not entered, so nothing below it can
-be re-included. ``.git`` itself is always skipped by the walk (:mod:`actors.sandbox.search`).
+be re-included. ``.git`` itself is always skipped by the walk (:mod:`actors.sandbox.tools.search`).
 Only ``.gitignore`` files count: not ``.git/info/exclude`` nor the user's global excludes,
 which belong to one clone, not to the project.
 
 Every ``.gitignore`` is read through a directory fd the walk (or the confined
-:meth:`~actors.sandbox.confine.Workspace.open`) already holds, with ``O_NOFOLLOW |
+:meth:`~actors.sandbox.confinement.confine.Workspace.open`) already holds, with ``O_NOFOLLOW |
 O_NONBLOCK``: a symlinked, special or vanished one is skipped, never followed. Only its
 first :data:`MAX_GITIGNORE_BYTES` are used (cut at the last whole line); a pattern
 pathspec cannot compile is skipped.
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pathspec import GitIgnoreSpec
 
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
 from protocol.errors import SandboxError
 
 __all__ = ["MAX_GITIGNORE_BYTES", "NO_RULES", "Rules", "for_start", "read_text", "recorded_rules"]

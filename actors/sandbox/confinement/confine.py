@@ -24,7 +24,7 @@ resolved parent directory's fd and a plain final name (a final symlink is follow
 confined, first), and the writer creates, renames and unlinks relative to that fd.
 A writer may pass a :data:`Guard`: it is called with each resolved directory fd and the
 name about to be created or replaced in it (before every ``mkdir`` of a missing parent,
-and for the final target), so a policy such as :mod:`actors.sandbox.protected` judges
+and for the final target), so a policy such as :mod:`actors.sandbox.confinement.protected` judges
 the location the kernel actually resolved, and refuses before anything is created.
 """
 
@@ -125,7 +125,7 @@ class Workspace:
                                "its workspace by absolute path", code="ACODE-SBX-004")
         self.root = os.path.normpath(root)
         #: absolute paths no tool may reach even inside the root (acode's home): the rule is
-        #: :mod:`actors.sandbox.protected`'s, which every file and tree tool applies
+        #: :mod:`actors.sandbox.confinement.protected`'s, which every file and tree tool applies
         self.hidden = tuple(os.path.normpath(h) for h in hidden if os.path.isabs(h))
         try:
             self.fd = os.open(self.root, _DIR_FLAGS)

@@ -15,15 +15,15 @@ Reading stays allowed: a model may look at ``.git/HEAD`` or ``.agent/config.yml`
 
 acode's home (``ACODE_HOME``, default ``~/.acode``: the user's config and trust store, the
 database, logs, baselines) is the sandbox's :attr:`Workspace.hidden
-<actors.sandbox.confine.Workspace.hidden>`. When a workspace contains it (``acode run -w
+<actors.sandbox.confinement.confine.Workspace.hidden>`. When a workspace contains it (``acode run -w
 ~``), every file tool refuses it with ACODE-SBX-013 — reads too (:func:`open_for_read`),
 since the database holds every session's events — on the path as given
 (:func:`check_write`, :func:`open_for_read`) and on the kernel-resolved location (the
 write :func:`guard`; for reads the opened fd's ``/proc`` name), so a symlink inside the
 workspace pointing at the home gets no further than the home's own path. The tree tools
 skip it (:func:`hidden_ids`), and so do the session's baseline snapshots
-(:mod:`actors.sandbox.snapshot`, :func:`hidden_rels`), whose diff the reviewer reads.
-Commands see the home masked (:mod:`actors.sandbox.visible`).
+(:mod:`actors.sandbox.workspace.snapshot`, :func:`hidden_rels`), whose diff the reviewer reads.
+Commands see the home masked (:mod:`actors.sandbox.confinement.visible`).
 
 Which names count. Linux is case-sensitive, so ``.GIT`` is not git's directory on ext4,
 but a workspace may be (or contain) a case-insensitive mount — vfat, exFAT, ntfs3, CIFS,
@@ -40,8 +40,8 @@ How the resolved location is known. The path the model gives is checked lexicall
 (after ``normpath``: ``a/../.git/config`` and ``./.git//config`` are caught here, with a
 clear message, before any parent directory is created). That is not enough: a symlink
 ``x -> .git`` makes ``x/hooks/pre-commit`` land in ``.git``. So the rule is applied again
-to what the kernel resolved: :func:`guard` is a :data:`~actors.sandbox.confine.Guard`
-that :class:`~actors.sandbox.confine.Workspace` calls with the resolved directory fd and
+to what the kernel resolved: :func:`guard` is a :data:`~actors.sandbox.confinement.confine.Guard`
+that :class:`~actors.sandbox.confinement.confine.Workspace` calls with the resolved directory fd and
 the name about to be created or replaced (for every missing parent before its ``mkdir``,
 and for the final target). The fd's location is read from ``/proc/self/fd/<fd>``: the
 kernel's own name for that open directory — whatever symlinks, ``..`` or bind mounts led
@@ -62,7 +62,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from actors.sandbox.confine import Guard, Workspace, quote
+from actors.sandbox.confinement.confine import Guard, Workspace, quote
 from protocol.errors import SandboxError
 
 __all__ = ["check", "check_write", "guard", "hidden_ids", "hidden_rels", "is_protected", "open_for_read"]
@@ -121,7 +121,7 @@ def _inside(path: str, top: str) -> bool:
 def _homes(ws: Workspace) -> list[tuple[str, str]]:
     """``(as named, a location)``: acode's home (and its socket directory) as named and as
     the kernel resolves it. A workspace strictly inside the home (``-w ~/.acode/project``)
-    keeps its own files, as commands do (:mod:`actors.sandbox.terminal`): the home's own
+    keeps its own files, as commands do (:mod:`actors.sandbox.tools.terminal`): the home's own
     files lie outside it, where confinement already keeps every tool."""
     roots = {ws.root, os.path.realpath(ws.root)}
     found = [(h, p) for h in ws.hidden for p in (h, os.path.realpath(h))]

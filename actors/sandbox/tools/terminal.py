@@ -2,22 +2,22 @@
 
 How a command runs:
 
-- :func:`actors.sandbox.policy.check` parses it into argv (no shell ever sees it, unless
+- :func:`actors.sandbox.confinement.policy.check` parses it into argv (no shell ever sees it, unless
   the user opted in for that exact command) and refuses shell syntax, executables off the
   allowlist and the argument forms known to escape (ACODE-SBX-010/011/012). The session
   may require a minimum isolation level; below it nothing runs (ACODE-SBX-015).
 - The executable is looked up on the command's PATH first: a missing one is ACODE-SBX-005.
   That PATH is the user's, with the workspace's own virtualenv first when it has one
-  (:mod:`actors.sandbox.toolchain`), never acode's own installation.
+  (:mod:`actors.sandbox.confinement.toolchain`), never acode's own installation.
 - It starts through ``launcher.py`` (see there) in a new session and process group, stdin
   from /dev/null, cwd the workspace, an allowlisted environment with HOME and TMPDIR in a
   per-call scratch dir (removed afterwards), rlimits, a pids cgroup when there is one, and
-  the isolation :mod:`actors.sandbox.isolation` found: bubblewrap, Landlock or process-level,
+  the isolation :mod:`actors.sandbox.confinement.isolation` found: bubblewrap, Landlock or process-level,
   with the process tree contained by a PID namespace or a subreaper.
 - git's configuration and hooks, ``.agent/`` and acode's config are protected
-  (:mod:`actors.sandbox.sealed`: read-only binds under bubblewrap, and ``.git`` read-only
+  (:mod:`actors.sandbox.confinement.sealed`: read-only binds under bubblewrap, and ``.git`` read-only
   as a whole to programs other than git) and compared before and after the command at
-  every level (:mod:`actors.sandbox.tripwire`): a change is restored and fails the call
+  every level (:mod:`actors.sandbox.confinement.tripwire`): a change is restored and fails the call
   with ACODE-SBX-021, which pauses the session.
 - stdout and stderr share one pipe, read without blocking as data comes. At most
   ``max_bytes`` are kept (head and tail halves); the middle is counted and marked. ANSI
@@ -52,13 +52,21 @@ import msgspec
 import psutil
 
 from actors.private import user_umask
-from actors.sandbox import policy as command_policy
-from actors.sandbox import sealed, toolchain, tripwire, visible
-from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.isolation import CREDENTIALS, LAUNCHER, Isolation, PidsCgroup, command_env, detect, require
-from actors.sandbox.output import Outcome, strip_controls, utf8_start, utf8_stop
-from actors.sandbox.policy import command_policy_of
-from actors.sandbox.visible import View, inside
+from actors.sandbox.confinement import policy as command_policy
+from actors.sandbox.confinement import sealed, toolchain, tripwire, visible
+from actors.sandbox.confinement.confine import Workspace, quote
+from actors.sandbox.confinement.isolation import (
+    CREDENTIALS,
+    LAUNCHER,
+    Isolation,
+    PidsCgroup,
+    command_env,
+    detect,
+    require,
+)
+from actors.sandbox.confinement.policy import command_policy_of
+from actors.sandbox.confinement.visible import View, inside
+from actors.sandbox.tools.output import Outcome, strip_controls, utf8_start, utf8_stop
 from protocol.errors import ConfigError, ErrorInfo, SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
@@ -171,7 +179,7 @@ def _user_processes() -> int:
 class Terminal:
     """Runs commands and remembers the running ones, so :meth:`kill_all` can end them at stop.
 
-    ``isolation`` is what :func:`~actors.sandbox.isolation.detect` found (detected on first
+    ``isolation`` is what :func:`~actors.sandbox.confinement.isolation.detect` found (detected on first
     use when not given); ``subreaper`` makes this process a child subreaper, which only the
     sandbox actor wants (orphans of every command come back to it: :meth:`sweep`).
     """
@@ -179,7 +187,7 @@ class Terminal:
     def __init__(self, isolation: Isolation | None = None, *, subreaper: bool = False, read_boundary: bool = True,
                  protect: bool = True):
         self._read_boundary = read_boundary  # False: the whole root readable, for scripts/bench.py's comparison only
-        self._protect = protect  # False: no protected paths (actors.sandbox.sealed), for scripts/bench.py only
+        self._protect = protect  # False: no protected paths (actors.sandbox.confinement.sealed): scripts/bench.py only
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         # per workspace root: commands in flight, and the mount points bubblewrap made for them
@@ -292,7 +300,7 @@ class Terminal:
     def _guarded(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
                  timeout_s: float, max_bytes: int, isolation: Isolation, command: str,
                  found: sealed.Sealed) -> Outcome:
-        """:meth:`_launch` between a :class:`~actors.sandbox.tripwire.Tripwire` and its check:
+        """:meth:`_launch` between a :class:`~actors.sandbox.confinement.tripwire.Tripwire` and its check:
         a command that changed a protected path fails with ACODE-SBX-021, the paths restored."""
         wire = tripwire.Tripwire(found)
         outcome: Outcome | None = None
@@ -329,7 +337,7 @@ class Terminal:
                     os.rmdir(path)
 
     def view(self, policy: SandboxPolicy, path: str, allow: frozenset[str]) -> View:
-        """What a command under ``policy`` may see (:mod:`actors.sandbox.visible`); the
+        """What a command under ``policy`` may see (:mod:`actors.sandbox.confinement.visible`); the
         configured read and write paths are checked again here (ACODE-CFG-001)."""
         home = os.path.expanduser("~")
         try:
@@ -399,7 +407,7 @@ class Terminal:
         mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
         for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
             argv += [how, path, path]
-        argv += seal  # the protected paths, over the read-write binds (actors.sandbox.sealed)
+        argv += seal  # the protected paths, over the read-write binds (actors.sandbox.confinement.sealed)
         home = os.path.expanduser("~")
         bound = [path for path, _ in mounts]
         for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:

@@ -15,7 +15,7 @@ tree, in order:
                   init takes every process with it, ``--die-with-parent`` and the rest.
    ``pidns``      ``unshare(CLONE_NEWPID | CLONE_NEWNS)`` (root, or inside a new user
                   namespace mapping only our own uid); in the private mount namespace the
-                  protected paths (``seal``: actors/sandbox/sealed.py) are bound read-only
+                  protected paths (``seal``: actors/sandbox/confinement/sealed.py) are bound read-only
                   over the workspace, as bubblewrap binds them; the next fork is the
                   namespace's init, which forks
                   the command and reaps; when the command exits, init exits and the
@@ -401,7 +401,7 @@ def _mount(source: str | None, target: str, flags: int) -> None:
 
 def _seal(binds: Iterable[list[Any]]) -> None:
     """In this (new) mount namespace, nothing propagating back: bind each ``[source, target,
-    writable]`` (see actors/sandbox/sealed.py), read-only unless ``writable``; a missing
+    writable]`` (see actors/sandbox/confinement/sealed.py), read-only unless ``writable``; a missing
     target directory is made first (the sandbox removes it again when it stays empty)."""
     _mount(None, "/", _MS_REC | _MS_PRIVATE)
     for source, target, writable in binds:

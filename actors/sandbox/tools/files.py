@@ -1,6 +1,6 @@
 """The file tools: read_file, write_file, modify_file, create_directory, and pre-images.
 
-Every path goes through :class:`~actors.sandbox.confine.Workspace`. Reads open the file
+Every path goes through :class:`~actors.sandbox.confinement.confine.Workspace`. Reads open the file
 beneath the root with ``O_NONBLOCK | O_NOCTTY`` and check ``fstat`` before reading, so a
 FIFO (even one with no writer), socket or device is refused (ACODE-SBX-004) without
 blocking; the same check refuses them as modify_file or write_file targets.
@@ -19,7 +19,7 @@ one. ``rename`` replaces the directory entry, so a write never goes through a sy
 Writes are refused
 
 - into ``.git`` or ``.agent``, or anywhere in acode's home (ACODE-SBX-013,
-  :mod:`actors.sandbox.protected`, which also refuses reading the home), checked on the
+  :mod:`actors.sandbox.confinement.protected`, which also refuses reading the home), checked on the
   path as given and again on the location the kernel resolved, before any missing parent
   is created;
 - over a regular file with more than one hard link (ACODE-SBX-014): its other names may be
@@ -27,8 +27,8 @@ Writes are refused
   user's other name sees. The rename would not write through, but the change would not
   be the one the model meant either.
 
-modify_file takes search/replace ``edits`` (:mod:`actors.sandbox.edits`) or a unified
-``diff`` (:mod:`actors.sandbox.patch`), exactly one of them (ACODE-SBX-007 otherwise).
+modify_file takes search/replace ``edits`` (:mod:`actors.sandbox.tools.edits`) or a unified
+``diff`` (:mod:`actors.sandbox.tools.patch`), exactly one of them (ACODE-SBX-007 otherwise).
 Either applies whole or not at all. The file must be UTF-8; a BOM is kept. What small
 models send instead (issue 25): ``content``, a whole new text, alone, replaces the whole
 file, which must exist (as for edits), with every protection a write has (the protected
@@ -49,9 +49,10 @@ import os
 import stat
 
 from actors.private import workspace_mode
-from actors.sandbox import edits, patch, protected
-from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.output import Outcome, utf8_stop
+from actors.sandbox.confinement import protected
+from actors.sandbox.confinement.confine import Workspace, quote
+from actors.sandbox.tools import edits, patch
+from actors.sandbox.tools.output import Outcome, utf8_stop
 from protocol.errors import SandboxError
 from protocol.redact import placeholders_in
 from protocol.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile

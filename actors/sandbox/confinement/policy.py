@@ -49,7 +49,7 @@ each refusal names the rule that refused it, the offending value and how to allo
    allowance costs the machine.
 
 The allowlist is not the security boundary against code in the workspace (``python
-script.py`` runs whatever the script says); isolation is (:mod:`actors.sandbox.isolation`).
+script.py`` runs whatever the script says); isolation is (:mod:`actors.sandbox.confinement.isolation`).
 The policy stops the model from smuggling a second program past the reviewer's eyes.
 
 :func:`classify` (in :mod:`protocol.commands`, pure, shared with the executor and the
@@ -68,7 +68,7 @@ from typing import Any
 
 import msgspec
 
-from actors.sandbox.confine import quote
+from actors.sandbox.confinement.confine import quote
 from protocol.autonomy import classify, command_risk
 from protocol.cmdline import WRAPPERS, Option, Parsed, Wrapped, unwrap
 from protocol.commands import describe
@@ -112,7 +112,7 @@ class CommandPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 def command_policy_of(policy: SandboxPolicy) -> CommandPolicy:
     """The command policy a session's sandbox settings describe. Here, not in
-    :mod:`actors.sandbox.terminal`, so the planner's plan checks use it without loading the
+    :mod:`actors.sandbox.tools.terminal`, so the planner's plan checks use it without loading the
     terminal (psutil, the isolation levels, the read boundary: memory in every stage actor)."""
     allow = (frozenset(policy.allowed_commands) if policy.allowed_commands is not None
              else DEFAULT_ALLOW) | frozenset(policy.extra_commands)

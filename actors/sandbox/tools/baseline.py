@@ -18,10 +18,10 @@ Two kinds, chosen when the baseline is recorded:
 - **git** (the workspace is the top level of a git work tree): the tracked and
   untracked-but-not-ignored files as a commit of acode's, on the private ref
   ``refs/acode/sessions/<session>/base`` of the user's repository
-  (:mod:`actors.sandbox.gitsnap`). The diff builds the current tree the same way and
+  (:mod:`actors.sandbox.workspace.gitsnap`). The diff builds the current tree the same way and
   runs ``git diff-tree -p -M`` between the two trees.
 - **manifest** (anything else): a content manifest in the session's store
-  (:mod:`actors.sandbox.manifest`).
+  (:mod:`actors.sandbox.workspace.manifest`).
 
 **Ignore rules cannot hide a change.** The model can edit ``.gitignore`` files,
 ``.git/info/exclude`` and ``.git/config`` (``core.excludesFile``) through commands. So the
@@ -55,10 +55,10 @@ from typing import Literal
 
 import msgspec
 
-from actors.sandbox import gitsnap, ignore, manifest, snapshot
-from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.gitsnap import Change
-from actors.sandbox.output import Outcome, utf8_stop
+from actors.sandbox.confinement.confine import Workspace, quote
+from actors.sandbox.tools.output import Outcome, utf8_stop
+from actors.sandbox.workspace import gitsnap, ignore, manifest, snapshot
+from actors.sandbox.workspace.gitsnap import Change
 from protocol.errors import SandboxError
 from protocol.results import CHANGE_STATUS, FileChange, WorkspaceChanges
 

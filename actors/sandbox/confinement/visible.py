@@ -17,7 +17,7 @@ A command sees the session's workspace (read-write), its scratch dir (``HOME`` a
   ``HOME`` is the scratch dir there. Version managers without shims (nvm, uv and pipx
   tools, uv's managed pythons, go) need nothing special: their files resolve into their
   own version directory, which is the prefix bound. The PATH is the user's
-  (:mod:`actors.sandbox.toolchain`), never acode's own installation;
+  (:mod:`actors.sandbox.confinement.toolchain`), never acode's own installation;
 - a workspace virtualenv's base interpreter (:func:`python_home`): the venv is in the
   workspace, its ``bin/python`` a symlink to an interpreter outside, whose prefix is bound
   only when it is a Python installation (the venv's files are never followed otherwise);
@@ -31,7 +31,7 @@ Nothing else: not the home directory, other homes, ``/root`` (beyond a toolchain
 directory), ``/var``, ``/tmp`` (a command gets a fresh one), ``/run``, other processes.
 
 A toolchain prefix is never the home directory or one of its ancestors, nor a directory
-that holds a credential store (:data:`~actors.sandbox.isolation.CREDENTIALS`: ``~/.ssh``,
+that holds a credential store (:data:`~actors.sandbox.confinement.isolation.CREDENTIALS`: ``~/.ssh``,
 ``~/.cargo/credentials.toml``, ...) or acode's own home: such a prefix is narrowed to the
 directory holding the executable itself, and dropped if even that is unsafe.
 
@@ -55,7 +55,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from actors.sandbox.isolation import CREDENTIALS
+from actors.sandbox.confinement.isolation import CREDENTIALS
 from protocol.errors import ConfigError
 
 __all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "git_dirs", "inside",

@@ -29,7 +29,7 @@ with :data:`_OVERRIDES` on its command line, which win over every config file:
 ``--no-ext-diff --no-textconv``; blobs are written with ``--no-filters``.
 
 File contents never reach git by a workspace path: acode reads each file itself,
-beneath the root and without following a link (:mod:`actors.sandbox.snapshot`), hashes
+beneath the root and without following a link (:mod:`actors.sandbox.workspace.snapshot`), hashes
 it to its blob id in Python, asks the object store which ids it lacks
 (``cat-file --batch-check``), and writes only those, from copies in the scratch
 directory (``hash-object -w --no-filters --stdin-paths``). A symlink is recorded as a
@@ -48,8 +48,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from actors.private import user_umask
-from actors.sandbox import snapshot
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.workspace import snapshot
 from protocol.errors import SandboxError
 
 __all__ = ["GIT_TIMEOUT_S", "Change", "Repo", "Scratch", "Snapshot", "discover"]

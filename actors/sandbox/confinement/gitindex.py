@@ -5,8 +5,8 @@ git inside it, with *that* repository's config (``core.fsmonitor`` and the rest)
 command that stages a nested repository it made (``git init x``, a planted
 ``x/.git/config``, ``git add x``) would so plant code for the user's next ``git status``
 as surely as one writing ``.git/config``; :func:`gitlinks` lists them so the sandbox can
-protect existing ones and refuse new ones (:mod:`actors.sandbox.sealed`,
-:mod:`actors.sandbox.tripwire`).
+protect existing ones and refuse new ones (:mod:`actors.sandbox.confinement.sealed`,
+:mod:`actors.sandbox.confinement.tripwire`).
 
 The index format (git's ``Documentation/gitformat-index.txt``), versions 2 to 4: a
 ``DIRC`` header, then per entry 40 bytes of stat data with the mode at offset 24, the

@@ -1,6 +1,6 @@
 """A content manifest: the baseline of a workspace that is not a git work tree.
 
-The workspace is walked as the tree tools walk it (:func:`actors.sandbox.snapshot.walk`:
+The workspace is walked as the tree tools walk it (:func:`actors.sandbox.workspace.snapshot.walk`:
 ``.gitignore`` files honoured, ``.git`` skipped, symlinks recorded as links and never
 followed). Each file's bytes are copied, content-addressed, into the session's store
 under acode's home, never inside the workspace::
@@ -39,9 +39,9 @@ from typing import BinaryIO
 
 import msgspec
 
-from actors.sandbox import ignore, snapshot
-from actors.sandbox.confine import Workspace
-from actors.sandbox.gitsnap import Change
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.workspace import ignore, snapshot
+from actors.sandbox.workspace.gitsnap import Change
 
 __all__ = ["MAX_STORED_FILE_BYTES", "MAX_STORED_TOTAL_BYTES", "Item", "Manifest", "diff", "load", "record"]
 

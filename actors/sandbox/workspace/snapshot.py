@@ -1,6 +1,6 @@
 """What a workspace snapshot sees: its regular files and symlinks, read without following a link.
 
-Both kinds of baseline (:mod:`actors.sandbox.gitsnap`, :mod:`actors.sandbox.manifest`)
+Both kinds of baseline (:mod:`actors.sandbox.workspace.gitsnap`, :mod:`actors.sandbox.workspace.manifest`)
 read the workspace through this module, so they agree on what a file is:
 
 - a regular file, with git's two modes (``100755`` when the owner may execute it,
@@ -11,14 +11,14 @@ read the workspace through this module, so they agree on what a file is:
   sockets and devices are never opened.
 
 Every entry is looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` in a directory fd that
-:class:`~actors.sandbox.confine.Workspace` resolved beneath the root, and a file is opened
+:class:`~actors.sandbox.confinement.confine.Workspace` resolved beneath the root, and a file is opened
 relative to that fd with ``O_NOFOLLOW | O_NONBLOCK``, then checked with ``fstat``: a link
 or a FIFO swapped in after the look is refused by the kernel, not followed or waited on.
 
-:func:`walk` is the manifest's walk (``.gitignore`` rules from :mod:`actors.sandbox.ignore`,
+:func:`walk` is the manifest's walk (``.gitignore`` rules from :mod:`actors.sandbox.workspace.ignore`,
 ``.git`` skipped, symlinked directories not entered); :func:`entries` serves the git
 snapshot, whose paths come from ``git ls-files`` and are checked here before use. Both
-leave out acode's home when the workspace holds it (:mod:`actors.sandbox.protected`).
+leave out acode's home when the workspace holds it (:mod:`actors.sandbox.confinement.protected`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from actors.sandbox import ignore, protected
-from actors.sandbox.confine import Workspace
+from actors.sandbox.confinement import protected
+from actors.sandbox.confinement.confine import Workspace
+from actors.sandbox.workspace import ignore
 from protocol.errors import SandboxError
 
 __all__ = ["CHUNK", "Entry", "entries", "is_binary", "open_file", "read_link", "walk"]

@@ -42,8 +42,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.sandbox.confine import quote
-from actors.sandbox.edits import region_hint
+from actors.sandbox.confinement.confine import quote
+from actors.sandbox.tools.edits import region_hint
 from protocol.errors import PathEscapeError, SandboxError
 
 __all__ = ["Hunk", "Patch", "apply", "parse"]

@@ -1,4 +1,4 @@
-"""Compare-and-restore: the protected paths of :mod:`actors.sandbox.sealed` around one command.
+"""Compare-and-restore: the protected paths of :mod:`actors.sandbox.confinement.sealed` around one command.
 
 Under every isolation level (bubblewrap too, as defence in depth) the sandbox takes a
 :class:`Tripwire` before a command starts and calls :meth:`Tripwire.check` after it has
@@ -33,10 +33,10 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 
-from actors.sandbox import gitindex
-from actors.sandbox.confine import quote
-from actors.sandbox.sealed import Sealed, index_links
-from actors.sandbox.visible import inside
+from actors.sandbox.confinement import gitindex
+from actors.sandbox.confinement.confine import quote
+from actors.sandbox.confinement.sealed import Sealed, index_links
+from actors.sandbox.confinement.visible import inside
 from protocol.errors import ErrorInfo
 
 __all__ = ["CODE", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "Report", "Tripwire", "error"]

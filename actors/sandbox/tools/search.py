@@ -1,13 +1,13 @@
 """The tree tools: list_directory and search_code (and its several-query form, search_code_terms).
 
 Both walk the workspace with directory fds: the start directory is opened through
-:class:`~actors.sandbox.confine.Workspace`, and every child is opened relative to its
+:class:`~actors.sandbox.confinement.confine.Workspace`, and every child is opened relative to its
 parent's fd with ``O_NOFOLLOW``, so a walk never leaves the tree it started in, never
 descends into a symlinked directory and never reads through a symlinked file (a link
 swapped in mid-walk makes that one open fail; the walk skips it). FIFOs, sockets and
 devices are listed but never opened. ``.git`` and acode's home (wherever it lies, found by
-its inode: :mod:`actors.sandbox.protected`) are skipped, and so is whatever the
-project's ``.gitignore`` files ignore (:mod:`actors.sandbox.ignore`); a final line
+its inode: :mod:`actors.sandbox.confinement.protected`) are skipped, and so is whatever the
+project's ``.gitignore`` files ignore (:mod:`actors.sandbox.workspace.ignore`); a final line
 ``[N entries ignored by .gitignore]`` says how much was left out, so the model does not
 take the listing for the whole tree. Output is sorted by name at every level and capped
 (1000 entries, 200 matches, the request's byte limit) with a marker saying so.
@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from actors.sandbox import ignore, protected
-from actors.sandbox.confine import Workspace, quote
-from actors.sandbox.output import Outcome, truncate
+from actors.sandbox.confinement import protected
+from actors.sandbox.confinement.confine import Workspace, quote
+from actors.sandbox.tools.output import Outcome, truncate
+from actors.sandbox.workspace import ignore
 from protocol.errors import ErrorInfo, SandboxError
 from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 

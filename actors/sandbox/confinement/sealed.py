@@ -23,11 +23,11 @@ would loosen the rules the next session runs under. So, for the workspace's repo
   has none (a repository planted there would be the one the user's git finds).
 - ``gitdirs``: the git directories themselves (``.git``, ``.git/modules/*`` nested, the
   external ones of a linked worktree, and the ``.git`` of every nested repository the
-  index holds as a gitlink: :mod:`actors.sandbox.gitindex`), which bubblewrap pins in
+  index holds as a gitlink: :mod:`actors.sandbox.confinement.gitindex`), which bubblewrap pins in
   place; ``index``: the index, whose new gitlinks the tripwire refuses.
 
 The git directories are the workspace's ``.git`` (or what its gitlink names, and that
-directory's ``commondir``: :func:`actors.sandbox.visible.git_dirs`), with every
+directory's ``commondir``: :func:`actors.sandbox.confinement.visible.git_dirs`), with every
 submodule's beneath ``modules/`` (bounded: :data:`MAX_GITDIRS`).
 
 Under bubblewrap (:func:`bwrap_args`, after the workspace's read-write bind): each
@@ -37,7 +37,7 @@ read-only onto itself; a missing protected directory gets an empty read-only dir
 bound there (bubblewrap makes the mount point: an empty directory, which the sandbox
 removes again after the command when it is still empty; an empty ``hooks/``, ``info/``
 or ``.agent/`` means what a missing one means, so the compare-and-restore of
-:mod:`actors.sandbox.tripwire` counts them as equal). A missing protected file is left
+:mod:`actors.sandbox.confinement.tripwire` counts them as equal). A missing protected file is left
 to the tripwire (creating it would change git's view). For a command whose program is
 not git (:func:`is_git`: a shell or a script that runs git counts as not git), every git
 directory is bound read-only as a whole: a script cannot delete refs, the stash or
@@ -48,7 +48,7 @@ with mount(2) in the command's own mount namespace. Landlock alone cannot do it:
 rights on a directory hold for everything beneath it, so a rule for the workspace cannot
 leave ``.git/config`` out, and splitting it beneath the root's children would take away
 creating files at the root. So in the ``subreaper`` mode (no namespaces) only
-:mod:`actors.sandbox.tripwire`'s compare-and-restore protects them; it runs at every
+:mod:`actors.sandbox.confinement.tripwire`'s compare-and-restore protects them; it runs at every
 level.
 """
 
@@ -59,8 +59,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from actors.sandbox import gitindex, visible
-from actors.sandbox.visible import inside
+from actors.sandbox.confinement import gitindex, visible
+from actors.sandbox.confinement.visible import inside
 
 __all__ = ["MAX_GITDIRS", "PROTECTED", "Sealed", "binds", "bwrap_args", "enforcement", "find", "index_links",
            "is_git"]
