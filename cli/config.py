@@ -80,7 +80,7 @@ class Orchestration(_Section, frozen=True):
     cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     verify_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     review_cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
-    # percent of the model's context (less the answer's reserve) per stage; see README "Token budgets"
+    # percent of the model's context (less the answer's reserve) per stage; see docs/pipeline.md "Token budgets"
     token_budget: dict[StageName, Percent] | None = None
     stage_retry_limits: dict[StageName, Annotated[int, msgspec.Meta(ge=0, le=10)]] | None = None
     stages: dict[StageName, StageOptions] | None = None

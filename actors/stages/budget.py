@@ -2,8 +2,8 @@
 
 A stage's budget is its share of the model's context (seed 000 FR-046..053):
 ``token_budget[stage]`` percent (default planner 25, executor 45, verifier 15, reviewer
-15: the executor sends the most, its tool definitions and a window of turns; see the
-README's budget paragraph) of the model's ``num_ctx`` less a reserve for the answer (an
+15: the executor sends the most, its tool definitions and a window of turns; see
+docs/pipeline.md, "Token budgets") of the model's ``num_ctx`` less a reserve for the answer (an
 eighth of it). Tokens
 are estimated at :data:`CHARS_PER_TOKEN` characters each, the estimate acode uses
 everywhere; the system prompt and the tool definitions count against the budget.
