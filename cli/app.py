@@ -490,7 +490,7 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
         snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
         body = approvals.decision_for(snapshot, decision, always=always, reason=reason, by=f"acode {decision}")
         if isinstance(body, DecideApproval) and snapshot.approval is not None:
-            echo("\n".join(approvals.request_lines(snapshot.approval)))
+            echo("\n".join(render.request_lines(snapshot.approval)))
             if always:
                 _confirm_always(snapshot.approval)
         _follow_resumed(connection, session_id, body, detach=detach, json_out=json_out,
@@ -499,7 +499,7 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
 
 def _confirm_always(request: ApprovalRequest) -> None:
     """Show what ``--always`` grants in full; on a terminal, ask before granting it."""
-    echo("\n".join(approvals.always_lines(request)))
+    echo("\n".join(render.always_lines(request)))
     if not approvals.interactive():
         echo("not a terminal: approving with this rule as --always asked")
         return

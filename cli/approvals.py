@@ -7,7 +7,7 @@ session pauses ``awaiting_approval``::
     approve? [y]es [n]o [a]lways [d]iff [q]uit:
 
 ``y`` approves this call, ``a`` approves it and later calls of the same rule in this
-session (the rule is shown in full and confirmed first: :func:`always_lines`), ``n``
+session (the rule is shown in full and confirmed first: :func:`cli.render.always_lines`), ``n``
 denies it (with an optional reason), ``d`` shows the diff of a write, ``q`` detaches and
 leaves the session waiting, printing the commands that decide it.
 The decision goes to the coordinator like ``acode approve``'s; the run then follows the
@@ -22,14 +22,13 @@ from typing import Literal
 
 from cli.connection import Connection
 from cli.follow import follow_and_print, read_events
-from cli.render import echo
+from cli.render import always_lines, echo, request_lines
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import CliError
 from protocol.messages import ApprovePlan, DecideApproval, Message
-from protocol.printable import printable
 from protocol.session import SessionSnapshot
 
-__all__ = ["PROMPT", "always_lines", "decision_for", "interactive", "prompt_loop", "request_lines"]
+__all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop"]
 
 PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
 
@@ -37,36 +36,6 @@ PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
 def interactive() -> bool:
     """Whether a human is at this terminal to answer a prompt."""
     return sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
-    """The exact call a session waits on: tool, risk, why; a command's argv and cwd; a write's diff.
-    Each value stays on its line (a newline in a path or command shows as ``\\n``); :func:`echo`
-    escapes what else a model may have put in them."""
-    where = f"{request.task}/{request.step} " if request.task else ""
-    lines = [f"{where}wants to run {request.tool} ({request.risk}): {printable(request.target, lines=False)}",
-             f"  why: {printable(request.why, lines=False)}"]
-    if request.argv:
-        lines.append(f"  argv: {request.argv}")  # a list's repr: each word quoted, its controls escaped
-    if request.cwd:
-        lines.append(f"  cwd: {printable(request.cwd, lines=False)}")
-    if request.diff:
-        if diff:
-            lines += ["  diff:", *[f"    {line}" for line in request.diff.rstrip("\n").split("\n")]]
-        else:
-            changed = sum(1 for line in request.diff.splitlines()
-                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
-            lines.append(f"  diff: {changed} line(s) changed ([d] shows it)")
-    lines.append(f"  rule for --always: {printable(request.rule, lines=False)}")
-    return lines
-
-
-def always_lines(request: ApprovalRequest) -> list[str]:
-    """What ``--always`` grants, in full: the rule, and that nothing wider is covered."""
-    return ["--always approves this call and, for the rest of the session, every later call with exactly this rule:",
-            f"  {request.rule}",
-            "  (the same tool and, for a command, the same program, subcommand and option names, and the same risk "
-            "class; its arguments may differ; anything else still asks)"]
 
 
 def decision_for(snapshot: SessionSnapshot, decision: Literal["approve", "deny"], *, always: bool = False,

@@ -1,4 +1,5 @@
-"""Text rendering of statuses, sessions and events for humans (``--json`` skips all this).
+"""Text rendering of statuses, sessions, events and the calls waiting for approval, for humans
+(``--json`` skips all this).
 
 Everything the CLI prints goes through :func:`echo` (text) or ``cli.follow.print_json``
 (``--json``): a model's or a command's words reach the terminal with their control
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import typer
 
+from protocol.autonomy import ApprovalRequest
 from protocol.errors import with_code
 from protocol.events import (
     ApprovalDecided,
@@ -43,8 +45,8 @@ from protocol.results import WorkspaceChanges
 from protocol.session import SessionSnapshot
 from protocol.tools import INTERNAL_TOOLS
 
-__all__ = ["Progress", "echo", "files_changed", "session_detail", "sessions_table", "StageTotal", "stage_figures",
-           "stage_table", "stage_totals", "status_table", "table"]
+__all__ = ["Progress", "always_lines", "echo", "files_changed", "request_lines", "session_detail", "sessions_table",
+           "StageTotal", "stage_figures", "stage_table", "stage_totals", "status_table", "table"]
 
 _FILE_WRITES = frozenset({"write_file", "modify_file"})  # create_directory makes no file
 
@@ -365,8 +367,6 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         if pause.command:
             lines.append(f"continue  {pause.command} (or `acode cancel {session.id}` ends the session)")
         if session.approval is not None:
-            from cli.approvals import request_lines
-
             lines += [f"          {line}" for line in request_lines(session.approval, diff=True)]
     if session.error:
         lines.append(f"error     {with_code(session.error.message, session.error.code)}")
@@ -447,3 +447,33 @@ def question_lines(plan: TaskPlan) -> list[str]:
         if question.default:
             lines.append(f"    default: {question.default}")
     return lines
+
+
+def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
+    """The exact call a session waits on: tool, risk, why; a command's argv and cwd; a write's diff.
+    Each value stays on its line (a newline in a path or command shows as ``\\n``); :func:`echo`
+    escapes what else a model may have put in them."""
+    where = f"{request.task}/{request.step} " if request.task else ""
+    lines = [f"{where}wants to run {request.tool} ({request.risk}): {printable(request.target, lines=False)}",
+             f"  why: {printable(request.why, lines=False)}"]
+    if request.argv:
+        lines.append(f"  argv: {request.argv}")  # a list's repr: each word quoted, its controls escaped
+    if request.cwd:
+        lines.append(f"  cwd: {printable(request.cwd, lines=False)}")
+    if request.diff:
+        if diff:
+            lines += ["  diff:", *[f"    {line}" for line in request.diff.rstrip("\n").split("\n")]]
+        else:
+            changed = sum(1 for line in request.diff.splitlines()
+                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
+            lines.append(f"  diff: {changed} line(s) changed ([d] shows it)")
+    lines.append(f"  rule for --always: {printable(request.rule, lines=False)}")
+    return lines
+
+
+def always_lines(request: ApprovalRequest) -> list[str]:
+    """What ``--always`` grants, in full: the rule, and that nothing wider is covered."""
+    return ["--always approves this call and, for the rest of the session, every later call with exactly this rule:",
+            f"  {request.rule}",
+            "  (the same tool and, for a command, the same program, subcommand and option names, and the same risk "
+            "class; its arguments may differ; anything else still asks)"]

@@ -11,7 +11,7 @@ Groups (each against a private acode home; everything started is stopped):
   verify, then review" with a zero-delay scripted model; ``session_s.server_p50`` is one
   session's first event to its last (as stored), ``client_p50`` submit to the final event as
   `acode run` sees it. The peer, LangGraph with its SQLite checkpointer doing the same steps
-  in one process (``scripts/bench_langgraph.py``, extra ``bench``), runs in the same run, one
+  in one process (``scripts/langgraph_peer.py``, extra ``bench``), runs in the same run, one
   of its sessions after each of acode's (alternated, so a drift of the machine's speed meets
   both alike); ``ratio`` is acode over LangGraph (target ≤ 1.0). ``transition_ms``: stage transition
   latency, answer in to the next dispatch, durable commit included (coordinator log), over
@@ -82,6 +82,8 @@ import zmq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import langgraph_peer  # noqa: E402 - beside this file: the W1 peer (LangGraph is loaded when one is made)
 
 from actors.llm.meter import Meter  # noqa: E402
 from actors.llm.provider import ModelRequest  # noqa: E402
@@ -527,18 +529,16 @@ def _memory(processes: list[psutil.Process]) -> dict[str, Any]:
 
 
 def group_w1(acode: _Acode, args: argparse.Namespace) -> dict[str, Any]:
-    """acode's W1 sessions, each followed by one of LangGraph's peer (``bench_langgraph.Peer``)
+    """acode's W1 sessions, each followed by one of LangGraph's peer (``langgraph_peer.Peer``)
     when the extra is installed: alternated, so a drift of the machine's speed (±10 % within
     minutes on a shared virtual machine) meets both alike instead of skewing the ratio."""
     peer: Any = None
     peer_note = ""
     if not args.no_peer:
         try:
-            import bench_langgraph
+            peer = langgraph_peer.Peer()
         except ImportError as exc:
             peer_note = f"not measured: {exc}; pip install -e .[bench]"
-        else:
-            peer = bench_langgraph.Peer()
     try:
         acode.w1()  # warm-up: imports, caches and the first session's tables
         if peer is not None:

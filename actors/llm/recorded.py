@@ -42,10 +42,13 @@ hash was taken from the request as the stage made it. So steering that arrived d
 attempt does not change the keys of that attempt's calls: a retried attempt replays
 every recorded answer, and only the calls it makes live carry the steering.
 
-A live call is watched (``calls``, :mod:`actors.stages.callwatch`): its deadline (which
+A live call is watched (``calls``, a :class:`CallWatcher`; the stage's is
+:class:`actors.stages.callwatch.CallWatch`, handed in by the stage): its deadline (which
 spares a call still at work until ``limit``, by its meter), the stage's cancel, and what
-the stage holds written if it runs long. :meth:`RecordedModel.expected_s` is the
-provider's estimate of a normal call's time, for a stage that sets a deadline.
+the stage holds written if it runs long. This layer names only what it needs of the watch
+(:class:`CallWatcher`, :class:`WatchedCall`), so it imports nothing from the stages above
+it. :meth:`RecordedModel.expected_s` is the provider's estimate of a normal call's time,
+for a stage that sets a deadline.
 
 A live answer is made storable first (:func:`actors.llm.toolcalls.storable_answer`): a
 lone UTF-16 surrogate in it, which no encoder takes, would fail the record, and the replay
@@ -64,24 +67,43 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import msgspec
 
 from actors.llm import toolcalls
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest, Paced, Provider
-from actors.stages.callwatch import CallWatch
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer
 
-__all__ = ["DeadlinePassed", "RecordedModel", "prompt_tokens", "request_hash"]
+__all__ = ["CallWatcher", "DeadlinePassed", "RecordedModel", "WatchedCall", "prompt_tokens", "request_hash"]
 
 
 class DeadlinePassed(ModelError):
     """A live model call abandoned at the caller's deadline (``complete(deadline=...)``)."""
+
+
+class WatchedCall(Protocol):
+    """One live call as its watcher holds it: ``stop`` is set to abandon the call (its
+    deadline passed, or the stage was cancelled); ``expired`` says it was the deadline."""
+
+    @property
+    def stop(self) -> threading.Event: ...
+
+    @property
+    def expired(self) -> bool: ...
+
+
+class CallWatcher(Protocol):
+    """What watches live calls: :meth:`call` watches one for as long as its block runs
+    (``limit`` and ``meter``: a call still at work may outlive its deadline up to ``limit``)."""
+
+    def call(self, cancel: threading.Event, deadline: float | None = None, *, limit: float | None = None,
+             meter: Meter | None = None) -> AbstractContextManager[WatchedCall]: ...
 
 
 def prompt_tokens(request: ModelRequest) -> int:
@@ -150,7 +172,7 @@ class RecordedModel:
                  visit: int, cancel: threading.Event, before: Callable[[ModelRequest], None] | None = None,
                  amend: Callable[[ModelRequest], ModelRequest] | None = None,
                  watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic,
-                 claims: Callable[[], dict[str, int]] | None = None, calls: CallWatch | None = None):
+                 claims: Callable[[], dict[str, int]] | None = None, calls: CallWatcher | None = None):
         self.provider = provider
         self.claims = claims
         self.watched = calls
@@ -196,7 +218,7 @@ class RecordedModel:
                  limit: float | None = None) -> ModelAnswer:
         """The recorded answer, else the provider's (recorded). At ``deadline`` (monotonic;
         the executor's step time) a live call is abandoned: :class:`DeadlinePassed`; with a
-        ``limit``, a call still at work goes on up to it (:mod:`actors.stages.callwatch`)."""
+        ``limit``, a call still at work goes on up to it (the :class:`CallWatcher`)."""
         cancel = self.cancel
         if cancel.is_set():
             raise ModelError(f"the {request.stage} attempt was abandoned by the coordinator; not asking the model",
@@ -250,7 +272,7 @@ class RecordedModel:
     def _ask(self, request: ModelRequest, seq: int, meter: Meter, deadline: float | None,
              limit: float | None) -> ModelAnswer:
         """The provider's answer, the call watched (its deadline, the stage's cancel, and
-        what the stage holds back written if it runs long: :mod:`actors.stages.callwatch`)."""
+        what the stage holds back written if it runs long: the :class:`CallWatcher`)."""
         if self.watched is None:
             return self.provider.complete(request, seq=seq, cancel=self.cancel, meter=meter)
         with self.watched.call(self.cancel, deadline, limit=limit, meter=meter) as watched:

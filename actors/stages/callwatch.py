@@ -89,6 +89,9 @@ class Watched:
 
 
 class CallWatch:
+    """A stage's live model calls, watched on one thread: the
+    :class:`~actors.llm.recorded.CallWatcher` the stage hands its recorded model."""
+
     def __init__(self, on_long_call: Callable[[], None], *, on_exit: Callable[[], None] | None = None,
                  log: Any = None, clock: Callable[[], float] = time.monotonic, flush_after: float = FLUSH_AFTER):
         """``on_long_call`` runs on the watch's thread; ``on_exit`` too, as it ends (the

@@ -10,8 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cli.approvals import request_lines
-from cli.render import Progress, active_sessions, echo, files_changed, session_detail
+from cli.render import Progress, active_sessions, echo, files_changed, request_lines, session_detail
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError, with_code
 from protocol.events import Event, SessionFinished, SessionPaused, StageFinished, ToolCalled
