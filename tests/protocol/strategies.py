@@ -129,7 +129,8 @@ approval_decisions = struct(au.ApprovalDecision, {"id": ids, "key": ids, "call_h
                             always=st.booleans(), reason=texts, by=short, at=floats)
 model_profiles = struct(pf.ModelProfile, name=short, edit_style=st.sampled_from(["search_replace", "whole_file"]),
                         tools=_few(short.filter(bool)), compact_tools=st.none() | st.booleans(),
-                        temperature=st.none() | st.floats(0, 2), prompt_style=st.sampled_from(["full", "compact"]))
+                        temperature=st.none() | st.floats(0, 2), prompt_style=st.sampled_from(["full", "compact"]),
+                        step_style=st.sampled_from(["tools", "file"]), review=st.sampled_from(["model", "checks"]))
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
