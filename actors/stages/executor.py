@@ -160,6 +160,7 @@ _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
 _MAX_CONTEXT_FILES = 8
 _WARMER = 0.6  # the file step's temperature after a file sent back unchanged
+_CHECK_FLOOR_S = 30.0  # the file step's checks after a change get at least this long
 _PATH_WEIGHT = 4  # actors.stages.terms: a file name or path
 _LISTING_DEPTH = 3
 _LISTING_CHARS = 2_000  # the workspace listing in a step's first message, at most
@@ -230,6 +231,7 @@ class _Step:
         self.pipeline = CallPipeline(ctx)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
         self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
+        self.slowest_check_ms = 0.0  # the file step: its checks' slowest run so far
 
     def _step_paths(self) -> list[str]:
         """The files the step names: its task's resources, then the paths written in the
@@ -438,9 +440,13 @@ class _Step:
         checks = [c.check for c in self.task.acceptance if c.check is not None] if last else []
         # how the checks fail now: "fix the code so that the test passes" names no error; the test's
         # output does (a file not written yet: nothing to learn)
+        self.slowest_check_ms = 0.0
         before = self._run_checks(f"{key}:before", 0, checks) if checks and current is not None else []
         if isinstance(before, _Outcome):
             return before
+        # a model's answer can loop forever: after the change the checks get ten times what they
+        # took before it (30 s at least), not the whole command timeout each time
+        check_timeout = max(_CHECK_FLOOR_S, 10 * self.slowest_check_ms / 1000) if self.slowest_check_ms else None
         text = filestep.render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
                                runs_checks=last, failing=before)
         self.conversation = Conversation(system, text + _retry_note(attempt, limit, failure, self.earlier_failure))
@@ -496,7 +502,7 @@ class _Step:
             current = content
             if path not in self.files:
                 self.files.append(path)
-            failed = self._run_checks(key, turn, checks)
+            failed = self._run_checks(key, turn, checks, timeout=check_timeout)
             self._turn(turn, answer, 1 + len(checks), "" if not failed else f"{len(failed)} check(s) failed")
             if isinstance(failed, _Outcome):
                 return failed
@@ -510,19 +516,26 @@ class _Step:
                                   "(ACODE-EXEC-003); raise max_turns_per_step, or steer the step",
                         code="ACODE-EXEC-003")
 
-    def _run_checks(self, key: str, turn: int, checks: list[Check]) -> list[tuple[Check, str]] | _Outcome:
-        """Run ``checks`` as run_terminal calls through the pipeline; the ones that failed
-        with their evidence (:func:`actors.stages.verifier.judge`), or the outcome of a
-        denied one (the step cannot be checked as the plan says)."""
+    def _run_checks(self, key: str, turn: int, checks: list[Check],
+                    timeout: float | None = None) -> list[tuple[Check, str]] | _Outcome:
+        """Run ``checks`` as run_terminal calls through the pipeline (``timeout``: each one's,
+        never above the session's command timeout; the sandbox takes the lower); the ones that
+        failed with their evidence (:func:`actors.stages.judge.judge`), or the outcome of a
+        denied one (the step cannot be checked as the plan says). The slowest run is kept in
+        ``slowest_check_ms``."""
         failed: list[tuple[Check, str]] = []
         for index, check in enumerate(checks, start=1):
-            call = ModelToolCall(id=f"check{turn}.{index}", name="run_terminal", arguments={"command": check.command})
+            arguments: dict[str, Any] = {"command": check.command}
+            if timeout is not None:
+                arguments["timeout_s"] = round(timeout, 1)
+            call = ModelToolCall(id=f"check{turn}.{index}", name="run_terminal", arguments=arguments)
             passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
             if passed.result is None:
                 self.denied = True
                 return _Outcome("failed", f"the check `{check.command}` was denied: {passed.denied[:300]}",
                                 code="ACODE-EXEC-005")
             self.calls += 1
+            self.slowest_check_ms = max(self.slowest_check_ms, passed.result.duration_ms)
             ok, evidence = judge(check, passed.result)
             if not ok:
                 failed.append((check, evidence))

@@ -10,6 +10,7 @@ The answers here are the shapes the real model sent.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -285,3 +286,20 @@ def test_the_reviewers_extra_step_writes_the_one_changed_file_and_carries_the_ch
     assert [c.check.command for c in one.acceptance if c.check] == [COMMAND]  # run after each answer
     two = executor.review_task(feedback, ["solution.py", "other.py"], the_plan)
     assert (two.resources.write, two.acceptance) == ([], [])  # several files: the tool loop, as before
+
+
+def test_a_check_that_runs_forever_after_the_change_is_cut_at_ten_times_its_time_before(
+        stack: Stack, server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HumanEval/32: the model's Newton loop never ended, and each check took the whole 120 s
+    monkeypatch.setattr(executor, "_CHECK_FLOOR_S", 0.5)
+    loops = HEAD + "    while True:\n        pass\n"
+    server.queue(Text(f"```python\n{loops}```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+    started = time.monotonic()
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert time.monotonic() - started < 60  # the session's command timeout is 120 s
+    said = _said(server, 1)
+    assert "did not run to completion" in said and "did not finish within" in said, said
