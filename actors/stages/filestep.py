@@ -18,22 +18,32 @@ This module holds the pure parts: when the style applies (:func:`target`), the p
 (:data:`SYSTEM`, :func:`render`), reading the answer (:func:`answered_file`) and what is
 refused before anything is written (:func:`problem`: no block, the file unchanged, a
 syntax error, code left out), and the messages that answer a turn. The loop is
-:meth:`actors.stages.executor._Step._file_try`.
+:class:`FileStyleStep`, which extends the tool loop's :class:`actors.stages.step.Step`.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from actors.llm import toolcalls
+from actors.llm.provider import ModelRequest
+from actors.stages import prompts
+from actors.stages.conversation import Conversation
+from actors.stages.judge import judge
+from actors.stages.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
 from actors.stages.untrusted import Fence
 from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
+from protocol.results import ModelToolCall
 from protocol.session import Feedback
 
-__all__ = ["CHANGING_ACTIONS", "SYSTEM", "answered_file", "problem", "render", "render_checks_failed",
+__all__ = ["CHANGING_ACTIONS", "FileStyleStep", "SYSTEM", "answered_file", "problem", "render", "render_checks_failed",
            "render_problem", "target", "unnumbered", "whole"]
 
+_WARMER = 0.6  # the temperature after a file sent back unchanged
+_CHECK_FLOOR_S = 30.0  # the checks after a change get at least this long
 CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "generate_code"})
 
 SYSTEM = ("You are an expert programmer. You change one file of a project at a time. Answer with the complete "
@@ -212,3 +222,138 @@ def render_checks_failed(path: str, failed: Sequence[tuple[Check, str]], fence: 
     lines.append(f"Fix {path} so that they pass. Answer with the complete new {path} in one "
                  f"```{_language(path)} code block.")
     return "\n\n".join(lines)
+
+
+class FileStyleStep(Step):
+    """A :class:`~actors.stages.step.Step` whose tries answer a step that changes one file,
+    seen whole, as that file when the profile's step style is ``file``; any other step
+    keeps the tool loop."""
+
+    def _loop(self, key: str, site: str, listing: str, files: list[tuple[str, str | None]], attempt: int,
+              limit: int, failure: Outcome | None) -> Outcome:
+        path = target(self.task, self.step) if self.ctx.request.settings.profile.step_style == "file" else ""
+        shown = whole(files, path) if path else None
+        if shown is None:  # several files, none, or one the model cannot see whole: the tool loop
+            return super()._loop(key, site, listing, files, attempt, limit, failure)
+        return self._file_try(key, site, path, shown, attempt, limit, failure)
+
+    def _file_try(self, key: str, site: str, path: str, files: list[tuple[str, str | None]], attempt: int, limit: int,
+                  failure: Outcome | None) -> Outcome:
+        """One try of a step that changes one file, under the ``file`` step style
+        (:mod:`actors.stages.filestep`): each turn asks for the whole file, writes what the
+        model answered (write_file, through the pipeline) and runs the task's checks (run_terminal,
+        through the pipeline); the step is complete when they pass, or after the write when
+        the task has none. What cannot be written (no block, unchanged, not Python, code left
+        out) is answered without writing; the same problem three times in a row ends the try."""
+        request = self.ctx.request
+        assert request.plan is not None
+        current = dict(files).get(path)
+        system = SYSTEM + "\n" + self.ctx.fence.preamble() + self.instructions
+        # the task's checks hold when its last change is made: an earlier step's file alone
+        # (core.py renamed, cli.py not yet) fails them, and the model could only undo its change
+        changing = [s.label for s in self.task.steps if s.action in CHANGING_ACTIONS]
+        last = not changing or changing[-1] == self.step.label
+        checks = [c.check for c in self.task.acceptance if c.check is not None] if last else []
+        # how the checks fail now: "fix the code so that the test passes" names no error; the test's
+        # output does (a file not written yet: nothing to learn)
+        self.slowest_check_ms = 0.0
+        before = self._run_checks(f"{key}:before", 0, checks) if checks and current is not None else []
+        if isinstance(before, Outcome):
+            return before
+        # a model's answer can loop forever: after the change the checks get ten times what they
+        # took before it (30 s at least), not the whole command timeout each time
+        check_timeout = max(_CHECK_FLOOR_S, 10 * self.slowest_check_ms / 1000) if self.slowest_check_ms else None
+        text = render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
+                               runs_checks=last, failing=before)
+        self.conversation = Conversation(system, text + retry_note(attempt, limit, failure, self.earlier_failure))
+        self.attempt = attempt
+        timeout = request.settings.step_timeout_s
+        started = time.monotonic()
+        last_problem, repeats = "", 0
+        turns = request.settings.max_turns_per_step
+        for turn in range(1, turns + 1):
+            answer = None
+            if time.monotonic() - started <= timeout:
+                self.turns += 1
+                # the same file again: asked the same way it would answer the same, so it is sampled
+                warmer = _WARMER if last_problem == "unchanged" and self._temperature() < _WARMER else None
+                answer = self._ask(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
+                                                nonce=self.ctx.fence.nonce, temperature=warmer,
+                                                messages=self.conversation.messages(self.budget)), started, timeout)
+            if answer is None:
+                return Outcome("failed", f"the step took more than {timeout:g}s "
+                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
+                                          + raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
+                                code="ACODE-EXEC-006")
+            self.conversation.answer(answer.content, [])
+            content = answered_file(answer.content, path, self.ctx.fence)
+            kind = problem(content, current, path)
+            if kind:
+                repeats = repeats + 1 if kind == last_problem else 1
+                last_problem = kind
+                said = render_problem(kind, path)
+                self._turn(turn, answer, 0, said)
+                if repeats >= REPEATS:
+                    return Outcome("failed", f"the model's answer could not be written {REPEATS} times in a row: "
+                                              f"{said[:200]} (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+                self.conversation.reply_user(said)
+                self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
+                continue
+            assert content is not None
+            last_problem, repeats = "", 0
+            write = ModelToolCall(id=f"file{turn}", name="write_file", arguments={"path": path, "content": content})
+            passed = self.pipeline.run(f"{key}:t{turn}:c0", write, task=self.task.label, step=self.step.label)
+            if passed.result is None or not passed.result.ok:
+                self.denied = self.denied or passed.result is None
+                said = passed.denied if passed.result is None else prompts.render_tool_result(
+                    passed.result, self.ctx.fence, self.result_limit)
+                self._turn(turn, answer, 1, said)
+                if passed.result is None:  # a human or the policy said no: asking again would not change that
+                    return Outcome("failed", f"writing {path} was denied: {said[:300]}", code="ACODE-EXEC-005")
+                self.conversation.reply_user(said)
+                self.conversation.note(f"write_file {path} -> failed")
+                continue
+            self.calls += 1
+            self.wrote = True
+            current = content
+            if path not in self.files:
+                self.files.append(path)
+            failed = self._run_checks(key, turn, checks, timeout=check_timeout)
+            self._turn(turn, answer, 1 + len(checks), "" if not failed else f"{len(failed)} check(s) failed")
+            if isinstance(failed, Outcome):
+                return failed
+            if not failed:
+                ran = f"; {', '.join(f'`{c.command}`' for c in checks)} passed" if checks else (
+                    "" if last else "; the task's checks run after its last step")
+                return Outcome("completed", f"wrote {path}{ran}")
+            self.conversation.reply_user(render_checks_failed(path, failed, self.ctx.fence))
+            self.conversation.note(f"write_file {path} -> ok; checks failed")
+        return Outcome("failed", f"the checks still failed after {turns} answers, each a new {path} "
+                                  "(ACODE-EXEC-003); raise max_turns_per_step, or steer the step",
+                        code="ACODE-EXEC-003")
+
+    def _run_checks(self, key: str, turn: int, checks: list[Check],
+                    timeout: float | None = None) -> list[tuple[Check, str]] | Outcome:
+        """Run ``checks`` as run_terminal calls through the pipeline (``timeout``: each one's,
+        never above the session's command timeout; the sandbox takes the lower); the ones that
+        failed with their evidence (:func:`actors.stages.judge.judge`), or the outcome of a
+        denied one (the step cannot be checked as the plan says). The slowest run is kept in
+        ``slowest_check_ms``."""
+        failed: list[tuple[Check, str]] = []
+        for index, check in enumerate(checks, start=1):
+            arguments: dict[str, Any] = {"command": check.command}
+            if timeout is not None:
+                arguments["timeout_s"] = round(timeout, 1)
+            call = ModelToolCall(id=f"check{turn}.{index}", name="run_terminal", arguments=arguments)
+            passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+            if passed.result is None:
+                self.denied = True
+                return Outcome("failed", f"the check `{check.command}` was denied: {passed.denied[:300]}",
+                                code="ACODE-EXEC-005")
+            self.calls += 1
+            self.slowest_check_ms = max(self.slowest_check_ms, passed.result.duration_ms)
+            ok, evidence = judge(check, passed.result)
+            if not ok:
+                failed.append((check, evidence))
+        return failed
+

@@ -291,7 +291,7 @@ def test_the_reviewers_extra_step_writes_the_one_changed_file_and_carries_the_ch
 def test_a_check_that_runs_forever_after_the_change_is_cut_at_ten_times_its_time_before(
         stack: Stack, server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
     # HumanEval/32: the model's Newton loop never ended, and each check took the whole 120 s
-    monkeypatch.setattr(executor, "_CHECK_FLOOR_S", 0.5)
+    monkeypatch.setattr(filestep, "_CHECK_FLOOR_S", 0.5)
     loops = HEAD + "    while True:\n        pass\n"
     server.queue(Text(f"```python\n{loops}```"), Text(f"```python\n{RIGHT}```"))
     run = _stage(stack, server)

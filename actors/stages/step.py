@@ -1,0 +1,659 @@
+"""One step of the executor: its tries, and in each the tool loop with the model (seed 004).
+
+Size: one class whose tries and tool loop share the step's state turn by turn, and a
+docstring that is a fifth of the module; the stage around it is
+:mod:`actors.stages.executor`, the file style :mod:`actors.stages.filestep`.
+
+Each step is an agentic loop: the model sees the step and answers with tool calls; each
+call runs in the sandbox and its result goes back to the model; the loop ends with
+``step_complete`` or ``step_failed``, or fails after ``max_turns_per_step`` turns
+(ACODE-EXEC-003). Every model answer is a turn, whatever it holds.
+
+- Calls: the answer's native tool calls, or else the calls it wrote as text
+  (:func:`actors.llm.toolcalls.from_text`; small local models often do). A call that
+  cannot run (invalid JSON, an unknown tool, bad arguments) is answered with a short
+  correction, as a tool message or, for a call without an id, a user message, and costs
+  the turn it took (FR-029/030). Broken JSON in a recognised call is repaired first
+  (:mod:`actors.llm.repair`: only into a valid call of a known tool), and the result of a
+  repaired call begins with a note saying so.
+- The same invalid answer (an attempted call that could not run) twice in a row gets,
+  instead of the same correction again, the exact call to send for the tool and path it
+  tried (:func:`actors.llm.toolcalls.example_call`); the repeated turn leaves the window
+  and the rest of the try asks at temperature 0 (when the session's is higher). A third
+  time fails the try (ACODE-EXEC-008). All of it follows from the conversation alone, so
+  a replay sends the same requests.
+- Tools (:mod:`protocol.profiles`): the model is offered its profile's tools, and the
+  system prompt's rules, the step's action and the corrections name only those (a small
+  model calls what it reads about): without modify_file (``whole_file`` edits) a file is
+  changed by writing it whole with write_file, and the compact prompt style has shorter
+  rules. A known tool that was not offered still runs when the model calls it (modify_file
+  under the small profile): it is what the model meant, and it is sandboxed, gated and
+  approved exactly as an offered one; refusing it would cost a turn to say the same.
+- File blocks (whole-file edits): the prompt asks for a file as its path on a line and then
+  its content fenced (:func:`actors.llm.toolcalls.file_blocks`); such a block is a write_file
+  call, run as any other, whose result begins with a note saying the block was written and
+  to call step_complete when the step is done. A repeated invalid write, a step_complete
+  pushed back and a code block without a path line (never written: it may be an
+  explanation) are each answered with that form.
+- Results of native calls go back as tool messages, those of calls written as text in
+  one user message (a server that did not parse the call would not accept tool messages
+  for it).
+- Premature completion (FR-080/081): a ``step_complete`` in a step whose action changes
+  files (write_file, modify_file, create_directory, generate_code) when nothing was
+  written, in this step now or in an earlier visit, is refused once with a message
+  saying so; the second one is accepted, and so is one in the last turn.
+- Context (FR-017..021): the system prompt carries the workspace's AGENTS.md
+  (:mod:`actors.stages.instructions`); the step's message holds the step, its task's
+  acceptance criteria, a listing of the workspace (list_directory, .gitignore respected,
+  cut), the current content of the files the step names (its task's resource files and
+  the paths in the step's and the task's text, then up to two workspace modules a named
+  test file imports; read through the sandbox, cut, fenced) and, on a cycle back, the
+  verifier's feedback. No example in a prompt names a real-looking path (a model copies
+  it): placeholders are in angle brackets. The model sees a sliding window of the step's turns within a budget
+  (:mod:`actors.stages.conversation`); a tool result is cut to ``tool_result_tokens`` (at
+  4 characters a token, and to half the window at most) with a note of what was cut.
+  Untrusted text is fenced.
+- Each turn is an event (``turn_answered``: the calls made, the correction sent instead,
+  or the first refusal when no call of the turn could run, the server's token counts),
+  which ``acode run`` shows.
+- Bad text: a call whose arguments hold text with no UTF-8 form (a lone UTF-16 surrogate
+  from an escape like ``"\\udcff"``) is refused like any invalid arguments (ACODE-EXEC-007,
+  naming the argument and the character offset); the answer itself was made storable
+  before it was recorded (:func:`actors.llm.toolcalls.storable_answer`), so a replay
+  refuses it the same way and the step goes on.
+- Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
+  with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
+  when the server's prompt counts show it left the tool definitions out
+  (:func:`tools_left_out`); only turns the server answered now count for that early
+  stop, so a step resumed after the server was fixed asks it again. Output the server
+  could not parse (``format_error``) is answered with a correction naming its complaint.
+- Every sandbox call goes through the per-call pipeline (:mod:`actors.stages.pipeline`:
+  budget, autonomy, anomaly, checkpoint, execute, budget update). A call the session's
+  autonomy level or ``approvals:`` denies is answered to the model (``the user denied
+  this: ...``) and the step goes on; a ``step_failed`` after such a denial fails the step
+  with ACODE-EXEC-005 (exit 33). A call that waits for a human ends the stage like a model
+  failure (the step not recorded), carrying the call; the coordinator pauses the session
+  ``awaiting_approval`` and, once decided, retries the attempt, which replays to it. A
+  command that changed a protected path (ACODE-SBX-021, restored by the sandbox) ends the
+  stage the same way, and the session pauses with that code.
+- Failures: a transient tool failure is retried after 1, 2 and 4 s
+  (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
+- The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
+  ``step_failed``, on running out of turns (ACODE-EXEC-003), past
+  ``step_timeout_s`` (ACODE-EXEC-006: checked before each turn; a turn's deadline fits a
+  normal call at the model's measured pace, and a model answer still coming at it is
+  abandoned, its HTTP request closed, unless tokens are still flowing or its prompt is
+  still within its measured processing time, up to 4× the setting:
+  :mod:`actors.stages.callwatch`), or when the model
+  makes the same tool call with the same arguments, or sends the same invalid answer,
+  three times in a row (ACODE-EXEC-008,
+  the third is not run). A failed try is followed by another, up to
+  ``step_retry_limit`` tries, each from a fresh window that states what failed and why
+  (a ``step_retried`` event says so too); the workspace keeps what earlier tries wrote.
+  A step out of tries is ``failed`` and aborts its task: the steps that depend on it
+  (directly or through their task's dependencies) are recorded as ``blocked``,
+  independent steps still run, and the stage then fails with the first failed step's
+  code; the coordinator pauses the session (exit 30, 31, 32 or 34).
+- A revisited executor (a human resumed the session, or the coordinator retried the
+  stage) keeps the steps the failed visit completed (the coordinator adds them to
+  ``kept_steps``), and the failed step gets a fresh round of tries whose first window
+  says how the last round ended.
+- A model failure (the server down, the model missing) is not the step's: it fails the
+  stage at once with the model's own error, the interrupted step named in the report and
+  not recorded, so it runs again when the session is resumed.
+
+Budget: the chat fits the executor's share of the model's context
+(:func:`context_budget`); a step whose own message does not fit beside the system
+prompt and the tool definitions fails the stage with ACODE-ORCH-005.
+
+Under a profile whose step style is ``file`` a step that changes one file is answered
+as that whole file instead (:mod:`actors.stages.filestep`, whose ``FileStyleStep``
+extends :class:`Step`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from typing import Any, NamedTuple
+
+import msgspec
+
+from actors.llm import tokens, toolcalls
+from actors.llm.provider import ModelRequest
+from actors.llm.recorded import DeadlinePassed
+from actors.stages import instructions as project
+from actors.stages import prompts
+from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
+from actors.stages.callwatch import turn_deadline
+from actors.stages.context import StageContext
+from actors.stages.conversation import Conversation
+from actors.stages.pipeline import CallPipeline
+from actors.stages.terms import task_terms
+from protocol.errors import ModelError
+from protocol.events import StepFinished, StepRetried, TurnAnswered
+from protocol.ids import stable_id
+from protocol.plan import PlanStep, PlanTask
+from protocol.profiles import offered_tools, tool_surface
+from protocol.results import ModelAnswer, ModelToolCall, StepRecord, ToolResult, Usage
+from protocol.session import SessionSettings
+from protocol.stages import StepStatus
+from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
+
+__all__ = ["MAX_CONTEXT_FILES", "REPEATS", "Outcome", "Project", "Step", "context_budget", "raise_step_timeout",
+           "record_step", "retry_note", "tools_left_out"]
+
+_TURNS_TO_FIT = 5  # the turns a step_timeout_seconds suggested after ACODE-EXEC-006 leaves room for
+_STAGE_MARGIN = 5.0  # seconds: a turn's deadline is stretched no closer than this to the stage's timeout
+_TOOL_NAMES = frozenset(TOOL_ARGS)
+_WRITES = frozenset({"write_file", "modify_file", "create_directory"})
+_CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
+MAX_CONTEXT_FILES = 8
+_PATH_WEIGHT = 4  # actors.stages.terms: a file name or path
+_LISTING_DEPTH = 3
+_LISTING_CHARS = 2_000  # the workspace listing in a step's first message, at most
+_SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
+_DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
+
+
+def tools_left_out(request: ModelRequest, usage: Usage) -> bool:
+    """Did the server leave the tools out of the prompt? Its exact count is far below the
+    request's own estimate, tool definitions included, at 4 characters a token (a real
+    tokenizer needs more tokens than that for code and JSON, not fewer)."""
+    if usage.estimated or not usage.prompt_tokens or not request.tools:
+        return False
+    return usage.prompt_tokens < _DROPPED_SHARE * tokens.estimate(tokens.request_chars(request), tokens.UNCALIBRATED)
+REPEATS = 3  # the same call with the same arguments this many times in a row fails the try
+
+
+class Outcome(NamedTuple):
+    """How one try of a step ended."""
+
+    status: StepStatus  # completed or failed
+    summary: str
+    code: str = ""
+
+
+def context_budget(settings: SessionSettings) -> int:
+    """Characters of chat the executor sends: its token budget (its share of the model's
+    window, :func:`actors.stages.budget.stage_budget`) less the tool definitions (the
+    session's: :func:`protocol.profiles.tool_surface`)."""
+    return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _tools_chars(settings), 0)
+
+
+def _tools_chars(settings: SessionSettings) -> int:
+    return len(msgspec.json.encode(tool_surface(settings)))
+
+
+class Project:
+    """What every step of the stage shows: the workspace's AGENTS.md (None: not read yet)."""
+
+    instructions: str | None = None
+
+
+class Step:
+    """One step's tries, each a loop: the conversation, what it wrote, how many calls it made."""
+
+    def __init__(self, ctx: StageContext, task: PlanTask, step: PlanStep, wrote_before: bool,
+                 earlier_failure: StepRecord | None = None, shared: Project | None = None):
+        self.ctx = ctx
+        self.project = shared or Project()
+        self.task = task
+        self.step = step
+        self.wrote_before = wrote_before
+        self.earlier_failure = earlier_failure
+        self.files: list[str] = []
+        self.wrote = False
+        self.calls = 0
+        self.turns = 0
+        request = ctx.request
+        settings = request.settings
+        self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.profiles)
+        self.offered = offered_tools(settings.profile)  # what the prompts name; every known tool still runs
+        self.compact = settings.profile.prompt_style == "compact"
+        # whole-file edits: the prompt asks for a file as a path line and a fenced block (toolcalls.file_blocks)
+        self.file_blocks = settings.profile.edit_style == "whole_file" and "write_file" in self.offered
+        self.budget = context_budget(settings)
+        self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
+        self.base = _base_key(request.session_id, request.visit, task, step)
+        self.pipeline = CallPipeline(ctx)
+        self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
+        self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
+        self.slowest_check_ms = 0.0  # the file style (actors.stages.filestep): its checks' slowest run so far
+
+    def _step_paths(self) -> list[str]:
+        """The files the step names: its task's resources, then the paths written in the
+        step's and the task's text (at most :data:`MAX_CONTEXT_FILES`)."""
+        said = " ".join([self.step.title, self.step.description, self.step.expected_output, self.task.title,
+                         self.task.description])
+        named = [term for term, weight in task_terms(said) if weight == _PATH_WEIGHT]
+        return list(dict.fromkeys([*self.task.resources.read, *self.task.resources.write, *named]))[
+            :MAX_CONTEXT_FILES]
+
+    def _gather(self, key: str) -> tuple[str, list[tuple[str, str | None]]]:
+        """What the step's first message shows of the workspace, read in one round trip
+        (:meth:`StageContext.tools`; a transient failure is retried alone): the listing
+        (list_directory, .gitignore respected, cut to :data:`_LISTING_CHARS` and a tenth of
+        the budget; '' when it cannot be listed) and the files the step names as they are
+        now (None: it does not exist), each cut, all within a third of the budget, then the
+        workspace modules a named test file imports (:func:`_imported`; a step that names
+        only the test still shows the code it tests). The stage's AGENTS.md is read with
+        them, before its first step."""
+        paths = self._step_paths()
+        # the listing is not under the step's own keys (<session>:e<visit>:...), which name the model's calls
+        calls = [(key.replace(":e", ":ctx-e", 1) + ":ls", "list_directory", {"path": ".", "depth": _LISTING_DEPTH})]
+        calls += [(f"{key}:ctx{index}", "read_file", {"path": path}) for index, path in enumerate(paths)]
+        nearer = project.nearer_calls(next(iter(self.task.resources.write or paths), ""), key)
+        calls = nearer + calls
+        if self.project.instructions is None:
+            calls.insert(0, project.read_call(self.ctx))
+        results = [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
+                   for call, result in zip(calls, self.ctx.tools(calls), strict=True)]
+        if self.project.instructions is None:
+            self.project.instructions = project.render_result(self.ctx, results.pop(0))
+        found = [project.render_result(self.ctx, result, call[2]["path"])
+                 for call, result in zip(nearer, results, strict=False)]
+        self.instructions = next((text for text in found if text), self.project.instructions)  # the nearest wins
+        del results[:len(nearer)]
+        listing_result, *read = results
+        imported = _imported(paths, read, listing_result.output if listing_result.ok else "")
+        if imported:  # a second round trip, only for a test file that imports workspace code
+            more = [(f"{key}:ctximp{index}", "read_file", {"path": path}) for index, path in enumerate(imported)]
+            read += [self.ctx.tool_retrying(*call) if result.error is not None and result.error.retryable else result
+                     for call, result in zip(more, self.ctx.tools(more), strict=True)]
+            paths += imported
+        listing = prompts.truncate(listing_result.output, min(_LISTING_CHARS, self.budget // 10)) \
+            if listing_result.ok else ""
+        per_file = min(self.result_limit, self.budget // 4)
+        left = self.budget // 3
+        files: list[tuple[str, str | None]] = []
+        for path, result in zip(paths, read, strict=True):
+            if left <= 0:
+                break
+            if result.ok:
+                text = prompts.truncate(result.output, min(per_file, left))
+            elif result.error is not None and result.error.code == "ACODE-SBX-003":
+                files.append((path, None))
+                continue
+            else:
+                text = f"(could not be read: {result.error.message if result.error else 'no output'})"
+            left -= len(text)
+            files.append((path, text))
+        return listing, files
+
+    def run(self) -> StepRecord:
+        """Try the step up to ``step_retry_limit`` times; record how it ended."""
+        request = self.ctx.request
+        limit = request.settings.step_retry_limit
+        failure: Outcome | None = None
+        for attempt in range(1, limit + 1):
+            if failure is not None:
+                self.ctx.commit([StepRetried(
+                    id=stable_id(request.session_id, "executor", request.visit, self.task.label, self.step.label,
+                                 f"try{attempt}"),
+                    session_id=request.session_id, visit=request.visit, task=self.task.label, step=self.step.label,
+                    attempt=attempt, of=limit, code=failure.code, reason=failure.summary[:2_000])])
+            outcome = self._try(attempt, limit, failure)
+            if outcome.status == "completed":
+                return self._finish("completed", outcome.summary)
+            self.ctx.log.info("step_try_failed", task=self.task.label, step=self.step.label, attempt=attempt,
+                              of=limit, code=outcome.code)
+            failure = outcome
+        assert failure is not None
+        tried = f" (tried {limit} times)" if limit > 1 else ""
+        return self._finish("failed", failure.summary + tried, code=failure.code)
+
+    def _try(self, attempt: int, limit: int, failure: Outcome | None) -> Outcome:
+        """One try from a fresh window; the first keeps the call sites and keys of a single try."""
+        key = self.base if attempt == 1 else f"{self.base}:k{attempt}"
+        site = f"{self.task.label}/{self.step.label}" + ("" if attempt == 1 else f"/try{attempt}")
+        listing, files = self._gather(key)
+        return self._loop(key, site, listing, files, attempt, limit, failure)
+
+    def _loop(self, key: str, site: str, listing: str, files: list[tuple[str, str | None]], attempt: int,
+              limit: int, failure: Outcome | None) -> Outcome:
+        """One try's loop, after its context was gathered: the tool loop."""
+        request = self.ctx.request
+        assert request.plan is not None
+        system = prompts.executor_system(self.ctx.fence, self.offered, compact=self.compact,
+                                         file_blocks=self.file_blocks, path=self._write_path()) + self.instructions
+        bare = prompts.render_step(request.plan, self.task, self.step, None, fence=self.ctx.fence,
+                                   offered=self.offered)
+        if len(system) + len(bare) > self.budget:  # not even the step itself fits beside the tools
+            tools = -(-len(msgspec.json.encode(self.tools)) // CHARS_PER_TOKEN)
+            raise too_large(request.settings, "executor", estimate(system + bare) + tools,
+                            f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
+        text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
+                                   files=files, fence=self.ctx.fence, listing=listing, offered=self.offered)
+        text += retry_note(attempt, limit, failure, self.earlier_failure)
+        self.conversation = Conversation(system, text)
+        self.attempt = attempt
+        self.pushed_back = False
+        self.denied = False
+        self.last_call: tuple[str, str] | None = None
+        self.repeats = 0
+        self.last_invalid = ""  # the last turn's answer, when nothing of it could run
+        self.invalid_repeats = 0
+        self.lower_temperature = False  # after a repeated invalid answer, for the rest of the try
+        turns = request.settings.max_turns_per_step
+        timeout = request.settings.step_timeout_s
+        started = time.monotonic()
+        silent = 0  # turns so far without any attempt at a tool call
+        live_silent = 0  # of those, the ones the server answered now (not replayed from the record)
+        dropped = False  # a live turn's prompt count showed the server left the tools out
+        for turn in range(1, turns + 1):
+            elapsed = time.monotonic() - started
+            answer = None
+            model_request = ModelRequest(
+                stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
+                messages=self.conversation.messages(self.budget), tools=self.tools,
+                temperature=0.0 if self.lower_temperature and self._temperature() > 0 else None)
+            replayed = self.ctx.model.replayed
+            if elapsed <= timeout:
+                self.turns += 1
+                answer = self._ask(model_request, started, timeout)
+            if answer is None:
+                return Outcome("failed", f"the step took more than {timeout:g}s "
+                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
+                                          + raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
+                                code="ACODE-EXEC-006")
+            live = self.ctx.model.replayed == replayed
+            native = bool(answer.tool_calls)
+            self.conversation.answer(answer.content, answer.tool_calls)
+            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks)
+            correction = ""
+            if isinstance(calls, toolcalls.ParseProblem):
+                correction = f"error: {calls.message}"
+                self.conversation.note("a tool call that was not valid JSON")
+            elif not calls and answer.format_error:
+                correction = prompts.render_format_error(answer.format_error)
+                self.conversation.note("a tool call the server could not read")
+            elif not calls:
+                correction = prompts.render_unnamed_block(self._write_path()) \
+                    if self.file_blocks and toolcalls.unnamed_code(answer.content) else prompts.NO_TOOL_CALL
+                self.conversation.note("no tool call")
+                silent += 1
+                if live:  # after a resume, recorded silent turns say nothing about the server as it is now
+                    live_silent += 1
+                    dropped = dropped or tools_left_out(model_request, answer.usage)
+            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [toolcalls.check(c) for c in calls]
+            refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
+            # an attempted call that could not run (an answer without any call is not counted)
+            attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
+            again = self._same_invalid(answer, invalid=attempted)
+            if again >= REPEATS:
+                self._turn(turn, answer, len(problems), correction or refused)
+                return Outcome("failed", f"the model sent the same invalid answer {REPEATS} times in a row "
+                                          f"({(correction or refused)[7:200]}) (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+            repeated = ""
+            if again == 2:  # a correction that did not help once is not sent again: show the call to make
+                self.conversation.hide_previous()
+                repeated = prompts.render_repeated(correction or refused, *self._example(answer, calls),
+                                                   file_blocks=self.file_blocks)
+                self.lower_temperature = True
+                if correction:
+                    correction = repeated
+            self._turn(turn, answer, len(problems), correction or repeated or refused)
+            if correction:
+                if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
+                    raise self._ignored(turn, dropped)
+                self.conversation.reply_user(correction)
+                continue
+            assert not isinstance(calls, toolcalls.ParseProblem)
+            for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
+                outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns,
+                                     repaired=index in repaired, block=index in blocks)
+                if outcome is not None:
+                    return outcome
+            if repeated:  # after each refused call's own answer (a tool message per native call)
+                self.conversation.reply_user(repeated)
+        return Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
+                                  "raise max_turns_per_step", code="ACODE-EXEC-003")
+
+    def _same_invalid(self, answer: ModelAnswer, *, invalid: bool) -> int:
+        """How many turns in a row have sent this same invalid answer (0: it is not invalid)."""
+        if not invalid:
+            self.last_invalid, self.invalid_repeats = "", 0
+            return 0
+        same = answer.content + json.dumps([[c.name, c.arguments, c.invalid_arguments] for c in answer.tool_calls],
+                                           sort_keys=True, default=str)
+        self.invalid_repeats = self.invalid_repeats + 1 if same == self.last_invalid else 1
+        self.last_invalid = same
+        return self.invalid_repeats
+
+    def _example(self, answer: ModelAnswer, calls: list[ModelToolCall] | toolcalls.ParseProblem) -> tuple[str, str]:
+        """(tool, path) of the call a repeated invalid answer tried: its own, else the step's
+        (write_file for modify_file when the profile does not offer it)."""
+        tried = calls[0] if isinstance(calls, list) and calls else (answer.tool_calls[0] if answer.tool_calls else None)
+        text = answer.content if tried is None else f"{tried.invalid_arguments} {json.dumps(tried.arguments)}"
+        name = tried.name if tried is not None and tried.name in TOOL_ARGS else _named(answer.content)
+        path = str(tried.arguments.get("path", "")) if tried is not None else ""
+        path = path or _written_path(text) or next(iter(self._step_paths()), "")
+        name = name or _TOOL_OF_ACTION.get(self.step.action, "write_file")
+        if name not in self.offered and name == "modify_file" and "write_file" in self.offered:
+            name = "write_file"  # whole-file edits: the example is the call this profile offers
+        return name, path
+
+    def _write_path(self) -> str:
+        """The one file the step's task writes, or '' (none, or several)."""
+        write = self.task.resources.write
+        return write[0] if len(write) == 1 else ""
+
+    def _temperature(self) -> float:
+        return float(getattr(self.ctx.request.settings.provider, "temperature", 0.0))
+
+    def _ask(self, request: ModelRequest, started: float, timeout: float) -> ModelAnswer | None:
+        """The model's answer, or None when the step's time ran out while it was answering
+        (the call is abandoned: an HTTP request is closed). A cancelled stage still raises.
+        The deadline fits a normal call at the model's measured pace, and spares a call still
+        at work, within a limit (:func:`actors.stages.callwatch.turn_deadline`)."""
+        stage_end = self.ctx.started + self.ctx.request.settings.stage_timeouts.get("executor", 300.0) - _STAGE_MARGIN
+        deadline, limit = turn_deadline(started, timeout, time.monotonic(), self.ctx.model.expected_s(request),
+                                        ceiling=stage_end)
+        try:
+            return self.ctx.model.complete(request, deadline=deadline, limit=limit)
+        except DeadlinePassed:
+            return None
+
+    def _turn(self, turn: int, answer: ModelAnswer, calls: int, correction: str) -> None:
+        """The turn as an event (``acode run`` shows each one)."""
+        request = self.ctx.request
+        task, step = self.task.label, self.step.label
+        usage = answer.usage
+        self.ctx.commit([TurnAnswered(
+            id=stable_id(request.session_id, "executor", request.visit, task, step,
+                         f"turn{turn}" if self.attempt == 1 else f"try{self.attempt}/turn{turn}"),
+            session_id=request.session_id, at=time.time(), visit=request.visit, task=task, step=step, turn=turn,
+            tool_calls=calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            estimated=usage.estimated, finish_reason=answer.finish_reason, correction=correction[:500])])
+
+    def _ignored(self, turns: int, dropped: bool) -> ModelError:
+        where = f"step {self.task.label}/{self.step.label}"
+        if dropped:
+            why = ("the server counted far fewer prompt tokens than the request's messages and tool definitions "
+                   "take, so it left the tools out of the prompt (llama-server does that without a word when the "
+                   "chat template has no tool support)")
+        else:
+            why = ("the server may have left the tools out of the prompt (llama-server does that without a word "
+                   "when the chat template has no tool support), or the model does not call tools")
+        return ModelError(
+            f"the model made no tool call in {turns} turn(s) of {where}: {why}; start llama-server with --jinja and "
+            "a chat template that supports tools (`acode doctor` tries a tool call), or use a model that calls "
+            "tools", code="ACODE-LLM-015")
+
+    def _reply(self, call: ModelToolCall, text: str, *, native: bool) -> None:
+        if native and call.id:
+            self.conversation.reply_tool(call.id, call.name, text)
+        else:
+            self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
+
+    def _call(self, key: str, turn: int, index: int, call: ModelToolCall, problem: str | None, *, native: bool,
+              last_turn: bool, repaired: bool = False, block: bool = False) -> Outcome | None:
+        """Run ``call``, or answer ``problem`` (:func:`actors.llm.toolcalls.check`'s) to the model."""
+        if problem is not None:
+            self._reply(call, f"error: {problem}", native=native)
+            self.conversation.note(f"{call.name[:40]} refused: invalid call")
+            return None
+        if call.name in CONTROL_TOOLS:
+            control = decode_args(call.name, call.arguments)
+            if isinstance(control, StepFailed):  # after a denial: it could not go on without that call (exit 33)
+                return Outcome("failed", control.reason, code="ACODE-EXEC-005" if self.denied else "ACODE-EXEC-001")
+            assert isinstance(control, StepComplete)  # CONTROL_TOOLS names these two
+            summary = control.summary
+            needs_write = self.step.action in _CHANGING_ACTIONS and not (self.wrote or self.wrote_before)
+            if needs_write and not self.pushed_back and not last_turn:
+                self.pushed_back = True
+                self._reply(call, prompts.render_pushback(self.step, self.offered, file_blocks=self.file_blocks),
+                            native=native)
+                self.conversation.note("step_complete refused: nothing written yet")
+                return None
+            return Outcome("completed", summary)
+        same = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+        self.repeats = self.repeats + 1 if same == self.last_call else 1
+        self.last_call = same
+        if self.repeats >= REPEATS:
+            return Outcome("failed", f"the model called {call.name} {_target(call.arguments)!r} with the same "
+                                      f"arguments {REPEATS} times in a row (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+        passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+        if passed.result is None:  # the autonomy step denied it: the model is told, the step goes on
+            self.denied = True
+            self._reply(call, passed.denied, native=native)
+            self.conversation.note(f"{call.name} {_target(call.arguments)} -> denied")
+            return None
+        result = passed.result
+        self.calls += 1
+        if result.ok and call.name in _WRITES:
+            self.wrote = True
+            if result.path and call.name != "create_directory" and result.path not in self.files:
+                self.files.append(result.path)  # files only: a directory is no changed file
+        shown = prompts.render_tool_result(result, self.ctx.fence, self.result_limit)
+        if block:
+            shown = prompts.render_from_block(call, result) + shown
+        self._reply(call, prompts.render_repaired(call) + shown if repaired else shown, native=native)
+        self.conversation.note(f"{call.name} {_target(call.arguments)} -> "
+                               f"{'ok' if result.ok else (result.error.code if result.error else 'failed')}")
+        return None
+
+    def _finish(self, status: StepStatus, summary: str, *, code: str = "") -> StepRecord:
+        return record_step(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
+
+
+def raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -> str:
+    """What to raise after ACODE-EXEC-006: when whole turns were answered, a value that fits
+    a few more at the pace they took (at least twice the setting, rounded up to 10 s)."""
+    if not done:
+        return "raise step_timeout_seconds"
+    per_turn = elapsed / done
+    needed = -(-max(2 * timeout, per_turn * min(turns, _TURNS_TO_FIT)) // 10) * 10
+    return (f"its turns took {per_turn:.0f}s each at this model's pace: raise step_timeout_seconds to "
+            f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
+
+
+def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False) -> tuple[
+        list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int], frozenset[int]]:
+    """The answer's calls (native ones, else those written as text, with ``file_blocks``
+    its file blocks as write_file calls), broken JSON repaired where it can be
+    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks."""
+    if answer.tool_calls:
+        calls = [toolcalls.repair_native(call) or call for call in answer.tool_calls]
+        return calls, frozenset(i for i, (new, old) in enumerate(zip(calls, answer.tool_calls, strict=True))
+                                if new is not old), frozenset()
+    parsed = toolcalls.parse(answer.content, _TOOL_NAMES, blocks=file_blocks)
+    if parsed.problem is not None:
+        return parsed.problem, frozenset(), frozenset()
+    return (parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired),
+            frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.from_blocks))
+
+
+_TOOL_OF_ACTION = {"read_file": "read_file", "write_file": "write_file", "modify_file": "modify_file",
+                   "create_directory": "create_directory", "run_command": "run_terminal",
+                   "analyze_code": "read_file", "generate_code": "write_file"}
+_NAMED = re.compile(r'["\']?(?:name|tool|tool_name)["\']?\s*:\s*["\']([A-Za-z_]+)')
+_WRITTEN_PATH = re.compile(r'["\']path["\']\s*:\s*["\']([^"\'\n]{1,200})["\']')
+
+
+_MAX_IMPORTED = 2
+_TEST_FILE = re.compile(r"(?:^|/)(?:test_[^/]*|[^/]*_test)\.py$")
+_IMPORT = re.compile(r"^(?:\s*\d+\t)?[ \t]*(?:from[ \t]+([A-Za-z_][\w.]*)[ \t]+import\b|import[ \t]+([A-Za-z_][\w.]*))",
+                     re.M)
+
+
+def _imported(paths: list[str], read: list[ToolResult], listing: str) -> list[str]:
+    """The workspace modules (at most :data:`_MAX_IMPORTED`, in import order) that the test
+    files among ``paths`` import with ``from X.Y import`` or ``import X.Y`` (as ``X/Y.py`` or
+    ``X/Y/__init__.py``, at the root or under ``src/``) and that the workspace ``listing``
+    shows, leaving out the files already in ``paths``. Read from the results alone, so a
+    replay finds the same modules."""
+    listed = set(listing.splitlines())
+    found: list[str] = []
+    for path, result in zip(paths, read, strict=False):
+        if not result.ok or not _TEST_FILE.search(path):
+            continue
+        for match in _IMPORT.finditer(result.output):
+            parts = (match.group(1) or match.group(2)).split(".")
+            for root in ("", "src/"):
+                candidates = [root + "/".join(parts[:end]) + suffix for end in range(len(parts), 0, -1)
+                              for suffix in (".py", "/__init__.py")]
+                module = next((c for c in candidates if c in listed), None)
+                if module is not None:
+                    if module not in paths and module not in found:
+                        found.append(module)
+                    break
+            if len(found) >= _MAX_IMPORTED:
+                return found
+    return found
+
+
+def _named(text: str) -> str:
+    """The known tool an answer that is not valid JSON tried to call, or ''."""
+    found = _NAMED.search(text)
+    return found.group(1) if found is not None and found.group(1) in TOOL_ARGS else ""
+
+
+def _written_path(text: str) -> str:
+    found = _WRITTEN_PATH.search(text)
+    return found.group(1) if found is not None else ""
+
+
+def retry_note(attempt: int, limit: int, failure: Outcome | None, earlier: StepRecord | None) -> str:
+    """What the model of a later try (or of a new round) is told about the failure before it."""
+    if failure is not None:
+        return (f"\n\nThis is try {attempt} of {limit} of this step, in a fresh conversation. Try {attempt - 1} "
+                f"failed: {failure.summary}. The workspace keeps what earlier tries wrote. Do not repeat what "
+                "failed: take another approach; call step_failed with the reason if the step cannot be done.")
+    if earlier is not None:
+        return (f"\n\nAn earlier round of this step failed: {earlier.summary}. Take another approach; the "
+                "workspace keeps what was written.")
+    return ""
+
+
+def _target(arguments: dict[str, Any]) -> str:
+    value = arguments.get("path") or arguments.get("command") or arguments.get("query") or ""
+    text = str(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _base_key(session_id: str, visit: int, task: PlanTask, step: PlanStep) -> str:
+    """``<session>:e<visit>:<task>/<step>``; long labels are hashed so keys stay short."""
+    where = f"{task.label}/{step.label}"
+    if len(where) > 40:
+        where = hashlib.sha256(where.encode()).hexdigest()[:24]
+    return f"{session_id}:e{visit}:{where}"
+
+
+def record_step(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatus, summary: str, turns: int,
+            calls: int, files: list[str], code: str = "") -> StepRecord:
+    request = ctx.request
+    record = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
+                        status=status, summary=summary, turns=turns, tool_calls=calls,
+                        files_changed=files, at=time.time(), code=code)
+    ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
+                                          "finished"),
+                             session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
+                             status=status, summary=summary)],
+               step=record, wait=False)  # the next step's turn overlaps its round trip
+    return record
+
+
