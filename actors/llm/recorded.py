@@ -9,7 +9,7 @@ or the nonce untrusted text is fenced with.
 **Where a request goes in its stage's sequence.** Each request has a place (0, 1, 2, …
 per session and stage; the scripted model serves the response at that place). With the
 stage's claims known (``claims``: the attempt's replay index, see
-:mod:`actors.stages.context`), a request whose hash is not among them cannot have a
+:mod:`actors.stages.writes`), a request whose hash is not among them cannot have a
 recorded answer: it is placed here, one past the last, and the model is asked at once; its
 claim is written with its answer (``RecordModelAnswer.seq``). A known hash (a replay) is
 claimed through persistence (``ClaimModelAnswer``), which answers the recorded answer, or
@@ -19,7 +19,7 @@ replay, so the scripted model answers the same.
 **When an answer is recorded.** A new answer is not sent on its own: it stays pending in
 this object and rides on the stage's next write to persistence, recorded in the same
 transaction before it: a commit (``Commit.answers``), a claim (``ClaimModelAnswer.answers``),
-or a read journaled by the sandbox (``RunTool.commit``; see :mod:`actors.stages.context`).
+or a read journaled by the sandbox (``RunTool.commit``; see :mod:`actors.stages.writes`).
 That saves a broker round trip a turn. What a replay needs (DESIGN §3) still holds, because
 nothing that depends on an answer can become durable or happen without it:
 
@@ -205,7 +205,7 @@ class RecordedModel:
 
     def flush(self) -> None:
         """Record the pending answer now (before a side effect that depends on it); a
-        :class:`~actors.stages.context.StageContext` sends it with its own writes instead."""
+        :class:`~actors.stages.writes.StageWrites` sends it with its own writes instead."""
         for record in self.take_pending():
             self.persistence(record)
 

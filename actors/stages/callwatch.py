@@ -13,7 +13,7 @@ things must happen while the stage's own thread waits for it:
   such a call goes on until it ends, goes silent, or reaches its ``limit`` (at most
   :data:`STRETCH` times the configured time). A silent stream is cut at once;
 - **what the stage holds back**: the results of reads, progress events and the last
-  answer ride on the stage's next write (:mod:`actors.stages.context`); a call that runs
+  answer ride on the stage's next write (:mod:`actors.stages.writes`); a call that runs
   :data:`FLUSH_AFTER` seconds gets them written meanwhile (``on_long_call``), so
   ``acode run`` shows the step's tool calls while the model thinks rather than at the
   step's end. A quick call (a fast server, a replay) writes nothing extra.

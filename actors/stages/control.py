@@ -23,6 +23,7 @@ session before any further dispatch.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from actors.llm.provider import ChatMessage
 from actors.stages.untrusted import Fence
@@ -53,9 +54,14 @@ class WorkControl:
     def paused(self) -> bool:
         return self._paused.is_set()
 
-    def safe_point(self, where: str) -> None:
-        """Raise WorkPaused (ACODE-ORCH-010) if the session was paused; ``where``: what was next."""
+    def safe_point(self, where: str, *, first: Callable[[], None] | None = None) -> None:
+        """Raise WorkPaused (ACODE-ORCH-010) if the session was paused; ``where``: what was next.
+        ``first`` runs before the raise: the stage writes what it held back there, so the
+        answer in flight when the pause came is recorded and the resumed session replays it
+        and pays for nothing twice, whoever catches the stop."""
         if self._paused.is_set():
+            if first is not None:
+                first()
             raise WorkPaused(f"paused by the user before {where}")
 
     def steer(self, note: SteeringNote) -> bool:

@@ -5,7 +5,8 @@ Within a token budget (4 characters a token), :func:`prepare` gathers, in priori
 1. the task (always shown; :func:`~protocol.task.check_task` bounds it);
 2. the user's answers to earlier questions, the reviewer's feedback and the plan being revised;
 3. the workspace tree (``list_directory``, so ``.gitignore`` applies), cut to the deepest
-   level that fits its share of the budget, deeper directories summarised by their entry count;
+   level that fits its share of the budget, deeper directories summarised by their entry count
+   (:mod:`actors.stages.listing` reads and cuts it);
 4. key project files (README, manifests, build and test configuration), each capped;
 5. files whose names or contents match the task's terms (quoted strings, file names,
    identifiers, then plain words; at most :data:`MAX_TERMS`, all searched in one walk of the
@@ -36,6 +37,7 @@ from typing import Any
 
 import pathspec
 
+from actors.stages import listing
 from actors.stages.terms import task_terms
 from actors.stages.untrusted import Fence
 from protocol.plan import TaskPlan
@@ -129,59 +131,6 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _entries(listing: str) -> tuple[list[str], list[str]]:
-    """A list_directory output's entries and its bracketed notes (ignored, truncated)."""
-    entries, notes = [], []
-    for line in listing.splitlines():
-        if line.startswith("[") and line.endswith("]"):
-            notes.append(line)
-        elif line:
-            entries.append(line)
-    return entries, notes
-
-
-def _depth(entry: str) -> int:
-    return entry.rstrip("/@").count("/") + 1
-
-
-def _order(entry: str) -> tuple[str, ...]:
-    """list_directory's order: depth first, names sorted at every level."""
-    return tuple(entry.rstrip("/@").split("/"))
-
-
-def _render_tree(entries: list[str], notes: list[str], cap: int, partial: frozenset[str] = frozenset()) -> tuple[
-        str, int]:
-    """The listing cut to the deepest level that fits ``cap`` characters, and that level
-    (0: even the top level was cut). A directory whose content is not shown says how many
-    entries it holds (``partial`` ones, which the listing did not finish, at least that many)."""
-    deepest = max((_depth(e) for e in entries), default=1)
-    for level in range(deepest, 0, -1):
-        lines = []
-        for entry in entries:
-            if _depth(entry) > level:
-                continue
-            hidden = entry.endswith("/") and _depth(entry) == level and (level < deepest or entry in partial)
-            below = sum(1 for e in entries if e.startswith(entry) and e != entry) if hidden else 0
-            if hidden and entry in partial:
-                lines.append(f"{entry} (at least {below} entries)" if below else f"{entry} (not listed)")
-            elif below:
-                lines.append(f"{entry} ({below} entries)")
-            else:
-                lines.append(entry)
-        text = "\n".join([*lines, *notes])
-        if len(text) <= cap:
-            return text, level
-    shown: list[str] = []
-    size = sum(len(n) + 1 for n in notes) + 60
-    top = [e for e in entries if _depth(e) == 1]
-    for entry in top:
-        if size + len(entry) + 1 > cap:
-            break
-        shown.append(entry)
-        size += len(entry) + 1
-    return "\n".join([*shown, f"[… {len(top) - len(shown)} more top-level entries not shown]", *notes]), 0
-
-
 def _file_text(result: ToolResult, lines: int) -> str:
     """A read_file output without its line numbers, cut to ``lines`` lines (read with one more,
     so a longer file is marked)."""
@@ -252,25 +201,20 @@ class _Gatherer:
             text = result.error.message if result.error else "the listing failed"
             self.budget.take(self.fenced("tree", ".", "The workspace could not be listed:", "tool error", text))
             return None
-        entries, notes = _entries(result.output)
+        entries, notes = listing.entries(result.output)
         partial: frozenset[str] = frozenset()
-        if entries and any(n.startswith("[… truncated") for n in notes):
+        if listing.truncated(entries, notes):
             # The deep listing stopped early, inside the directories holding its last entry;
             # those after it are missing. Two levels, at least, must be complete.
-            last = entries[-1].rstrip("/@").split("/")
-            seen = set(entries)
             shallow = self.call("top", "list_directory", {"path": ".", "depth": 2})
-            extra = _entries(shallow.output)[0] if shallow.ok else []
-            partial = frozenset({"/".join(last[:i]) + "/" for i in range(1, len(last))}
-                                | {e for e in extra if e.endswith("/") and e not in seen})
-            entries = sorted(seen | set(extra), key=_order)
+            entries, partial = listing.completed(entries, listing.entries(shallow.output)[0] if shallow.ok else [])
         room = self.budget.left - 120
         cap = min(int(self.budget.chars * TREE_SHARE), room)
         if cap < MIN_SECTION_CHARS:
             self.budget.leave_out("tree", ".", "budget", result.output)
             return entries
-        text, level = _render_tree(entries, notes, cap, partial)
-        if level < max((_depth(e) for e in entries), default=1):
+        text, level = listing.render(entries, notes, cap, partial)
+        if level < max((listing.depth(e) for e in entries), default=1):
             self.budget.leave_out("tree", f"levels below {level}" if level else "part of the top level", "shortened",
                                   result.output)
         heading = "Workspace tree (paths relative to the workspace root; .gitignore'd entries left out):"

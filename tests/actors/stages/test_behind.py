@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from actors.llm.provider import ChatMessage, ModelRequest
-from actors.stages.context import BEHIND_STEPS, StageContext
+from actors.stages.context import StageContext
+from actors.stages.writes import BEHIND_STEPS
 from protocol import codec
 from protocol.errors import AcodeError
 from protocol.events import StepFinished, StepStarted, ToolCalled
@@ -87,10 +88,10 @@ def test_every_other_step_is_held_for_the_next_ones_write(stack: Stack) -> None:
     ctx = run.ctx
     try:
         _behind(ctx, "S1")
-        ctx._settle()  # nothing was sent behind: S1 is held
+        ctx.writes._settle()  # nothing was sent behind: S1 is held
         assert _stored(stack, ctx) == []
         _behind(ctx, "S2")  # S1 goes with it
-        ctx._settle()
+        ctx.writes._settle()
         assert _stored(stack, ctx) == ["S1", "S2"]
         _behind(ctx, "S3")
         ctx.flush()  # anything that waits for the writes behind writes the held step too
@@ -182,7 +183,7 @@ def test_a_result_sent_behind_names_the_writes_still_on_their_way_and_they_land(
     try:
         sid = ctx.session_id
         assert ctx.tool(f"{sid}:t0", "read_file", {"path": "a.txt"}).ok  # held: its event waits for a write
-        held = [e.id for e in ctx._held]
+        held = [e.id for e in ctx.writes._held]
         persistence = stack.harness.procs["persistence"].pid
         os.kill(persistence, signal.SIGSTOP)
         try:
