@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.app import _provider_override
+from cli.commands.sessions import _provider_override
 from protocol.errors import AcodeError, CliError
 from protocol.session import OllamaProvider, ScriptedProvider, SessionSettings, SessionSnapshot
 
