@@ -97,9 +97,10 @@ from actors.stages.context import StageContext  # noqa: E402
 from actors.stages.untrusted import Fence  # noqa: E402
 from broker.threads import ThreadClients  # noqa: E402
 from cli import daemon  # noqa: E402
-from cli.config import resolve, session_settings, up_options  # noqa: E402
+from cli.config import resolve  # noqa: E402
 from cli.connection import Connection  # noqa: E402
 from cli.follow import follow  # noqa: E402
+from cli.settings import session_settings, up_options  # noqa: E402
 from protocol import codec  # noqa: E402
 from protocol.events import ToolCalled, Transitioned  # noqa: E402
 from protocol.ids import new_id  # noqa: E402

@@ -8,10 +8,11 @@ import typer
 
 from cli import daemon, render
 from cli.commands.home import Json, home, run_paths
-from cli.config import resolve, up_options
+from cli.config import resolve
 from cli.connection import Connection, coordinator_pid
 from cli.follow import print_json, read_events
 from cli.render import echo
+from cli.settings import up_options
 from protocol.errors import CliError
 from protocol.events import StepStarted
 from protocol.messages import GetPlan, GetStatus, ListSessions

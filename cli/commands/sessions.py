@@ -17,10 +17,11 @@ import typer
 
 from cli import approvals, render
 from cli.commands.home import Json, home, run_paths
-from cli.config import provider_spec, resolve, session_settings
+from cli.config import resolve
 from cli.connection import Connection
 from cli.follow import attach_and_print, follow_and_print, print_json
 from cli.render import echo
+from cli.settings import provider_spec, session_settings
 from protocol.errors import CliError, ModelError
 from protocol.ids import new_id
 from protocol.messages import (
