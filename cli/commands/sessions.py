@@ -20,6 +20,7 @@ from cli.commands.home import Json, home, run_paths
 from cli.config import resolve
 from cli.connection import Connection
 from cli.follow import attach_and_print, follow_and_print, print_json
+from cli.progress import session_detail
 from cli.render import echo
 from cli.settings import provider_spec, session_settings
 from protocol.errors import CliError, ModelError
@@ -176,7 +177,7 @@ def show(
     if json_out:
         print_json({"session": snapshot, "plan": plan, "events": events})
     else:
-        echo(render.session_detail(snapshot, events))
+        echo(session_detail(snapshot, events))
 
 
 def cancel(session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")]) -> None:
