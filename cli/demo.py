@@ -19,10 +19,11 @@ import msgspec
 
 from actors.paths import RunPaths
 from cli import daemon
-from cli.config import resolve, session_settings, up_options
+from cli.config import resolve
 from cli.connection import Connection, coordinator_pid
 from cli.follow import follow_and_print
 from cli.render import echo
+from cli.settings import session_settings, up_options
 from protocol.ids import new_id
 from protocol.messages import SubmitTask
 

@@ -23,9 +23,10 @@ import msgspec
 
 from actors import private
 from actors.paths import RunPaths
-from cli.config import provider_spec, resolve, sandbox_policy, session_settings
+from cli.config import resolve
 from cli.connection import Connection, coordinator_pid
 from cli.render import echo
+from cli.settings import provider_spec, sandbox_policy, session_settings
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
 from protocol.session import ScriptedProvider

@@ -23,6 +23,7 @@ import typer
 
 from cli import render
 from cli.connection import Connection
+from cli.progress import Progress, files_changed, stage_table, stage_totals
 from cli.render import echo
 from cli.thinking import ThinkingLine
 from protocol.errors import AcodeError, NotRunning, ProtocolError
@@ -126,7 +127,7 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
     each has its own subscription. A session that is not running is shown and left."""
     session: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
     events = read_events(connection, session_id)
-    progress = render.Progress()
+    progress = Progress()
     if json_out:
         for event in events[-replay:] if replay else []:
             print_json(event)
@@ -142,20 +143,20 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
         return follow_and_print(connection, session_id, json_out=json_out, after_seq=last, progress=progress,
                                 earlier=events)
     if json_out:
-        print_json({"session": session, "stages": render.stage_totals(events)})
+        print_json({"session": session, "stages": stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     elif session.status == "paused":
         echo(f"session {session_id} is paused; `acode resume {session_id}` continues it, "
              f"`acode cancel {session_id}` ends it")
     else:
-        echo(f"session {session_id} is {session.status}; files changed: {render.files_changed(events)}")
+        echo(f"session {session_id} is {session.status}; files changed: {files_changed(events)}")
         print_stage_summary(events)
     return session
 
 
 def follow_and_print(connection: Connection, session_id: str, *, json_out: bool = False,
-                     after_seq: int = 0, progress: render.Progress | None = None,
+                     after_seq: int = 0, progress: Progress | None = None,
                      earlier: list[Event] | None = None) -> SessionSnapshot:
     """Follow a session printing one line per event (or JSON lines), then the files changed
     (``earlier``: events already shown, counted in the files changed; ``progress``: the
@@ -169,7 +170,7 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
     follows it again.
     """
     events: list[Event] = list(earlier or [])
-    progress = progress or render.Progress()
+    progress = progress or Progress()
     thinking = None if json_out else ThinkingLine()
 
     def on_event(event: Event) -> None:
@@ -198,18 +199,18 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
              f"`acode cancel {session_id}` stops it", err=True)
         raise typer.Exit(130) from None
     if json_out:
-        print_json({"session": session, "stages": render.stage_totals(events)})
+        print_json({"session": session, "stages": stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
         show_plan_review(connection, session)
     else:
-        echo(f"files changed: {render.files_changed(events)}")
+        echo(f"files changed: {files_changed(events)}")
         print_stage_summary(events)
     return session
 
 
 def print_stage_summary(events: list[Event]) -> None:
     """The per-stage table (runs, tokens in/out, model time, stage time) after a session's end."""
-    summary = render.stage_table(events)
+    summary = stage_table(events)
     if summary:
         echo(summary)
 

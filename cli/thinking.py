@@ -7,7 +7,7 @@ twice a second (ephemeral, never stored). :class:`ThinkingLine` shows them:
 
       [PLANNER]   thinking… 812 tokens, 14.2 s
 
-  (its text in the column of every other progress line, :class:`cli.render.Progress`) and
+  (its text in the column of every other progress line, :class:`cli.progress.Progress`) and
   cleared (:meth:`ThinkingLine.clear`) before the next normal line is printed, and when
   the call ends (``done``);
 - off a terminal (a pipe, a log file), a plain line each :data:`OFF_TERMINAL_EVERY`
@@ -36,7 +36,7 @@ _CLEAR = "\r\x1b[K"  # back to the line's start, erase to its end
 
 def thinking_text(progress: ModelProgress) -> str:
     """``[PLANNER]   thinking… 812 tokens, 14.2 s``: the text starts where a progress line's
-    does (``cli.render``'s stage tag and one space; not imported, as ``cli.config`` loads
+    does (``cli.progress``'s stage tag and one space; not imported, as ``cli.config`` loads
     this module at every start)."""
     tag = f"[{progress.stage.upper()}]".ljust(11)  # `[PLANNER]   thinking…`, `[EXECUTOR]  thinking…`
     tokens = f"{progress.tokens:,} token{'s' * (progress.tokens != 1)}"

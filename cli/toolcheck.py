@@ -19,7 +19,8 @@ from pathlib import Path
 import msgspec
 
 from actors.paths import RunPaths
-from cli.config import resolve, sandbox_policy
+from cli.config import resolve
+from cli.settings import sandbox_policy
 from protocol.errors import AcodeError
 
 __all__ = ["python_tests", "toolchain_checks"]

@@ -282,7 +282,7 @@ def test_every_module_is_in_a_layer_and_the_reader_sees_the_whole_tree() -> None
     assert ("cli.follow", "broker.wire", False) in seen  # inside a function
     assert ("protocol.profiles", "protocol.session", True) in seen  # under TYPE_CHECKING
     assert ("scripts.bench_tasks", "scripts.task_set", False) in seen  # a script by bare name
-    assert ("scripts.bench", "tests.modelserver", False) in seen
+    assert ("scripts.bench_local", "tests.modelserver", False) in seen
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from actors.coordinator.orchestrator import default_answers
 from actors.stages import gather
-from cli.app import collect_answers
+from cli.commands.steering import collect_answers
 from protocol.plan import Question, TaskPlan
 
 PLAN = TaskPlan(goal="greet", status="needs_clarification", questions=[

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import resolve, session_settings, up_options
+from cli.config import resolve
+from cli.settings import session_settings, up_options
 from protocol.errors import ConfigError, ModelError
 from protocol.session import OllamaProvider, OpenAIProvider, ScriptedProvider
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cli.render import Progress, active_sessions, echo, files_changed, request_lines, session_detail
+from cli.progress import Progress, files_changed, session_detail
+from cli.render import active_sessions, echo, request_lines
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError, with_code
 from protocol.events import Event, SessionFinished, SessionPaused, StageFinished, ToolCalled
@@ -57,7 +58,7 @@ def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> Non
 
 
 def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_stage() -> None:
-    from cli.render import stage_table, stage_totals
+    from cli.progress import stage_table, stage_totals
     from protocol.events import StageFinished
 
     def finished(stage: str, visit: int, tokens_in: int, tokens_out: int, model_ms: float) -> StageFinished:
@@ -210,7 +211,8 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
     rest print through ``render.echo``, which escapes what a model or a command wrote."""
     calls = re.compile(r"\b(?:typer\.echo|typer\.secho|click\.echo|print|sys\.std(?:out|err)\.write|"
                        r"stream\.write)\(")
-    found = {(path.name, line.strip()) for path in (REPO / "cli").glob("*.py")
+    files = [path for path in (REPO / "cli").rglob("*.py") if "example" not in path.parts]  # cli/commands/ too
+    found = {(path.name, line.strip()) for path in files
              for line in path.read_text().splitlines() if calls.search(line)}
     assert found == {
         ("render.py", "typer.echo(printable(text), err=err, nl=nl)"),
@@ -225,7 +227,7 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
 
 
 def test_a_cancelled_sessions_summary_includes_the_stage_that_was_running() -> None:
-    from cli.render import stage_table, stage_totals
+    from cli.progress import stage_table, stage_totals
     from protocol.events import Transitioned
 
     planned = StageFinished(id="p", session_id="s1", stage="planner", visit=1, attempt=1, ok=True, summary="planned",

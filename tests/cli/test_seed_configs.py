@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import resolve, session_settings
+from cli.config import resolve
+from cli.settings import session_settings
 from protocol.errors import ConfigError
 
 SAMPLES = Path(__file__).parent / "seed_configs"

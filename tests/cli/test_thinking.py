@@ -22,7 +22,7 @@ def test_the_text_names_the_stage_tokens_and_seconds() -> None:
 
 
 def test_the_text_starts_in_the_column_of_every_other_progress_line() -> None:
-    from cli.render import Progress
+    from cli.progress import Progress
     from protocol.events import StageRetried
 
     for stage in ("planner", "executor", "verifier", "reviewer"):

@@ -11,7 +11,9 @@ import msgspec
 import pytest
 
 from cli import trust
-from cli.config import AcodeConfig, StageOptions, resolve, session_settings
+from cli.config import resolve
+from cli.config_schema import AcodeConfig, StageOptions
+from cli.settings import session_settings
 from protocol.autonomy import Approvals
 from protocol.errors import ModelError
 from protocol.sandbox import SandboxPolicy

@@ -1,0 +1,108 @@
+"""The actor set's lifecycle: ``acode up`` starts it, ``acode down`` stops it, ``acode status``
+shows every actor and where each running or paused session stands."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli import daemon, render
+from cli.commands.home import Json, home, run_paths
+from cli.config import resolve
+from cli.connection import Connection, coordinator_pid
+from cli.follow import print_json, read_events
+from cli.render import echo
+from cli.settings import up_options
+from protocol.errors import CliError
+from protocol.events import StepStarted
+from protocol.messages import GetPlan, GetStatus, ListSessions
+from protocol.plan import TaskPlan
+from protocol.session import SessionSnapshot
+from protocol.stages import STAGES
+
+__all__ = ["down", "status", "up"]
+
+
+def up(
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="run in the background; return when ready")] = False,
+    workers: Annotated[list[str] | None, typer.Option(
+        "--workers", help="instances per stage, e.g. --workers executor=3 (repeatable)")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")] = "info",
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for readiness (--detach)")] = 60.0,
+) -> None:
+    """Start the coordinator, broker, persistence, sandbox and the four stage actors."""
+    paths = run_paths()
+    flags: dict[str, Any] = {}
+    for item in workers or []:
+        stage, sep, count = item.partition("=")
+        if not sep or stage not in STAGES or not count.isdigit():
+            raise CliError(f"--workers {item!r} is not STAGE=COUNT with STAGE one of {', '.join(STAGES)}")
+        flags[f"workers.{stage}"] = int(count)
+    for changed in paths.prepare():  # a home an older acode (or a hand) made looser: one line per path
+        echo(f"acode up: made private: {changed}", err=True)
+    config = resolve(home=paths.home, flags=flags)
+    options, interval, liveness = up_options(config)
+    spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness,
+                                   log_level=log_level)
+    if not detach:
+        pid = coordinator_pid(paths)
+        if pid is not None:
+            raise CliError(f"acode is already running for {paths.home} (coordinator pid {pid})",
+                           code="ACODE-CLI-001")
+        echo(f"acode up: home {paths.home}; Ctrl-C or `acode down` stops it", err=True)
+        raise typer.Exit(daemon.run_foreground(spec))
+    report, started = daemon.start_detached(spec, timeout=timeout)
+    if report.degraded:
+        echo(render.status_table(report))
+        raise CliError(f"acode is running DEGRADED: {report.reason}; fix the cause, then `acode down` and "
+                       "`acode up` (sessions that need the failed actor are paused)", code="ACODE-SUP-001")
+    echo(("acode is up" if started else "acode was already running") +
+         f": coordinator pid {report.pid}, {len(report.actors)} actors ready, home {paths.home}")
+
+
+def down(timeout: Annotated[float, typer.Option("--timeout", help="seconds per escalation step")] = 30.0) -> None:
+    """Stop every actor (ask, then SIGTERM, then SIGKILL); no process remains."""
+    paths = run_paths()
+    pid = daemon.stop(paths, timeout=timeout)
+    echo(f"acode stopped (coordinator pid {pid})" if pid else f"acode was not running for {paths.home}")
+
+
+def status(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="whose sandbox paths to show")] = Path("."),
+    json_out: Json = False,
+) -> None:
+    """Every actor (pid, state, epoch, restarts, uptime, last heartbeat), the sandbox's
+    isolation, what commands read and the workspace's configured read and write paths,
+    then the sessions running or paused, with their stage and step."""
+    from cli.doctor import configured_paths
+
+    with Connection(home()) as connection:
+        report = connection.coordinator(GetStatus())
+        if json_out:
+            print_json(report)
+            return
+        active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
+        where = {s.id: _where(connection, s) for s in active}
+    echo(render.status_table(report))
+    echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
+    if active:
+        echo("")
+        echo(render.active_sessions(active, where))
+
+def _where(connection: Connection, session: SessionSnapshot) -> str:
+    """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""
+    if session.status == "paused":
+        kind = session.pause.kind if session.pause else "?"
+        return f"paused ({kind}) in {session.stage or '-'}"
+    pausing = " (pausing: it stops at its next safe point)" if session.pause_requested_at else ""
+    where = f"{session.stage}" + (f" (visit {session.visit})" if session.visit > 1 else "")
+    if session.stage != "executor" or not session.plan_version:
+        return where + pausing
+    started = [e for e in read_events(connection, session.id) if isinstance(e, StepStarted)]
+    if not started:
+        return where + pausing
+    last = started[-1]
+    plan: TaskPlan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
+    order = [(task.label, step.label) for task in plan.tasks for step in task.steps]
+    number = order.index((last.task, last.step)) + 1 if (last.task, last.step) in order else 0
+    return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "") + pausing
