@@ -72,12 +72,12 @@ def test_a_size_line_in_the_docstring_is_the_reason(tmp_path: Path) -> None:
     assert oversized(tmp_path) == []
 
 
-def test_size_elsewhere_than_the_docstring_is_no_reason(tmp_path: Path) -> None:
+def test_size_elsewhere_than_the_module_docstring_is_no_reason(tmp_path: Path) -> None:
     path = tmp_path / "cli" / "big.py"
     path.parent.mkdir(parents=True)
-    path.write_text('"""A module."""\n# Size: a comment is not the docstring\n' + "X = 1\n" * LIMIT,
-                    encoding="utf-8")
-    assert oversized(tmp_path) == [f"cli/big.py: {LIMIT + 2} lines"]
+    function = 'def f() -> None:\n    """What f does.\n\n    Size: a function docstring, not the module one.\n    """\n'
+    path.write_text('"""A module."""\n' + function + "X = 1\n" * LIMIT, encoding="utf-8")
+    assert oversized(tmp_path) == [f"cli/big.py: {LIMIT + 6} lines"]
 
 
 def test_tests_and_the_example_project_are_not_checked(tmp_path: Path) -> None:
