@@ -15,6 +15,10 @@ service               requests                    replies
 ``sandbox``           :class:`RunTool`            :data:`SandboxReply`
 supervision channel   :data:`SupervisorUp`        :data:`SupervisorDown`
 ====================  ==========================  ===========================
+
+Size: the wire's catalogue, nearly fifty Structs of a few lines each, grouped by service in
+the table's order below the Envelope, Error and Ack they all share; one module is the one
+place a reader (and every actor) looks up any body on the wire.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The session state machine: pure functions from (snapshot, input, now) to a Decision.
 
 No I/O here. The orchestrator persists a decision's snapshot and events, waits for the
-acknowledgement, and only then acts on it (dispatches the next stage). Inputs are a
-stage's result, a lost attempt (its actor died or the broker lost it), a timeout, and a
-user's cancel or resume.
+acknowledgement, and only then acts on it (dispatches the next stage). The inputs here are
+a new session, a stage's result, a lost attempt (its actor died or the broker lost it), a
+timeout and a coordinator's restart; a human's (resume, pause, steer, a plan's review, a
+call's approval, cancel) are in :mod:`actors.coordinator.human`, built of the transitions
+here (:func:`enter`, :func:`revisit`, :func:`retry`, :func:`pause`, :func:`finish`).
 
 Stage transitions are a whitelist::
 
@@ -35,23 +37,14 @@ session (``cancel``); only an unrecoverable workspace error fails one, and a hum
 resume a failed session too. Only a human raises a limit: ``resume`` applies the
 overrides it is given, and nothing else here changes a setting.
 
-A human in the loop (issue 11). Plan review (``settings.plan_review``): a ready plan
-pauses the session (``plan_review``) instead of entering the executor; :func:`approve_plan`
-enters it, :func:`replan` sends the plan back to the planner with the user's feedback
-(a :class:`Feedback` from ``user``), and the next version pauses again. A plain ``resume``
-of a plan under review is refused (ACODE-CLI-008). ``acode pause`` (:func:`request_pause`)
-records the request in the snapshot (``pause_requested_at``, event ``pause_requested``);
-while it stands no stage is dispatched (:func:`_held`: after a result, a lost attempt, a
-timeout or a coordinator restart the session pauses ``user`` instead), and a stage that
-stopped at a safe point (ACODE-ORCH-010) pauses it too. Resume mode ``retry``: the next
-attempt replays what was recorded. Seed 002 wants pause and resume at least 1 s apart: a
-resume sooner is refused (ACODE-CLI-007), and a repeated pause changes nothing.
-``acode steer`` (:func:`steer`) keeps the note in the snapshot: every later dispatch carries
-it.
-Approvals: an executor call that needs a human's decision ends the attempt with the call
-(:class:`~protocol.autonomy.ApprovalRequest`); the session pauses ``awaiting_approval``
-and :func:`decide_call` (``acode approve``/``acode deny``) records the decision and retries
-the attempt in one commit. ``resume`` refuses such a pause: it needs a decision.
+A human in the loop (issue 11; the commands are in :mod:`actors.coordinator.human`) shows
+here too: while a pause the user requested stands (``pause_requested_at``) no stage is
+dispatched (:func:`_held`: after a result, a lost attempt, a timeout or a coordinator
+restart the session pauses ``user`` instead), and a stage that stopped at a safe point
+(ACODE-ORCH-010) pauses it too. A ready plan under ``settings.plan_review`` pauses the
+session (``plan_review``) instead of entering the executor. An executor call that needs a
+human's decision ends the attempt with the call (:class:`~protocol.autonomy.ApprovalRequest`);
+the session pauses ``awaiting_approval``.
 
 What changed: the verifier's and the reviewer's results carry the workspace's changes
 against the session's baseline; each is kept in the snapshot (``changes``) and its
@@ -69,65 +62,53 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import msgspec
 
 from actors.coordinator import escalation
-from actors.coordinator import overrides as overrides_
-from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
-    ApprovalDecided,
     Event,
-    PauseRequested,
     PlanRecorded,
     ReworkChosen,
     SessionCreated,
     SessionFinished,
     SessionPaused,
-    SessionResumed,
-    SettingsChanged,
     StageFinished,
     StageRetried,
-    Steered,
     Transitioned,
 )
 from protocol.ids import new_id
 from protocol.plan import TaskPlan
 from protocol.results import StageResult
 from protocol.session import (
-    MAX_STEERING_NOTES,
-    Clarification,
     Feedback,
     FeedbackItem,
     PauseInfo,
     SessionSettings,
     SessionSnapshot,
-    SettingsOverride,
-    SteeringNote,
 )
 from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
 __all__ = [
     "ALLOWED",
     "EXIT_CODES",
+    "HISTORY_LIMIT",
     "MAX_ATTEMPTS",
-    "PAUSE_GAP_S",
     "Decision",
-    "approve_plan",
-    "cancel",
     "create",
-    "decide_call",
+    "enter",
+    "execute_plan",
+    "finish",
+    "new_event",
     "on_lost",
     "on_result",
     "on_timeout",
     "pause",
     "recover",
-    "replan",
-    "request_pause",
-    "resume",
-    "steer",
+    "retry",
+    "revisit",
+    "updated",
 ]
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
@@ -157,7 +138,6 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "user": 22,
     "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
 }
-PAUSE_GAP_S = 1.0  # seed 002: pause and resume at least this far apart (debounce)
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
 HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
@@ -177,11 +157,13 @@ class Decision:
         return not self.going_on and self.snapshot.status == "running" and self.snapshot.stage is not None
 
 
-def _event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
+def new_event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fields: object) -> Event:
+    """An event of ``snap``'s session, with a new id, at ``now``."""
     return cls(id=new_id(), session_id=snap.id, at=now, **fields)
 
 
-def _with(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:
+def updated(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:
+    """``snap`` with ``changes``, updated at ``now``."""
     return msgspec.structs.replace(snap, updated_at=now, **changes)
 
 
@@ -193,13 +175,14 @@ def create(session_id: str, task: str, workspace: str, settings: SessionSettings
                            stage="planner", visits={"planner": 1}, attempt=1, created_at=now,
                            updated_at=now, settings=settings)
     return Decision(snap, [
-        _event(SessionCreated, snap, now, task=task, workspace=workspace, overrode_hold=overrode_hold),
-        _event(Transitioned, snap, now, source="start", target="planner", visit=1, reason="session started"),
+        new_event(SessionCreated, snap, now, task=task, workspace=workspace, overrode_hold=overrode_hold),
+        new_event(Transitioned, snap, now, source="start", target="planner", visit=1, reason="session started"),
     ])
 
 
-def _enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
-           cycle_kind: CycleKind | None = None, events: list[Event], **changes: object) -> Decision:
+def enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
+          cycle_kind: CycleKind | None = None, events: list[Event], **changes: object) -> Decision:
+    """Enter ``target`` (a new visit, attempt 1) if :data:`ALLOWED`, else TransitionError."""
     source = snap.stage or "start"
     if (source, target) not in ALLOWED:
         raise TransitionError(f"transition {source} -> {target} is not allowed; allowed from "
@@ -210,26 +193,27 @@ def _enter(snap: SessionSnapshot, target: Stage, now: float, *, reason: str,
         cycles[cycle_kind] = cycles.get(cycle_kind, 0) + 1
     fields: dict[str, object] = {"stage": target, "visits": visits, "attempt": 1, "timeouts": 0, "cycles": cycles,
                                  "retries": 0, "attempt_floor": 0}
-    new = _with(snap, now, **{**fields, **changes})
-    events.append(_event(Transitioned, snap, now, source=source, target=target, visit=visits[target],
-                         reason=reason, cycle_kind=cycle_kind, cycle=cycles.get(cycle_kind, 0) if cycle_kind else 0))
+    new = updated(snap, now, **{**fields, **changes})
+    events.append(new_event(Transitioned, snap, now, source=source, target=target, visit=visits[target],
+                            reason=reason, cycle_kind=cycle_kind, cycle=cycles.get(cycle_kind, 0) if cycle_kind else 0))
     return Decision(new, events)
 
 
-def _finish(snap: SessionSnapshot, status: str, now: float, *, events: list[Event],
-            error: ErrorInfo | None = None, summary: str = "") -> Decision:
+def finish(snap: SessionSnapshot, status: str, now: float, *, events: list[Event],
+           error: ErrorInfo | None = None, summary: str = "") -> Decision:
+    """End the session ``completed`` (every stage visited), ``failed`` or ``cancelled``."""
     exit_code = EXIT_CODES[status]
     if status == "completed":
         missing = [s for s in STAGES if not snap.visits.get(s)]
         if missing:
             raise TransitionError(f"cannot complete: stages never visited: {', '.join(missing)}")
-        events.append(_event(Transitioned, snap, now, source=snap.stage or "start", target="completed",
-                             visit=1, reason=summary or "approved"))
+        events.append(new_event(Transitioned, snap, now, source=snap.stage or "start", target="completed",
+                                visit=1, reason=summary or "approved"))
     stage = snap.stage if status == "failed" else None  # a failed session resumes where it stopped
-    new = _with(snap, now, status=status, stage=stage, exit_code=exit_code, finished_at=now, error=error,
-                pause=None)
-    events.append(_event(SessionFinished, snap, now, status=status, exit_code=exit_code, error=error,
-                         summary=summary, changes=snap.changes))
+    new = updated(snap, now, status=status, stage=stage, exit_code=exit_code, finished_at=now, error=error,
+                  pause=None)
+    events.append(new_event(SessionFinished, snap, now, status=status, exit_code=exit_code, error=error,
+                            summary=summary, changes=snap.changes))
     return Decision(new, events)
 
 
@@ -247,9 +231,9 @@ def pause(snap: SessionSnapshot, kind: PauseKind, code: str, message: str, now: 
                                  max_turns=settings.max_turns_per_step, step_timeout_s=settings.step_timeout_s)
     info = PauseInfo(kind=kind, code=code, message=message, stage=stage, task=task, step=step, fix=fix,
                      command=command, resume=resume)
-    new = _with(snap, now, status="paused", pause=info, exit_code=exit_code, **changes)
-    events.append(_event(SessionPaused, snap, now, kind=kind, code=code, message=message, exit_code=exit_code,
-                         task=task, step=step, fix=fix, command=command))
+    new = updated(snap, now, status="paused", pause=info, exit_code=exit_code, **changes)
+    events.append(new_event(SessionPaused, snap, now, kind=kind, code=code, message=message, exit_code=exit_code,
+                            task=task, step=step, fix=fix, command=command))
     return Decision(new, events)
 
 
@@ -261,16 +245,16 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
     stage = snap.stage
     assert stage is not None
     if error.code in escalation.UNRECOVERABLE:
-        return _finish(snap, "failed", now, events=events, error=error, summary=f"{stage} failed: {error.message}")
+        return finish(snap, "failed", now, events=events, error=error, summary=f"{stage} failed: {error.message}")
     steps = result.execution.steps if result.execution else []
     done = [f"{r.task}/{r.step}" for r in steps if r.status == "completed"]
     if done:
-        snap = _with(snap, now, kept_steps=list(dict.fromkeys([*snap.kept_steps, *done])))
+        snap = updated(snap, now, kept_steps=list(dict.fromkeys([*snap.kept_steps, *done])))
     rule = escalation.rule_for(error.code)
     limit = _retry_limit(snap)
     if rule.stage_retry and snap.retries < limit:
-        return _revisit(snap, now, events=events, retries=snap.retries + 1,
-                        reason=f"stage retry {snap.retries + 1} of {limit}, afresh: {error.message}")
+        return revisit(snap, now, events=events, retries=snap.retries + 1,
+                       reason=f"stage retry {snap.retries + 1} of {limit}, afresh: {error.message}")
     failed = [r for r in steps if r.status == "failed"]
     task, step = (failed[0].task, failed[0].step) if failed else ("", "")
     fix = escalation.fix_of(error.message) if error.code.startswith(escalation.FIX_LINES) else ""
@@ -278,13 +262,13 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
                  exit_code=rule.exit_code, resume=rule.resume, task=task, step=step, fix=fix)
 
 
-def _revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, retries: int = 0) -> Decision:
+def revisit(snap: SessionSnapshot, now: float, *, events: list[Event], reason: str, retries: int = 0) -> Decision:
     """Enter the current stage again, afresh (a new visit: its model calls are not replayed;
     the planner plans again with the feedback and plan it had; the executor skips the
     ``kept_steps``)."""
     stage = snap.stage
     assert stage is not None
-    return _enter(snap, stage, now, reason=reason, events=events, retries=retries)
+    return enter(snap, stage, now, reason=reason, events=events, retries=retries)
 
 
 def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *, feedback: Feedback,
@@ -292,7 +276,7 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
     limit = snap.settings.cycle_limits.get(kind, 3)
     done = snap.cycles.get(kind, 0)
     feedback = msgspec.structs.replace(feedback, target=target, cycle=done + 1)
-    snap = _with(snap, now, history=[*snap.history, feedback][-HISTORY_LIMIT:])
+    snap = updated(snap, now, history=[*snap.history, feedback][-HISTORY_LIMIT:])
     if done + 1 > limit:
         # Stay at the stage that asked for the cycle, keeping what the next stage needs;
         # `acode resume` makes the transition with a fresh round of cycles.
@@ -300,8 +284,8 @@ def _cycle(snap: SessionSnapshot, kind: CycleKind, target: Stage, now: float, *,
                    "raise orchestration.cycle_limit or `acode resume` the session for another round")
         return pause(snap, "cycle_limit", "ACODE-ORCH-003", message, now, events, resume="cycle",
                      feedback=feedback, last_result=last_result)
-    return _enter(snap, target, now, reason=feedback.summary, cycle_kind=kind,
-                  events=events, feedback=feedback, last_result=last_result)
+    return enter(snap, target, now, reason=feedback.summary, cycle_kind=kind,
+                 events=events, feedback=feedback, last_result=last_result)
 
 
 def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decision:
@@ -313,7 +297,7 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
 def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decision:
     stage = snap.stage
     assert stage is not None and result.stage == stage
-    events: list[Event] = [_event(
+    events: list[Event] = [new_event(
         StageFinished, snap, now, stage=stage, visit=result.visit, attempt=result.attempt, ok=result.ok,
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
@@ -321,18 +305,18 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         tokens_out=result.metrics.tokens_out, tokens_cached=result.metrics.tokens_cached,
         model_ms=result.metrics.model_ms, changes=result.changes)]
     if result.changes is not None:  # the workspace against its baseline, as the verifier or reviewer saw it
-        snap = _with(snap, now, changes=result.changes)
+        snap = updated(snap, now, changes=result.changes)
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":
         if snap.pause_requested_at:  # the stage stopped at a safe point: the next attempt replays its work
             why = _paused_message(snap, f"{result.error.message} in the {stage}")
             return pause(snap, "user", "ACODE-ORCH-010", why, now, events)
-        return _retry(snap, now, "the stage stopped for a pause that was withdrawn", events)
+        return retry(snap, now, "the stage stopped for a pause that was withdrawn", events)
     if not result.ok:
         error = result.error or ErrorInfo(code="ACODE-ORCH-001", message=f"{stage} failed")
         if result.approval is not None:
             return _await_approval(snap, result, error, now, events)
         if error.retryable and snap.attempt <= _retry_limit(snap):
-            return _retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
+            return retry(snap, now, f"{stage} reported a transient error: {error.message}", events)
         return _escalate(snap, result, error, now, events)
     match stage:
         case "planner":
@@ -340,8 +324,8 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
             if plan is None:
                 return _escalate(snap, result, ErrorInfo(code="ACODE-PLAN-003",
                                                          message="the planner answered without a plan"), now, events)
-            events.append(_event(PlanRecorded, snap, now, version=plan.version, goal=plan.goal,
-                                 tasks=len(plan.tasks), steps=plan.step_count(), status=plan.status))
+            events.append(new_event(PlanRecorded, snap, now, version=plan.version, goal=plan.goal,
+                                    tasks=len(plan.tasks), steps=plan.step_count(), status=plan.status))
             if plan.status == "needs_clarification":
                 questions = "; ".join(q.question for q in plan.questions)
                 decision = pause(snap, "needs_input", "ACODE-ORCH-004",
@@ -360,23 +344,23 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
                                  f"`acode replan {short} \"what to change\"` sends it back to the planner", now,
                                  events, plan_version=plan.version, last_result=result, history=history, feedback=None)
                 return Decision(decision.snapshot, decision.events, plan)
-            decision = _execute(snap, plan, result, now, events=events, reason=result.summary or "plan ready",
-                                history=history)
+            decision = execute_plan(snap, plan, result, now, events=events, reason=result.summary or "plan ready",
+                                    history=history)
             return Decision(decision.snapshot, decision.events, plan)
         case "executor":
-            return _enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,
-                          feedback=None, last_result=result)
+            return enter(snap, "verifier", now, reason=result.summary or "steps done", events=events,
+                         feedback=None, last_result=result)
         case "verifier":
             verdict = result.verification
             rework = result.rework
             if rework is not None:
-                events.append(_event(ReworkChosen, snap, now, visit=result.visit, rule=rework.rule,
-                                     reason=rework.reason, rerun=rework.rerun, kept=rework.kept,
-                                     completed_tasks=rework.completed_tasks))
-                snap = _with(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
+                events.append(new_event(ReworkChosen, snap, now, visit=result.visit, rule=rework.rule,
+                                        reason=rework.reason, rerun=rework.rerun, kept=rework.kept,
+                                        completed_tasks=rework.completed_tasks))
+                snap = updated(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
             if verdict is not None and verdict.passed:
-                return _enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
-                              feedback=None, last_result=result, failure_print="")
+                return enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
+                             feedback=None, last_result=result, failure_print="")
             failed = [c for c in (verdict.criteria if verdict else []) if not c.passed]
             feedback = Feedback(
                 source="verifier", summary=(verdict.summary if verdict else "") or
@@ -394,7 +378,7 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
         case "reviewer":
             review = result.review
             if review is not None and review.decision == "approve":
-                return _finish(snap, "completed", now, events=events, summary=review.summary or "approved")
+                return finish(snap, "completed", now, events=events, summary=review.summary or "approved")
             issues = review.issues if review else []
             changes = review is not None and review.decision == "request_changes"
             feedback = Feedback(
@@ -407,12 +391,12 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
 
 
-def _execute(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *, events: list[Event],
-             reason: str, history: list[Feedback]) -> Decision:
+def execute_plan(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *,
+                 events: list[Event], reason: str, history: list[Feedback]) -> Decision:
     """planner -> executor with a ready plan (at once, or once the user approved it)."""
-    return _enter(snap, "executor", now, reason=reason, events=events, plan_version=plan.version, feedback=None,
-                  last_result=result, history=history, kept_steps=[],
-                  completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
+    return enter(snap, "executor", now, reason=reason, events=events, plan_version=plan.version, feedback=None,
+                 last_result=result, history=history, kept_steps=[],
+                 completed_tasks=[t.label for t in plan.tasks if t.status == "completed"])
 
 
 def _paused_message(snap: SessionSnapshot, why: str) -> str:
@@ -429,41 +413,17 @@ def _held(decision: Decision) -> Decision:
                  _paused_message(snap, f"paused by the user before the {snap.stage} (attempt {snap.attempt})"),
                  snap.updated_at, list(decision.events))
     return Decision(held.snapshot, held.events, decision.plan)
+
+
 def _await_approval(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now: float,
                     events: list[Event]) -> Decision:
     """A call of the executor waits for a human's decision: pause ``awaiting_approval``; the
-    decision (:func:`decide_call`) retries the attempt, which replays up to that call."""
+    decision (:func:`~actors.coordinator.human.decide_call`) retries the attempt, which replays up to that call."""
     ask = result.approval
     assert ask is not None
     failing = error.code == "ACODE-EXEC-005"  # non_interactive_policy: fail
     return pause(snap, "awaiting_approval", error.code, error.message, now, events, exit_code=33 if failing else 22,
                  resume="retry", task=ask.task, step=ask.step, approval=ask)
-
-
-def decide_call(snap: SessionSnapshot, decision: str, now: float, *, always: bool = False, reason: str = "",
-                by: str = "acode approve", key: str = "") -> Decision:
-    """A human decides the call an ``awaiting_approval`` pause waits on: the decision is
-    recorded (``approval_decided``, and in the snapshot, where the sandbox checks it) and the
-    attempt is retried in the same commit."""
-    ask = snap.approval
-    if snap.status != "paused" or snap.pause is None or snap.pause.kind != "awaiting_approval" or ask is None:
-        state = f"paused for {snap.pause.kind}" if snap.pause else snap.status
-        raise TransitionError(f"session {snap.id} is {state}, not waiting for an approval; see `acode show "
-                              f"{snap.id}`", code="ACODE-CLI-004")
-    if key and key != ask.key:
-        raise TransitionError(f"session {snap.id} now waits on another call ({ask.tool} {ask.target!r}); look at it "
-                              f"with `acode show {snap.id}` and decide again", code="ACODE-CLI-004")
-    if decision not in ("approve", "deny"):
-        raise TransitionError(f"decision {decision!r} is neither approve nor deny", code="ACODE-CLI-003")
-    verdict: Literal["approve", "deny"] = "approve" if decision == "approve" else "deny"
-    record = ApprovalDecision(id=new_id(), key=ask.key, call_hash=ask.call_hash, tool=ask.tool, risk=ask.risk,
-                              rule=ask.rule, decision=verdict, always=always and verdict == "approve",
-                              reason=reason, by=by, at=now)
-    event = _event(ApprovalDecided, snap, now, key=ask.key, call_hash=ask.call_hash, tool=ask.tool, target=ask.target,
-                   risk=ask.risk, rule=ask.rule, decision=verdict, always=record.always, reason=reason, by=by)
-    decided = _with(snap, now, approvals=[*snap.approvals, record], approval=None)
-    resumed = resume(decided, now)
-    return Decision(resumed.snapshot, [event, *resumed.events])
 
 
 def _retry_limit(snap: SessionSnapshot) -> int:
@@ -473,8 +433,9 @@ def _retry_limit(snap: SessionSnapshot) -> int:
         else settings.stage_retry_limit
 
 
-def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] | None = None,
-           **changes: object) -> Decision:
+def retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] | None = None,
+          **changes: object) -> Decision:
+    """Dispatch the current stage again with attempt + 1, or pause past :data:`MAX_ATTEMPTS`."""
     events = events if events is not None else []
     assert snap.stage is not None
     attempt = snap.attempt + 1
@@ -482,16 +443,16 @@ def _retry(snap: SessionSnapshot, now: float, reason: str, events: list[Event] |
         return pause(snap, "escalation", "ACODE-ORCH-004",
                      f"{snap.stage} was attempted {attempt - 1 - snap.attempt_floor} times without an answer; last: "
                      f"{reason}; check `acode status` and the actor logs, then `acode resume`", now, events)
-    new = _with(snap, now, attempt=attempt, **changes)
-    events.append(_event(StageRetried, snap, now, stage=snap.stage, visit=snap.visit, attempt=attempt,
-                         reason=reason))
+    new = updated(snap, now, attempt=attempt, **changes)
+    events.append(new_event(StageRetried, snap, now, stage=snap.stage, visit=snap.visit, attempt=attempt,
+                            reason=reason))
     return Decision(new, events)
 
 
 def on_lost(snap: SessionSnapshot, reason: str, now: float) -> Decision:
     """The attempt's actor died or was lost: dispatch again with attempt + 1 (or pause, if
     the user asked)."""
-    return _held(_retry(snap, now, reason))
+    return _held(retry(snap, now, reason))
 
 
 def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
@@ -503,155 +464,10 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
         return pause(snap, "stage_timeout", "ACODE-ORCH-002",
                      f"{snap.stage} timed out {timeouts} times ({limit:g}s each); resume with a longer "
                      f"--{snap.stage}-timeout, or check the model", now, timeouts=timeouts)
-    return _held(_retry(snap, now, f"{snap.stage} timed out after {limit:g}s", timeouts=timeouts))
+    return _held(retry(snap, now, f"{snap.stage} timed out after {limit:g}s", timeouts=timeouts))
 
 
 def recover(snap: SessionSnapshot, now: float) -> Decision:
     """After a coordinator restart: dispatch the current stage again with attempt + 1 (or
     pause, if the user asked before the restart)."""
-    return _held(_retry(snap, now, "recovered after a coordinator restart"))
-
-
-def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | None = None,
-           overrides: SettingsOverride | None = None) -> Decision:
-    """A human resumes a paused or failed session: a fresh round for what stopped it.
-
-    ``overrides`` (from ``acode resume --max-turns 20`` ...) are applied first and recorded
-    as a ``settings_changed`` event. How it goes on is the pause's ``resume`` mode: retry
-    the attempt (recorded work is replayed), revisit the stage afresh (finished steps
-    stay finished, the failed step gets a fresh round of tries), make the cycle transition
-    the pause stopped (a fresh round of cycles), or, for the planner's questions, plan
-    again with ``answers`` (given by ``acode answer``, or the defaults when the wait ran out).
-    """
-    if snap.status == "running" and snap.pause_requested_at:
-        return _withdraw_pause(snap, now)
-    if snap.status not in ("paused", "failed"):
-        raise TransitionError(f"session {snap.id} is {snap.status}; only paused or failed sessions resume",
-                              code="ACODE-CLI-004")
-    kind = snap.pause.kind if snap.pause else ("failed" if snap.status == "failed" else "escalation")
-    mode: ResumeMode = snap.pause.resume if snap.pause else "revisit"
-    if kind == "plan_review":
-        short = snap.id[:8]
-        raise TransitionError(f"session {snap.id} waits for the review of plan v{snap.plan_version}; `acode approve "
-                              f"{short}` executes it, `acode replan {short} \"what to change\"` sends it back to "
-                              "the planner", code="ACODE-CLI-008")
-    if kind == "user":
-        _check_gap(snap, now)
-    if kind == "cycle_limit":
-        mode = "cycle"  # also for pauses recorded before resume modes existed
-    if kind == "needs_input":
-        if not answers:
-            raise TransitionError(f"session {snap.id} is waiting for answers to the planner's questions; "
-                                  f"give them with `acode answer {snap.id[:8]}`", code="ACODE-CLI-004")
-    elif answers:
-        raise TransitionError(f"session {snap.id} is paused for {kind}, not for questions; resume it with "
-                              "`acode resume`", code="ACODE-CLI-004")
-    if kind == "awaiting_approval" and snap.approval is not None:
-        raise TransitionError(f"session {snap.id} waits for a decision on {snap.approval.tool} "
-                              f"{snap.approval.target!r}; give it with `acode approve {snap.id}` or `acode deny "
-                              f"{snap.id}`", code="ACODE-CLI-004")
-    events: list[Event] = []
-    settings = snap.settings
-    if overrides is not None and not overrides.is_empty():
-        settings, changes = overrides_.apply(settings, overrides)
-        if changes:
-            events.append(_event(SettingsChanged, snap, now, changes=changes))
-    stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
-    running = _with(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
-                    finished_at=None, settings=settings, stage=stage, retries=0, failure_print="",
-                    attempt_floor=snap.attempt, pause_requested_at=0.0)  # a fresh round of attempts
-    if kind == "needs_input":
-        assert answers is not None
-        events.append(_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers))
-        running = msgspec.structs.replace(running, clarifications=[*snap.clarifications, *answers])
-        return _enter(running, "planner", now, events=events, reason="the planner's questions were answered")
-    events.append(_event(SessionResumed, snap, now, reason=f"resumed after {kind}"))
-    if mode == "cycle" and snap.feedback is not None:
-        cycle_kind: CycleKind = "verify" if snap.feedback.source == "verifier" else "review"
-        target: Stage = snap.feedback.target or ("executor" if cycle_kind == "verify" else "planner")
-        running = msgspec.structs.replace(running, cycles={**snap.cycles, cycle_kind: 0})
-        why = f"the {cycle_kind} cycle limit" if kind == "cycle_limit" else kind
-        return _enter(running, target, now, events=events, reason=f"resumed after {why}: {snap.feedback.summary}")
-    if mode == "revisit":
-        return _revisit(running, now, events=events, reason=f"resumed after {kind}: a fresh round")
-    return _retry(running, now, f"resumed after {kind}", events)
-
-
-def _check_gap(snap: SessionSnapshot, now: float) -> None:
-    """Seed 002's debounce: a resume less than :data:`PAUSE_GAP_S` after the pause is refused."""
-    since = now - snap.pause_requested_at
-    if snap.pause_requested_at and since < PAUSE_GAP_S:
-        raise TransitionError(f"session {snap.id} was paused {since:.2f}s ago; pause and resume must be at least "
-                              f"{PAUSE_GAP_S:g}s apart (seed 002): resume again in {PAUSE_GAP_S - since:.2f}s",
-                              code="ACODE-CLI-007")
-
-
-def _withdraw_pause(snap: SessionSnapshot, now: float) -> Decision:
-    """A resume while the pause is still on its way to a safe point withdraws it: the session
-    goes on (a stage that stops all the same is retried, replaying what it recorded)."""
-    _check_gap(snap, now)
-    return Decision(_with(snap, now, pause_requested_at=0.0),
-                    [_event(SessionResumed, snap, now, reason="the pause was withdrawn before the session stopped")],
-                    going_on=True)
-
-
-def request_pause(snap: SessionSnapshot, now: float) -> Decision | None:
-    """``acode pause``: record the request (the orchestrator then tells the stage at work).
-    None when it changes nothing: the session is paused already, or a pause is on its way."""
-    if snap.status in ("completed", "failed", "cancelled"):
-        raise TransitionError(f"session {snap.id} is {snap.status}; only a running session pauses",
-                              code="ACODE-CLI-004")
-    if snap.status == "paused" or snap.pause_requested_at:
-        return None
-    return Decision(_with(snap, now, pause_requested_at=now),
-                    [_event(PauseRequested, snap, now, stage=snap.stage or "")], going_on=True)
-
-
-def steer(snap: SessionSnapshot, text: str, now: float) -> Decision:
-    """``acode steer``: keep the note (the orchestrator tells the stage at work; every later
-    dispatch carries it). A running or paused session takes it."""
-    if snap.status in ("completed", "failed", "cancelled"):
-        raise TransitionError(f"session {snap.id} is {snap.status}; only a running or paused session can be steered",
-                              code="ACODE-CLI-004")
-    event = _event(Steered, snap, now, text=text, stage=snap.stage or "")
-    note = SteeringNote(id=event.id, text=text)
-    return Decision(_with(snap, now, steering=[*snap.steering, note][-MAX_STEERING_NOTES:]), [event],
-                    going_on=snap.status == "running")
-
-
-def _reviewing(snap: SessionSnapshot, what: str) -> None:
-    if snap.status != "paused" or snap.pause is None or snap.pause.kind != "plan_review":
-        state = f"paused ({snap.pause.kind})" if snap.status == "paused" and snap.pause else snap.status
-        raise TransitionError(f"session {snap.id} is {state}, not waiting for a plan review; {what} is for a "
-                              "session paused plan_review (`acode run --approve-plan`)", code="ACODE-CLI-004")
-
-
-def approve_plan(snap: SessionSnapshot, now: float) -> Decision:
-    """The user approved the plan under review: planner -> executor. A pause the user asked
-    for before the review is answered by it: approving (or re-planning) is the go-on."""
-    _reviewing(snap, "approve")
-    result = snap.last_result
-    if result is None or result.plan is None:
-        raise TransitionError(f"session {snap.id} has no plan to approve; `acode replan` it", code="ACODE-CLI-004")
-    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0)
-    why = f"plan v{result.plan.version} approved by the user"
-    events: list[Event] = [_event(SessionResumed, snap, now, reason=why)]
-    return _execute(running, result.plan, result, now, events=events, history=snap.history, reason=why)
-
-
-def replan(snap: SessionSnapshot, text: str, now: float) -> Decision:
-    """The user sent the plan under review back with feedback: the planner plans the next version."""
-    _reviewing(snap, "replan")
-    feedback = Feedback(source="user", summary=text, target="planner")
-    running = _with(snap, now, status="running", pause=None, exit_code=None, pause_requested_at=0.0,
-                    history=[*snap.history, feedback][-HISTORY_LIMIT:])
-    events: list[Event] = [_event(SessionResumed, snap, now, reason=f"the user asked for a re-plan: {text}")]
-    return _enter(running, "planner", now, events=events, feedback=feedback,
-                  reason=f"plan v{snap.plan_version} sent back by the user")
-
-
-def cancel(snap: SessionSnapshot, reason: str, now: float) -> Decision:
-    if snap.status in ("completed", "failed", "cancelled"):
-        raise TransitionError(f"session {snap.id} is already {snap.status}", code="ACODE-CLI-004")
-    return _finish(snap, "cancelled", now, events=[], error=ErrorInfo(code="ACODE-ORCH-007", message=reason),
-                   summary=reason)
+    return _held(retry(snap, now, "recovered after a coordinator restart"))

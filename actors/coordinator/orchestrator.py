@@ -1,10 +1,10 @@
 """Drives every running session through its stages, write-ahead.
 
-For each input (a stage's answer, a lost attempt, a timeout, a user's cancel or resume
-arriving through :mod:`requests`) the :mod:`machine` decides; the decision's snapshot and events are committed through
-persistence, and only after the acknowledgement does anything act on it: the next stage
-is dispatched, the client is answered. A session has at most one thing in progress: a
-commit or a dispatch.
+For each input (a stage's answer, a lost attempt, a timeout; a user's cancel or resume
+arriving through :mod:`requests`) the :mod:`machine` decides (:mod:`human`, for a user's);
+the decision's snapshot and events are committed through persistence, and only after the
+acknowledgement does anything act on it: the next stage is dispatched, the client is
+answered. A session has at most one thing in progress: a commit or a dispatch.
 
 Fencing: each dispatch is a request with its own id, for ``(session, stage, visit,
 attempt)``. An answer is accepted only for the dispatch the session waits on; anything
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.coordinator import machine
+from actors.coordinator import human, machine
 from actors.coordinator.machine import Decision
 from broker.client import Client
 from broker.worker import Request
@@ -287,7 +287,7 @@ class Orchestrator:
                     or snap.plan_version != version:
                 return None  # answered (or cancelled) in the meantime
             self.log.info("clarification_defaulted", session_id=snap.id, questions=len(answers))
-            return machine.resume(snap, time.time(), answers)
+            return human.resume(snap, time.time(), answers)
 
         self.decide(session, decide)
 
@@ -420,7 +420,7 @@ class Orchestrator:
                 self._schedule_defaults(session)
             elif snap.status == "paused":
                 self.log.info("session_resumed_after_failure", session_id=snap.id)
-                self.decide(session, lambda current: machine.resume(current, now))
+                self.decide(session, lambda current: human.resume(current, now))
             else:
                 self.log.info("session_recovered", session_id=snap.id, stage=snap.stage, attempt=snap.attempt)
                 self.decide(session, lambda current: machine.recover(current, now))

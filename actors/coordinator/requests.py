@@ -6,7 +6,7 @@ replies). A submit is idempotent by the client's session id, also across a coord
 restart (the session is looked up in persistence first). Cancel and resume load a
 session that is not in memory; a state that does not allow the request (cancelling a
 finished session, resuming a running one) is answered with ACODE-CLI-004. A resume may
-carry setting overrides (``acode resume --max-turns 20``): the machine applies them and
+carry setting overrides (``acode resume --max-turns 20``): :mod:`human` applies them and
 records them as an event in the same commit as the resume.
 
 One session per workspace (seed 001 §2.3): an unfinished session (running or paused)
@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from actors.coordinator import machine
+from actors.coordinator import human, machine
 from actors.coordinator.machine import Decision
 from actors.coordinator.orchestrator import Orchestrator, Session
 from broker.worker import Request
@@ -185,7 +185,7 @@ class SessionRequests:
 
     def cancel(self, request: Request, body: CancelSession) -> None:
         def decide(snap: SessionSnapshot, session: Session) -> Decision:
-            decision = machine.cancel(snap, body.reason, time.time())  # refused when already finished
+            decision = human.cancel(snap, body.reason, time.time())  # refused when already finished
             self.orchestrator.abandon(session)
             return decision
 
@@ -198,7 +198,7 @@ class SessionRequests:
         def act(session: Session) -> None:
             def go() -> None:
                 self.orchestrator.decide(
-                    session, lambda snap: machine.resume(snap, time.time(), body.answers, body.overrides),
+                    session, lambda snap: human.resume(snap, time.time(), body.answers, body.overrides),
                     reply_to=request)
 
             if session.snapshot.status == "failed":  # it held nothing while failed: another may hold it now
@@ -225,8 +225,8 @@ class SessionRequests:
         (one commit: answered once durable; a crash before it loses only this request)."""
 
         def decide(snap: SessionSnapshot) -> Decision:
-            return machine.decide_call(snap, body.decision, time.time(), always=body.always, reason=body.reason,
-                                       by=body.by, key=body.key)
+            return human.decide_call(snap, body.decision, time.time(), always=body.always, reason=body.reason,
+                                     by=body.by, key=body.key)
 
         self._decide_with_plan(request, body.session_id, decide)
 
@@ -236,20 +236,20 @@ class SessionRequests:
 
     def pause(self, request: Request, body: PauseSession) -> None:
         """``acode pause``: recorded, then the stage at work is told (a repeat changes nothing)."""
-        self._act(request, body.session_id, lambda snap: machine.request_pause(snap, time.time()))
+        self._act(request, body.session_id, lambda snap: human.request_pause(snap, time.time()))
 
     def steer(self, request: Request, body: SteerSession) -> None:
         """``acode steer``: kept in the session, then the stage at work is told."""
-        self._act(request, body.session_id, lambda snap: machine.steer(snap, body.text, time.time()))
+        self._act(request, body.session_id, lambda snap: human.steer(snap, body.text, time.time()))
 
     def approve_plan(self, request: Request, body: ApprovePlan) -> None:
         """``acode approve`` of a plan under review: the executor starts on it."""
-        self._decide_with_plan(request, body.session_id, lambda snap: machine.approve_plan(snap, time.time()))
+        self._decide_with_plan(request, body.session_id, lambda snap: human.approve_plan(snap, time.time()))
 
     def replan(self, request: Request, body: ReplanSession) -> None:
         """``acode replan``: the planner plans the next version with the user's feedback."""
         self._decide_with_plan(request, body.session_id,
-                               lambda snap: machine.replan(snap, body.feedback, time.time()))
+                               lambda snap: human.replan(snap, body.feedback, time.time()))
 
     def _decide_with_plan(self, request: Request, session_id: str,
                           decide: Callable[[SessionSnapshot], Decision | None]) -> None:

@@ -38,6 +38,11 @@ makes the same refusal from the same record.
 
 All are pure, deterministic and never raise: ids are ``text_0``, ``text_1``, … in order,
 so a replayed stage rebuilds the same conversation.
+
+Size: finding calls and checking them are one contract: every call :func:`parse` hands on
+is :func:`storable`, and :func:`check` refuses what that set aside, with the signatures and
+examples its corrections show; split, a refusal would be explained a file away from the
+parse that caused it.
 """
 
 from __future__ import annotations

@@ -31,6 +31,11 @@ in one place, :meth:`Store._blob`, and so are the free-text columns (tool names,
 keys, step labels). Ids acode makes are stored as they are: session and event ids (UUIDv7)
 and request hashes (sha256 hex), which the redactor leaves alone. An appended event is
 returned (and published) as stored, redacted.
+
+Size: one class around one connection. Its transactions (the error boundary, a group's
+savepoints, the synchronous level) and the records written and read through them share
+its private state, and each write's idempotency rule above reads next to the transaction
+it runs in; split, the rules would sit a file away from the writes they govern.
 """
 
 from __future__ import annotations

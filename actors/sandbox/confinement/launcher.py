@@ -46,6 +46,10 @@ after "started" is bubblewrap's exit code, which is the command's.
 ``--probe`` prints what this machine allows, as JSON: whether PID and mount namespaces can
 be made, with a read-only bind in the latter (``pidns``), and the Landlock ABI version (0:
 none).
+
+Size: one file on purpose: it runs by path under ``python -I -S``, which puts neither its
+folder nor site-packages on ``sys.path``, so it can import no sibling module; and its steps
+read in the order the one process takes them.
 """
 
 from __future__ import annotations

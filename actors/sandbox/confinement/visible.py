@@ -36,7 +36,7 @@ that holds a credential store (:data:`~actors.sandbox.confinement.isolation.CRED
 directory holding the executable itself, and dropped if even that is unsafe.
 
 How each level enforces it: bubblewrap binds only these paths into an empty root (what is
-not bound does not exist); Landlock grants read rights beneath these paths only (a read
+not bound does not exist; :func:`bwrap_argv`); Landlock grants read rights beneath these paths only (a read
 elsewhere fails with EACCES; ``/proc`` is readable, but Landlock's ptrace scoping makes
 other processes' ``root``, ``cwd``, ``environ`` and ``fd`` unreadable, and a path through
 ``/proc/self/cwd/..`` is judged where it lands). The process level cannot confine reads.
@@ -54,11 +54,12 @@ import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from actors.sandbox.confinement.isolation import CREDENTIALS
 from protocol.errors import ConfigError
 
-__all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "check_paths", "git_dirs", "inside",
+__all__ = ["ETC", "MANAGERS", "MAX_HOPS", "SYS", "SYSTEM", "View", "bwrap_argv", "check_paths", "git_dirs", "inside",
            "python_home", "resolve_toolchains", "summary", "view"]
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -422,3 +423,45 @@ def _small_file(path: str) -> str | None:
         return os.read(fd, 4096).decode("utf-8", "replace")
     finally:
         os.close(fd)
+
+
+def bwrap_argv(bwrap: str, root: str, scratch: Path, view: View, *, network: bool, seal: tuple[str, ...] = (),
+               hidden: Iterable[str] = ()) -> list[str]:
+    """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
+    (parents before children, so a read-write workspace beneath a read-only prefix
+    stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
+    credential stores masked wherever a bound directory holds them. Run as root, the
+    command gets no capability (bubblewrap would keep them all: with CAP_SYS_ADMIN a
+    command can mount devtmpfs and read the disk beneath every bind)."""
+    argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:  # as root bwrap keeps every capability: CAP_SYS_ADMIN mounts devtmpfs, the disk
+        argv += ["--cap-drop", "ALL"]
+    if not network:
+        argv.append("--unshare-net")
+    if "/" in view.read:  # no read boundary (scripts/bench.py's comparison): the root first, the rest over it
+        argv += ["--ro-bind", "/", "/"]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for link, target in view.links:
+        argv += ["--symlink", target, link]
+    mounts = [(path, "--ro-bind") for path in view.read if path != "/"]
+    mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
+    for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
+        argv += [how, path, path]
+    argv += seal  # the protected paths, over the read-write binds (actors.sandbox.confinement.sealed)
+    home = os.path.expanduser("~")
+    bound = [path for path, _ in mounts]
+    for masked in [*hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:
+        if not os.path.lexists(masked) or _holds(masked, root):
+            continue  # the workspace itself stays visible
+        if not any(inside(os.path.abspath(masked), path) for path in bound):
+            continue  # not bound, so not there
+        if os.path.isdir(masked):
+            argv += ["--tmpfs", masked]
+        else:
+            argv += ["--ro-bind", "/dev/null", masked]
+    return [*argv, "--chdir", root, "--"]
+
+
+def _holds(path: str, root: str) -> bool:
+    """Whether ``root`` is ``path`` or lies beneath it (``path`` made absolute)."""
+    return os.path.commonpath([root, os.path.abspath(path)]) == os.path.abspath(path)

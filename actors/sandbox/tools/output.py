@@ -6,7 +6,9 @@ A command that ran but timed out returns an Outcome carrying its partial output 
 error, which is why ``error`` lives here rather than only in exceptions.
 
 Caps cut on UTF-8 character boundaries and always say how much was cut, so the model
-knows it did not see everything: ``[… truncated: N more bytes]``.
+knows it did not see everything: ``[… truncated: N more bytes]`` (:func:`truncate`), or, for
+a stream kept as it comes (:class:`Capture`: a command's output), its head and tail with
+``[… truncated: N bytes cut from the middle …]``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import msgspec
 from protocol.errors import ErrorInfo
 from protocol.results import WorkspaceChanges
 
-__all__ = ["Outcome", "strip_controls", "truncate", "utf8_start", "utf8_stop"]
+__all__ = ["Capture", "Outcome", "strip_controls", "truncate", "utf8_start", "utf8_stop"]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,3 +81,35 @@ def strip_controls(text: str) -> str:
     CRLF becomes LF; a lone CR (a progress bar redrawing its line) becomes LF too."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _ESCAPES.sub("", text)
+
+
+class Capture:
+    """Keeps the first and last ``limit / 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.head_cap = limit // 2
+        self.tail_cap = limit - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_cap:
+                del self.tail[:-self.tail_cap]
+
+    def text(self) -> str:
+        head, tail = self.head, self.tail[-self.tail_cap:]
+        if self.total == len(head) + len(tail):
+            return strip_controls((head + tail).decode("utf-8", "replace"))
+        stop, start = utf8_stop(head, len(head)), utf8_start(tail, 0)
+        cut = self.total - stop - (len(tail) - start)
+        return (strip_controls(head[:stop].decode("utf-8", "replace"))
+                + f"\n[… truncated: {cut} bytes cut from the middle …]\n"
+                + strip_controls(tail[start:].decode("utf-8", "replace")))

@@ -56,7 +56,6 @@ from actors.sandbox.confinement import policy as command_policy
 from actors.sandbox.confinement import sealed, toolchain, tripwire, visible
 from actors.sandbox.confinement.confine import Workspace, quote
 from actors.sandbox.confinement.isolation import (
-    CREDENTIALS,
     LAUNCHER,
     Isolation,
     PidsCgroup,
@@ -66,7 +65,7 @@ from actors.sandbox.confinement.isolation import (
 )
 from actors.sandbox.confinement.policy import command_policy_of
 from actors.sandbox.confinement.visible import View, inside
-from actors.sandbox.tools.output import Outcome, strip_controls, utf8_start, utf8_stop
+from actors.sandbox.tools.output import Capture, Outcome
 from protocol.errors import ConfigError, ErrorInfo, SandboxError
 from protocol.sandbox import SandboxPolicy
 from protocol.tools import RunTerminal
@@ -121,39 +120,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _LANDLOCK_READ = ("/proc", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
-class _Capture:
-    """Keeps the first and last ``limit / 2`` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int):
-        self.head_cap = limit // 2
-        self.tail_cap = limit - self.head_cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[:-self.tail_cap]
-
-    def text(self) -> str:
-        head, tail = self.head, self.tail[-self.tail_cap:]
-        if self.total == len(head) + len(tail):
-            return strip_controls((head + tail).decode("utf-8", "replace"))
-        stop, start = utf8_stop(head, len(head)), utf8_start(tail, 0)
-        cut = self.total - stop - (len(tail) - start)
-        return (strip_controls(head[:stop].decode("utf-8", "replace"))
-                + f"\n[… truncated: {cut} bytes cut from the middle …]\n"
-                + strip_controls(tail[start:].decode("utf-8", "replace")))
-
-
-def _drain(fd: int, capture: _Capture) -> bool:
+def _drain(fd: int, capture: Capture) -> bool:
     """Read what the pipe holds now; False at end of file."""
     for _ in range(_DRAIN_CHUNKS):
         try:
@@ -378,48 +345,12 @@ class Terminal:
         if isolation.mode == "bwrap":
             assert isolation.bwrap is not None
             seal, made = sealed.bwrap_args(found, str(empty), git=git)
-            spec["bwrap"] = self._bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network,
-                                             seal=tuple(seal))
+            spec["bwrap"] = visible.bwrap_argv(isolation.bwrap, ws.root, scratch, view, network=policy.network,
+                                               seal=tuple(seal), hidden=self._hidden)
         elif isolation.mode == "pidns":  # the launcher binds them in the command's own mount namespace
             binds, made = sealed.binds(found, str(empty), git=git, masks=True)
             spec["seal"] = [list(bind) for bind in binds]
         return spec, made
-
-    def _bwrap_argv(self, bwrap: str, root: str, scratch: Path, view: View, *, network: bool,
-                    seal: tuple[str, ...] = ()) -> list[str]:
-        """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
-        (parents before children, so a read-write workspace beneath a read-only prefix
-        stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
-        credential stores masked wherever a bound directory holds them. Run as root, the
-        command gets no capability (bubblewrap would keep them all: with CAP_SYS_ADMIN a
-        command can mount devtmpfs and read the disk beneath every bind)."""
-        argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
-        if os.geteuid() == 0:  # as root bwrap keeps every capability: CAP_SYS_ADMIN mounts devtmpfs, the disk
-            argv += ["--cap-drop", "ALL"]
-        if not network:
-            argv.append("--unshare-net")
-        if "/" in view.read:  # no read boundary (scripts/bench.py's comparison): the root first, the rest over it
-            argv += ["--ro-bind", "/", "/"]
-        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for link, target in view.links:
-            argv += ["--symlink", target, link]
-        mounts = [(path, "--ro-bind") for path in view.read if path != "/"]
-        mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
-        for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
-            argv += [how, path, path]
-        argv += seal  # the protected paths, over the read-write binds (actors.sandbox.confinement.sealed)
-        home = os.path.expanduser("~")
-        bound = [path for path, _ in mounts]
-        for hidden in [*self._hidden, *(os.path.join(home, name) for name in CREDENTIALS)]:
-            if not os.path.lexists(hidden) or _inside(root, hidden):
-                continue  # the workspace itself stays visible
-            if not any(inside(os.path.abspath(hidden), path) for path in bound):
-                continue  # not bound, so not there
-            if os.path.isdir(hidden):
-                argv += ["--tmpfs", hidden]
-            else:
-                argv += ["--ro-bind", "/dev/null", hidden]
-        return [*argv, "--chdir", root, "--"]
 
     def _launch(self, ws: Workspace, spec: dict[str, object], argv: list[str], env: dict[str, str],
                 timeout_s: float, max_bytes: int, isolation: Isolation) -> Outcome:
@@ -455,7 +386,7 @@ class Terminal:
         out = proc.stdout.fileno()
         os.set_blocking(out, False)
         os.set_blocking(status_fd, False)
-        capture, status = _Capture(max_bytes), bytearray()
+        capture, status = Capture(max_bytes), bytearray()
         pidfd = os.pidfd_open(proc.pid)
         poller = select.poll()
         for fd in (out, pidfd, status_fd):
@@ -522,11 +453,6 @@ def _read_status(fd: int, into: bytearray) -> bool:
         if not chunk:
             return False
         into += chunk
-
-
-def _inside(root: str, path: str) -> bool:
-    """Whether ``root`` is ``path`` or lies beneath it."""
-    return os.path.commonpath([root, os.path.abspath(path)]) == os.path.abspath(path)
 
 
 def _exit_code(info: os.waitid_result) -> int:

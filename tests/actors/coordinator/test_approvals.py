@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.coordinator import machine
+from actors.coordinator import human, machine
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import ApprovalDecided, SessionPaused
@@ -37,7 +37,7 @@ def test_a_call_that_needs_approval_pauses_awaiting_approval_with_the_call_and_t
 @pytest.mark.parametrize("verdict", ["approve", "deny"])
 def test_a_decision_is_recorded_and_retries_the_attempt_in_one_commit(verdict: str) -> None:
     snap = _waiting()
-    decision = machine.decide_call(snap, verdict, NOW, always=True, reason="why not", by="acode approve")
+    decision = human.decide_call(snap, verdict, NOW, always=True, reason="why not", by="acode approve")
     after = decision.snapshot
     assert (after.status, after.stage, after.attempt, after.approval) == ("running", "executor", snap.attempt + 1,
                                                                            None)
@@ -51,19 +51,19 @@ def test_a_decision_is_recorded_and_retries_the_attempt_in_one_commit(verdict: s
 def test_resume_refuses_a_session_waiting_for_a_decision_and_a_stale_decision_is_refused() -> None:
     snap = _waiting()
     with pytest.raises(TransitionError) as info:
-        machine.resume(snap, NOW)
+        human.resume(snap, NOW)
     assert info.value.code == "ACODE-CLI-004" and "acode approve s1" in info.value.message
     with pytest.raises(TransitionError) as info:
-        machine.decide_call(snap, "approve", NOW, key="another-call")
+        human.decide_call(snap, "approve", NOW, key="another-call")
     assert "now waits on another call" in info.value.message
-    running = machine.decide_call(snap, "approve", NOW).snapshot
+    running = human.decide_call(snap, "approve", NOW).snapshot
     with pytest.raises(TransitionError):
-        machine.decide_call(running, "approve", NOW)
+        human.decide_call(running, "approve", NOW)
 
 
 def test_no_resume_override_can_change_the_autonomy_level() -> None:
     assert not {"autonomy", "approvals", "approval_mode"} & set(SettingsOverride.__struct_fields__)
     snap = _waiting()
-    decided = machine.decide_call(snap, "deny", NOW).snapshot
+    decided = human.decide_call(snap, "deny", NOW).snapshot
     assert decided.settings == snap.settings
-    assert not any(isinstance(e, SessionPaused) for e in machine.decide_call(snap, "deny", NOW).events)
+    assert not any(isinstance(e, SessionPaused) for e in human.decide_call(snap, "deny", NOW).events)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.coordinator import escalation, machine
+from actors.coordinator import escalation, human, machine
 from protocol.errors import ErrorInfo
 from protocol.events import SessionFinished, SessionPaused, SettingsChanged, StageFinished, Transitioned
 from protocol.plan import Question, TaskPlan
@@ -64,7 +64,7 @@ def test_an_unreachable_model_server_pauses_model_unavailable_with_the_fix_and_r
     assert (paused.pause.kind, paused.pause.resume) == ("model_unavailable", "retry")
     assert paused.pause.fix == "start it with `ollama serve`, or fix base_url"
     assert paused.pause.command == "acode resume s1"
-    resumed = machine.resume(paused, NOW).snapshot
+    resumed = human.resume(paused, NOW).snapshot
     assert (resumed.status, resumed.stage, resumed.visit, resumed.attempt) == ("running", "executor", 1, 2)
 
 
@@ -100,7 +100,7 @@ def test_a_step_outcome_sets_seed_004s_exit_code_and_names_the_step() -> None:
 def test_resuming_a_failed_step_revisits_the_executor_keeping_the_visit_it_replaces() -> None:
     snap = _at("executor")
     paused = machine.on_result(snap, _step_failure(snap, "ACODE-EXEC-001"), NOW).snapshot
-    decision = machine.resume(paused, NOW)
+    decision = human.resume(paused, NOW)
     resumed = decision.snapshot
     assert (resumed.status, resumed.stage, resumed.visit, resumed.attempt) == ("running", "executor", 2, 1)
     assert resumed.kept_steps == ["T1/S1"] and resumed.exit_code is None and resumed.pause is None
@@ -126,7 +126,7 @@ def test_an_invalid_plan_pauses_and_resume_plans_again_afresh() -> None:
     snap = _at("planner")
     paused = machine.on_result(snap, _fail(snap, "ACODE-PLAN-004", "3 problems"), NOW).snapshot
     assert paused.pause is not None and paused.pause.kind == "invalid_plan" and paused.exit_code == 22
-    resumed = machine.resume(paused, NOW).snapshot
+    resumed = human.resume(paused, NOW).snapshot
     assert (resumed.stage, resumed.visit, resumed.status) == ("planner", 2, "running")
 
 
@@ -137,7 +137,7 @@ def test_resume_overrides_change_the_settings_from_then_on_and_are_recorded() ->
     assert paused.exit_code == 20 and paused.pause is not None
     assert paused.pause.command == "acode resume s1 --executor-timeout 600"
     overrides = SettingsOverride(stage_timeouts={"executor": 60.0}, max_turns_per_step=20, cycle_limit=5)
-    decision = machine.resume(paused, NOW, overrides=overrides)
+    decision = human.resume(paused, NOW, overrides=overrides)
     settings_ = decision.snapshot.settings
     assert settings_.stage_timeouts["executor"] == 60.0 and settings_.stage_timeouts["planner"] == 300.0
     assert settings_.max_turns_per_step == 20 and settings_.cycle_limits == {"verify": 5, "review": 5}
@@ -163,7 +163,7 @@ def test_the_same_verify_failure_twice_pauses_early_timestamps_and_temp_paths_as
     assert paused.status == "paused" and paused.exit_code == 22 and paused.cycles == {"verify": 1}
     assert paused.pause is not None and paused.pause.code == "ACODE-ORCH-008"
     assert paused.pause.message.startswith("the same failure twice: A1 failed")
-    resumed = machine.resume(paused, NOW).snapshot
+    resumed = human.resume(paused, NOW).snapshot
     assert resumed.stage == "executor" and resumed.failure_print == ""
 
 
@@ -189,21 +189,21 @@ def test_resume_gives_a_fresh_round_of_attempts_and_timeouts() -> None:
             assert snap.status == "running"
         snap = machine.on_timeout(snap, NOW).snapshot
         assert snap.status == "paused" and snap.exit_code == 20
-        snap = machine.resume(snap, NOW).snapshot
+        snap = human.resume(snap, NOW).snapshot
         assert snap.status == "running"
     for _ in range(machine.MAX_ATTEMPTS - 1):
         snap = machine.on_lost(snap, "lost", NOW).snapshot
         assert snap.status == "running"
     lost = machine.on_lost(snap, "lost", NOW).snapshot
     assert lost.status == "paused" and lost.pause is not None and lost.pause.code == "ACODE-ORCH-004"
-    assert machine.resume(lost, NOW).snapshot.status == "running"
+    assert human.resume(lost, NOW).snapshot.status == "running"
 
 
 def test_only_an_unrecoverable_workspace_error_fails_a_session_and_a_human_resumes_it() -> None:
     snap = _at("executor")
     failed = machine.on_result(snap, _fail(snap, "ACODE-ORCH-009", "the workspace /w is gone"), NOW).snapshot
     assert (failed.status, failed.exit_code, failed.stage) == ("failed", 1, "executor")
-    resumed = machine.resume(failed, NOW).snapshot
+    resumed = human.resume(failed, NOW).snapshot
     assert (resumed.status, resumed.stage, resumed.visit, resumed.error) == ("running", "executor", 2, None)
 
 
@@ -217,7 +217,7 @@ INPUTS = st.one_of(
 def _resume(snap: SessionSnapshot) -> SessionSnapshot:
     answers = [Clarification(label="Q1", question="which?", answer="this")] \
         if snap.pause is not None and snap.pause.kind == "needs_input" else None
-    return machine.resume(snap, NOW, answers).snapshot
+    return human.resume(snap, NOW, answers).snapshot
 
 
 @settings(max_examples=300, deadline=None)
@@ -284,7 +284,7 @@ def test_a_diff_that_cannot_be_computed_pauses_the_session_and_a_resume_takes_it
                                                                                "revisit")
         assert paused.pause.fix.startswith("put back what is missing") and "`acode cancel s1`" in paused.pause.fix
         assert paused.pause.command == "acode resume s1"
-        resumed = machine.resume(paused, NOW + 2)
+        resumed = human.resume(paused, NOW + 2)
         assert (resumed.snapshot.stage, resumed.snapshot.visits[stage]) == (stage, 2)  # a new visit: a fresh diff
 
 

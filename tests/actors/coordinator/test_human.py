@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.coordinator import machine
+from actors.coordinator import human, machine
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import PauseRequested, PlanRecorded, SessionPaused, SessionResumed, StageRetried, Steered
 from protocol.results import StageResult
@@ -43,7 +43,7 @@ def test_a_ready_plan_under_review_pauses_plan_review_and_keeps_the_plan() -> No
 def test_approve_enters_the_executor_with_the_reviewed_plan() -> None:
     snap = _new(plan_review=True)
     paused = machine.on_result(snap, _ok(snap), NOW).snapshot
-    decision = machine.approve_plan(paused, NOW + 5)
+    decision = human.approve_plan(paused, NOW + 5)
     new = decision.snapshot
     assert new.status == "running" and new.stage == "executor" and new.plan_version == 1 and new.pause is None
     assert isinstance(decision.events[0], SessionResumed) and "plan v1 approved" in decision.events[0].reason
@@ -53,7 +53,7 @@ def test_approve_enters_the_executor_with_the_reviewed_plan() -> None:
 def test_replan_sends_the_plan_back_to_the_planner_with_the_users_feedback() -> None:
     snap = _new(plan_review=True)
     paused = machine.on_result(snap, _ok(snap), NOW).snapshot
-    new = machine.replan(paused, "use argparse, not click", NOW + 5).snapshot
+    new = human.replan(paused, "use argparse, not click", NOW + 5).snapshot
     assert new.status == "running" and new.stage == "planner" and new.visits["planner"] == 2
     assert new.feedback is not None and new.feedback.source == "user" and new.feedback.target == "planner"
     assert new.feedback.summary == "use argparse, not click"
@@ -63,11 +63,11 @@ def test_replan_sends_the_plan_back_to_the_planner_with_the_users_feedback() -> 
 
 def test_a_pause_asked_before_the_plan_review_is_answered_by_it_and_approve_goes_on() -> None:
     snap = _new(plan_review=True)
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
     review = machine.on_result(pending.snapshot, _ok(pending.snapshot), NOW + 2).snapshot
     assert review.pause is not None and review.pause.kind == "plan_review"
-    approved = machine.approve_plan(review, NOW + 3)
+    approved = human.approve_plan(review, NOW + 3)
     assert approved.dispatch and approved.snapshot.pause_requested_at == 0.0, "the user's approve is the go-on"
 
 
@@ -75,14 +75,14 @@ def test_resume_of_a_plan_under_review_says_to_approve_or_replan() -> None:
     snap = _new(plan_review=True)
     paused = machine.on_result(snap, _ok(snap), NOW).snapshot
     with pytest.raises(TransitionError) as caught:
-        machine.resume(paused, NOW + 5)
+        human.resume(paused, NOW + 5)
     assert caught.value.code == "ACODE-CLI-008"
     assert "acode approve s1" in caught.value.message and "acode replan s1" in caught.value.message
 
 
 def test_approve_or_replan_of_a_session_not_under_review_is_refused() -> None:
     snap = _new()
-    for act in (lambda s: machine.approve_plan(s, NOW), lambda s: machine.replan(s, "x", NOW)):
+    for act in (lambda s: human.approve_plan(s, NOW), lambda s: human.replan(s, "x", NOW)):
         with pytest.raises(TransitionError) as caught:
             act(snap)
         assert caught.value.code == "ACODE-CLI-004" and "is running, not waiting for a plan review" in str(caught.value)
@@ -93,18 +93,18 @@ def test_approve_or_replan_of_a_session_not_under_review_is_refused() -> None:
 
 def test_a_pause_is_recorded_and_a_repeated_one_changes_nothing() -> None:
     snap = _new()
-    decision = machine.request_pause(snap, NOW + 1)
+    decision = human.request_pause(snap, NOW + 1)
     assert decision is not None and decision.snapshot.pause_requested_at == NOW + 1
     assert [type(e) for e in decision.events] == [PauseRequested]
     assert decision.snapshot.status == "running" and not decision.dispatch, "the stage at work is told, not redone"
-    assert machine.request_pause(decision.snapshot, NOW + 2) is None, "a pause on its way: no second event"
+    assert human.request_pause(decision.snapshot, NOW + 2) is None, "a pause on its way: no second event"
     paused = machine.on_result(decision.snapshot, _paused_result(decision.snapshot), NOW + 3).snapshot
-    assert machine.request_pause(paused, NOW + 4) is None, "a paused session: no second event"
+    assert human.request_pause(paused, NOW + 4) is None, "a paused session: no second event"
 
 
 def test_a_stage_stopped_at_a_safe_point_pauses_user_and_resume_retries_the_attempt() -> None:
     snap = _advance_to_executor()
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
     decision = machine.on_result(pending.snapshot, _paused_result(pending.snapshot), NOW + 2)
     paused = decision.snapshot
@@ -112,7 +112,7 @@ def test_a_stage_stopped_at_a_safe_point_pauses_user_and_resume_retries_the_atte
     assert paused.pause is not None and paused.pause.kind == "user" and paused.pause.resume == "retry"
     assert paused.pause.code == "ACODE-ORCH-010" and paused.pause.command == "acode resume s1"
     assert paused.pause.message.startswith("paused by the user before tool call write_file in the executor; ")
-    resumed = machine.resume(paused, NOW + 3)
+    resumed = human.resume(paused, NOW + 3)
     new = resumed.snapshot
     assert new.status == "running" and new.stage == "executor" and new.visit == 1 and new.attempt == 2, \
         "the same visit, the next attempt: recorded answers and journaled calls replay"
@@ -121,7 +121,7 @@ def test_a_stage_stopped_at_a_safe_point_pauses_user_and_resume_retries_the_atte
 
 def test_a_stage_that_finished_before_the_pause_reached_it_pauses_before_the_next_dispatch() -> None:
     snap = _advance_to_executor()
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
     decision = machine.on_result(pending.snapshot, _ok(pending.snapshot), NOW + 2)
     new = decision.snapshot
@@ -133,7 +133,7 @@ def test_a_stage_that_finished_before_the_pause_reached_it_pauses_before_the_nex
 @pytest.mark.parametrize("lose", ["lost", "timeout", "recover"])
 def test_a_lost_attempt_of_a_session_asked_to_pause_pauses_instead_of_dispatching_again(lose: str) -> None:
     snap = _advance_to_executor()
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
     if lose == "lost":
         decision = machine.on_lost(pending.snapshot, "executor died", NOW + 2)
@@ -147,21 +147,21 @@ def test_a_lost_attempt_of_a_session_asked_to_pause_pauses_instead_of_dispatchin
 
 def test_a_resume_sooner_than_one_second_after_the_pause_is_refused() -> None:
     snap = _advance_to_executor()
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
     paused = machine.on_result(pending.snapshot, _paused_result(pending.snapshot), NOW + 1.2).snapshot
     with pytest.raises(TransitionError) as caught:
-        machine.resume(paused, NOW + 1.5)
+        human.resume(paused, NOW + 1.5)
     assert caught.value.code == "ACODE-CLI-007"
     assert "paused 0.50s ago" in caught.value.message and "again in 0.50s" in caught.value.message
-    assert machine.resume(paused, NOW + 2.0).snapshot.status == "running"
+    assert human.resume(paused, NOW + 2.0).snapshot.status == "running"
 
 
 def test_a_resume_before_the_stage_stopped_withdraws_the_pause() -> None:
     snap = _advance_to_executor()
-    pending = machine.request_pause(snap, NOW + 1)
+    pending = human.request_pause(snap, NOW + 1)
     assert pending is not None
-    withdrawn = machine.resume(pending.snapshot, NOW + 3)
+    withdrawn = human.resume(pending.snapshot, NOW + 3)
     assert withdrawn.snapshot.status == "running" and withdrawn.snapshot.pause_requested_at == 0.0
     assert not withdrawn.dispatch, "the stage at work goes on"
     late = machine.on_result(withdrawn.snapshot, _paused_result(withdrawn.snapshot), NOW + 4)
@@ -170,8 +170,8 @@ def test_a_resume_before_the_stage_stopped_withdraws_the_pause() -> None:
 
 
 def test_a_finished_session_cannot_be_paused_or_steered() -> None:
-    snap = machine.cancel(_new(), "no", NOW).snapshot
-    for act in (lambda s: machine.request_pause(s, NOW), lambda s: machine.steer(s, "x", NOW)):
+    snap = human.cancel(_new(), "no", NOW).snapshot
+    for act in (lambda s: human.request_pause(s, NOW), lambda s: human.steer(s, "x", NOW)):
         with pytest.raises(TransitionError) as caught:
             act(snap)
         assert caught.value.code == "ACODE-CLI-004"
@@ -182,7 +182,7 @@ def test_a_finished_session_cannot_be_paused_or_steered() -> None:
 
 def test_steering_is_kept_in_the_session_with_its_events_id() -> None:
     snap = _new()
-    decision = machine.steer(snap, "keep the public API", NOW + 1)
+    decision = human.steer(snap, "keep the public API", NOW + 1)
     event = decision.events[0]
     assert isinstance(event, Steered) and event.text == "keep the public API" and event.stage == "planner"
     assert [(n.id, n.text) for n in decision.snapshot.steering] == [(event.id, "keep the public API")]
@@ -194,7 +194,7 @@ def test_steering_is_kept_in_the_session_with_its_events_id() -> None:
 def test_only_the_latest_steering_notes_are_kept() -> None:
     snap = _new()
     for n in range(MAX_STEERING_NOTES + 3):
-        snap = machine.steer(snap, f"note {n}", NOW + n).snapshot
+        snap = human.steer(snap, f"note {n}", NOW + n).snapshot
     assert len(snap.steering) == MAX_STEERING_NOTES and snap.steering[-1].text.endswith("22")
 
 
@@ -243,17 +243,17 @@ def _input(snap: SessionSnapshot, item: str, now: float) -> machine.Decision | N
     running = snap.status == "running"
     match item:
         case "pause":
-            return machine.request_pause(snap, now)
+            return human.request_pause(snap, now)
         case "steer":
-            return machine.steer(snap, "keep it small", now)
+            return human.steer(snap, "keep it small", now)
         case "resume":
-            return machine.resume(snap, now)
+            return human.resume(snap, now)
         case "approve":
-            return machine.approve_plan(snap, now)
+            return human.approve_plan(snap, now)
         case "replan":
-            return machine.replan(snap, "smaller", now)
+            return human.replan(snap, "smaller", now)
         case "cancel":
-            return machine.cancel(snap, "x", now)
+            return human.cancel(snap, "x", now)
         case "lost" if running:
             return machine.on_lost(snap, "lost", now)
         case "timeout" if running:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.coordinator import machine
+from actors.coordinator import human, machine
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageRetried, Transitioned
 from protocol.plan import Question, TaskPlan
@@ -95,7 +95,7 @@ def test_resuming_after_the_cycle_limit_makes_the_transition_with_a_fresh_round(
     snap = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
     snap = _advance(snap, "verifier")
     paused = machine.on_result(snap, _verify_fail(snap), NOW).snapshot
-    resumed = machine.resume(paused, NOW).snapshot
+    resumed = human.resume(paused, NOW).snapshot
     assert resumed.status == "running" and resumed.stage == "executor" and resumed.cycles["verify"] == 0
 
 
@@ -140,10 +140,10 @@ def test_a_stage_failure_pauses_the_session_with_its_error_and_the_command_that_
 
 
 def test_cancel_is_exit_23_and_only_once() -> None:
-    snap = machine.cancel(_new(), "user asked", NOW).snapshot
+    snap = human.cancel(_new(), "user asked", NOW).snapshot
     assert snap.status == "cancelled" and snap.exit_code == 23
     with pytest.raises(TransitionError) as info:
-        machine.cancel(snap, "again", NOW)
+        human.cancel(snap, "again", NOW)
     assert info.value.code == "ACODE-CLI-004"
 
 
@@ -177,9 +177,9 @@ def test_any_sequence_of_inputs_keeps_the_machine_inside_its_whitelist(
         if snap.status in ("completed", "failed", "cancelled"):
             break
         if snap.status == "paused":
-            decision = machine.resume(snap, NOW) if item == "resume" else machine.cancel(snap, "x", NOW)
+            decision = human.resume(snap, NOW) if item == "resume" else human.cancel(snap, "x", NOW)
         elif item == "cancel":
-            decision = machine.cancel(snap, "x", NOW)
+            decision = human.cancel(snap, "x", NOW)
         elif item == "lost":
             decision = machine.on_lost(snap, "lost", NOW)
         elif item == "timeout":
@@ -236,7 +236,7 @@ def test_request_changes_past_the_review_cycle_limit_pauses_and_resume_goes_to_t
     snap = _advance(_new(cycle_limits={"verify": 3, "review": 0}), "reviewer")
     paused = machine.on_result(snap, _changes(snap), NOW).snapshot
     assert paused.status == "paused" and paused.pause is not None and paused.pause.kind == "cycle_limit"
-    resumed = machine.resume(paused, NOW).snapshot
+    resumed = human.resume(paused, NOW).snapshot
     assert resumed.status == "running" and resumed.stage == "executor"
 
 
