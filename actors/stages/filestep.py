@@ -120,12 +120,14 @@ def _block(path: str, text: str, fence: Fence) -> str:
 
 def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
            feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
-           failing: Sequence[tuple[Check, str]] = ()) -> str:
+           failing: Sequence[tuple[Check, str]] = (), note: str = "") -> str:
     """The step's message: the request, the step when it says more, the checks that will
     run, the other files the step names, then ``path`` as it is now, last, next to what to
     answer (the direct prompt's order). Workspace text is fenced. ``runs_checks``: the checks
     run after this step's answers (its task's last step), else they are not named; ``failing``:
-    how they fail before the change (a failing test's own message says what to fix)."""
+    how they fail before the change (a failing test's own message says what to fix); ``note``:
+    what an earlier try ended with, before the files (what to answer stays the last line: a
+    model answering a prompt that ends in a note copied the nearest file back)."""
     lines = [f"The request: {plan.goal}"]
     said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
     if said:
@@ -143,6 +145,8 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
             lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failing]
     if judged:
         lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
+    if note:  # a later try: before the files, so that what to answer stays the last line
+        lines.append(note.strip())
     for name, text in files:
         if name != path and text is not None:
             lines += [f"{name}, for reference (do not change it):", _block(name, text, fence)]
@@ -180,15 +184,20 @@ def answered_file(answer: str, path: str, fence: Fence) -> str | None:
     return "\n".join(kept)
 
 
-def problem(content: str | None, current: str | None, path: str) -> str:
+def problem(content: str | None, current: str | None, path: str,
+            others: Sequence[tuple[str, str | None]] = ()) -> str:
     """Why ``content`` (the answered file; None: no block) is not written over ``current``
-    (None: no file yet), or '': no code block, the file as it is, Python that does not
-    compile (compiled only, never run), a line standing for code left out of a file that had
-    more."""
+    (None: no file yet), or '': no code block, the file as it is, another file shown for
+    reference (``others``: the model copied the test file), Python that does not compile
+    (compiled only, never run), a line standing for code left out of a file that had more."""
     if content is None or not content.strip():
         return "no_block"
     if current is not None and content.strip() == current.strip():
         return "unchanged"
+    copied = next((name for name, text in others if text is not None and name != path
+                   and text.strip() == content.strip()), None)
+    if copied is not None:
+        return f"copied:{copied}"
     if path.endswith(".py"):
         try:
             compile(content, path, "exec", dont_inherit=True)
@@ -201,13 +210,18 @@ def problem(content: str | None, current: str | None, path: str) -> str:
     return ""
 
 
-def render_problem(kind: str, path: str) -> str:
-    """The next turn's message for :func:`problem`'s ``kind``."""
+def render_problem(kind: str, path: str, request: str = "") -> str:
+    """The next turn's message for :func:`problem`'s ``kind`` (``request``: what to change,
+    said again after an unchanged file)."""
     ask = f"Answer with the complete new {path} in one ```{_language(path)} code block."
     if kind == "no_block":
         return f"Your answer had no code block, so nothing was written. {ask}"
     if kind == "unchanged":
-        return f"Your code block is {path} exactly as it already is: nothing changed. Make the change. {ask}"
+        again = f" The request: {request}" if request else ""
+        return f"Your code block is {path} exactly as it already is: nothing changed. Make the change.{again} {ask}"
+    if kind.startswith("copied:"):
+        return (f"Your code block is {kind[7:]}, which was shown for reference: it was not written. Write "
+                f"{path}. {ask}")
     if kind == "left_out":
         return (f"Your code block leaves part of {path} out (a comment stands for the rest), so it was not "
                 f"written: it would delete that code. {ask} Give every line.")
@@ -264,8 +278,9 @@ class FileStyleStep(Step):
         # took before it (30 s at least), not the whole command timeout each time
         check_timeout = max(_CHECK_FLOOR_S, 10 * self.slowest_check_ms / 1000) if self.slowest_check_ms else None
         text = render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
-                               runs_checks=last, failing=before)
-        self.conversation = Conversation(system, text + retry_note(attempt, limit, failure, self.earlier_failure))
+                               runs_checks=last, failing=before,
+                               note=retry_note(attempt, limit, failure, self.earlier_failure, tools=False))
+        self.conversation = Conversation(system, text)
         self.attempt = attempt
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
@@ -287,11 +302,11 @@ class FileStyleStep(Step):
                                 code="ACODE-EXEC-006")
             self.conversation.answer(answer.content, [])
             content = answered_file(answer.content, path, self.ctx.fence)
-            kind = problem(content, current, path)
+            kind = problem(content, current, path, files)
             if kind:
                 repeats = repeats + 1 if kind == last_problem else 1
                 last_problem = kind
-                said = render_problem(kind, path)
+                said = render_problem(kind, path, request.plan.goal)
                 self._turn(turn, answer, 0, said)
                 if repeats >= REPEATS:
                     return Outcome("failed", f"the model's answer could not be written {REPEATS} times in a row: "

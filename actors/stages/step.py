@@ -617,12 +617,15 @@ def _written_path(text: str) -> str:
     return found.group(1) if found is not None else ""
 
 
-def retry_note(attempt: int, limit: int, failure: Outcome | None, earlier: StepRecord | None) -> str:
-    """What the model of a later try (or of a new round) is told about the failure before it."""
+def retry_note(attempt: int, limit: int, failure: Outcome | None, earlier: StepRecord | None, *,
+               tools: bool = True) -> str:
+    """What the model of a later try (or of a new round) is told about the failure before it
+    (``tools``: the tool loop, where step_failed may end the step)."""
     if failure is not None:
+        give_up = "; call step_failed with the reason if the step cannot be done" if tools else ""
         return (f"\n\nThis is try {attempt} of {limit} of this step, in a fresh conversation. Try {attempt - 1} "
                 f"failed: {failure.summary}. The workspace keeps what earlier tries wrote. Do not repeat what "
-                "failed: take another approach; call step_failed with the reason if the step cannot be done.")
+                f"failed: take another approach{give_up}.")
     if earlier is not None:
         return (f"\n\nAn earlier round of this step failed: {earlier.summary}. Take another approach; the "
                 "workspace keeps what was written.")

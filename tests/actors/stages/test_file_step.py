@@ -303,3 +303,26 @@ def test_a_check_that_runs_forever_after_the_change_is_cut_at_ten_times_its_time
     assert time.monotonic() - started < 60  # the session's command timeout is 120 s
     said = _said(server, 1)
     assert "did not run to completion" in said and "did not finish within" in said, said
+
+
+def test_the_test_file_copied_back_is_not_written_and_a_later_try_still_ends_with_what_to_answer(
+        stack: Stack, server: ModelServer) -> None:
+    # HumanEval/64: the stub sent back three times, then, in the next try (whose prompt ended with
+    # the retry note), the test file copied back as the answer
+    stub = Text(f"```python\n{STUB}```")
+    server.queue(stub, stub, stub, Text(f"```python\n{CHECK}```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "check_solution.py").read_text() == CHECK
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    assert _said(server, 1).endswith("Make the change. The request: Implement `add` in solution.py so that "
+                                     "check_solution.py passes. Answer with the complete new solution.py in one "
+                                     "```python code block.")
+    second_try = str(server.chats[3].messages[1]["content"])
+    assert "This is try 2 of 3" in second_try and "step_failed" not in second_try
+    assert second_try.endswith("Answer with the complete new solution.py in one ```python code block.")
+    assert _said(server, 4).startswith("Your code block is check_solution.py, which was shown for reference: it "
+                                       "was not written.")
