@@ -44,6 +44,7 @@ __all__ = ["CHANGING_ACTIONS", "FileStyleStep", "SYSTEM", "answered_file", "prob
 
 _WARMER = 0.6  # the temperature after a file sent back unchanged
 _CHECK_FLOOR_S = 30.0  # the checks after a change get at least this long
+EARLIER = "An earlier answer (in the file now, not shown here) fails it:"
 CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "generate_code"})
 
 SYSTEM = ("You are an expert programmer. You change one file of a project at a time. Answer with the complete "
@@ -120,14 +121,15 @@ def _block(path: str, text: str, fence: Fence) -> str:
 
 def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
            feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
-           failing: Sequence[tuple[Check, str]] = (), note: str = "") -> str:
+           failing: Sequence[tuple[Check, str]] = (), note: str = "", failing_said: str = "") -> str:
     """The step's message: the request, the step when it says more, the checks that will
     run, the other files the step names, then ``path`` as it is now, last, next to what to
     answer (the direct prompt's order). Workspace text is fenced. ``runs_checks``: the checks
     run after this step's answers (its task's last step), else they are not named; ``failing``:
     how they fail before the change (a failing test's own message says what to fix); ``note``:
     what an earlier try ended with, before the files (what to answer stays the last line: a
-    model answering a prompt that ends in a note copied the nearest file back)."""
+    model answering a prompt that ends in a note copied the nearest file back); ``failing_said``:
+    what the failures are of, when not the file shown (:data:`EARLIER`)."""
     lines = [f"The request: {plan.goal}"]
     said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
     if said:
@@ -141,7 +143,7 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
         lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
                      + ". It must succeed.")
         if failing:
-            lines.append("Now, before your change, it fails:")
+            lines.append(failing_said or "Now, before your change, it fails:")
             lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failing]
     if judged:
         lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
@@ -243,6 +245,8 @@ class FileStyleStep(Step):
     seen whole, as that file when the profile's step style is ``file``; any other step
     keeps the tool loop."""
 
+    found: dict[str, str | None] | None = None  # the step's files as its first try found them
+
     def _loop(self, key: str, site: str, listing: str, files: list[tuple[str, str | None]], attempt: int,
               limit: int, failure: Outcome | None) -> Outcome:
         path = target(self.task, self.step) if self.ctx.request.settings.profile.step_style == "file" else ""
@@ -258,10 +262,19 @@ class FileStyleStep(Step):
         model answered (write_file, through the pipeline) and runs the task's checks (run_terminal,
         through the pipeline); the step is complete when they pass, or after the write when
         the task has none. What cannot be written (no block, unchanged, not Python, code left
-        out) is answered without writing; the same problem three times in a row ends the try."""
+        out) is answered without writing; the same problem three times in a row ends the try.
+        The file is always shown as the step found it; a failed answer sent back unchanged is
+        asked afresh (a new conversation, the failure said, the failed file not shown)."""
         request = self.ctx.request
         assert request.plan is not None
+        plan = request.plan
         current = dict(files).get(path)
+        # every prompt shows the file as the step found it: shown its own failed answer, the model
+        # sent that answer back unchanged in every later turn and try (HumanEval/72, 120, 128)
+        if self.found is None:
+            self.found = dict(files)
+        original = self.found.get(path, current)
+        view = [(name, original if name == path else text) for name, text in files]
         system = SYSTEM + "\n" + self.ctx.fence.preamble() + self.instructions
         # the task's checks hold when its last change is made: an earlier step's file alone
         # (core.py renamed, cli.py not yet) fails them, and the model could only undo its change
@@ -277,10 +290,15 @@ class FileStyleStep(Step):
         # a model's answer can loop forever: after the change the checks get ten times what they
         # took before it (30 s at least), not the whole command timeout each time
         check_timeout = max(_CHECK_FLOOR_S, 10 * self.slowest_check_ms / 1000) if self.slowest_check_ms else None
-        text = render(request.plan, self.task, self.step, path, files, request.feedback, self.ctx.fence,
-                               runs_checks=last, failing=before,
-                               note=retry_note(attempt, limit, failure, self.earlier_failure, tools=False))
-        self.conversation = Conversation(system, text)
+        note = retry_note(attempt, limit, failure, self.earlier_failure, tools=False)
+
+        def fresh(failing: Sequence[tuple[Check, str]], said: str) -> Conversation:
+            return Conversation(system, render(plan, self.task, self.step, path, view, request.feedback,
+                                               self.ctx.fence, runs_checks=last, failing=failing, note=note,
+                                               failing_said=said))
+
+        self.conversation = fresh(before, EARLIER if current != original else "")
+        failed_last: list[tuple[Check, str]] = []  # the last write's failed checks, while nothing else came since
         self.attempt = attempt
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
@@ -306,13 +324,19 @@ class FileStyleStep(Step):
             if kind:
                 repeats = repeats + 1 if kind == last_problem else 1
                 last_problem = kind
-                said = render_problem(kind, path, request.plan.goal)
+                said = render_problem(kind, path, plan.goal)
+                if kind == "unchanged" and failed_last:  # its failed answer again: asked afresh, not shown it
+                    said = f"asked afresh: the failed {path} came back unchanged"
                 self._turn(turn, answer, 0, said)
                 if repeats >= REPEATS:
                     return Outcome("failed", f"the model's answer could not be written {REPEATS} times in a row: "
                                               f"{said[:200]} (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+                if kind == "unchanged" and failed_last:
+                    self.conversation = fresh(failed_last, EARLIER)
+                    continue
                 self.conversation.reply_user(said)
                 self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
+                failed_last = []
                 continue
             assert content is not None
             last_problem, repeats = "", 0
@@ -337,6 +361,7 @@ class FileStyleStep(Step):
             self._turn(turn, answer, 1 + len(checks), "" if not failed else f"{len(failed)} check(s) failed")
             if isinstance(failed, Outcome):
                 return failed
+            failed_last = failed
             if not failed:
                 ran = f"; {', '.join(f'`{c.command}`' for c in checks)} passed" if checks else (
                     "" if last else "; the task's checks run after its last step")

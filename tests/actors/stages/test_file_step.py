@@ -326,3 +326,23 @@ def test_the_test_file_copied_back_is_not_written_and_a_later_try_still_ends_wit
     assert second_try.endswith("Answer with the complete new solution.py in one ```python code block.")
     assert _said(server, 4).startswith("Your code block is check_solution.py, which was shown for reference: it "
                                        "was not written.")
+
+
+def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: Stack, server: ModelServer) -> None:
+    # HumanEval/72, 120, 128: shown its own failed file, the model sent it back in every later turn
+    # and try; asked afresh from the file as the step found it, it samples a new answer
+    server.queue(Text(f"```python\n{WRONG}```"), Text(f"```python\n{WRONG}```"), Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    afresh = server.chats[2]
+    assert [m["role"] for m in afresh.messages] == ["system", "user"]  # a new conversation
+    asked = str(afresh.messages[1]["content"])
+    assert f"```python\n{STUB}```" in asked and "return a - b" not in asked  # the file as the step found it
+    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked  # what failed is said
+    assert afresh.body["temperature"] == 0.6
+    turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
+    assert turns[1].correction == "asked afresh: the failed solution.py came back unchanged"
