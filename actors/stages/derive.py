@@ -197,7 +197,8 @@ def _rename(task: str, files: set[str]) -> TaskPlan | None:
         return None
     old, new = match["old"], match["new"]
     steps = [PlanStep(label=f"S{n}", title=f"Rename {old} to {new} in {path}", action="modify_file",
-                      description=f"Rename every use of {old} in {path} to {new}; change nothing else.")
+                      description=f"Replace every occurrence of {old} in {path} with {new}, also where it is "
+                                  f"part of a longer name (test_{old} becomes test_{new}); change nothing else.")
              for n, path in enumerate(named, start=1)]
     criteria = [Criterion(label="A1", description=f"{old} is renamed to {new} in {', '.join(named)}")]
     commands = []

@@ -214,3 +214,11 @@ def test_a_failing_test_to_fix_is_recognised_for_the_planner_to_retarget() -> No
                   "The test test_x in tests/test_core.py fails. Fix wordcount/cli.py.",  # another file named
                   "The test test_x in tests/test_core.py fails. Fix it. Then add docs. And more."):
         assert failing_test(other, WORDCOUNT) is None, other
+
+
+def test_a_rename_step_says_the_name_goes_inside_longer_names_too() -> None:
+    # the benchmark's rename: the model renamed every call but left test_count_words_ignores_case
+    plan = derive("Rename count_words to word_counts in wordcount/core.py and tests/test_core.py", WORDCOUNT)
+    assert plan is not None
+    assert "also where it is part of a longer name (test_count_words becomes test_word_counts)" in \
+        plan.tasks[0].steps[1].description
