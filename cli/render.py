@@ -28,10 +28,6 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     typer.echo(printable(text), err=err, nl=nl)
 
 
-def _clock(at: float) -> str:
-    return dt.datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3]
-
-
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "-"
