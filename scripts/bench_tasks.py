@@ -408,13 +408,14 @@ def main(argv: list[str] | None = None) -> int:
     # a SIGTERM unwinds like Ctrl-C: acode is stopped and the workspaces go
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load = [round(x, 2) for x in os.getloadavg()]
+    proxy = Proxy(args.base_url)  # refuses a server off loopback before anything is made
     root = Path(tempfile.mkdtemp(prefix="acode-bench-tasks-"))
-    proxy = Proxy(args.base_url)
-    bench = Bench(args, proxy, root)
-    acode = Acode(bench) if "acode" in systems else None
     runners: dict[str, Callable[[Bench, Task, Path], Result]] = {"direct": run_direct, "aider": run_aider}
     results: dict[str, list[Result]] = {s: [] for s in systems}
+    acode = None
     try:
+        bench = Bench(args, proxy, root)
+        acode = Acode(bench) if "acode" in systems else None
         for task in tasks:
             for system in systems:
                 if system == "direct" and "solution.py" not in task.files:

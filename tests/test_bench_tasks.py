@@ -9,6 +9,7 @@ server through the recording proxy, counted as a llama.cpp server reports.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,9 @@ def test_the_direct_system_runs_through_the_proxy_and_is_judged(tmp_path: Path) 
     assert figures["prompt_evaluated_per_passed"] == figures["prompt_evaluated"]
 
 
-def test_a_remote_server_is_refused() -> None:
+def test_a_remote_server_is_refused_and_leaves_nothing_behind(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_tasks.py"), "--base-url",
                            "http://192.0.2.1:8080/v1", "--model", "m", "--tasks", "he/0", "--systems", "direct"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode != 0 and "not a loopback address" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no workspace root made for a run refused at its start
