@@ -40,7 +40,7 @@ from protocol.results import ModelToolCall
 from protocol.session import Feedback
 
 __all__ = ["CHANGING_ACTIONS", "FileStyleStep", "SYSTEM", "answered_file", "problem", "render", "render_checks_failed",
-           "render_problem", "target", "unnumbered", "whole"]
+           "render_problem", "steady", "target", "unnumbered", "whole"]
 
 _WARMER = 0.6  # the temperature after a file sent back unchanged
 _CHECK_FLOOR_S = 30.0  # the checks after a change get at least this long
@@ -123,13 +123,19 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
            feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
            failing: Sequence[tuple[Check, str]] = (), note: str = "", failing_said: str = "") -> str:
     """The step's message: the request, the step when it says more, the checks that will
-    run, the other files the step names, then ``path`` as it is now, last, next to what to
-    answer (the direct prompt's order). Workspace text is fenced. ``runs_checks``: the checks
-    run after this step's answers (its task's last step), else they are not named; ``failing``:
-    how they fail before the change (a failing test's own message says what to fix); ``note``:
-    what an earlier try ended with, before the files (what to answer stays the last line: a
-    model answering a prompt that ends in a note copied the nearest file back); ``failing_said``:
-    what the failures are of, when not the file shown (:data:`EARLIER`)."""
+    run, the other files the step names, then ``path`` as it is now, then what changes from
+    one ask to the next, then what to answer, last (the direct prompt's order). Workspace text
+    is fenced. ``runs_checks``: the checks run after this step's answers (its task's last
+    step), else they are not named; ``failing``: how they fail before the change (a failing
+    test's own message says what to fix); ``note``: what an earlier try ended with;
+    ``failing_said``: what the failures are of, when not the file shown (:data:`EARLIER`).
+
+    Everything that differs between the step's asks (how the checks fail, the reviewer's
+    feedback, the note) comes after the files: a fresh conversation then shares the whole
+    head of the last one, which the server has cached, and only the new tail is evaluated.
+    With the failures before the files, every retry re-read the files (HumanEval/120: 16
+    requests, 9,970 tokens evaluated). What to answer stays the last line: a model answering
+    a prompt that ends in a note copied the nearest file back."""
     lines = [f"The request: {plan.goal}"]
     said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
     if said:
@@ -142,27 +148,38 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     if checks and runs_checks:
         lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
                      + ". It must succeed.")
-        if failing:
-            lines.append(failing_said or "Now, before your change, it fails:")
-            lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failing]
     if judged:
         lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
-    if note:  # a later try: before the files, so that what to answer stays the last line
-        lines.append(note.strip())
     for name, text in files:
         if name != path and text is not None:
             lines += [f"{name}, for reference (do not change it):", _block(name, text, fence)]
     current = dict(files).get(path)
-    if feedback is not None:
-        lines.append(f"The {feedback.source} found problems with the last change: {feedback.summary}")
-        lines += [f"- {item.label}: {item.problem}" + (f"\n{fence.wrap('evidence', item.detail)}" if item.detail
-                                                       else "") for item in feedback.items]
     if current is None:
         lines.append(f"{path} does not exist yet.")
     else:
         lines += [f"{path} now:", _block(path, current, fence)]
+    if checks and runs_checks and failing:
+        lines.append(failing_said or "Now, before your change, it fails:")
+        lines += [fence.wrap(f"check `{check.command}`", steady(evidence)) for check, evidence in failing]
+    if feedback is not None:
+        lines.append(f"The {feedback.source} found problems with the last change: {feedback.summary}")
+        lines += [f"- {item.label}: {item.problem}" + (f"\n{fence.wrap('evidence', item.detail)}" if item.detail
+                                                       else "") for item in feedback.items]
+    if note:  # a later try
+        lines.append(note.strip())
     lines.append(f"Answer with the complete new {path} in one ```{_language(path)} code block.")
     return "\n\n".join(lines)
+
+
+# pytest's "1 failed, 2 passed in 0.12s": the one part of the same failure that differs run to run
+_TIMING = re.compile(r"((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b[ ,]*)+)"
+                     r" in \d+(?:\.\d+)?s\b")
+
+
+def steady(evidence: str) -> str:
+    """A check's ``evidence`` without the test runner's run time, so the same failure reads
+    the same in every ask (and the server's cache holds across them)."""
+    return _TIMING.sub(lambda found: found.group(1).rstrip(" ,"), evidence)
 
 
 def answered_file(answer: str, path: str, fence: Fence) -> str | None:
@@ -234,7 +251,7 @@ def render_problem(kind: str, path: str, request: str = "") -> str:
 def render_checks_failed(path: str, failed: Sequence[tuple[Check, str]], fence: Fence) -> str:
     """The next turn's message after the checks ran on the written file: each failure's evidence."""
     lines = [f"acode wrote {path} and ran the checks. They failed:"]
-    lines += [fence.wrap(f"check `{check.command}`", evidence) for check, evidence in failed]
+    lines += [fence.wrap(f"check `{check.command}`", steady(evidence)) for check, evidence in failed]
     lines.append(f"Fix {path} so that they pass. Answer with the complete new {path} in one "
                  f"```{_language(path)} code block.")
     return "\n\n".join(lines)

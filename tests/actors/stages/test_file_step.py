@@ -346,3 +346,15 @@ def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: S
     assert afresh.body["temperature"] == 0.6
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
     assert turns[1].correction == "asked afresh: the failed solution.py came back unchanged"
+    # what differs between the asks comes after the files: the fresh ask shares the first's whole
+    # head, which the server has cached (with the failures first, every retry re-read the files)
+    first = str(server.chats[0].messages[1]["content"])
+    head = first[:first.index(f"```python\n{STUB}```") + len(f"```python\n{STUB}```")]
+    assert asked.startswith(head) and server.chats[0].messages[0] == afresh.messages[0]
+
+
+def test_the_run_time_of_a_failure_is_left_out_so_the_same_failure_reads_the_same() -> None:
+    assert filestep.steady("FAILED t.py::test_x - AssertionError\n1 failed in 0.12s\n") == (
+        "FAILED t.py::test_x - AssertionError\n1 failed\n")
+    assert filestep.steady("== 1 failed, 2 passed, 1 warning in 3.41s ==") == "== 1 failed, 2 passed, 1 warning =="
+    assert filestep.steady("slept 2 times in 0.5s") == "slept 2 times in 0.5s"  # only the runner's summary
