@@ -40,7 +40,7 @@ from protocol.results import ModelToolCall
 from protocol.session import Feedback
 
 __all__ = ["CHANGING_ACTIONS", "FileStyleStep", "SYSTEM", "answered_file", "problem", "render", "render_checks_failed",
-           "render_problem", "steady", "target", "unnumbered", "whole"]
+           "render_plain", "render_problem", "steady", "target", "unnumbered", "whole"]
 
 _WARMER = 0.6  # the temperature after a file sent back unchanged
 _CHECK_FLOOR_S = 30.0  # the checks after a change get at least this long
@@ -171,6 +171,23 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     return "\n\n".join(lines)
 
 
+def render_plain(plan: TaskPlan, step: PlanStep, path: str, current: str | None, fence: Fence) -> str:
+    """The plain ask: the request, the step when it says more, ``path`` as the step found it
+    and what to answer; no other file, no check, no failure. The file step asks it afresh
+    after a failed answer came back unchanged, every other time (:class:`FileStyleStep`):
+    the model alone, asked this way in one turn, solves problems the full ask sends it the
+    wrong way on (HumanEval/8: shown its test and failure it answered ``product(numbers)``,
+    an undefined name, 12 times over, at temperature 0 and 0.6), and the checks judge
+    either answer alike."""
+    lines = [f"The request: {plan.goal}"]
+    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
+    if said:
+        lines.append(f"Your part of it: {said}")
+    lines += ([f"{path} does not exist yet."] if current is None else [f"{path} now:", _block(path, current, fence)])
+    lines.append(f"Answer with the complete new {path} in one ```{_language(path)} code block.")
+    return "\n\n".join(lines)
+
+
 # pytest's "1 failed, 2 passed in 0.12s": the one part of the same failure that differs run to run
 _TIMING = re.compile(r"((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b[ ,]*)+)"
                      r" in \d+(?:\.\d+)?s\b")
@@ -263,6 +280,7 @@ class FileStyleStep(Step):
     keeps the tool loop."""
 
     found: dict[str, str | None] | None = None  # the step's files as its first try found them
+    fresh_asks = 0  # the conversations begun afresh after a failed answer came back unchanged, all tries
 
     def _loop(self, key: str, site: str, listing: str, files: list[tuple[str, str | None]], attempt: int,
               limit: int, failure: Outcome | None) -> Outcome:
@@ -281,7 +299,8 @@ class FileStyleStep(Step):
         the task has none. What cannot be written (no block, unchanged, not Python, code left
         out) is answered without writing; the same problem three times in a row ends the try.
         The file is always shown as the step found it; a failed answer sent back unchanged is
-        asked afresh (a new conversation, the failure said, the failed file not shown)."""
+        asked afresh: a new conversation, every other time the plain ask (:func:`render_plain`),
+        else the full one with the failure said and the failed file not shown, sampled warmer."""
         request = self.ctx.request
         assert request.plan is not None
         plan = request.plan
@@ -316,6 +335,7 @@ class FileStyleStep(Step):
 
         self.conversation = fresh(before, EARLIER if current != original else "")
         failed_last: list[tuple[Check, str]] = []  # the last write's failed checks, while nothing else came since
+        plain = False  # this conversation is the plain ask (render_plain)
         self.attempt = attempt
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
@@ -326,7 +346,9 @@ class FileStyleStep(Step):
             if time.monotonic() - started <= timeout:
                 self.turns += 1
                 # the same file again: asked the same way it would answer the same, so it is sampled
-                warmer = _WARMER if last_problem == "unchanged" and self._temperature() < _WARMER else None
+                # (the first plain ask is a new way to ask: at the session's temperature, as the model alone)
+                warmer = _WARMER if last_problem == "unchanged" and self._temperature() < _WARMER and not (
+                    plain and self.fresh_asks == 1) else None
                 answer = self._ask(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
                                                 nonce=self.ctx.fence.nonce, temperature=warmer,
                                                 messages=self.conversation.messages(self.budget)), started, timeout)
@@ -349,7 +371,12 @@ class FileStyleStep(Step):
                     return Outcome("failed", f"the model's answer could not be written {REPEATS} times in a row: "
                                               f"{said[:200]} (ACODE-EXEC-008)", code="ACODE-EXEC-008")
                 if kind == "unchanged" and failed_last:
-                    self.conversation = fresh(failed_last, EARLIER)
+                    # asked afresh, every other time plainly: a different ask, not only a warmer one
+                    self.fresh_asks += 1
+                    plain = self.fresh_asks % 2 == 1
+                    self.conversation = Conversation(system, render_plain(plan, self.step, path, original,
+                                                                          self.ctx.fence)) if plain else fresh(
+                        failed_last, EARLIER)
                     continue
                 self.conversation.reply_user(said)
                 self.conversation.note(f"{path} not written: {kind.split(':')[0]}")

@@ -330,25 +330,38 @@ def test_the_test_file_copied_back_is_not_written_and_a_later_try_still_ends_wit
 
 def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: Stack, server: ModelServer) -> None:
     # HumanEval/72, 120, 128: shown its own failed file, the model sent it back in every later turn
-    # and try; asked afresh from the file as the step found it, it samples a new answer
-    server.queue(Text(f"```python\n{WRONG}```"), Text(f"```python\n{WRONG}```"), Text(f"```python\n{RIGHT}```"))
+    # and try; asked afresh from the file as the step found it, it samples a new answer. HumanEval/8:
+    # asked the full way it gave the same wrong file 12 times, at 0 and 0.6; so every other fresh ask
+    # is the plain one, as the model alone is asked
+    wrong = Text(f"```python\n{WRONG}```")
+    server.queue(wrong, wrong, wrong, Text(f"```python\n{RIGHT}```"))
     run = _stage(stack, server)
 
     result = executor.run(run.ctx)
 
     assert result.ok, result.summary
     assert (run.workspace / "solution.py").read_text() == RIGHT
-    afresh = server.chats[2]
-    assert [m["role"] for m in afresh.messages] == ["system", "user"]  # a new conversation
+    first = str(server.chats[0].messages[1]["content"])
+    plain, afresh = server.chats[2], server.chats[3]
+    for chat in (plain, afresh):
+        assert [m["role"] for m in chat.messages] == ["system", "user"]  # a new conversation
+        asked = str(chat.messages[1]["content"])
+        assert f"```python\n{STUB}```" in asked and "return a - b" not in asked  # the file as the step found it
+    # the plain ask: the request and the file, nothing else, at the session's temperature
+    asked = str(plain.messages[1]["content"])
+    assert asked.startswith("The request: Implement `add` in solution.py")
+    assert "check_solution.py, for reference" not in asked and "After your answer acode runs" not in asked
+    assert "add(2, 3) gave -1" not in asked and filestep.EARLIER not in asked
+    assert asked.endswith("Answer with the complete new solution.py in one ```python code block.")
+    assert plain.body.get("temperature") != 0.6
+    # the next fresh ask is the full one, with what failed said, sampled warmer
     asked = str(afresh.messages[1]["content"])
-    assert f"```python\n{STUB}```" in asked and "return a - b" not in asked  # the file as the step found it
-    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked  # what failed is said
+    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked
     assert afresh.body["temperature"] == 0.6
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
-    assert turns[1].correction == "asked afresh: the failed solution.py came back unchanged"
-    # what differs between the asks comes after the files: the fresh ask shares the first's whole
-    # head, which the server has cached (with the failures first, every retry re-read the files)
-    first = str(server.chats[0].messages[1]["content"])
+    assert [t.correction for t in turns[1:3]] == ["asked afresh: the failed solution.py came back unchanged"] * 2
+    # what differs between the asks comes after the files: the full fresh ask shares the first's
+    # whole head, which the server has cached (with the failures first, every retry re-read the files)
     head = first[:first.index(f"```python\n{STUB}```") + len(f"```python\n{STUB}```")]
     assert asked.startswith(head) and server.chats[0].messages[0] == afresh.messages[0]
 
