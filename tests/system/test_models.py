@@ -35,7 +35,7 @@ from tests.modelserver import (
     TextToolCalls,
     ToolCalls,
 )
-from tests.system.conftest import Acode, running
+from tests.system.conftest import Acode
 
 pytestmark = pytest.mark.system
 
@@ -80,23 +80,6 @@ APPROVE = Json({"decision": "approve", "summary": "greet.txt is right", "issues"
 def server() -> Iterator[ModelServer]:
     with ModelServer() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def shared_set() -> Iterator[Acode]:
-    with running("acode-models-") as acode:
-        yield acode
-
-
-@pytest.fixture
-def shared(shared_set: Acode) -> Iterator[Acode]:
-    """The module's acode with this test's settings: what the test adds to its environment
-    (``_configure``: read by ``acode run``, for its session only) is undone after it."""
-    env = dict(shared_set.env)
-    try:
-        yield shared_set
-    finally:
-        shared_set.env = env
 
 
 def _configure(acode: Acode, server: ModelServer, kind: str = "ollama", **extra: str) -> None:

@@ -9,7 +9,6 @@ executor, a stage's timeout or a cancel, acode not running).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from actors.paths import RunPaths
 from tests.harness import wait_until
 from tests.system import workloads as w
-from tests.system.conftest import Acode, running, wait_exit
+from tests.system.conftest import Acode, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -46,12 +45,6 @@ responses:
   reviewer:
     - json: {decision: approve, summary: looks right, issues: []}
 """
-
-
-@pytest.fixture(scope="module")
-def shared() -> Iterator[Acode]:
-    with running("acode-pipeline-") as acode:
-        yield acode
 
 
 def _run(acode: Acode, workspace: Path, script: Path, *extra: str) -> tuple[int, str, str]:
