@@ -144,6 +144,26 @@ def running(prefix: str) -> Iterator[Acode]:
             instance.close()
 
 
+@pytest.fixture(scope="module")
+def shared_set(request: pytest.FixtureRequest) -> Iterator[Acode]:
+    """One acode for a module's tests that each run sessions of their own and read only
+    what those did (use ``shared``): an ``up`` and a ``down`` per module, not per test."""
+    with running(f"acode-{request.module.__name__.rsplit('.', 1)[-1]}-") as acode:
+        yield acode
+
+
+@pytest.fixture
+def shared(shared_set: Acode) -> Iterator[Acode]:
+    """The module's shared acode, with this test's settings: what the test adds to its
+    environment (read by the CLI commands it runs, e.g. a session's model and approvals
+    policy, which ``acode run`` sends with the session) is undone after it."""
+    env = dict(shared_set.env)
+    try:
+        yield shared_set
+    finally:
+        shared_set.env = env
+
+
 def wait_exit(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err

@@ -5,6 +5,10 @@ One step of the plan makes four calls in one turn: a read, a write, an allowlist
 command and a destructive one. What ran is read from the ``tool_called`` events; what
 needed a decision from the ``approval_decided`` events and the pauses; what the model was
 told from the requests the server received.
+
+A session's approvals settings and model are resolved by ``acode run``, so the tests share
+one acode for the module (``shared``), each with its own server, workspace and sessions;
+the kill -9 drills start their own.
 """
 
 from __future__ import annotations
@@ -95,19 +99,18 @@ def _decided(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     (3, []),
 ])
 def test_each_autonomy_level_runs_what_it_allows_and_asks_for_the_rest(
-        acode: Acode, server: ModelServer, tmp_path: Path, level: int, asked: list[str]) -> None:
+        shared: Acode, server: ModelServer, tmp_path: Path, level: int, asked: list[str]) -> None:
     """non_interactive_policy: skip denies every call that would ask, so one run shows them all."""
-    _configure(acode, server, ACODE_APPROVALS__NON_INTERACTIVE_POLICY="skip")
-    acode.up()
+    _configure(shared, server, ACODE_APPROVALS__NON_INTERACTIVE_POLICY="skip")
     workspace = _ws(tmp_path)
     (workspace / "greet.txt").write_text("hello\n")  # so the checks pass whichever calls ran
     server.by_stage(planner=[_unchecked_plan()], executor=[FOUR, done(), done()], verifier=[VERDICT],
                     reviewer=[APPROVE])
-    result = acode("run", "make greet.txt say hello", "--workspace", str(workspace), "--autonomy", str(level),
+    result = shared("run", "make greet.txt say hello", "--workspace", str(workspace), "--autonomy", str(level),
                    timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     session_id = result.stdout.split("session ", 1)[1].split(":", 1)[0]
-    events = _events(acode, session_id)
+    events = _events(shared, session_id)
     every = ["read_file check.py", "write_file greet.txt", "run_terminal python check.py", "run_terminal rm old.txt"]
     assert _executor_calls(events) == [c for c in every if c.split(" ", 1)[1] not in asked]
     assert _decided(events) == [(target, "deny", "approvals policy") for target in asked]
@@ -115,7 +118,7 @@ def test_each_autonomy_level_runs_what_it_allows_and_asks_for_the_rest(
     second = [r for r in server.chats if r.stage == "executor"][1].messages
     denials = [m["content"] for m in second if "the user denied this: skipped: non-interactive" in m["content"]]
     assert len(denials) == len(asked), "the model is told of every skipped call"
-    assert _session(acode, session_id)["settings"].get("autonomy", 2) == level
+    assert _session(shared, session_id)["settings"].get("autonomy", 2) == level
 
 
 def _paused(acode: Acode, session_id: str, timeout: float = 90.0) -> dict[str, Any]:
@@ -136,36 +139,35 @@ def _submit_detached(acode: Acode, workspace: Path, *args: str) -> str:
 
 
 def test_deny_reaches_the_model_and_approve_always_lets_later_calls_of_the_rule_run(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     (workspace / "b.txt").write_text("b\n")
     (workspace / "c.txt").write_text("c\n")
     rm = [ToolCalls([("run_terminal", {"command": f"rm {name}"})]) for name in ("old.txt", "b.txt", "c.txt")]
     server.by_stage(planner=[plan()], executor=[*rm[:2], rm[2], ToolCalls([("write_file", {
         "path": "greet.txt", "content": "hello\n"})]), done()], verifier=[VERDICT], reviewer=[APPROVE])
-    session_id = _submit_detached(acode, workspace)
-    snap = _paused(acode, session_id)["snap"]
+    session_id = _submit_detached(shared, workspace)
+    snap = _paused(shared, session_id)["snap"]
     assert snap.approval.tool == "run_terminal" and snap.approval.argv == ["rm", "old.txt"]
     assert snap.approval.cwd == str(workspace) and snap.approval.risk == "destructive"
     assert snap.exit_code == 22 and snap.pause.command == f"acode approve {session_id}"
 
-    denied = acode("deny", session_id, "--reason", "keep old.txt", "--detach")
+    denied = shared("deny", session_id, "--reason", "keep old.txt", "--detach")
     assert denied.returncode == 0, denied.stderr
     assert "wants to run run_terminal (destructive): rm old.txt" in denied.stdout
-    snap = _paused(acode, session_id)["snap"]  # the model went on: rm b.txt now waits
+    snap = _paused(shared, session_id)["snap"]  # the model went on: rm b.txt now waits
     assert snap.approval.argv == ["rm", "b.txt"]
     told = [r for r in server.chats if r.stage == "executor"][1].messages
     assert any("the user denied this: keep old.txt" in m["content"] for m in told)
     assert (workspace / "old.txt").exists()
 
-    approved = acode("approve", session_id, "--always", timeout=180)
+    approved = shared("approve", session_id, "--always", timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "every later call with exactly this rule:\n  run_terminal: rm (destructive)\n" in approved.stdout
     assert "not a terminal: approving with this rule as --always asked" in approved.stdout
     assert "completed (exit 0)" in approved.stdout
-    events = _events(acode, session_id)
+    events = _events(shared, session_id)
     assert not (workspace / "b.txt").exists() and not (workspace / "c.txt").exists(), "--always let rm c.txt run"
     assert (workspace / "old.txt").exists(), "the denied call stays denied when the attempt is replayed"
     assert [(t, d, b) for t, d, b in _decided(events)] == [("rm old.txt", "deny", "acode deny"),
@@ -177,39 +179,37 @@ def test_deny_reaches_the_model_and_approve_always_lets_later_calls_of_the_rule_
 
 
 def test_non_interactive_fail_pauses_with_exit_33_and_auto_runs_the_call(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)  # the default policy is fail
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)  # the default policy is fail
     workspace = _ws(tmp_path)
     server.by_stage(planner=[plan()], executor=[FOUR, done()], verifier=[VERDICT], reviewer=[APPROVE])
-    failed = acode("run", "make greet.txt say hello", "--workspace", str(workspace), timeout=180)
+    failed = shared("run", "make greet.txt say hello", "--workspace", str(workspace), timeout=180)
     assert failed.returncode == 33, failed.stdout + failed.stderr
     assert "paused (awaiting_approval)" in failed.stdout and "(ACODE-EXEC-005)" in failed.stdout
     assert "non_interactive_policy: fail" in failed.stdout and (workspace / "old.txt").exists()
 
-    acode.env["ACODE_APPROVALS__NON_INTERACTIVE_POLICY"] = "auto"
+    shared.env["ACODE_APPROVALS__NON_INTERACTIVE_POLICY"] = "auto"
     (tmp_path / "second").mkdir()
     other = _ws(tmp_path / "second")
     server.by_stage(planner=[plan()], executor=[FOUR, done()], verifier=[VERDICT], reviewer=[APPROVE])
     session_id = failed.stdout.split("session ", 1)[1].split(":", 1)[0]
-    acode("cancel", session_id)
-    auto = acode("run", "make greet.txt say hello", "--workspace", str(other), timeout=180)
+    shared("cancel", session_id)
+    auto = shared("run", "make greet.txt say hello", "--workspace", str(other), timeout=180)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert not (other / "old.txt").exists()
-    events = _events(acode, auto.stdout.split("session ", 1)[1].split(":", 1)[0])
+    events = _events(shared, auto.stdout.split("session ", 1)[1].split(":", 1)[0])
     assert _decided(events) == [("rm old.txt", "approve", "approvals policy")]
 
 
 def test_the_sandbox_refuses_a_prompt_class_call_that_carries_no_matching_approval(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     server.by_stage(planner=[plan()], executor=[FOUR, done()], verifier=[VERDICT], reviewer=[APPROVE])
-    session_id = _submit_detached(acode, workspace)
-    snap = _paused(acode, session_id)["snap"]
+    session_id = _submit_detached(shared, workspace)
+    snap = _paused(shared, session_id)["snap"]
     request = snap.approval
-    with Connection(acode.home) as connection:
+    with Connection(shared.home) as connection:
         connection.require_running()
         client = Client(connection.ctx, connection.endpoints.broker, sender="executor")  # as a buggy stage would
         try:
@@ -276,16 +276,15 @@ def _read_until(fd: int, needle: str, timeout: float = 120.0) -> str:
 
 
 def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     server.by_stage(planner=[plan()], executor=[FOUR, done()], verifier=[VERDICT], reviewer=[APPROVE])
     main, child = pty.openpty()
-    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "run", "make greet.txt say hello", "--workspace",
-                             str(workspace), "--autonomy", "1"], env=acode.env, cwd=REPO, stdin=child,
+    proc = subprocess.Popen([*CLI, "--home", str(shared.home), "run", "make greet.txt say hello", "--workspace",
+                             str(workspace), "--autonomy", "1"], env=shared.env, cwd=REPO, stdin=child,
                             stdout=child, stderr=child, close_fds=True)
-    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
         shown = _read_until(main, "[q]uit: ")
@@ -310,29 +309,27 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
 
 
 def test_a_write_that_waits_shows_the_unified_diff_against_the_file_as_it_is(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     (workspace / "greet.txt").write_text("hi\nsame\n")
     write = ToolCalls([("write_file", {"path": "greet.txt", "content": "hello\nsame\n"})])
     server.by_stage(planner=[plan()], executor=[write, done()], verifier=[VERDICT], reviewer=[APPROVE])
-    session_id = _submit_detached(acode, workspace, "--autonomy", "0")
-    snap = _paused(acode, session_id)["snap"]
+    session_id = _submit_detached(shared, workspace, "--autonomy", "0")
+    snap = _paused(shared, session_id)["snap"]
     assert (snap.approval.tool, snap.approval.risk, snap.approval.why) == ("write_file", "write",
                                                                            "write calls ask at autonomy 0")
     assert snap.approval.diff.splitlines() == ["--- a/greet.txt", "+++ b/greet.txt", "@@ -1,2 +1,2 @@", "-hi",
                                                "+hello", " same"]
-    shown = acode("show", session_id).stdout
+    shown = shared("show", session_id).stdout
     assert "wants to run write_file (write): greet.txt" in shown and "    -hi" in shown
     assert (workspace / "greet.txt").read_text() == "hi\nsame\n"
-    assert acode("cancel", session_id).returncode == 0
+    assert shared("cancel", session_id).returncode == 0
 
 
 def test_a_config_edit_mid_session_changes_nothing_the_session_was_started_with(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     (workspace / "b.txt").write_text("b\n")
     (workspace / ".agent").mkdir()
@@ -340,14 +337,14 @@ def test_a_config_edit_mid_session_changes_nothing_the_session_was_started_with(
     config.write_text("autonomy: 2\n")
     rm = [ToolCalls([("run_terminal", {"command": f"rm {name}"})]) for name in ("old.txt", "b.txt")]
     server.by_stage(planner=[plan()], executor=[*rm, write_greet(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-    session_id = _submit_detached(acode, workspace)
-    _paused(acode, session_id)
+    session_id = _submit_detached(shared, workspace)
+    _paused(shared, session_id)
     config.write_text("autonomy: 3\napprovals:\n  file_delete: auto\n")  # seed 002 S9: read once, at session start
-    assert acode("approve", session_id, "--detach").returncode == 0
-    snap = _paused(acode, session_id)["snap"]
+    assert shared("approve", session_id, "--detach").returncode == 0
+    snap = _paused(shared, session_id)["snap"]
     assert snap.approval.argv == ["rm", "b.txt"] and snap.settings.autonomy == 2, "rm b.txt still asks"
     assert (workspace / "b.txt").exists() and not (workspace / "old.txt").exists()
-    assert acode("cancel", session_id).returncode == 0
+    assert shared("cancel", session_id).returncode == 0
 
 
 def write_greet() -> ToolCalls:
@@ -355,23 +352,22 @@ def write_greet() -> ToolCalls:
 
 
 def test_a_check_the_level_does_not_allow_waits_for_approval_and_runs_once_approved(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
     """A plan's check is a model's command too: at level 2 a destructive one waits for the
     user in the verifier, the sandbox refuses it unapproved, and once approved it runs once."""
-    _configure(acode, server)
-    acode.up()
+    _configure(shared, server)
     workspace = _ws(tmp_path)
     check = "rm old.txt"
     server.by_stage(planner=[_checked_plan(check)], executor=[ToolCalls([("write_file", {
         "path": "greet.txt", "content": "hello\n"})]), done()], reviewer=[APPROVE])
-    session_id = _submit_detached(acode, workspace)
-    snap = _paused(acode, session_id)["snap"]
+    session_id = _submit_detached(shared, workspace)
+    snap = _paused(shared, session_id)["snap"]
     assert snap.stage == "verifier" and snap.approval is not None
     assert (snap.approval.tool, snap.approval.risk, snap.approval.argv) == ("run_terminal", "destructive",
                                                                            ["rm", "old.txt"])
     assert (workspace / "old.txt").exists(), "nothing ran before the decision"
 
-    with Connection(acode.home) as connection:  # the same call, sent as the verifier sends it
+    with Connection(shared.home) as connection:  # the same call, sent as the verifier sends it
         connection.require_running()
         client = Client(connection.ctx, connection.endpoints.broker, sender="verifier")
         try:
@@ -384,10 +380,10 @@ def test_a_check_the_level_does_not_allow_waits_for_approval_and_runs_once_appro
     assert reply.result.error is not None and reply.result.error.code == "ACODE-SBX-019"
     assert (workspace / "old.txt").exists()
 
-    approved = acode("approve", session_id, timeout=180)
+    approved = shared("approve", session_id, timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert not (workspace / "old.txt").exists()
-    events = _events(acode, session_id)
+    events = _events(shared, session_id)
     ran = [e for e in events if e["type"] == "tool_called" and e["target"] == check]
     assert len(ran) == 1, "the approved check ran exactly once"
     assert [e["passed"] for e in events if e["type"] == "check_ran"] == [True]

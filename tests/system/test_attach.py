@@ -1,5 +1,6 @@
 """A human watching: one session per workspace (--force recorded), attach from several
-terminals, Ctrl-C pointing at attach, and `acode status` saying where each session stands."""
+terminals, Ctrl-C pointing at attach, and `acode status` saying where each session stands.
+The first two share one acode for the module (``shared``); the status check starts its own."""
 
 from __future__ import annotations
 
@@ -33,49 +34,47 @@ def _events(acode: Acode, session_id: str) -> list[dict]:  # type: ignore[type-a
 
 
 def test_an_unfinished_session_holds_its_workspace_force_overrides_it_and_the_hold_ends_with_it(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     asks = w.script(tmp_path / "asks.yaml", {"planner": [QUESTIONS]})
-    code, out, err = _submit(acode, workspace, asks)
+    code, out, err = _submit(shared, workspace, asks)
     assert code == 22, out + err  # paused for the planner's question: it holds the workspace
     holder = out.split("session ", 1)[1].split(":", 1)[0]
 
     link = tmp_path / "same-dir"
     link.symlink_to(workspace)
     for path in (workspace, link):  # the same directory by another name is the same workspace
-        code, out, err = _submit(acode, path, asks, "--detach")
+        code, out, err = _submit(shared, path, asks, "--detach")
         assert code == 1, out + err
         assert f"workspace {workspace} is held by session {holder} (paused (needs_input))" in err
         assert f"acode resume {holder}" in err and f"acode cancel {holder}" in err and "--force" in err
         assert "(ACODE-CLI-006)" in err
 
     elsewhere = w.workspace(tmp_path / "other")  # another workspace is not held
-    code, out, err = _submit(acode, elsewhere, asks)
+    code, out, err = _submit(shared, elsewhere, asks)
     assert code == 22, out + err
 
-    code, out, err = _submit(acode, workspace, asks, "--force")
+    code, out, err = _submit(shared, workspace, asks, "--force")
     assert code == 22, out + err
     assert f"(--force: session {holder} still holds it)" in out
     forced = out.split("session ", 1)[1].split(":", 1)[0]
-    created = _events(acode, forced)[0]
+    created = _events(shared, forced)[0]
     assert created["type"] == "session_created" and created["overrode_hold"] == holder
 
     for session in (holder, forced):
-        assert acode("cancel", session).returncode == 0
-    code, out, err = _submit(acode, workspace, asks, "--detach")  # the holds ended with their sessions
+        assert shared("cancel", session).returncode == 0
+    code, out, err = _submit(shared, workspace, asks, "--detach")  # the holds ended with their sessions
     assert code == 0, out + err
 
 
-def test_two_attached_terminals_see_the_same_events_live_to_the_end(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_two_attached_terminals_see_the_same_events_live_to_the_end(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     script = w.script(tmp_path / "s.yaml", w.workload({"planner": 2.0}))
-    code, out, err = _submit(acode, workspace, script, "--detach")
+    code, out, err = _submit(shared, workspace, script, "--detach")
     assert code == 0, err
     session_id = out.strip()
-    first = acode.start("attach", session_id, "--json", "--replay", "1000")
-    second = acode.start("attach", session_id[:13], "--json", "--replay", "1000")
+    first = shared.start("attach", session_id, "--json", "--replay", "1000")
+    second = shared.start("attach", session_id[:13], "--json", "--replay", "1000")
     results = [wait_exit(first), wait_exit(second)]
     streams = []
     for returncode, stdout, stderr in results:
@@ -83,10 +82,10 @@ def test_two_attached_terminals_see_the_same_events_live_to_the_end(acode: Acode
         lines = [json.loads(line) for line in stdout.splitlines()]
         assert lines[-1]["session"]["status"] == "completed"
         streams.append(lines[:-1])
-    assert streams[0] == streams[1] == _events(acode, session_id)
+    assert streams[0] == streams[1] == _events(shared, session_id)
     assert [e["seq"] for e in streams[0]] == list(range(1, len(streams[0]) + 1))
 
-    text = acode("attach", session_id, "--replay", "2")  # a finished session: shown, then left
+    text = shared("attach", session_id, "--replay", "2")  # a finished session: shown, then left
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0].startswith("[… ") and f"`acode show {session_id}` has them all" in lines[0]

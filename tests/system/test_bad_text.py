@@ -7,7 +7,8 @@ replay of the recorded answer failed the same way. Now it is a tool error the mo
 next turn, and a session that replays that answer (kill -9 of the executor, ``acode
 approve`` retrying the attempt) gets past it the same way. The scripted model writes the
 calls as text (its YAML cannot hold a surrogate); the stand-in server sends them natively
-and as text, in both wire formats.
+and as text, in both wire formats. The tests share one acode for the module (``shared``),
+each with its own sessions; the kill -9 drills start their own.
 """
 
 from __future__ import annotations
@@ -92,19 +93,18 @@ def _clean(workspace: Path, *extra: str) -> None:
     assert (workspace / "a.txt").read_text() == "alpha\n" and (workspace / "slow.py").read_text() == w.SLOW_PY
 
 
-def test_a_scripted_session_sees_the_refusals_as_tool_results_and_completes(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_a_scripted_session_sees_the_refusals_as_tool_results_and_completes(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     script = w.script(tmp_path / "s.yaml", _scripted({"content": f"Writing it now.\n{BAD_CALLS}"}))
 
-    result = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+    result = shared("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
                    str(script))
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ACODE-ORCH-001" not in result.stdout + result.stderr
     assert "[EXECUTOR]  T1/S1 turn 1: no tool call ran; sent: error: invalid arguments for write_file: `$.path` " \
            "holds a lone UTF-16 surrogate" in result.stdout
-    events = _events(acode, _session_id(result.stdout))
+    events = _events(shared, _session_id(result.stdout))
     [(turn, correction), *rest] = _turns(events)
     assert turn == 1 and correction.startswith(REFUSED) and correction.endswith("(ACODE-EXEC-007)")
     assert rest == [(2, ""), (3, "")]
@@ -136,48 +136,46 @@ def test_a_kill_9_of_the_executor_after_the_bad_turn_replays_it_and_completes(ac
     _clean(workspace)
 
 
-def test_approving_a_later_call_replays_the_bad_turn_and_the_session_completes(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_approving_a_later_call_replays_the_bad_turn_and_the_session_completes(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     (workspace / "old.txt").write_text("old\n")
     rm = w.call("run_terminal", command="rm old.txt")  # destructive: it waits for approval at level 2
     script = w.script(tmp_path / "s.yaml", _scripted({"content": BAD_CALLS}, rm))
-    submitted = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+    submitted = shared("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
                       str(script), "--detach")
     assert submitted.returncode == 0, submitted.stderr
     session_id = submitted.stdout.strip()
 
     def paused() -> dict[str, Any] | None:
-        shown = json.loads(acode("show", session_id, "--json").stdout)["session"]
+        shown = json.loads(shared("show", session_id, "--json").stdout)["session"]
         return shown if shown["status"] == "paused" else None
 
     snap = wait_until(paused, 90, interval=0.2, what="the session waiting for approval")
     assert snap["pause"]["kind"] == "awaiting_approval", snap["pause"]
 
-    approved = acode("approve", session_id, timeout=180)  # retries the attempt: turn 1 is replayed from the record
+    approved = shared("approve", session_id, timeout=180)  # retries the attempt: turn 1 is replayed from the record
 
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "completed (exit 0)" in approved.stdout
-    events = _events(acode, session_id)
+    events = _events(shared, session_id)
     turns = _turns(events)
     assert [t for t, _ in turns] == [1, 2, 3, 4] and turns[0][1].startswith(REFUSED)
     assert _ran(events) == ["run_terminal rm old.txt", "write_file a.txt"]
     _clean(workspace)
 
 
-def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(acode: Acode, tmp_path: Path) -> None:
+def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(shared: Acode, tmp_path: Path) -> None:
     """The pause is the script's end, not the bad text (which once paused it with ACODE-ORCH-001)."""
-    acode.up()
     workspace = w.workspace(tmp_path / "w")
     full = _scripted({"content": BAD_CALLS})
     short = {**full, "executor": full["executor"][:1]}
-    first = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+    first = shared("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
                   str(w.script(tmp_path / "short.yaml", short)))
     assert first.returncode == 22, first.stdout + first.stderr
     assert "(ACODE-LLM-002)" in first.stdout and "ACODE-ORCH-001" not in first.stdout
     assert "turn 1: no tool call ran; sent: error: invalid arguments for write_file" in first.stdout
 
-    resumed = acode("resume", _session_id(first.stdout), "--script", str(w.script(tmp_path / "full.yaml", full)))
+    resumed = shared("resume", _session_id(first.stdout), "--script", str(w.script(tmp_path / "full.yaml", full)))
 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "completed (exit 0)" in resumed.stdout
@@ -185,25 +183,24 @@ def test_a_session_paused_after_the_bad_turn_is_resumed_and_completes(acode: Aco
 
 
 def test_a_task_a_script_or_a_workspace_that_is_not_utf8_is_refused_with_its_code_before_anything_runs(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     script = w.script(tmp_path / "s.yaml", _scripted({"content": BAD_CALLS}))
-    latin1 = acode("run", b"write caf\xe9.txt", "--workspace", str(workspace), "--provider", "scripted",  # type: ignore[arg-type]
+    latin1 = shared("run", b"write caf\xe9.txt", "--workspace", str(workspace), "--provider", "scripted",  # type: ignore[arg-type]
                    "--script", str(script))
     assert latin1.returncode != 0 and "Traceback" not in latin1.stderr
     assert "the task is not UTF-8 text: it holds an undecodable byte (\\xe9) at character 9; pass the task as " \
            "UTF-8 text (ACODE-PLAN-001)" in latin1.stderr
     broken = tmp_path / "broken.yaml"
     broken.write_bytes(script.read_bytes().replace(b"wrote a.txt", b"wrote \xff"))
-    refused = acode("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
+    refused = shared("run", "write a.txt", "--workspace", str(workspace), "--provider", "scripted", "--script",
                     str(broken))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert f"scripted model file {broken} is not UTF-8 text: an undecodable byte (\\xff)" in refused.stderr
     assert "(ACODE-LLM-004)" in refused.stderr
     odd = tmp_path / os.fsdecode(b"w\xff")
     odd.mkdir()
-    elsewhere = acode("run", "write a.txt", "--workspace", str(odd), "--provider", "scripted", "--script",
+    elsewhere = shared("run", "write a.txt", "--workspace", str(odd), "--provider", "scripted", "--script",
                       str(script))
     assert elsewhere.returncode != 0 and "Traceback" not in elsewhere.stderr
     assert "is not a UTF-8 path (the byte \\xff at character" in elsewhere.stderr
@@ -223,13 +220,12 @@ def _bad(style: str) -> ToolCalls | TextToolCalls:
 @pytest.mark.parametrize("style", ["native", "text"])
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_the_stand_in_servers_bad_call_is_answered_as_a_tool_error_and_the_session_completes(
-        acode: Acode, tmp_path: Path, kind: str, style: str) -> None:
+        shared: Acode, tmp_path: Path, kind: str, style: str) -> None:
     with ModelServer() as server:
-        _configure(acode, server, kind)
-        acode.up()
+        _configure(shared, server, kind)
         server.by_stage(planner=[plan()], executor=[_bad(style), write(), done()], verifier=[VERDICT],
                         reviewer=[APPROVE])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         executor = [r for r in server.chats if r.stage == "executor"]
 
     assert code == 0, out

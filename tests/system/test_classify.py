@@ -3,6 +3,7 @@ terminal, a destructive command (the executor's, or the plan's own acceptance ch
 the verifier runs) pauses the session with exit 33 and changes nothing; the repository,
 ``.git`` included, is as it was. Real CLI processes, the stand-in model server on loopback,
 a real git repository with history, a second branch, a stash, an edit and an untracked file.
+The tests share one acode for the module (``shared``), each with its own repository and server.
 """
 
 from __future__ import annotations
@@ -67,15 +68,14 @@ def _checked_plan(command: str) -> Json:
 
 
 def test_a_plan_check_that_moves_git_away_asks_in_the_verifier_and_nothing_moves(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)  # default: autonomy 2, non_interactive_policy fail
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)  # default: autonomy 2, non_interactive_policy fail
     root = _repository(tmp_path)
     before = _state(root)
     check = "mv .git elsewhere"
     server.by_stage(planner=[_checked_plan(check)], executor=[ToolCalls([("write_file", {
         "path": "greet.txt", "content": "hello\n"})]), done()], reviewer=[APPROVE])
-    result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
+    result = shared("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
     assert result.returncode == 33, result.stdout + result.stderr
     assert "paused (awaiting_approval)" in result.stdout and "(ACODE-EXEC-005)" in result.stdout
     assert "mv .git elsewhere" in result.stdout and "destructive" in result.stdout
@@ -87,14 +87,13 @@ def test_a_plan_check_that_moves_git_away_asks_in_the_verifier_and_nothing_moves
 @pytest.mark.parametrize("command", ["git stash -u", "git reset --ha", "env -u VAR rm -rf src",
                                      "git branch --delete --force side"])
 def test_a_destructive_command_at_level_2_pauses_with_exit_33_and_changes_nothing(
-        acode: Acode, server: ModelServer, tmp_path: Path, command: str) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path, command: str) -> None:
+    _configure(shared, server)
     root = _repository(tmp_path)
     before = _state(root)
     server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": command})]), done()],
                     reviewer=[APPROVE])
-    result = acode("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
+    result = shared("run", "make greet.txt say hello", "--workspace", str(root), timeout=180)
     assert result.returncode == 33, result.stdout + result.stderr
     assert "paused (awaiting_approval)" in result.stdout, result.stdout
     assert f"run_terminal {command!r} (destructive) needs approval" in result.stdout, result.stdout
@@ -102,20 +101,19 @@ def test_a_destructive_command_at_level_2_pauses_with_exit_33_and_changes_nothin
 
 
 def test_approve_always_on_a_terminal_shows_the_rule_and_grants_nothing_unless_confirmed(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     root = _repository(tmp_path)
     server.by_stage(planner=[plan()], executor=[ToolCalls([("run_terminal", {"command": "git clean -fdx"})]),
                                                 done()], reviewer=[APPROVE])
-    submitted = acode("run", "make greet.txt say hello", "--workspace", str(root), "--detach")
+    submitted = shared("run", "make greet.txt say hello", "--workspace", str(root), "--detach")
     assert submitted.returncode == 0, submitted.stderr
     session_id = submitted.stdout.strip()
-    _paused(acode, session_id)
+    _paused(shared, session_id)
     main, child = pty.openpty()
-    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "approve", session_id, "--always"], env=acode.env,
+    proc = subprocess.Popen([*CLI, "--home", str(shared.home), "approve", session_id, "--always"], env=shared.env,
                             cwd=REPO, stdin=child, stdout=child, stderr=child, close_fds=True)
-    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
         shown = _read_until(main, "approve with this rule? [y/N]: ")
@@ -127,40 +125,39 @@ def test_approve_always_on_a_terminal_shows_the_rule_and_grants_nothing_unless_c
         assert proc.wait(timeout=60) != 0
     finally:
         os.close(main)
-    snap = _paused(acode, session_id)["snap"]
+    snap = _paused(shared, session_id)["snap"]
     assert snap.approval is not None and snap.approval.argv == ["git", "clean", "-fdx"]
     assert (root / "notes.txt").exists(), "the unconfirmed call did not run"
 
 
 def test_an_always_rule_from_a_reading_call_does_not_cover_a_destructive_one(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
     """At level 1 `git status --short` asks; approved --always, the same shape (`git status
     -s`) runs unasked, and `git checkout -f` still asks."""
-    _configure(acode, server)
-    acode.up()
+    _configure(shared, server)
     root = _repository(tmp_path)
     before = _state(root)
     calls = ["git status --short", "git status -s", "git checkout -f"]
     server.by_stage(planner=[plan()], executor=[*[ToolCalls([("run_terminal", {"command": c})]) for c in calls],
                                                 done()], reviewer=[APPROVE])
-    submitted = acode("run", "make greet.txt say hello", "--workspace", str(root), "--detach", "--autonomy", "1")
+    submitted = shared("run", "make greet.txt say hello", "--workspace", str(root), "--detach", "--autonomy", "1")
     assert submitted.returncode == 0, submitted.stderr
     session_id = submitted.stdout.strip()
-    snap = _paused(acode, session_id)["snap"]
+    snap = _paused(shared, session_id)["snap"]
     assert snap.approval.argv == ["git", "status", "--short"]
-    approved = acode("approve", session_id, "--always", "--detach")
+    approved = shared("approve", session_id, "--always", "--detach")
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert "run_terminal: git status --short (execute)" in approved.stdout
 
     def on_checkout() -> object:
-        waiting = _paused(acode, session_id)["snap"]
+        waiting = _paused(shared, session_id)["snap"]
         return waiting if waiting.approval.argv == ["git", "checkout", "-f"] else None
 
     snap = wait_until(on_checkout, 90, interval=0.2, what="git checkout -f waits for approval")
     assert snap.approval.risk == "destructive"
     assert snap.approval.rule == "run_terminal: git checkout --force (destructive)"
     assert _state(root) == before, "git checkout -f did not run"
-    ran = [e["target"] for e in _events(acode, session_id) if e["type"] == "tool_called"
+    ran = [e["target"] for e in _events(shared, session_id) if e["type"] == "tool_called"
            and e["target"].startswith("git ")]
     assert ran == ["git status --short", "git status -s"], "the rule covered the same shape, unasked"
-    acode("cancel", session_id)
+    shared("cancel", session_id)

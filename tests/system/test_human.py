@@ -3,7 +3,9 @@
 The model is the stand-in server (:mod:`tests.modelserver`) on loopback, so the tests see
 every request acode made, and count them: a paused and resumed session asks nothing twice.
 A :class:`Gate` holds one request of a stage until the test opens it: that is a model
-request in flight while the user pauses or steers.
+request in flight while the user pauses or steers. The tests share one acode for the
+module (``shared``), each with its own server and session; the kill drills, and the re-plan
+(which approves by an 8-character prefix, unique only in a home of its own), start their own.
 """
 
 from __future__ import annotations
@@ -99,15 +101,14 @@ def _plan_review_config(workspace: Path) -> None:
 # -- plan review -------------------------------------------------------------------------------
 
 
-def test_plan_review_pauses_with_the_plan_shown_and_approve_executes_it(acode: Acode, tmp_path: Path) -> None:
+def test_plan_review_pauses_with_the_plan_shown_and_approve_executes_it(shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server)
-        acode.up()
+        _configure(shared, server)
         server.responder = _replies()
         workspace = _workspace(tmp_path)
         _plan_review_config(workspace)  # stages.planner.require_human_approval
 
-        run = acode("run", TASK, "--workspace", str(workspace), timeout=180)
+        run = shared("run", TASK, "--workspace", str(workspace), timeout=180)
         out = run.stdout + run.stderr
         assert run.returncode == 22, out
         session_id = out.split("session ", 1)[1].split(":", 1)[0]
@@ -116,14 +117,14 @@ def test_plan_review_pauses_with_the_plan_shown_and_approve_executes_it(acode: A
         assert f"acode approve {session_id[:8]}" in out and f"acode replan {session_id[:8]}" in out
         assert _stages(server) == ["planner"], "nothing runs before the review"
 
-        refused = acode("resume", session_id)
+        refused = shared("resume", session_id)
         assert refused.returncode == 1 and "ACODE-CLI-008" in refused.stderr
         assert f"`acode approve {session_id[:8]}` executes it" in refused.stderr
 
-        attached = acode("attach", session_id)
+        attached = shared("attach", session_id)
         assert "plan v1 of session" in attached.stdout, "attach shows the plan under review too"
 
-        approved = acode("approve", session_id)
+        approved = shared("approve", session_id)
         assert approved.returncode == 0, approved.stdout + approved.stderr
         assert "resumed: plan v1 approved by the user" in approved.stdout
         table = approved.stdout.split("STAGE ", 1)[1]
@@ -170,18 +171,17 @@ def test_replan_sends_the_users_feedback_fenced_to_the_planner_and_shows_plan_v2
 
 
 def test_a_pause_stops_the_executor_before_its_next_tool_call_and_resume_asks_nothing_twice(
-        acode: Acode, tmp_path: Path) -> None:
+        shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server)
-        acode.up()
+        _configure(shared, server)
         gate = Gate(_replies(), "executor")
         server.responder = gate
         workspace = _workspace(tmp_path)
         try:
-            run, session_id = _start_run(acode, workspace)
+            run, session_id = _start_run(shared, workspace)
             assert server.wait_for(lambda: len([r for r in server.chats if r.stage == "executor"]) == 1, 60)
-            pausing = acode.start("pause", session_id)  # waits until the session has stopped
-            wait_until(lambda: _of(_events(acode, session_id), PauseRequested), 30, what="the pause recorded")
+            pausing = shared.start("pause", session_id)  # waits until the session has stopped
+            wait_until(lambda: _of(_events(shared, session_id), PauseRequested), 30, what="the pause recorded")
         finally:
             gate.open()  # the answer in flight arrives: recorded, and its tool call not run
         code, out, err = wait_exit(pausing)
@@ -194,17 +194,17 @@ def test_a_pause_stops_the_executor_before_its_next_tool_call_and_resume_asks_no
         assert "paused (user)" in run_out and f"acode resume {session_id}" in run_out
         assert not (workspace / "greet.txt").exists(), "stopped before the tool call"
 
-        again = acode("pause", session_id)
+        again = shared("pause", session_id)
         assert again.returncode == 0 and "is paused already (user)" in again.stdout, again.stdout + again.stderr
-        status = acode("status")
+        status = shared("status")
         assert "paused (user) in executor" in status.stdout
 
-        _a_second_after_the_pause(acode, session_id)
-        resumed = acode("resume", session_id)
+        _a_second_after_the_pause(shared, session_id)
+        resumed = shared("resume", session_id)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert _stages(server) == ["planner", "executor", "executor", "verifier", "reviewer"], \
             "the answer taken before the pause is replayed, not asked again"
-    events = _events(acode, session_id)
+    events = _events(shared, session_id)
     assert len(_of(events, PauseRequested)) == 1, "a repeated pause records nothing"
     assert [p.kind for p in _of(events, SessionPaused)] == ["user"]
     assert (workspace / "greet.txt").read_text() == "hello\n"
@@ -289,21 +289,20 @@ def _alive(pid: int) -> bool:
 # -- steer -------------------------------------------------------------------------------------
 
 
-def test_steering_reaches_the_next_model_turn_and_every_later_stage_fenced(acode: Acode, tmp_path: Path) -> None:
+def test_steering_reaches_the_next_model_turn_and_every_later_stage_fenced(shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server)
-        acode.up()
+        _configure(shared, server)
         gate = Gate(_replies(), "executor")
         server.responder = gate
         workspace = _workspace(tmp_path)
         text = "keep greet.txt to one line"
         try:
-            run, session_id = _start_run(acode, workspace)
+            run, session_id = _start_run(shared, workspace)
             assert server.wait_for(lambda: len([r for r in server.chats if r.stage == "executor"]) == 1, 60)
-            steered = acode("steer", session_id, text)
+            steered = shared("steer", session_id, text)
             assert steered.returncode == 0, steered.stdout + steered.stderr
             assert "the executor reads it at its next model turn, and every later stage too" in steered.stdout
-            wait_until(lambda: _of(_events(acode, session_id), Steered), 30, what="the steering recorded")
+            wait_until(lambda: _of(_events(shared, session_id), Steered), 30, what="the steering recorded")
         finally:
             gate.open()
         code, out, err = wait_exit(run)
@@ -314,5 +313,5 @@ def test_steering_reaches_the_next_model_turn_and_every_later_stage_fenced(acode
     for later in (turn2, verifier, reviewer):
         nonce = later.prompt.split("<<end ", 1)[1].split(">>", 1)[0]
         assert f"<<untrusted steering from the user {nonce}>>\n{text}\n<<end {nonce}>>" in later.prompt, later.stage
-    [event] = _of(_events(acode, session_id), Steered)
+    [event] = _of(_events(shared, session_id), Steered)
     assert event.text == text and event.stage == "executor"

@@ -4,6 +4,8 @@ Real processes (``acode up``, ``acode run`` as subprocesses), the scripted model
 stand-in model server. The scripted model holds exactly the answers a run may use: a
 step run once more than it should would ask for an answer that is not there and fail
 the session (ACODE-LLM-002), so an exit 0 is itself a count of the model requests.
+The tests share one acode for the module (``shared``): every setting they change is a
+session's, resolved by ``acode run``.
 """
 
 from __future__ import annotations
@@ -77,8 +79,7 @@ def _started(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
     return [(e["visit"], f"{e['task']}/{e['step']}") for e in events if e["type"] == "step_started"]
 
 
-def test_a_verify_failure_on_one_task_of_three_runs_only_that_tasks_steps_again(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_a_verify_failure_on_one_task_of_three_runs_only_that_tasks_steps_again(shared: Acode, tmp_path: Path) -> None:
     workspace = _workspace(tmp_path / "w")
     (workspace / ".agent").mkdir()
     shutil.copy(SEED_CONFIGS / "000_orchestration.yml", workspace / ".agent" / "config.yml")  # the seed's sample
@@ -89,10 +90,10 @@ def test_a_verify_failure_on_one_task_of_three_runs_only_that_tasks_steps_again(
                      _write("b.txt", "beta"), w.done("b fixed")],  # the second visit: T2 only
         "verifier": [], "reviewer": [{"json": {"decision": "approve", "summary": "all three", "issues": []}}],
     }
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
     assert "[VERIFIER]  rework (criteria): A2 failed: the steps of T2 run again; kept 2 step(s)" in out
-    shown = _show(acode, _session_id(out))
+    shown = _show(shared, _session_id(out))
     events = shown["events"]
     assert _started(events) == [(1, "T1/S1"), (1, "T2/S1"), (1, "T3/S1"), (2, "T2/S1")]
     chosen = [(e["rule"], e.get("rerun", []), e.get("kept", []), e.get("completed_tasks", []))
@@ -102,13 +103,12 @@ def test_a_verify_failure_on_one_task_of_three_runs_only_that_tasks_steps_again(
     executor = [e for e in events if e["type"] == "stage_finished" and e["stage"] == "executor"]
     assert executor[1]["summary"] == "1 step(s) done, 2 kept from earlier, 3 file(s) changed so far"
     assert [t["status"] for t in shown["plan"]["tasks"]] == ["completed"] * 3
-    plan_text = acode("plan", "show", _session_id(out)).stdout
+    plan_text = shared("plan", "show", _session_id(out)).stdout
     assert "T1 [completed] write a.txt" in plan_text and "T3 [completed] write c.txt" in plan_text
 
 
 def test_a_replan_keeps_the_untouched_completed_task_completed_and_runs_only_the_changed_one(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = _workspace(tmp_path / "w")
     responses: dict[str, list[dict[str, Any]]] = {
         "planner": [_plan(_task("T1", "a.txt", "alpha"), _task("T2", "b.txt", "beta")),
@@ -120,17 +120,17 @@ def test_a_replan_keeps_the_untouched_completed_task_completed_and_runs_only_the
                                "issues": [{"criterion": "A2", "problem": "beta is not BETA"}]}},
                      {"json": {"decision": "approve", "summary": "good", "issues": []}}],
     }
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
     session_id = _session_id(out)
-    shown = _show(acode, session_id)
+    shown = _show(shared, session_id)
     assert _started(shown["events"]) == [(1, "T1/S1"), (1, "T2/S1"), (2, "T2/S1")]
     plan = shown["plan"]
     assert plan["version"] == 2
     assert plan["change_summary"] == "tasks added: none; removed: none; changed: T2; unchanged: T1"
-    v2 = acode("plan", "show", session_id, "--version", "2", "--json")
+    v2 = shared("plan", "show", session_id, "--version", "2", "--json")
     assert [t["status"] for t in json.loads(v2.stdout)["tasks"]] == ["completed", "completed"]
-    v1 = json.loads(acode("plan", "show", session_id, "--version", "1", "--json").stdout)
+    v1 = json.loads(shared("plan", "show", session_id, "--version", "1", "--json").stdout)
     assert [(t["label"], t["status"]) for t in v1["tasks"]] == [("T1", "completed"), ("T2", "pending")]
     assert (workspace / "b.txt").read_text() == "BETA\n"
 
@@ -156,9 +156,8 @@ def _tool(name: str, **arguments: Any) -> ToolCalls:
 
 
 def test_request_changes_goes_to_the_executor_then_the_reviewer_approves_seeing_the_history(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _workspace(tmp_path / "w")
     changes = Json({"decision": "request_changes", "summary": "one naming fix",
                     "issues": [{"criterion": "", "problem": "notes.txt is badly named",
@@ -169,7 +168,7 @@ def test_request_changes_goes_to_the_executor_then_the_reviewer_approves_seeing_
                   _tool("write_file", path="NOTES.md", content="alpha notes\n"),
                   _tool("step_complete", summary="NOTES.md written")],
         reviewer=[changes, Json({"decision": "approve", "summary": "good now", "issues": []})])
-    result = acode("run", "write a.txt", "--workspace", str(workspace), timeout=180)
+    result = shared("run", "write a.txt", "--workspace", str(workspace), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "[REVIEWER]  -> executor (review cycle 1): one naming fix" in out
@@ -182,16 +181,15 @@ def test_request_changes_goes_to_the_executor_then_the_reviewer_approves_seeing_
     assert "Earlier cycles of this session, oldest first" in second_review
     assert "review cycle 1 (reviewer -> executor): one naming fix" in second_review
     assert (workspace / "NOTES.md").read_text() == "alpha notes\n"
-    shown = _show(acode, _session_id(out))
+    shown = _show(shared, _session_id(out))
     moves = [(e["source"], e["target"], e.get("cycle_kind")) for e in shown["events"] if e["type"] == "transitioned"]
     assert ("reviewer", "executor", "review") in moves and moves[-1] == ("reviewer", "completed", None)
     assert shown["session"]["cycles"] == {"review": 1}
 
 
 def test_a_100_kb_diff_is_trimmed_to_the_reviewers_budget_with_a_note(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, ACODE_MODEL__NUM_CTX="16384", ACODE_SANDBOX__OUTPUT_LIMIT_BYTES="400000")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, ACODE_MODEL__NUM_CTX="16384", ACODE_SANDBOX__OUTPUT_LIMIT_BYTES="400000")
     workspace = _workspace(tmp_path / "w")
     big = "".join(f"line {n:06d} of a large generated file, to make the diff large\n" for n in range(1_700))
     assert len(big) > 100_000
@@ -200,7 +198,7 @@ def test_a_100_kb_diff_is_trimmed_to_the_reviewers_budget_with_a_note(
         executor=[_tool("write_file", path="a.txt", content="alpha\n"),
                   _tool("write_file", path="big.txt", content=big), _tool("step_complete", summary="both")],
         reviewer=[Json({"decision": "approve", "summary": "fine", "issues": []})])
-    result = acode("run", "write a.txt", "--workspace", str(workspace), timeout=180)
+    result = shared("run", "write a.txt", "--workspace", str(workspace), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     review = server.chats[-1]
     assert review.stage == "reviewer"
@@ -212,19 +210,18 @@ def test_a_100_kb_diff_is_trimmed_to_the_reviewers_budget_with_a_note(
     assert f"are left out here to fit the reviewer's prompt budget of {budget:,} tokens" in text
     assert "parts of the diff were left out" in text
     assert "+alpha" in text and "A  big.txt" in text  # a.txt's change and the whole file list stay
-    detail = acode("show", _session_id(result.stdout)).stdout
+    detail = shared("show", _session_id(result.stdout)).stdout
     assert f"of {budget:,} tokens budgeted" in detail
 
 
 def test_a_prompt_that_cannot_fit_its_stages_budget_pauses_the_session_with_orch_005(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = _workspace(tmp_path / "w")
     (workspace / ".agent").mkdir()
     (workspace / ".agent" / "config.yml").write_text("orchestration:\n  token_budget: {planner: 1}\n")
     responses: dict[str, list[dict[str, Any]]] = {"planner": [_plan(_task("T1", "a.txt", "alpha"))],
                                                   "executor": [], "verifier": [], "reviewer": []}
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 22, out + err  # a pause (escalation), not an end: raise the budget and resume
     assert "paused (escalation): planner failed: " in out
     assert "the planner's prompt needs at least" in out and "(ACODE-ORCH-005)" in out

@@ -2,7 +2,9 @@
 
 acode runs as a user runs it (CLI subprocesses, every actor a process) against the
 stand-in model server on loopback; what the server received is how each test counts the
-model requests, so "finished work is not redone" is measured, not assumed.
+model requests, so "finished work is not redone" is measured, not assumed. The tests that
+only run sessions of their own share one acode for the module (``shared``); the stage timeout
+and the vanished workspace (a session left waiting on a stalled answer) start their own.
 """
 
 from __future__ import annotations
@@ -90,13 +92,12 @@ def _show(acode: Acode, session_id: str) -> dict[str, Any]:
 
 
 def test_a_server_that_goes_down_pauses_model_unavailable_and_resume_redoes_no_finished_step(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama", ACODE_MODEL__MAX_RETRIES="1")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama", ACODE_MODEL__MAX_RETRIES="1")
     server.by_stage(planner=[two_steps()],
                     executor=[write_file("notes.txt"), done("wrote notes.txt"), Stall("", chunks=0, seconds=60)])
     workspace = _workspace(tmp_path)
-    proc = acode.start("run", "make greet.txt say hello", "--workspace", str(workspace))
+    proc = shared.start("run", "make greet.txt say hello", "--workspace", str(workspace))
     assert server.wait_for(lambda: sum(r.stage == "executor" for r in server.chats) >= 3, timeout=90)
     port = server.port
     server.close()  # Ollama stops in the middle of S2's first answer
@@ -107,13 +108,13 @@ def test_a_server_that_goes_down_pauses_model_unavailable_and_resume_redoes_no_f
     assert "paused (model_unavailable): executor failed: Ollama at" in out and "(ACODE-LLM-005)" in out
     assert "  fix: start it with `ollama serve`, or fix base_url" in out
     assert f"  continue with: acode resume {session_id}" in out
-    shown = acode("show", session_id).stdout
+    shown = shared("show", session_id).stdout
     assert "paused    model_unavailable: executor failed" in shown and f"continue  acode resume {session_id}" in shown
     assert "step      T1/S2" in shown
 
     with ModelServer(port=port) as back:  # `ollama serve` again
         back.by_stage(executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-        resumed = acode("resume", session_id, timeout=180)
+        resumed = shared("resume", session_id, timeout=180)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert "completed (exit 0)" in resumed.stdout
         assert [r.stage for r in back.chats] == ["executor", "executor", "verifier", "reviewer"]
@@ -124,12 +125,11 @@ def test_a_server_that_goes_down_pauses_model_unavailable_and_resume_redoes_no_f
 
 
 def test_a_step_that_fails_twice_and_succeeds_on_its_third_try_completes_without_a_pause(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     server.by_stage(planner=[plan()], executor=[failed("greet.txt is locked"), failed("still locked"), write(), done()],
                     verifier=[VERDICT], reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     assert "paused" not in out
     assert "T1/S1 try 1 of 3 failed: greet.txt is locked; try 2 starts from a fresh window" in out
@@ -141,13 +141,12 @@ def test_a_step_that_fails_twice_and_succeeds_on_its_third_try_completes_without
 
 
 def test_a_step_out_of_tries_aborts_its_task_pauses_with_exit_30_and_resume_with_more_turns_completes(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     workspace = _workspace(tmp_path)
     (workspace / "exists.py").write_text(EXISTS_PY)
     server.by_stage(planner=[three_tasks()], executor=[failed("no"), failed("no"), failed("no"), write(), done()])
-    code, out = _run(acode, workspace)
+    code, out = _run(shared, workspace)
     session_id = _session_id(out)
     assert code == 30, out
     assert "T2/S1 blocked: it depends on T1/S1, which failed" in out and "T3/S1 completed" in out
@@ -156,12 +155,12 @@ def test_a_step_out_of_tries_aborts_its_task_pauses_with_exit_30_and_resume_with
     assert f"continue with: acode resume {session_id}" in out
     first_round = [_step_of(r) for r in server.chats if r.stage == "executor"]
     assert first_round == ["T1/S1", "T1/S1", "T1/S1", "T3/S1", "T3/S1"]
-    assert _show(acode, session_id)["session"]["pause"]["task"] == "T1"
+    assert _show(shared, session_id)["session"]["pause"]["task"] == "T1"
 
     server.responder.add("executor", write_file("a.txt"), done(), write_file("b.txt"), done())  # type: ignore[attr-defined]
     server.responder.add("verifier", VERDICT)  # type: ignore[attr-defined]
     server.responder.add("reviewer", APPROVE)  # type: ignore[attr-defined]
-    resumed = acode("resume", session_id, "--max-turns", "20", timeout=180)
+    resumed = shared("resume", session_id, "--max-turns", "20", timeout=180)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "settings changed by acode resume: max_turns_per_step: 10 -> 20" in resumed.stdout
     assert "2 step(s) done, 1 kept from earlier" in resumed.stdout
@@ -169,7 +168,7 @@ def test_a_step_out_of_tries_aborts_its_task_pauses_with_exit_30_and_resume_with
     assert second_round == ["T1/S1", "T1/S1", "T2/S1", "T2/S1"], "T3 was not redone"
     assert "An earlier round of this step failed: no (tried 3 times)" in json.dumps(
         [r for r in server.chats if r.stage == "executor"][len(first_round)].messages)
-    session = _show(acode, session_id)["session"]
+    session = _show(shared, session_id)["session"]
     assert session["status"] == "completed" and session["settings"]["max_turns_per_step"] == 20
 
 
@@ -197,12 +196,11 @@ def test_a_stage_timeout_pauses_with_exit_20_and_completes_after_resume_with_a_l
 
 
 def test_the_same_verify_failure_twice_pauses_early_instead_of_spending_every_cycle(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     server.by_stage(planner=[plan()], executor=[write("goodbye\n"), done(), done("it is right already")],
                     verifier=[VERDICT, VERDICT, VERDICT])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 22, out
     assert "(verify cycle 1)" in out and "(verify cycle 2)" not in out
     assert "paused (escalation): the same failure twice: A1 failed" in out and "(ACODE-ORCH-008)" in out

@@ -4,6 +4,12 @@ acode runs as a user runs it (``acode up``, ``acode run``, the CLI as subprocess
 model configured as ``ollama`` or ``openai`` pointing at :class:`tests.modelserver.ModelServer`
 on 127.0.0.1; every stage's HTTP request crosses the loopback interface, streaming
 included. What the server received is how the tests see what acode asked.
+
+A session's model settings are resolved by ``acode run`` (the CLI sends them with the
+session), so the tests that only run sessions of their own share one acode for the module
+(``shared``), each with its own server and settings; the others start their own, for what
+they check of acode itself (an actor killed, a stage timeout from the config, doctor, the
+small profile).
 """
 
 from __future__ import annotations
@@ -112,11 +118,10 @@ def _text(received: Received) -> str:
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
-def test_a_clean_run_over_each_wire_format(acode: Acode, server: ModelServer, tmp_path: Path, kind: str) -> None:
-    _configure(acode, server, kind)
-    acode.up()
+def test_a_clean_run_over_each_wire_format(shared: Acode, server: ModelServer, tmp_path: Path, kind: str) -> None:
+    _configure(shared, server, kind)
     server.by_stage(planner=[plan()], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     assert "completed (exit 0)" in out
     assert _stages(server) == ["planner", "executor", "executor", "verifier", "reviewer"]
@@ -136,9 +141,8 @@ def test_a_clean_run_over_each_wire_format(acode: Acode, server: ModelServer, tm
 
 
 def test_text_tool_calls_bad_json_an_unknown_tool_a_500_and_a_stalled_stream_are_all_survived(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama", ACODE_MODEL__IDLE_TIMEOUT="1")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama", ACODE_MODEL__IDLE_TIMEOUT="1")
     server.by_stage(
         planner=[Status(500), plan()],  # the 500 is retried by the provider
         executor=[
@@ -151,7 +155,7 @@ def test_text_tool_calls_bad_json_an_unknown_tool_a_500_and_a_stalled_stream_are
         reviewer=[Stall('{"decision": "approve", "summary": "ok", "issues": []}', chunks=1, seconds=30), APPROVE],
     )
     started = time.monotonic()
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     assert (tmp_path / "w" / "greet.txt").read_text() == "hello\n"
     executor = [r for r in server.chats if r.stage == "executor"]
@@ -165,12 +169,11 @@ def test_text_tool_calls_bad_json_an_unknown_tool_a_500_and_a_stalled_stream_are
 
 
 def test_a_missing_model_pauses_the_session_saying_how_to_pull_it(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     server.models = ["other-model"]
-    acode.up()
     server.by_stage(planner=[plan()])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 22, out
     assert "paused (model_unavailable)" in out and "ACODE-LLM-006" in out
     assert "  fix: run: ollama pull test-model" in out
@@ -178,43 +181,40 @@ def test_a_missing_model_pauses_the_session_saying_how_to_pull_it(
 
 
 def test_a_cyclic_plan_is_sent_back_and_the_corrected_plan_runs(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "openai")
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "openai")
     server.by_stage(planner=[plan(depends=True), plan()], executor=[write(), done()], verifier=[VERDICT],
                     reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     planner = [r for r in server.chats if r.stage == "planner"]
     assert len(planner) == 2
     assert "S1" in _text(planner[1]) and "cycle" in _text(planner[1]).lower()
-    shown = json.loads(acode("plan", "show", _session_id(out), "--json").stdout)
+    shown = json.loads(shared("plan", "show", _session_id(out), "--json").stdout)
     assert shown["version"] == 1 and [s["label"] for s in shown["tasks"][0]["steps"]] == ["S1"]
 
 
-def test_a_clarification_is_answered_with_acode_answer(acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+def test_a_clarification_is_answered_with_acode_answer(shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     questions = Json({"goal": "greet", "status": "needs_clarification", "questions": [
         {"label": "Q1", "question": "Which word should greet.txt hold?", "options": ["hello", "hi"]}]})
     server.by_stage(planner=[questions, plan()], executor=[write(), done()], verifier=[VERDICT],
                     reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 22, out
     assert "Which word should greet.txt hold?" in out
-    answered = acode("answer", _session_id(out), "--answer", "Q1=1", timeout=180)
+    answered = shared("answer", _session_id(out), "--answer", "Q1=1", timeout=180)
     assert answered.returncode == 0, answered.stdout + answered.stderr
     planner = [r for r in server.chats if r.stage == "planner"]
     assert len(planner) == 2 and "Which word should greet.txt hold?" in _text(planner[1])
     assert "hello" in _text(planner[1])
 
 
-def test_a_verify_failure_is_fixed_on_the_next_cycle(acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+def test_a_verify_failure_is_fixed_on_the_next_cycle(shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     server.by_stage(planner=[plan()], executor=[write("goodbye\n"), done(), write("hello\n"), done("fixed it")],
                     verifier=[VERDICT, VERDICT], reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     assert "(verify cycle 1)" in out
     executor = [r for r in server.chats if r.stage == "executor"]
@@ -223,21 +223,20 @@ def test_a_verify_failure_is_fixed_on_the_next_cycle(acode: Acode, server: Model
     assert "A1" in cycle_two and CHECK in cycle_two and "goodbye" in cycle_two, "the failure's evidence reaches it"
 
 
-def test_a_reviewer_replan_produces_plan_version_2(acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server, "ollama")
-    acode.up()
+def test_a_reviewer_replan_produces_plan_version_2(shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server, "ollama")
     replan = Json({"decision": "replan", "summary": "A2 is not met", "issues": [
         {"criterion": "A2", "problem": "greet.txt lacks a trailing farewell", "suggestion": "add one"}]})
     server.by_stage(planner=[plan(), plan(goal="greet.txt says hello, revised")],
                     executor=[write(), done(), done("already right")],
                     verifier=[VERDICT, VERDICT], reviewer=[replan, APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     assert "(review cycle 1)" in out
     planner = [r for r in server.chats if r.stage == "planner"]
     assert len(planner) == 2 and "greet.txt lacks a trailing farewell" in _text(planner[1])
     session_id = _session_id(out)
-    v2 = json.loads(acode("plan", "show", session_id, "--version", "2", "--json").stdout)
+    v2 = json.loads(shared("plan", "show", session_id, "--version", "2", "--json").stdout)
     assert v2["version"] == 2 and v2["goal"] == "greet.txt says hello, revised"
     assert v2["tasks"][0]["status"] == "pending" or v2["tasks"][0]["status"] == "completed"
 

@@ -1,4 +1,10 @@
-"""acode as a user runs it: up, run, show, sessions, cycles, limits, timeouts, cancel, down."""
+"""acode as a user runs it: up, run, show, sessions, cycles, limits, timeouts, cancel, down.
+
+The tests that only run a session of their own and read what it did share one acode for
+the module (``shared``: each has its own workspace, script and session); the others start
+their own, for what they check of acode as a whole (its actors, its session list, a second
+executor, a stage's timeout or a cancel, acode not running).
+"""
 
 from __future__ import annotations
 
@@ -102,18 +108,17 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
 
 
 def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verification_passes(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
     responses["executor"][4] = w.call("write_file", path="b.txt", content="wrong\n")  # visit 1 writes it wrong
     responses["executor"] += [w.done("a.txt fine"), w.done("slow.py ran already"),
                               w.call("write_file", path="b.txt", content="beta\n"), w.done("fixed b.txt")]
     responses["verifier"] *= 2  # the model judges A2 in both verifications
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
     assert "[VERIFIER]  -> executor (verify cycle 1): A1 failed: `python check.py` exited 1 (expected 0)" in out
-    shown = _show(acode, _session_id(out))
+    shown = _show(shared, _session_id(out))
     checks = [(e["passed"], e["evidence"]) for e in shown["events"] if e["type"] == "check_ran"]
     assert [passed for passed, _ in checks] == [False, True]
     assert "b.txt is wrong" in checks[0][1]
@@ -121,8 +126,7 @@ def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verificatio
     assert (workspace / "log.txt").read_text() == "ran\n"  # the second visit did not run slow.py again
 
 
-def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
     responses["reviewer"] = [
@@ -135,13 +139,13 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
                              "check": {"command": "true", "expect_exit": 0}}])
     responses["planner"].append(second)
     responses["executor"] += [w.call("write_file", path="c.txt", content="gamma\n"), w.done("wrote c.txt")]
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
     assert "-> planner (review cycle 1): needs a third file" in out
     session_id = _session_id(out)
     from cli.connection import Connection
     from protocol.messages import GetPlan
-    with Connection(acode.home) as connection:
+    with Connection(shared.home) as connection:
         v1 = connection.persistence(GetPlan(session_id=session_id, version=1)).plan
         v2 = connection.persistence(GetPlan(session_id=session_id, version=2)).plan
     assert (v1.version, v2.version) == (1, 2)
@@ -151,8 +155,7 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(acod
     assert (workspace / "c.txt").read_text() == "gamma\n"
 
 
-def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     # a failure that changes every time (the same failure twice would pause earlier, ACODE-ORCH-008)
     (workspace / "count.py").write_text("import pathlib\np = pathlib.Path('count.txt')\nn = int(p.read_text()) + 1 "
@@ -164,20 +167,19 @@ def test_the_fourth_verify_cycle_pauses_the_session_with_exit_21(acode: Acode, t
         "executor": [w.done(f"attempt {i}") for i in range(4)],
         "verifier": [], "reviewer": [],
     }
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 21, out + err
     assert "paused (cycle_limit): verify cycle limit reached (3 of 3)" in out and "(ACODE-ORCH-003)" in out
-    shown = _show(acode, _session_id(out))
+    shown = _show(shared, _session_id(out))
     assert shown["session"]["status"] == "paused" and shown["session"]["exit_code"] == 21
     assert len([e for e in shown["events"] if e["type"] == "check_ran"]) == 4
 
 
-def test_an_exhausted_script_pauses_the_session_naming_the_stage(acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+def test_an_exhausted_script_pauses_the_session_naming_the_stage(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
     responses["reviewer"] = []
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 22, out + err
     assert "paused (escalation): reviewer failed: " in out
     assert f"continue with: acode resume {_session_id(out)}" in out
@@ -253,8 +255,7 @@ def test_two_executor_instances_serve_two_sessions_at_once(acode: Acode, tmp_pat
 
 
 def test_tool_calls_a_small_model_writes_as_text_complete_a_session_and_a_broken_one_is_corrected(
-        acode: Acode, tmp_path: Path) -> None:
-    acode.up()
+        shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
     write_a = json.dumps({"name": "write_file", "arguments": {"path": "a.txt", "content": "alpha\n"}})
@@ -267,10 +268,10 @@ def test_tool_calls_a_small_model_writes_as_text_complete_a_session_and_a_broken
         {"content": json.dumps({"tool": "write_file", "args": {"path": "b.txt", "content": "beta\n"}})},
         w.done("wrote b.txt"),
     ]
-    code, out, err = _run(acode, workspace, w.script(tmp_path / "s.yaml", responses))
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses))
     assert code == 0, out + err
     assert "[EXECUTOR]    write_file a.txt -> ok: wrote 6 bytes to a.txt" in out
     assert "[EXECUTOR]  T1/S3 completed: wrote b.txt" in out
     assert (workspace / "b.txt").read_text() == "beta\n" and (workspace / "log.txt").read_text() == "ran\n"
-    steps = [e for e in _show(acode, _session_id(out))["events"] if e["type"] == "step_finished"]
+    steps = [e for e in _show(shared, _session_id(out))["events"] if e["type"] == "step_finished"]
     assert [e["status"] for e in steps] == ["completed"] * 3

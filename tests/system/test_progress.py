@@ -4,7 +4,9 @@ A real ``acode run``/``attach`` against the stand-in model server over loopback 
 answers streamed slowly (``pace_s`` between pieces): the thinking line advances (off a
 terminal every ``ACODE_PROGRESS_INTERVAL_S``, on a pseudo-terminal rewritten in place), no
 progress reaches the database, several attached terminals see the same committed events,
-and each stage's end line and the final summary give tokens in/out and model time.
+and each stage's end line and the final summary give tokens in/out and model time. The
+tests share one acode for the module (``shared``: the interval is the CLI's, read per
+command); the killed planner and the one that lists every session start their own.
 """
 
 from __future__ import annotations
@@ -65,12 +67,11 @@ def _shown(acode: Acode, session_id: str) -> list[dict]:  # type: ignore[type-ar
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_off_a_terminal_the_thinking_line_advances_and_no_progress_reaches_the_database(
-        acode: Acode, tmp_path: Path, kind: str) -> None:
+        shared: Acode, tmp_path: Path, kind: str) -> None:
     with ModelServer() as server:
-        _configure(acode, server, kind, ACODE_PROGRESS_INTERVAL_S="0.5")
-        acode.up()
+        _configure(shared, server, kind, ACODE_PROGRESS_INTERVAL_S="0.5")
         server.by_stage(planner=[_slow(plan())], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-        result = acode("run", "make greet.txt say hello", "--workspace", str(_workspace(tmp_path)), timeout=180)
+        result = shared("run", "make greet.txt say hello", "--workspace", str(_workspace(tmp_path)), timeout=180)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "\r" not in out and "\x1b" not in out, "off a terminal: plain lines, nothing rewritten in place"
@@ -85,25 +86,24 @@ def test_off_a_terminal_the_thinking_line_advances_and_no_progress_reaches_the_d
     assert re.search(r"^total\s+4\s", out, re.MULTILINE), out  # planner, executor, verifier, reviewer
 
     session_id = out.split("session ", 1)[1].split(":", 1)[0]
-    stored = _events_in_database(acode, session_id)
-    events = _shown(acode, session_id)
+    stored = _events_in_database(shared, session_id)
+    events = _shown(shared, session_id)
     assert [seq for seq, _ in stored] == list(range(1, len(stored) + 1))
     assert [kind for _, kind in stored] == [e["type"] for e in events]
     assert "model_progress" not in {kind for _, kind in stored}, "progress is ephemeral: never a row"
     finished = {e["stage"]: e for e in events if e["type"] == "stage_finished"}
     assert finished["planner"]["model_ms"] >= 2_500 and finished["planner"]["tokens_out"] > 0
-    replayed = acode("attach", session_id, "--replay", "1000")
+    replayed = shared("attach", session_id, "--replay", "1000")
     assert replayed.returncode == 0 and "thinking" not in replayed.stdout, "attach --replay replays no progress"
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
 def test_on_a_terminal_one_line_is_rewritten_in_place_and_cleared_before_the_next(
-        acode: Acode, tmp_path: Path, kind: str) -> None:
+        shared: Acode, tmp_path: Path, kind: str) -> None:
     with ModelServer() as server:
-        _configure(acode, server, kind)
-        acode.up()
+        _configure(shared, server, kind)
         server.by_stage(planner=[_slow(plan())], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-        code, raw = _run_on_a_terminal(acode, "run", "make greet.txt say hello", "--workspace",
+        code, raw = _run_on_a_terminal(shared, "run", "make greet.txt say hello", "--workspace",
                                        str(_workspace(tmp_path)))
     text = raw.decode("utf-8", errors="replace")
     assert code == 0, text
@@ -144,11 +144,10 @@ def _run_on_a_terminal(acode: Acode, *args: str, timeout: float = 180.0) -> tupl
     return code, raw
 
 
-def test_a_model_that_does_not_stream_shows_its_seconds_advancing(acode: Acode, tmp_path: Path) -> None:
-    acode.env["ACODE_PROGRESS_INTERVAL_S"] = "0.5"
-    acode.up()
+def test_a_model_that_does_not_stream_shows_its_seconds_advancing(shared: Acode, tmp_path: Path) -> None:
+    shared.env["ACODE_PROGRESS_INTERVAL_S"] = "0.5"
     script = w.script(tmp_path / "s.yaml", w.workload({"planner": 2.5}))  # the scripted model sends all at once
-    result = acode("run", "do the task", "--workspace", str(w.workspace(tmp_path / "w")), "--provider", "scripted",
+    result = shared("run", "do the task", "--workspace", str(w.workspace(tmp_path / "w")), "--provider", "scripted",
                    "--script", str(script))
     assert result.returncode == 0, result.stdout + result.stderr
     seen = _thinking(result.stdout)
@@ -159,18 +158,17 @@ def test_a_model_that_does_not_stream_shows_its_seconds_advancing(acode: Acode, 
 
 
 def test_two_attached_terminals_see_the_same_committed_events_while_progress_streams(
-        acode: Acode, tmp_path: Path) -> None:
+        shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server, "openai", ACODE_PROGRESS_INTERVAL_S="0.5")
-        acode.up()
+        _configure(shared, server, "openai", ACODE_PROGRESS_INTERVAL_S="0.5")
         server.by_stage(planner=[_slow(plan())], executor=[write(), done()], verifier=[VERDICT],
                         reviewer=[_slow(APPROVE, 2.0)])
-        submitted = acode("run", "make greet.txt say hello", "--workspace", str(_workspace(tmp_path)), "--detach")
+        submitted = shared("run", "make greet.txt say hello", "--workspace", str(_workspace(tmp_path)), "--detach")
         assert submitted.returncode == 0, submitted.stderr
         session_id = submitted.stdout.strip()
-        first = acode.start("attach", session_id, "--json", "--replay", "1000")
-        second = acode.start("attach", session_id, "--json", "--replay", "1000")
-        text = acode.start("attach", session_id, "--replay", "1000")
+        first = shared.start("attach", session_id, "--json", "--replay", "1000")
+        second = shared.start("attach", session_id, "--json", "--replay", "1000")
+        text = shared.start("attach", session_id, "--replay", "1000")
         results = [wait_exit(first), wait_exit(second), wait_exit(text)]
     streams = []
     for returncode, stdout, stderr in results[:2]:
@@ -180,7 +178,7 @@ def test_two_attached_terminals_see_the_same_committed_events_while_progress_str
         assert [s["stage"] for s in lines[-1]["stages"]] == ["planner", "executor", "verifier", "reviewer"]
         assert lines[-1]["stages"][0]["model_s"] >= 2.5 and lines[-1]["stages"][0]["tokens_out"] > 0
         streams.append(lines[:-1])
-    assert streams[0] == streams[1] == _shown(acode, session_id), "the same committed events, in the same order"
+    assert streams[0] == streams[1] == _shown(shared, session_id), "the same committed events, in the same order"
     assert all(e["type"] != "model_progress" for e in streams[0])
     returncode, stdout, stderr = results[2]
     assert returncode == 0, stdout + stderr

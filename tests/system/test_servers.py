@@ -6,7 +6,9 @@ answer reported as such, a correction that fits the context, a permanent 500 tri
 with its fix, a tool call kept when the stream fails after it, tools the server dropped
 diagnosed, a context overflow named, and the doctor printing the server's context.
 The session-level pause for these codes comes with the escalation issue; until then the
-session fails with the code and the fix.
+session fails with the code and the fix. A session's model settings are resolved by
+``acode run``, so the tests share one acode for the module (``shared``), each with its own
+server.
 """
 
 from __future__ import annotations
@@ -36,12 +38,11 @@ def llama() -> Iterator[ModelServer]:
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
-def test_every_request_of_a_session_carries_its_stages_answer_cap(acode: Acode, tmp_path: Path, kind: str) -> None:
+def test_every_request_of_a_session_carries_its_stages_answer_cap(shared: Acode, tmp_path: Path, kind: str) -> None:
     with ModelServer() as server:
-        _configure(acode, server, kind, ACODE_MODEL__MAX_TOKENS="3000", ACODE_MODEL__STAGE_MAX_TOKENS="verifier=700")
-        acode.up()
+        _configure(shared, server, kind, ACODE_MODEL__MAX_TOKENS="3000", ACODE_MODEL__STAGE_MAX_TOKENS="verifier=700")
         server.by_stage(planner=[plan()], executor=[write(), done()], verifier=[VERDICT], reviewer=[APPROVE])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         assert code == 0, out
         caps = [(r.stage, r.body["options"]["num_predict"] if kind == "ollama" else r.body["max_tokens"])
                 for r in server.chats]
@@ -55,13 +56,12 @@ def test_every_request_of_a_session_carries_its_stages_answer_cap(acode: Acode, 
 
 
 def test_a_plan_cut_at_the_token_limit_is_reported_as_truncation_not_corrected(
-        acode: Acode, tmp_path: Path) -> None:
+        shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         looping = {"goal": "g", "status": "ready", "tasks": [{"label": "T1", "title": "x " * 2_000}]}
         server.by_stage(planner=[Json(looping, finish="length", usage=(900, 4_096)), plan()])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         planner = [r for r in server.chats if r.stage == "planner"]
     assert code == 22, out  # paused (escalation): raise the limit, then `acode resume`
     assert "paused (escalation)" in out
@@ -70,14 +70,13 @@ def test_a_plan_cut_at_the_token_limit_is_reported_as_truncation_not_corrected(
     assert len(planner) == 1, "a cut answer spends no correction round"
 
 
-def test_a_correction_repeats_only_what_fits_the_context(acode: Acode, llama: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, llama, "openai")
-    acode.up()
+def test_a_correction_repeats_only_what_fits_the_context(shared: Acode, llama: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, llama, "openai")
     rejected = plan(depends=True).value  # a cycle: sent back for correction
     rejected["tasks"][0]["description"] = "explain " * 1_800  # 14,400 characters: 7,200 tokens here
     llama.by_stage(planner=[Json(rejected), plan()], executor=[write(), done()], verifier=[VERDICT],
                    reviewer=[APPROVE])
-    code, out = _run(acode, _workspace(tmp_path))
+    code, out = _run(shared, _workspace(tmp_path))
     assert code == 0, out
     first, retry = [r for r in llama.chats if r.stage == "planner"]
     answer_tokens = llama.tokens(len(json.dumps(rejected)))
@@ -88,44 +87,41 @@ def test_a_correction_repeats_only_what_fits_the_context(acode: Acode, llama: Mo
 
 
 def test_llama_server_without_jinja_is_tried_once_and_the_session_names_the_fix(
-        acode: Acode, tmp_path: Path) -> None:
+        shared: Acode, tmp_path: Path) -> None:
     with ModelServer(jinja=False) as server:
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         server.by_stage(planner=[plan()], executor=[write(), done()])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         executor = _executor(server)
     assert code == 22, out
     assert "paused (model_unavailable)" in out and "ACODE-LLM-014" in out
     assert "start llama-server with --jinja and a chat template that supports tools" in out
     assert len(executor) == 1, "a permanent 500 is not retried"
-    shown = acode("show", _session_id(out))
+    shown = shared("show", _session_id(out))
     messages = "\n".join(line for line in shown.stdout.splitlines() if not line.startswith("fix "))  # the fix alone
     assert messages.count("ACODE-LLM-014") == messages.count("--jinja and a chat template"), shown.stdout
     assert "fix       start llama-server with --jinja" in shown.stdout
 
 
-def test_a_complete_tool_call_is_kept_when_the_server_fails_after_it(acode: Acode, tmp_path: Path) -> None:
+def test_a_complete_tool_call_is_kept_when_the_server_fails_after_it(shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         server.by_stage(planner=[plan()],
                         executor=[ToolCallsThenError([("write_file", {"path": "greet.txt", "content": "hello\n"})]),
                                   done()],
                         verifier=[VERDICT], reviewer=[APPROVE])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         executor = _executor(server)
     assert code == 0, out
     assert (tmp_path / "w" / "greet.txt").read_text() == "hello\n"
     assert len(executor) == 2, "the call ran; nothing was asked twice"
 
 
-def test_tools_the_server_drops_are_diagnosed_after_two_silent_turns(acode: Acode, tmp_path: Path) -> None:
+def test_tools_the_server_drops_are_diagnosed_after_two_silent_turns(shared: Acode, tmp_path: Path) -> None:
     with ModelServer(tools_in_prompt=False) as server:  # a chat template without tool support
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         server.by_stage(planner=[plan()], executor=[Text("I will now write greet.txt.")] * 10)
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         executor = _executor(server)
     assert code == 22, out
     assert "paused (model_unavailable)" in out and "  fix: start llama-server with --jinja" in out
@@ -134,12 +130,11 @@ def test_tools_the_server_drops_are_diagnosed_after_two_silent_turns(acode: Acod
     assert "turn 1: no tool call ran" in out and "sent: No tool call found in your answer" in out
 
 
-def test_a_prompt_over_the_servers_context_is_named_with_its_fix(acode: Acode, tmp_path: Path) -> None:
+def test_a_prompt_over_the_servers_context_is_named_with_its_fix(shared: Acode, tmp_path: Path) -> None:
     with ModelServer(n_ctx=600) as server:
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         server.by_stage(planner=[plan()])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         planner = [r for r in server.chats if r.stage == "planner"]
     assert code == 22, out
     assert "paused (escalation)" in out
@@ -161,14 +156,13 @@ def test_doctor_prints_the_servers_context_length(acode: Acode, tmp_path: Path) 
 
 
 def test_arguments_that_are_not_json_are_corrected_without_poisoning_the_history(
-        acode: Acode, tmp_path: Path) -> None:
+        shared: Acode, tmp_path: Path) -> None:
     with ModelServer() as server:  # answers 500 to a history whose arguments are not JSON, as llama.cpp does
-        _configure(acode, server, "openai")
-        acode.up()
+        _configure(shared, server, "openai")
         server.by_stage(planner=[plan()], executor=[ToolCalls([("write_file", '{"path": "greet.txt", "content": ')]),
                                                     write(), done()],
                         verifier=[VERDICT], reviewer=[APPROVE])
-        code, out = _run(acode, _workspace(tmp_path))
+        code, out = _run(shared, _workspace(tmp_path))
         executor = _executor(server)
     assert code == 0, out
     assert len(executor) == 3

@@ -6,7 +6,8 @@ lone CR, NUL and bidi overrides into a plan's titles, a write's path and content
 command, and a question. Every byte ``acode run``, ``show``, ``approve``, ``attach``,
 ``plan show``, ``answer`` and the inline prompt (on a pty) print is checked: none of those
 characters arrives raw; their escaped form does. ``--json`` output is valid JSON that reads
-back the very characters the model sent.
+back the very characters the model sent. The tests share one acode for the module
+(``shared``), each with its own server and session.
 """
 
 from __future__ import annotations
@@ -67,9 +68,8 @@ def _json_clean(output: str) -> Any:
 
 
 def test_show_approve_run_and_attach_escape_what_a_model_wrote(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _workspace(tmp_path)
     path = f"notes{TITLE}\u202etxt.exe"
     server.by_stage(planner=[_plan()], executor=[
@@ -77,13 +77,13 @@ def test_show_approve_run_and_attach_escape_what_a_model_wrote(
         ToolCalls([("run_terminal", {"command": f"printf '{OSC52}' # {TITLE}"})]),
         done(f"done {OSC52}"), done()], verifier=[VERDICT], reviewer=[APPROVE])
 
-    run = acode("run", "write notes", "--workspace", str(workspace), "--autonomy", "0", timeout=180)
+    run = shared("run", "write notes", "--workspace", str(workspace), "--autonomy", "0", timeout=180)
     assert run.returncode == 33, run.stdout + run.stderr  # the write asks; non_interactive_policy: fail
     _clean(run.stdout + run.stderr, "acode run")
     assert SHOWN in run.stdout, "the step title's OSC 52 is shown, escaped"
     session_id = run.stdout.split("session ", 1)[1].split(":", 1)[0]
 
-    shown = acode("show", session_id)
+    shown = shared("show", session_id)
     assert shown.returncode == 0, shown.stderr
     _clean(shown.stdout + shown.stderr, "acode show")
     assert "wants to run write_file (write): notes\\x1b]0;pwned\\x07\\u202etxt.exe" in shown.stdout
@@ -91,35 +91,34 @@ def test_show_approve_run_and_attach_escape_what_a_model_wrote(
     assert any(line.startswith(f"+{SHOWN}") for line in diff)
     assert diff[diff.index("+rm -rf ~"):][:2] == ["+rm -rf ~", "+harmless"], "the CR overwrote nothing"
 
-    (as_json,) = _json_clean(acode("show", session_id, "--json").stdout)
+    (as_json,) = _json_clean(shared("show", session_id, "--json").stdout)
     assert as_json["session"]["approval"]["target"] == path, "--json gives back the very characters"
     assert HOSTILE in as_json["session"]["approval"]["diff"]
 
-    approved = acode("approve", session_id, "--detach")
+    approved = shared("approve", session_id, "--detach")
     assert approved.returncode == 0, approved.stderr
     _clean(approved.stdout + approved.stderr, "acode approve")
     assert "notes\\x1b]0;pwned\\x07\\u202etxt.exe" in approved.stdout
 
-    attached = acode("attach", session_id, "--replay", "100", timeout=180)  # follows it to the command's pause
+    attached = shared("attach", session_id, "--replay", "100", timeout=180)  # follows it to the command's pause
     _clean(attached.stdout + attached.stderr, "acode attach")
     assert "printf '\\x1b]52;c;" in attached.stdout
-    events = _json_clean(acode("attach", session_id, "--json", "--replay", "1000").stdout)
+    events = _json_clean(shared("attach", session_id, "--json", "--replay", "1000").stdout)
     assert any(e.get("target") == path for e in events if isinstance(e, dict))
 
 
 def test_the_inline_prompt_and_its_diff_escape_what_a_model_wrote(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     workspace = _workspace(tmp_path)
     server.by_stage(planner=[_plan()], executor=[
         ToolCalls([("write_file", {"path": f"a{TITLE}.txt", "content": f"{HOSTILE}\n"})]), done()],
         verifier=[VERDICT], reviewer=[APPROVE])
     main, child = pty.openpty()
-    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "run", "write notes", "--workspace", str(workspace),
-                             "--autonomy", "0"], env=acode.env, cwd=REPO, stdin=child, stdout=child, stderr=child,
+    proc = subprocess.Popen([*CLI, "--home", str(shared.home), "run", "write notes", "--workspace", str(workspace),
+                             "--autonomy", "0"], env=shared.env, cwd=REPO, stdin=child, stdout=child, stderr=child,
                             close_fds=True)
-    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
         shown = _read_until(main, "[q]uit: ")
@@ -138,27 +137,26 @@ def test_the_inline_prompt_and_its_diff_escape_what_a_model_wrote(
 
 
 def test_the_planners_questions_and_answers_are_shown_escaped(
-        acode: Acode, server: ModelServer, tmp_path: Path) -> None:
-    _configure(acode, server)
-    acode.up()
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
     questions = Json({"goal": "notes", "status": "needs_clarification", "questions": [
         {"label": "Q1", "question": f"Which one?{OSC52}", "options": [f"this{TITLE}", "that\u202e"],
          "default": f"this{TITLE}", "free_text": False}]})
     server.by_stage(planner=[questions])
-    run = acode("run", "write notes", "--workspace", str(_workspace(tmp_path)), timeout=180)
+    run = shared("run", "write notes", "--workspace", str(_workspace(tmp_path)), timeout=180)
     assert run.returncode == 22, run.stdout + run.stderr
     _clean(run.stdout + run.stderr, "acode run")
     assert f"Which one?{SHOWN}" in run.stdout
     session_id = run.stdout.split("session ", 1)[1].split(":", 1)[0]
-    plan = acode("plan", "show", session_id)
+    plan = shared("plan", "show", session_id)
     _clean(plan.stdout + plan.stderr, "acode plan show")
     assert f"Q1. Which one?{SHOWN}" in plan.stdout and "1) this\\x1b]0;pwned\\x07" in plan.stdout
     assert "2) that\\u202e" in plan.stdout
-    refused = acode("answer", session_id, "--answer", "Q1=9")
+    refused = shared("answer", session_id, "--answer", "Q1=9")
     assert refused.returncode == 1
     _clean(refused.stdout + refused.stderr, "acode answer")
     assert "Q1 has options 1 to 2, not 9" in refused.stderr
-    wrong = acode("answer", session_id, "--answer", f"Q1=x{OSC52}")  # free text is not allowed here
+    wrong = shared("answer", session_id, "--answer", f"Q1=x{OSC52}")  # free text is not allowed here
     assert wrong.returncode == 1
     _clean(wrong.stderr, "an error quoting the model's options")
     assert "this\\x1b]0;pwned\\x07" in wrong.stderr
