@@ -125,8 +125,7 @@ def plan(objects: Objects, root: str, scope: Scope, target: str, *, leave: Colle
 def restore(objects: Objects, root: str, scope: Scope, target: str, *, journal_dir: str,
             leave: Collection[str] = (), cache: Cache | None = None, on_step: Step | None = None) -> Plan:
     """Make the workspace at ``root`` equal to checkpoint ``target`` (see the module docstring).
-    A restore a kill interrupted earlier (its journal in ``journal_dir``) is completed first."""
-    resume(journal_dir)
+    A journal left by an interrupted restore is replaced: the new restore converges on its own target."""
     journal = _Journal(store=objects.root, workspace=os.path.abspath(root), target=target, scope=scope,
                        leave=sorted(leave))
     _write_journal(journal_dir, journal)
