@@ -106,7 +106,8 @@ class Checkpoints:
         with locked(self.root):
             began, start = time.time_ns(), time.monotonic()
             old = self._cache()
-            seen = scan(self.workspace, self.scope, self.objects, old, began)
+            with self.objects.batch():
+                seen = scan(self.workspace, self.scope, self.objects, old, began)
             changed = sorted(seen.changed)
             parent = self._head()
             took_ms = round((time.monotonic() - start) * 1000, 1)
@@ -181,11 +182,7 @@ class Checkpoints:
             records = self.records()
             kept = [record for record in records if record.at >= cutoff]
             marked = self.objects.reachable(record.id for record in kept)
-            deleted = 0
-            for oid in list(self.objects.every()):
-                if oid not in marked:
-                    self.objects.delete(oid)
-                    deleted += 1
+            deleted = self.objects.prune(marked)
             self._write(_LOG.encode(), "".join(json.dumps(msgspec.to_builtins(record)) + "\n"
                                                for record in kept).encode())
             self._write(b"HEAD", kept[-1].id.encode() + b"\n" if kept else b"ref: refs/heads/checkpoints\n")

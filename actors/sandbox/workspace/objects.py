@@ -23,6 +23,10 @@ workspace's repository, and a subprocess would cost more than the whole take.
   own directory as ``.git%/`` (``git show <id>:.git%/HEAD``) and passes ``fsck --strict``.
 - A commit has a tree, no parent, and a message (see the checkpoint store for why).
 
+A take that writes more than :data:`PACK_FROM` objects (the first one) writes them into one
+pack instead (:mod:`actors.sandbox.workspace.packs`): a file creation is most of what a
+loose object costs. Objects are read from either.
+
 Objects are not fsynced: a checkpoint survives the death of any process (the page cache
 holds it), not a power cut; fsync per object would cost more than the take's budget.
 """
@@ -37,15 +41,17 @@ import zlib
 from collections.abc import Iterable, Iterator
 
 from actors.sandbox.confinement import protected
+from actors.sandbox.workspace.packs import Pack, PackWriter
 from protocol.errors import SandboxError
 
-__all__ = ["DIR", "EMPTY_TREE", "LINK", "Objects", "TreeEntry", "blob_id", "commit_message", "commit_tree",
+__all__ = ["DIR", "EMPTY_TREE", "LINK", "PACK_FROM", "Objects", "TreeEntry", "blob_id", "commit_message", "commit_tree",
            "encode_commit", "encode_tree", "escape", "locked", "tree_key", "unescape"]
 
 DIR = b"40000"
 LINK = b"120000"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LEVEL = 1
+PACK_FROM = 64
 
 TreeEntry = tuple[bytes, bytes, str]  # (mode, name, hex id)
 
@@ -92,33 +98,84 @@ class Objects:
     def __init__(self, root: str):
         self.root = root
         self.dir = os.path.join(root, "objects")
+        self.pack_dir = os.path.join(self.dir, "pack")
         if not os.path.isdir(os.path.join(self.dir, "ff")):
             for name in ("refs", "objects/info", "objects/pack", *(f"objects/{n:02x}" for n in range(256))):
                 os.makedirs(os.path.join(root, name), mode=0o700, exist_ok=True)
         self.written = 0  # objects this instance wrote (the tests and the benchmark count them)
+        self._packs: list[Pack] = []
+        self._packs_seen: list[str] = []  # the index files they were read from
+        self._batch: list[tuple[bytes, bytes, str]] | None = None
+        self._batched: set[str] = set()
+        self._writer: PackWriter | None = None
+
+    # -- packs and batches ----------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read the pack indexes again if another writer (a take, a gc) changed the packs."""
+        seen = sorted(name for name in os.listdir(self.pack_dir) if name.endswith(".idx"))
+        if seen != self._packs_seen:
+            self._packs = [Pack(os.path.join(self.pack_dir, name[:-4])) for name in seen]
+            self._packs_seen = seen
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Objects put inside go into one pack when there are more than :data:`PACK_FROM`, else loose."""
+        self.refresh()
+        self._batch, self._batched = [], set()
+        try:
+            yield
+            if self._writer is not None:
+                self._writer.finish()
+                self.refresh()
+            else:
+                for kind, data, oid in self._batch:
+                    self._loose(kind, data, oid)
+        except BaseException:
+            if self._writer is not None:
+                self._writer.abort()
+            raise
+        finally:
+            self._batch, self._batched, self._writer = None, set(), None
+
+    # -- objects ----------------------------------------------------------------------------
 
     def path(self, oid: str) -> str:
         return os.path.join(self.dir, oid[:2], oid[2:])
 
     def has(self, oid: str) -> bool:
-        return os.path.exists(self.path(oid))
+        return os.path.exists(self.path(oid)) or any(oid in pack.offsets for pack in self._packs)
 
     def put(self, kind: bytes, data: bytes, oid: str | None = None) -> str:
         """Store an object unless it is there; its id. ``oid`` when the caller hashed it already."""
-        raw = b"%s %d\0" % (kind, len(data)) + data
-        oid = oid or hashlib.sha1(raw).hexdigest()
-        final = self.path(oid)
-        if os.path.exists(final):
+        oid = oid or hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).hexdigest()
+        if oid in self._batched or self.has(oid):
             return oid
+        self.written += 1
+        if self._batch is None:
+            self._loose(kind, data, oid)
+            return oid
+        self._batched.add(oid)
+        if self._writer is None:
+            self._batch.append((kind, data, oid))
+            if len(self._batch) > PACK_FROM:
+                self._writer = PackWriter(self.pack_dir)
+                for entry in self._batch:
+                    self._writer.add(*entry)
+                self._batch = []
+        else:
+            self._writer.add(kind, data, oid)
+        return oid
+
+    def _loose(self, kind: bytes, data: bytes, oid: str) -> None:
+        final = self.path(oid)
         temp = f"{final}.{os.getpid()}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
         try:
-            os.write(fd, zlib.compress(raw, _LEVEL))
+            os.write(fd, zlib.compress(b"%s %d\0" % (kind, len(data)) + data, _LEVEL))
         finally:
             os.close(fd)
         os.rename(temp, final)
-        self.written += 1
-        return oid
 
     def put_blob(self, data: bytes, oid: str | None = None) -> str:
         return self.put(b"blob", data, oid)
@@ -129,19 +186,31 @@ class Objects:
     def read(self, oid: str) -> tuple[bytes, bytes]:
         """(type, data) of an object; SandboxError when it is missing or damaged."""
         try:
-            with open(self.path(oid), "rb") as file:
-                raw = zlib.decompress(file.read())
-        except (OSError, zlib.error) as exc:
+            kind, data = self._read(oid)
+        except (OSError, ValueError, zlib.error) as exc:
             raise SandboxError(f"checkpoint object {oid} cannot be read from {self.root}: {exc}; "
                                f"the checkpoint is damaged, restore an older one",
                                code="ACODE-SBX-018") from exc
-        nul = raw.index(b"\0")
-        kind, _, size = raw[:nul].partition(b" ")
-        data = raw[nul + 1:]
-        if int(size) != len(data) or hashlib.sha1(raw).hexdigest() != oid:
+        if hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).hexdigest() != oid:
             raise SandboxError(f"checkpoint object {oid} in {self.root} does not match its id; "
                                f"the checkpoint is damaged, restore an older one", code="ACODE-SBX-018")
         return kind, data
+
+    def _read(self, oid: str) -> tuple[bytes, bytes]:
+        try:
+            with open(self.path(oid), "rb") as file:
+                raw = zlib.decompress(file.read())
+        except FileNotFoundError:
+            self.refresh()
+            for pack in self._packs:
+                if oid in pack.offsets:
+                    return pack.read(oid)
+            raise
+        nul = raw.index(b"\0")
+        kind, _, size = raw[:nul].partition(b" ")
+        if int(size) != len(raw) - nul - 1:
+            raise ValueError(f"object {oid} has {len(raw) - nul - 1} bytes, its header says {int(size)}")
+        return kind, raw[nul + 1:]
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         if oid == EMPTY_TREE:
@@ -178,19 +247,49 @@ class Objects:
         return marked
 
     def every(self) -> Iterator[str]:
-        """The id of every loose object in the store."""
+        """The id of every object in the store, loose or packed."""
         for fan in sorted(os.listdir(self.dir)):
             if len(fan) != 2:
                 continue
             for name in os.listdir(os.path.join(self.dir, fan)):
-                if len(name) == 38 and not name.endswith(".tmp"):
+                if len(name) == 38:
                     yield fan + name
+        self.refresh()
+        for pack in self._packs:
+            yield from pack.offsets
 
-    def delete(self, oid: str) -> None:
-        try:
-            os.unlink(self.path(oid))
-        except FileNotFoundError:
-            pass
+    def prune(self, marked: set[str]) -> int:
+        """Delete every object not in ``marked``: loose ones, and packs (a pack holding some
+        marked objects is written again with those only); how many objects went."""
+        deleted = 0
+        for fan in sorted(os.listdir(self.dir)):
+            if len(fan) != 2:
+                continue
+            for name in os.listdir(os.path.join(self.dir, fan)):
+                if len(name) == 38 and fan + name not in marked:
+                    os.unlink(os.path.join(self.dir, fan, name))
+                    deleted += 1
+                elif name.endswith(".tmp"):
+                    os.unlink(os.path.join(self.dir, fan, name))  # left by a killed writer (the lock is held)
+        self.refresh()
+        for pack in self._packs:
+            dropped = pack.offsets.keys() - marked
+            if not dropped:
+                continue
+            if len(dropped) < len(pack.offsets):
+                writer = PackWriter(self.pack_dir)
+                for oid in pack.offsets:
+                    if oid in marked:
+                        writer.add(*pack.read(oid), oid)
+                writer.finish()
+            for extension in (".idx", ".pack"):
+                os.unlink(pack.path + extension)
+            deleted += len(dropped)
+        for name in os.listdir(self.pack_dir):
+            if name.startswith("tmp-"):
+                os.unlink(os.path.join(self.pack_dir, name))
+        self.refresh()
+        return deleted
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from actors.sandbox.workspace.checkpoints import Checkpoints, Meta
-from actors.sandbox.workspace.objects import Objects
+from actors.sandbox.workspace.objects import PACK_FROM, Objects
 from actors.sandbox.workspace.restore import JOURNAL, resume
 from actors.sandbox.workspace.scan import Scope
 from protocol.errors import NotFoundError
@@ -147,7 +147,8 @@ def test_second_take_writes_only_changed_blobs_and_the_trees_on_their_paths(tmp_
 
 
 def _newest_objects(objects: Objects, count: int) -> list[str]:
-    return sorted(objects.every(), key=lambda oid: os.stat(objects.path(oid)).st_mtime_ns)[-count:]
+    loose = [oid for oid in objects.every() if os.path.exists(objects.path(oid))]
+    return sorted(loose, key=lambda oid: os.stat(objects.path(oid)).st_mtime_ns)[-count:]
 
 
 def test_unchanged_file_with_a_recent_mtime_is_hashed_again_and_a_racy_edit_is_seen(tmp_path: Path, repo: Path) -> None:
@@ -325,3 +326,27 @@ def test_records_list_checkpoints_in_order_with_their_parent_and_meta(tmp_path: 
     assert [(r.id, r.parent) for r in records] == [(first.id, None), (second.id, first.id)]
     assert records[0].meta == _META and records[1].files == 1 and records[1].changed == ["notes.txt"]
     assert checkpoints.find(second.id[:8]) == records[1]
+
+
+def test_a_take_of_many_files_writes_one_pack_git_reads_and_gc_rewrites_it(tmp_path: Path, repo: Path) -> None:
+    (repo / "many").mkdir()
+    for n in range(PACK_FROM + 20):
+        (repo / "many" / f"{n}.txt").write_text(f"file {n}\n")
+    checkpoints = store(tmp_path, repo)
+    first = checkpoints.take(_META)
+    packs = sorted((Path(checkpoints.root) / "objects" / "pack").glob("*.idx"))
+    assert len(packs) == 1
+    git(repo, "--git-dir", checkpoints.root, "verify-pack", str(packs[0]))
+    git(repo, "--git-dir", checkpoints.root, "fsck", "--strict", "--no-dangling")
+    shutil.rmtree(repo / "many")
+    second = checkpoints.take(_META)
+    assert len(second.changed) == PACK_FROM + 20
+
+    collected = checkpoints.gc(keep_days=1, now=checkpoints.find(second.id).at + 86_400 - 0.0001)
+    assert collected.kept == 1 and collected.deleted >= PACK_FROM + 20  # the blobs of many/, their tree, a commit
+    (repack,) = sorted((Path(checkpoints.root) / "objects" / "pack").glob("*.idx"))
+    assert repack != packs[0]
+    git(repo, "--git-dir", checkpoints.root, "fsck", "--strict", "--no-dangling")
+    assert git(repo, "--git-dir", checkpoints.root, "show", f"{second.id}:src/app.py") == "print('staged')\n"
+    checkpoints.restore(second.id, journal_dir=str(tmp_path / "j"))
+    assert not checkpoints.objects.has(first.id)
