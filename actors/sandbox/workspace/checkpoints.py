@@ -96,6 +96,7 @@ class Checkpoints:
         self.scope = scope or Scope()
         os.makedirs(self.root, mode=0o700, exist_ok=True)
         self.objects = Objects(self.root)
+        self._memo: tuple[tuple[int, int, int], Cache] | None = None  # the cache file's identity, its contents
         if not os.path.exists(os.path.join(self.root, "HEAD")):
             self._write(b"HEAD", b"ref: refs/heads/checkpoints\n")
 
@@ -123,7 +124,7 @@ class Checkpoints:
             with open(os.path.join(self.root, _LOG), "a", encoding="utf-8") as log:
                 log.write(json.dumps(msgspec.to_builtins(record)) + "\n")
             self._write(b"HEAD", oid.encode() + b"\n")
-            self._write(_CACHE.encode(), msgspec.msgpack.encode(seen.cache))
+            self._save_cache(seen.cache)
         return Checkpoint(id=oid, took_ms=took_ms, changed=names, skipped=skipped, hashed=seen.hashed)
 
     # -- reading ------------------------------------------------------------------------
@@ -188,7 +189,7 @@ class Checkpoints:
             self._write(b"HEAD", kept[-1].id.encode() + b"\n" if kept else b"ref: refs/heads/checkpoints\n")
             cache = self._cache()  # a cached id whose object went must be read and stored again
             cache.keep(marked)
-            self._write(_CACHE.encode(), msgspec.msgpack.encode(cache))
+            self._save_cache(cache)
         return Collected(dropped=len(records) - len(kept), deleted=deleted, kept=len(kept))
 
     def tree(self, checkpoint: str) -> str:
@@ -198,11 +199,23 @@ class Checkpoints:
     # -- the store's own files ------------------------------------------------------------
 
     def _cache(self) -> Cache:
+        """The stat cache; decoded again only when another writer (a gc, another process) replaced it."""
         try:
             with open(os.path.join(self.root, _CACHE), "rb") as file:
-                return msgspec.msgpack.decode(file.read(), type=Cache)
+                info = os.fstat(file.fileno())
+                identity = (info.st_ino, info.st_mtime_ns, info.st_size)
+                if self._memo is not None and self._memo[0] == identity:
+                    return self._memo[1]
+                cache = msgspec.msgpack.decode(file.read(), type=Cache)
         except (FileNotFoundError, msgspec.DecodeError):
             return Cache()  # no cache, or a damaged one: every file is read again
+        self._memo = (identity, cache)
+        return cache
+
+    def _save_cache(self, cache: Cache) -> None:
+        self._write(_CACHE.encode(), msgspec.msgpack.encode(cache))
+        info = os.stat(os.path.join(self.root, _CACHE))
+        self._memo = ((info.st_ino, info.st_mtime_ns, info.st_size), cache)
 
     def _head(self) -> str | None:
         with open(os.path.join(self.root, "HEAD"), "rb") as file:
