@@ -79,8 +79,9 @@ def tree_key(entry: TreeEntry) -> bytes:
 
 
 def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
-    return b"".join(b"%s %s\0%s" % (mode, name, bytes.fromhex(oid))
-                    for mode, name, oid in sorted(entries, key=tree_key))
+    """A tree object's data from its entries, named as files are (:func:`escape` is applied here)."""
+    stored = [(mode, escape(name), oid) for mode, name, oid in entries]
+    return b"".join(b"%s %s\0%s" % (mode, name, bytes.fromhex(oid)) for mode, name, oid in sorted(stored, key=tree_key))
 
 
 def _parse_tree(data: bytes) -> Iterator[TreeEntry]:
@@ -176,12 +177,6 @@ class Objects:
         finally:
             os.close(fd)
         os.rename(temp, final)
-
-    def put_blob(self, data: bytes, oid: str | None = None) -> str:
-        return self.put(b"blob", data, oid)
-
-    def put_tree(self, entries: Iterable[TreeEntry]) -> str:
-        return self.put(b"tree", encode_tree(entries))
 
     def read(self, oid: str) -> tuple[bytes, bytes]:
         """(type, data) of an object; SandboxError when it is missing or damaged."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from actors.sandbox.workspace.objects import DIR, LINK, Objects, TreeEntry, encode_tree, escape
+from actors.sandbox.workspace.objects import DIR, LINK, Objects, TreeEntry, encode_tree
 
 __all__ = ["DEFAULT_SKIP_DIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "scan"]
 
@@ -128,13 +128,8 @@ class _Walk:
             raw = name.encode("utf-8", "surrogateescape")
             if excluded and raw in excluded:
                 continue
-            try:
-                info = item.stat(follow_symlinks=False)
-            except OSError:
-                continue  # gone since it was listed
-            kind = info.st_mode
             prev = before.get(raw)
-            if stat.S_ISDIR(kind):
+            if item.is_dir(follow_symlinks=False):  # d_type: no stat for a directory
                 if not in_git and name in self.scope.skip_dirs:
                     continue
                 path = rel + b"/" + raw if rel else raw
@@ -148,11 +143,18 @@ class _Walk:
                     os.close(child)
                 if prev is None or prev.oid != tree or not stat.S_ISDIR(prev.mode):
                     clean = False
+                    if prev is not None and not stat.S_ISDIR(prev.mode):
+                        out.changed.append(path)  # a file or link replaced by a directory
                 now[raw] = Stat(0, 0, 0, stat.S_IFDIR, tree)
-                entries.append((DIR, escape(raw), tree))
+                entries.append((DIR, raw, tree))
                 if flat:
                     out.dirs.add(path)
                 continue
+            try:
+                info = item.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone since it was listed
+            kind = info.st_mode
             if stat.S_ISLNK(kind):
                 mode = LINK
             elif stat.S_ISREG(kind):
@@ -174,9 +176,11 @@ class _Walk:
                 entry = Stat(info.st_mtime_ns, info.st_size, info.st_ino, kind, oid)
                 if prev is None or prev.oid != oid or _kind(prev.mode) != mode:
                     clean = False
+                    if prev is not None and stat.S_ISDIR(prev.mode):
+                        self.gone(path, prev)  # a directory replaced by a file or link: what it held went
                     out.changed.append(path)
             now[raw] = entry
-            entries.append((mode, escape(raw), entry.oid))
+            entries.append((mode, raw, entry.oid))
             if flat:
                 out.files[rel + b"/" + raw if rel else raw] = (mode, entry.oid)
         if clean and old is not None and len(now) == len(before):

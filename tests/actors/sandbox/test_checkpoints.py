@@ -350,3 +350,15 @@ def test_a_take_of_many_files_writes_one_pack_git_reads_and_gc_rewrites_it(tmp_p
     assert git(repo, "--git-dir", checkpoints.root, "show", f"{second.id}:src/app.py") == "print('staged')\n"
     checkpoints.restore(second.id, journal_dir=str(tmp_path / "j"))
     assert not checkpoints.objects.has(first.id)
+
+
+def test_changed_lists_what_a_directory_held_when_a_file_replaces_it_and_back(tmp_path: Path, repo: Path) -> None:
+    checkpoints = store(tmp_path, repo)
+    checkpoints.take(_META)
+    shutil.rmtree(repo / "src")
+    (repo / "src").write_text("a file now\n")
+    assert checkpoints.take(_META).changed == ["src", "src/app.py"]
+    (repo / "src").unlink()
+    (repo / "src").mkdir()
+    (repo / "src" / "new.py").write_text("new\n")
+    assert checkpoints.take(_META).changed == ["src", "src/new.py"]
