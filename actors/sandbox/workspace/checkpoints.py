@@ -94,6 +94,9 @@ class Checkpoints:
         self.root = os.path.abspath(store)
         self.workspace = os.path.abspath(workspace)
         self.scope = scope or Scope()
+        inside = os.path.relpath(self.root, self.workspace)
+        if not inside.startswith(".."):  # a store in the workspace never checkpoints itself
+            self.scope = msgspec.structs.replace(self.scope, exclude=(*self.scope.exclude, inside))
         os.makedirs(self.root, mode=0o700, exist_ok=True)
         self.objects = Objects(self.root)
         self._memo: tuple[tuple[int, int, int], Cache] | None = None  # the cache file's identity, its contents

@@ -48,6 +48,10 @@ __all__ = ["JOURNAL", "Plan", "Step", "plan", "restore", "resume"]
 JOURNAL = "restore.json"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP = ".acode-restore-{pid}.tmp"
+# What stops a write where the restore left something alone (a directory still holding a
+# `leave` path, or a left file where the checkpoint has a directory): kept, not fatal, or
+# the journal could never complete.
+_BLOCKED = (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ELOOP, errno.ENOTEMPTY)
 
 Step = Callable[[str, str], None]  # (action: "write" | "delete", path), after each change
 
@@ -56,8 +60,7 @@ Step = Callable[[str, str], None]  # (action: "write" | "delete", path), after e
 class Plan:
     """What a restore to ``target`` writes and deletes (workspace-relative paths, sorted),
     what it leaves alone though it differs (``left``), and, after a restore, what it could
-    not change (``kept``: a directory still holding what it left alone, where the
-    checkpoint has a file)."""
+    not change (``kept``: a path the checkpoint has, blocked by what the restore left alone)."""
 
     target: str
     write: list[str] = field(default_factory=list)
@@ -228,12 +231,19 @@ def _apply(objects: Objects, root: str, todo: Plan, on_step: Step | None) -> Non
                 if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.ENOTDIR):
                     raise
         for path in todo._mkdir:
-            dirs.get(path, create=True)
+            try:
+                dirs.get(path, create=True)
+            except OSError as exc:
+                if exc.errno not in _BLOCKED:
+                    raise
+                todo.kept.append(os.fsdecode(path))
         for path, mode, oid in todo._write:
             head, _, name = path.rpartition(b"/")
             try:
                 _put(objects, dirs.get(head, create=True), name, mode, oid)
-            except (IsADirectoryError, NotADirectoryError, FileExistsError):
+            except OSError as exc:
+                if exc.errno not in _BLOCKED:
+                    raise
                 todo.kept.append(os.fsdecode(path))
                 continue
             if on_step is not None:

@@ -362,3 +362,26 @@ def test_changed_lists_what_a_directory_held_when_a_file_replaces_it_and_back(tm
     (repo / "src").mkdir()
     (repo / "src" / "new.py").write_text("new\n")
     assert checkpoints.take(_META).changed == ["src", "src/new.py"]
+
+
+def test_a_store_inside_the_workspace_never_checkpoints_itself(tmp_path: Path, repo: Path) -> None:
+    checkpoints = Checkpoints(str(repo / ".acode" / "checkpoints"), str(repo), scope=_SCOPE)
+    first = checkpoints.take(_META)
+    second = checkpoints.take(_META)
+    listed = git(repo, "--git-dir", checkpoints.root, "ls-tree", "-r", "--name-only", second.id).split()
+    assert second.changed == [] and not [path for path in listed if path.startswith(".acode/")]
+    assert checkpoints.tree(first.id) == checkpoints.tree(second.id)
+
+
+def test_a_path_blocked_by_a_left_one_is_kept_and_the_restore_completes(tmp_path: Path, repo: Path) -> None:
+    checkpoints = store(tmp_path, repo)
+    taken = checkpoints.take(_META)
+    (repo / "notes.txt").unlink()
+    (repo / "notes.txt").mkdir()
+    (repo / "notes.txt" / "mine.md").write_text("the user's file\n")
+    (repo / "src" / "app.py").write_text("the session's edit\n")
+    done = checkpoints.restore(taken.id, journal_dir=str(tmp_path / "j"), leave={"notes.txt/mine.md"})
+    assert (done.kept, done.left) == (["notes.txt"], ["notes.txt/mine.md"])
+    assert (repo / "notes.txt" / "mine.md").read_text() == "the user's file\n"
+    assert (repo / "src" / "app.py").read_text() == "print('staged')\n"
+    assert not (tmp_path / "j" / JOURNAL).exists()
