@@ -35,7 +35,7 @@ from collections.abc import Collection
 import msgspec
 
 from actors.sandbox.workspace import restore as _restore
-from actors.sandbox.workspace.objects import Objects, commit_tree, encode_commit, locked
+from actors.sandbox.workspace.objects import REPACK_FROM, Objects, commit_tree, encode_commit, locked
 from actors.sandbox.workspace.restore import Plan, Step
 from actors.sandbox.workspace.scan import Cache, Scope, scan
 from protocol.errors import NotFoundError
@@ -127,6 +127,11 @@ class Checkpoints:
             with open(os.path.join(self.root, _LOG), "a", encoding="utf-8") as log:
                 log.write(json.dumps(msgspec.to_builtins(record)) + "\n")
             self._write(b"HEAD", oid.encode() + b"\n")
+            seen.cache.pending = [*old.pending, *self.objects.pending]
+            self.objects.pending = []
+            if len(seen.cache.pending) >= REPACK_FROM:
+                self.objects.repack(seen.cache.pending)
+                seen.cache.pending = []
             self._save_cache(seen.cache)
         return Checkpoint(id=oid, took_ms=took_ms, changed=names, skipped=skipped, hashed=seen.hashed)
 

@@ -25,7 +25,11 @@ workspace's repository, and a subprocess would cost more than the whole take.
 
 A take that writes more than :data:`PACK_FROM` objects (the first one) writes them into one
 pack instead (:mod:`actors.sandbox.workspace.packs`): a file creation is most of what a
-loose object costs. Objects are read from either.
+loose object costs. Every loose object is written with a hint, the path it was taken
+from; once :data:`REPACK_FROM` are loose, :meth:`Objects.repack` moves them into one pack,
+each tree and blob as a delta against the previous version of its path (a take's trees
+differ from the previous ones by an id or two: loose, they are most of a session's
+store). Objects are read from either.
 
 Objects are not fsynced: a checkpoint survives the death of any process (the page cache
 holds it), not a power cut; fsync per object would cost more than the take's budget.
@@ -44,14 +48,15 @@ from actors.sandbox.confinement import protected
 from actors.sandbox.workspace.packs import Pack, PackWriter
 from protocol.errors import SandboxError
 
-__all__ = ["DIR", "EMPTY_TREE", "LINK", "PACK_FROM", "Objects", "TreeEntry", "blob_id", "commit_message", "commit_tree",
-           "encode_commit", "encode_tree", "escape", "locked", "tree_key", "unescape"]
+__all__ = ["DIR", "EMPTY_TREE", "LINK", "PACK_FROM", "REPACK_FROM", "Objects", "TreeEntry", "blob_id",
+           "commit_message", "commit_tree", "encode_commit", "encode_tree", "escape", "locked", "tree_key", "unescape"]
 
 DIR = b"40000"
 LINK = b"120000"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LEVEL = 1
 PACK_FROM = 64
+REPACK_FROM = 256
 
 TreeEntry = tuple[bytes, bytes, str]  # (mode, name, hex id)
 
@@ -104,10 +109,12 @@ class Objects:
             for name in ("refs", "objects/info", "objects/pack", *(f"objects/{n:02x}" for n in range(256))):
                 os.makedirs(os.path.join(root, name), mode=0o700, exist_ok=True)
         self.written = 0  # objects this instance wrote (the tests and the benchmark count them)
+        self.pending: list[tuple[str, bytes]] = []  # loose objects this instance wrote: (id, hint)
         self._packs: list[Pack] = []
         self._packs_seen: list[str] = []  # the index files they were read from
         self._batch: list[tuple[bytes, bytes, str]] | None = None
         self._batched: set[str] = set()
+        self._hints: dict[str, tuple[str, bytes]] = {}
         self._writer: PackWriter | None = None
 
     # -- packs and batches ----------------------------------------------------------------
@@ -123,7 +130,7 @@ class Objects:
     def batch(self) -> Iterator[None]:
         """Objects put inside go into one pack when there are more than :data:`PACK_FROM`, else loose."""
         self.refresh()
-        self._batch, self._batched = [], set()
+        self._batch, self._batched, self._hints = [], set(), {}
         try:
             yield
             if self._writer is not None:
@@ -132,12 +139,13 @@ class Objects:
             else:
                 for kind, data, oid in self._batch:
                     self._loose(kind, data, oid)
+                self.pending.extend(self._hints.get(oid, (oid, b"")) for _, _, oid in self._batch)
         except BaseException:
             if self._writer is not None:
                 self._writer.abort()
             raise
         finally:
-            self._batch, self._batched, self._writer = None, set(), None
+            self._batch, self._batched, self._hints, self._writer = None, set(), {}, None
 
     # -- objects ----------------------------------------------------------------------------
 
@@ -147,16 +155,20 @@ class Objects:
     def has(self, oid: str) -> bool:
         return os.path.exists(self.path(oid)) or any(oid in pack.offsets for pack in self._packs)
 
-    def put(self, kind: bytes, data: bytes, oid: str | None = None) -> str:
-        """Store an object unless it is there; its id. ``oid`` when the caller hashed it already."""
+    def put(self, kind: bytes, data: bytes, oid: str | None = None, hint: bytes = b"") -> str:
+        """Store an object unless it is there; its id. ``oid`` when the caller hashed it already;
+        ``hint``: what the object is a version of (its path), for :meth:`repack`'s deltas."""
         oid = oid or hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).hexdigest()
         if oid in self._batched or self.has(oid):
             return oid
         self.written += 1
         if self._batch is None:
             self._loose(kind, data, oid)
+            self.pending.append((oid, hint))
             return oid
         self._batched.add(oid)
+        if hint:
+            self._hints[oid] = (oid, hint)
         if self._writer is None:
             self._batch.append((kind, data, oid))
             if len(self._batch) > PACK_FROM:
@@ -252,6 +264,38 @@ class Objects:
         self.refresh()
         for pack in self._packs:
             yield from pack.offsets
+
+    def repack(self, pending: list[tuple[str, bytes]]) -> int:
+        """Move the loose objects ``pending`` names into one pack, each hinted one as a delta
+        against the previous version of its hint in that pack; how many moved."""
+        writer = PackWriter(self.pack_dir)
+        newest: dict[bytes, tuple[str, bytes]] = {}  # hint -> (id, data) of its last version packed
+        moved = []
+        try:
+            for oid, hint in pending:
+                try:
+                    with open(self.path(oid), "rb") as file:
+                        raw = zlib.decompress(file.read())
+                except FileNotFoundError:
+                    continue  # packed already, or deleted by a gc
+                nul = raw.index(b"\0")
+                kind, data = raw[:nul].partition(b" ")[0], raw[nul + 1:]
+                previous = newest.get(hint) if hint else None
+                if previous is None:
+                    writer.add(kind, data, oid)
+                else:
+                    writer.add_delta(kind, data, oid, previous[1], previous[0])
+                if hint:
+                    newest[hint] = (oid, data)
+                moved.append(oid)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        self.refresh()
+        for oid in moved:
+            os.unlink(self.path(oid))
+        return len(moved)
 
     def prune(self, marked: set[str]) -> int:
         """Delete every object not in ``marked``: loose ones, and packs (a pack holding some

@@ -82,6 +82,7 @@ class Cache(msgspec.Struct, kw_only=True):
 
     began_ns: int = 0
     dirs: dict[bytes, Dir] = msgspec.field(default_factory=dict)
+    pending: list[tuple[str, bytes]] = msgspec.field(default_factory=list)  # loose objects not yet repacked
 
     def keep(self, marked: set[str]) -> None:
         """Forget every directory whose entries name an object not in ``marked`` (gc deleted it)."""
@@ -169,7 +170,7 @@ class _Walk:
                 entry = prev
             else:
                 path = rel + b"/" + raw if rel else raw
-                oid = self.blob(fd, name, mode)
+                oid = self.blob(fd, name, mode, path)
                 if oid is None:
                     out.skipped.append(path)
                     continue
@@ -191,7 +192,7 @@ class _Walk:
             data = encode_tree(entries)
             tree = hashlib.sha1(b"tree %d\0" % len(data) + data).hexdigest()
             if self.objects is not None and (old is None or old.tree != tree):
-                self.objects.put(b"tree", data, tree)
+                self.objects.put(b"tree", data, tree, b"T" + rel)
         out.cache.dirs[rel] = Dir(tree, now)
         return tree
 
@@ -204,14 +205,14 @@ class _Walk:
         for raw, child in (folder.entries.items() if folder is not None else ()):
             self.gone(path + b"/" + raw, child)
 
-    def blob(self, fd: int, name: str, mode: bytes) -> str | None:
+    def blob(self, fd: int, name: str, mode: bytes, path: bytes) -> str | None:
         data = self.read(fd, name, mode)
         if data is None:
             return None
         self.out.hashed += 1
         oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         if self.objects is not None:
-            self.objects.put(b"blob", data, oid)
+            self.objects.put(b"blob", data, oid, b"B" + path)
         return oid
 
     @staticmethod

@@ -385,3 +385,25 @@ def test_a_path_blocked_by_a_left_one_is_kept_and_the_restore_completes(tmp_path
     assert (repo / "notes.txt" / "mine.md").read_text() == "the user's file\n"
     assert (repo / "src" / "app.py").read_text() == "print('staged')\n"
     assert not (tmp_path / "j" / JOURNAL).exists()
+
+
+def test_loose_objects_are_repacked_as_deltas_git_reads_and_every_checkpoint_restores(
+        tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.sandbox.workspace import checkpoints as module
+    monkeypatch.setattr(module, "REPACK_FROM", 16)  # the real rule, with a threshold a test reaches in a few takes
+    checkpoints = store(tmp_path, repo)
+    taken, contents = [], []
+    for n in range(8):
+        text = "".join(f"line {k}\n" for k in range(90)) + f"edit {n}\n"  # under the 1000-byte cap
+        (repo / "src" / "app.py").write_text(text)
+        taken.append(checkpoints.take(_META).id)
+        contents.append(text)
+    packs = list((Path(checkpoints.root) / "objects" / "pack").glob("*.idx"))
+    assert packs and checkpoints.objects.pending == []
+    shown = "\n".join(git(repo, "--git-dir", checkpoints.root, "verify-pack", "-v", str(idx)) for idx in packs)
+    assert "chain length = 1:" in shown  # deltas, which git itself resolves
+    git(repo, "--git-dir", checkpoints.root, "fsck", "--strict", "--no-dangling")
+    for oid, text in zip(taken, contents, strict=True):
+        assert git(repo, "--git-dir", checkpoints.root, "show", f"{oid}:src/app.py") == text
+    checkpoints.restore(taken[2], journal_dir=str(tmp_path / "j"))
+    assert (repo / "src" / "app.py").read_text() == contents[2]
