@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from actors.sandbox.workspace.objects import DIR, LINK, Objects, TreeEntry, encode_tree
+from actors.sandbox.workspace.objects import DIR, LINK, Objects, encode_tree
 
 __all__ = ["DEFAULT_SKIP_DIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "scan"]
 
@@ -118,7 +118,6 @@ class _Walk:
         old = self.old.dirs.get(rel)
         before = old.entries if old is not None else {}
         now: dict[bytes, Stat] = {}
-        entries: list[TreeEntry] = []
         clean = old is not None
         out, flat, racy_from = self.out, self.flat, self.racy_from
         excluded = self.exclude.get(rel)
@@ -147,7 +146,6 @@ class _Walk:
                     if prev is not None and not stat.S_ISDIR(prev.mode):
                         out.changed.append(path)  # a file or link replaced by a directory
                 now[raw] = Stat(0, 0, 0, stat.S_IFDIR, tree)
-                entries.append((DIR, raw, tree))
                 if flat:
                     out.dirs.add(path)
                 continue
@@ -156,19 +154,22 @@ class _Walk:
             except OSError:
                 continue  # gone since it was listed
             kind = info.st_mode
-            if stat.S_ISLNK(kind):
-                mode = LINK
-            elif stat.S_ISREG(kind):
-                mode = _EXECUTABLE if kind & stat.S_IXUSR else _REGULAR
-                if not in_git and info.st_size > self.scope.max_file_bytes:
-                    out.skipped.append(rel + b"/" + raw if rel else raw)
-                    continue
-            else:
-                continue  # FIFOs, sockets, devices
             if (prev is not None and prev.mtime_ns == info.st_mtime_ns and prev.size == info.st_size
-                    and prev.ino == info.st_ino and prev.mode == kind and info.st_mtime_ns < racy_from):
-                entry = prev
+                    and prev.ino == info.st_ino and prev.mode == kind and info.st_mtime_ns < racy_from
+                    and (in_git or info.st_size <= self.scope.max_file_bytes)):
+                entry = prev  # the stat cache's hit: a file or link as it was (the cache holds no other kind)
+                if flat:
+                    out.files[rel + b"/" + raw if rel else raw] = (_kind(kind), entry.oid)
             else:
+                if stat.S_ISLNK(kind):
+                    mode = LINK
+                elif stat.S_ISREG(kind):
+                    mode = _EXECUTABLE if kind & stat.S_IXUSR else _REGULAR
+                    if not in_git and info.st_size > self.scope.max_file_bytes:
+                        out.skipped.append(rel + b"/" + raw if rel else raw)
+                        continue
+                else:
+                    continue  # FIFOs, sockets, devices
                 path = rel + b"/" + raw if rel else raw
                 oid = self.blob(fd, name, mode, path)
                 if oid is None:
@@ -180,16 +181,16 @@ class _Walk:
                     if prev is not None and stat.S_ISDIR(prev.mode):
                         self.gone(path, prev)  # a directory replaced by a file or link: what it held went
                     out.changed.append(path)
+                if flat:
+                    out.files[path] = (mode, oid)
             now[raw] = entry
-            entries.append((mode, raw, entry.oid))
-            if flat:
-                out.files[rel + b"/" + raw if rel else raw] = (mode, entry.oid)
         if clean and old is not None and len(now) == len(before):
             tree = old.tree
         else:
             for raw in before.keys() - now.keys():
                 self.gone(rel + b"/" + raw if rel else raw, before[raw])
-            data = encode_tree(entries)
+            data = encode_tree((DIR if stat.S_ISDIR(entry.mode) else _kind(entry.mode), raw, entry.oid)
+                               for raw, entry in now.items())
             tree = hashlib.sha1(b"tree %d\0" % len(data) + data).hexdigest()
             if self.objects is not None and (old is None or old.tree != tree):
                 self.objects.put(b"tree", data, tree, b"T" + rel)
