@@ -407,3 +407,15 @@ def test_loose_objects_are_repacked_as_deltas_git_reads_and_every_checkpoint_res
         assert git(repo, "--git-dir", checkpoints.root, "show", f"{oid}:src/app.py") == text
     checkpoints.restore(taken[2], journal_dir=str(tmp_path / "j"))
     assert (repo / "src" / "app.py").read_text() == contents[2]
+
+
+def test_a_symlink_put_where_a_directory_was_is_replaced_never_followed(tmp_path: Path, repo: Path) -> None:
+    checkpoints = store(tmp_path, repo)
+    taken = checkpoints.take(_META)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(repo / "src")
+    os.symlink(outside, repo / "src")  # a restore writing src/app.py through it would land outside
+    checkpoints.restore(taken.id, journal_dir=str(tmp_path / "j"))
+    assert list(outside.iterdir()) == []
+    assert not (repo / "src").is_symlink() and (repo / "src" / "app.py").read_text() == "print('staged')\n"
