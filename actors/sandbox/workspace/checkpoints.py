@@ -9,6 +9,7 @@ reach the store. Its format is git's own, a bare repository written by Python
 so no setting, hook, filter or fsmonitor of the workspace's repository can run::
 
     <store>/objects/ab/cdef…   loose objects: blobs, trees, one commit per checkpoint
+    <store>/objects/pack/      packs: a large take's objects, and loose ones repacked as deltas
     <store>/checkpoints.log    one JSON line per checkpoint, oldest first (the listing)
     <store>/HEAD               the newest checkpoint's id (``git log`` starts there)
     <store>/cache.msgpack      the stat cache (:mod:`actors.sandbox.workspace.scan`)
@@ -20,7 +21,8 @@ no parent commit: retention drops old checkpoints, and a kept commit whose paren
 dropped would be a broken history to git (``fsck``, ``log``). The order lives in the log
 instead, one appended line per take (id, parent, at, took_ms, files changed, meta):
 listing needs one read and no ref per checkpoint, gc rewrites it with one rename, and the
-same facts are in every commit message, so the log can be rebuilt from the objects.
+same facts (the parent aside: the previous one by time) are in every commit message, so a
+lost log could be rebuilt from the objects (nothing does that yet).
 
 Restoring is :mod:`actors.sandbox.workspace.restore`'s: planned, journaled, resumable.
 """
