@@ -31,7 +31,7 @@ def git(root: Path, *args: str) -> str:
 
 def state(root: Path) -> dict[str, tuple[str, bytes]]:
     """Every file, symlink and directory under root (``.git`` included): path -> (kind and mode, content)."""
-    found = {}
+    found: dict[str, tuple[str, bytes]] = {}
     for base, dirs, files in os.walk(root):
         found.update((os.path.relpath(os.path.join(base, d), root), ("dir", b"")) for d in dirs
                      if not os.path.islink(os.path.join(base, d)))
