@@ -7,4 +7,7 @@ manifest in acode's own store for a workspace that is not a git work tree
 never following a link) and honour the project's ``.gitignore`` files (``ignore``, which
 the tree tools share). These modules build on :mod:`actors.sandbox.confinement` only;
 the baseline tools that record and diff them live in :mod:`actors.sandbox.tools.baseline`.
+Checkpoints (``checkpoints``: one before every call that may change the workspace) are
+commits in a git-format store in acode's home, written by Python (``objects``, ``packs``)
+from a stat-cached walk (``scan``) and put back under a journal (``restore``).
 """
