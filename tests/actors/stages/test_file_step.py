@@ -99,21 +99,30 @@ def test_a_plain_code_block_is_written_and_the_passing_check_completes_the_step(
     assert f"<<untrusted file solution.py {run.ctx.fence.nonce}>>\n```python\n{STUB}```" in user, user
 
 
-def test_a_failing_check_shows_its_output_and_the_next_answer_fixes_it(stack: Stack, server: ModelServer) -> None:
-    server.queue(Text(f"```python\n{WRONG}```"), Text(f"solution.py\n```python\n{RIGHT}```"))
+def test_a_failing_check_is_asked_afresh_plainly_then_with_its_output(stack: Stack, server: ModelServer) -> None:
+    # in one real run, every recovery from a failed answer came from a fresh ask; the turn that
+    # showed the model its failed file and the failure got that file back, every time
+    other = HEAD + "    return a * b\n"
+    server.queue(Text(f"```python\n{WRONG}```"), Text(f"```python\n{other}```"),
+                 Text(f"solution.py\n```python\n{RIGHT}```"))
     run = _stage(stack, server)
 
     result = executor.run(run.ctx)
 
     assert result.ok, result.summary
     assert (run.workspace / "solution.py").read_text() == RIGHT
-    said = _said(server, 1)
-    assert said.startswith("acode wrote solution.py and ran the checks. They failed:")
-    assert "add(2, 3) gave -1" in said  # the check's own output
-    assert said.endswith("Fix solution.py so that they pass. Answer with the complete new solution.py in one "
-                         "```python code block.")
+    plain, full = server.chats[1], server.chats[2]
+    assert [m["role"] for m in plain.messages] == [m["role"] for m in full.messages] == ["system", "user"]
+    assert "add(2, 3) gave -1" not in str(plain.messages[1]["content"])  # the plain ask: request and file
+    asked = str(full.messages[1]["content"])
+    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave 6" in asked  # the check's own output
+    assert "return a * b" not in asked and asked.endswith(
+        "Answer with the complete new solution.py in one ```python code block.")
+    assert "temperature" not in plain.body or plain.body["temperature"] != 0.6
+    assert "temperature" not in full.body or full.body["temperature"] != 0.6  # a new failure: a new ask
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
-    assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [(1, 2, "1 check(s) failed"), (2, 2, "")]
+    assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [
+        (1, 2, "1 check(s) failed"), (2, 2, "1 check(s) failed"), (3, 2, "")]
 
 
 def test_the_stub_sent_back_unchanged_is_not_a_change(stack: Stack, server: ModelServer) -> None:
@@ -293,7 +302,7 @@ def test_a_check_that_runs_forever_after_the_change_is_cut_at_ten_times_its_time
     # HumanEval/32: the model's Newton loop never ended, and each check took the whole 120 s
     monkeypatch.setattr(filestep, "_CHECK_FLOOR_S", 0.5)
     loops = HEAD + "    while True:\n        pass\n"
-    server.queue(Text(f"```python\n{loops}```"), Text(f"```python\n{RIGHT}```"))
+    server.queue(Text(f"```python\n{loops}```"), Text(f"```python\n{loops}```"), Text(f"```python\n{RIGHT}```"))
     run = _stage(stack, server)
     started = time.monotonic()
 
@@ -301,7 +310,7 @@ def test_a_check_that_runs_forever_after_the_change_is_cut_at_ten_times_its_time
 
     assert result.ok, result.summary
     assert time.monotonic() - started < 60  # the session's command timeout is 120 s
-    said = _said(server, 1)
+    said = str(server.chats[2].messages[1]["content"])  # the full ask after the plain one
     assert "did not run to completion" in said and "did not finish within" in said, said
 
 
@@ -342,7 +351,7 @@ def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: S
     assert result.ok, result.summary
     assert (run.workspace / "solution.py").read_text() == RIGHT
     first = str(server.chats[0].messages[1]["content"])
-    plain, afresh = server.chats[2], server.chats[3]
+    plain, afresh, again = server.chats[1], server.chats[2], server.chats[3]
     for chat in (plain, afresh):
         assert [m["role"] for m in chat.messages] == ["system", "user"]  # a new conversation
         asked = str(chat.messages[1]["content"])
@@ -358,6 +367,8 @@ def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: S
     asked = str(afresh.messages[1]["content"])
     assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked
     assert afresh.body["temperature"] == 0.6
+    # and the plain ask again, sampled: asked as before it would answer as before
+    assert again.messages == plain.messages and again.body["temperature"] == 0.6
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
     assert [t.correction for t in turns[1:3]] == ["asked afresh: the failed solution.py came back unchanged"] * 2
     # what differs between the asks comes after the files: the full fresh ask shares the first's
