@@ -57,6 +57,7 @@ say the plan was derived. The planner still checks the plan like a model's
 from __future__ import annotations
 
 import re
+import shlex
 
 import msgspec
 
@@ -200,10 +201,14 @@ def _rename(task: str, files: set[str]) -> TaskPlan | None:
                       description=f"Replace every occurrence of {old} in {path} with {new}, also where it is "
                                   f"part of a longer name (test_{old} becomes test_{new}); change nothing else.")
              for n, path in enumerate(named, start=1)]
-    criteria = [Criterion(label="A1", description=f"{old} is renamed to {new} in {', '.join(named)}")]
-    commands = []
+    # the old name gone is a command's to judge, not a model's: the verifier's model passed "count_words
+    # is renamed" with the definition still in core.py, and the tests passed (none imports cli.py)
+    gone = f"grep -n -e {old} -- {' '.join(shlex.quote(path) for path in named)}"
+    criteria = [Criterion(label="A1", description=f"{old} appears nowhere in {', '.join(named)} (renamed to {new})",
+                          check=Check(command=gone, expect_exit=1))]
+    commands = [gone]
     if any(is_test_file(f) and f.endswith(".py") for f in files):
-        commands = ["python -m pytest -q"]
+        commands = ["python -m pytest -q", gone]
         criteria = [Criterion(label="A1", description="the workspace's tests pass", check=Check(command=commands[0])),
                     msgspec.structs.replace(criteria[0], label="A2")]
     title = f"Rename {old} to {new}"

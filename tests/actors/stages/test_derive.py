@@ -200,6 +200,11 @@ def test_a_rename_in_named_files_is_a_step_per_file_in_the_order_named() -> None
     assert only.resources.write == ["wordcount/core.py", "wordcount/cli.py", "tests/test_core.py"]
     assert [s.title for s in only.steps] == [f"Rename count_words to word_counts in {f}" for f in only.resources.write]
     assert only.acceptance[0].check is not None and only.acceptance[0].check.command == "python -m pytest -q"
+    # the old name gone is checked by a command (a model passed it with the definition still there)
+    gone = only.acceptance[1].check
+    assert gone is not None and gone.expect_exit == 1
+    assert gone.command == "grep -n -e count_words -- wordcount/core.py wordcount/cli.py tests/test_core.py"
+    assert gone.command in only.resources.commands
     assert derive("Rename count_words to word_counts", WORDCOUNT) is None  # where: the model's to find out
     assert derive("Rename count_words to word_counts in wordcount/main.py", WORDCOUNT) is None  # no such file
 
