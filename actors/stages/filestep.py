@@ -120,6 +120,22 @@ def _block(path: str, text: str, fence: Fence) -> str:
     return fence.wrap(f"file {path}", f"{ticks}{_language(path)}\n{body}{ticks}")
 
 
+def _request(plan: TaskPlan, step: PlanStep) -> list[str]:
+    """The lines every ask starts with: the request, and the step when it says more."""
+    lines = [f"The request: {plan.goal}"]
+    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
+    return lines + [f"Your part of it: {said}"] if said else lines
+
+
+def _now(path: str, current: str | None, fence: Fence) -> list[str]:
+    """``path`` as it is now (``current``; None: not there yet)."""
+    return [f"{path} does not exist yet."] if current is None else [f"{path} now:", _block(path, current, fence)]
+
+
+def _answer(path: str) -> str:
+    return f"Answer with the complete new {path} in one ```{_language(path)} code block."
+
+
 def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
            feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
            failing: Sequence[tuple[Check, str]] = (), note: str = "", failing_said: str = "") -> str:
@@ -137,10 +153,7 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     With the failures before the files, every retry re-read the files (HumanEval/120: 16
     requests, 9,970 tokens evaluated). What to answer stays the last line: a model answering
     a prompt that ends in a note copied the nearest file back."""
-    lines = [f"The request: {plan.goal}"]
-    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
-    if said:
-        lines.append(f"Your part of it: {said}")
+    lines = _request(plan, step)
     checks = [c for c in plan_task.acceptance if c.check is not None]
     judged = [c for c in plan_task.acceptance if c.check is None]
     others = [s.title for s in plan_task.steps if s.label != step.label]
@@ -154,11 +167,7 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     for name, text in files:
         if name != path and text is not None:
             lines += [f"{name}, for reference (do not change it):", _block(name, text, fence)]
-    current = dict(files).get(path)
-    if current is None:
-        lines.append(f"{path} does not exist yet.")
-    else:
-        lines += [f"{path} now:", _block(path, current, fence)]
+    lines += _now(path, dict(files).get(path), fence)
     if checks and runs_checks and failing:
         lines.append(failing_said or "Now, before your change, it fails:")
         lines += [fence.wrap(f"check `{check.command}`", steady(evidence)) for check, evidence in failing]
@@ -168,25 +177,18 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
                                                        else "") for item in feedback.items]
     if note:  # a later try
         lines.append(note.strip())
-    lines.append(f"Answer with the complete new {path} in one ```{_language(path)} code block.")
-    return "\n\n".join(lines)
+    return "\n\n".join([*lines, _answer(path)])
 
 
 def render_plain(plan: TaskPlan, step: PlanStep, path: str, current: str | None, fence: Fence) -> str:
     """The plain ask: the request, the step when it says more, ``path`` as the step found it
-    and what to answer; no other file, no check, no failure. The file step asks it afresh
-    after a failed answer came back unchanged, every other time (:class:`FileStyleStep`):
+    and what to answer; no other file, no check, no failure. The file step asks it every
+    other time it asks afresh after a failed answer (:class:`FileStyleStep`):
     the model alone, asked this way in one turn, solves problems the full ask sends it the
     wrong way on (HumanEval/8: shown its test and failure it answered ``product(numbers)``,
     an undefined name, 12 times over, at temperature 0 and 0.6), and the checks judge
     either answer alike."""
-    lines = [f"The request: {plan.goal}"]
-    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
-    if said:
-        lines.append(f"Your part of it: {said}")
-    lines += ([f"{path} does not exist yet."] if current is None else [f"{path} now:", _block(path, current, fence)])
-    lines.append(f"Answer with the complete new {path} in one ```{_language(path)} code block.")
-    return "\n\n".join(lines)
+    return "\n\n".join([*_request(plan, step), *_now(path, current, fence), _answer(path)])
 
 
 # pytest's "1 failed, 2 passed in 0.12s": the one part of the same failure that differs run to run
@@ -250,7 +252,7 @@ def problem(content: str | None, current: str | None, path: str,
 def render_problem(kind: str, path: str, request: str = "") -> str:
     """The next turn's message for :func:`problem`'s ``kind`` (``request``: what to change,
     said again after an unchanged file)."""
-    ask = f"Answer with the complete new {path} in one ```{_language(path)} code block."
+    ask = _answer(path)
     if kind == "no_block":
         return f"Your answer had no code block, so nothing was written. {ask}"
     if kind == "unchanged":
