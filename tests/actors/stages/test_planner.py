@@ -93,6 +93,10 @@ class Planner:
                         workspace=str(self.workspace), settings=self.settings, **fields)
         reply = self.client.call("planner", body, timeout=60, decoder=codec.STAGE_REPLY)
         assert isinstance(reply, StageDone)
+        if reply.result.requires is not None:  # as the coordinator does: act only once they are durable
+            self.client.call("persistence", Commit(session_id=self.session_id, events=[],
+                                                   requires=reply.result.requires),
+                             timeout=10, decoder=codec.PERSISTENCE_REPLY)
         return reply.result
 
     def log(self, event: str) -> list[dict[str, Any]]:
