@@ -11,6 +11,7 @@
     $ACODE_HOME/run/logs/*.log      one log per actor instance
     $ACODE_HOME/run/sock/           ipc sockets, mode 0700
     $ACODE_HOME/run/baselines/<session>/  a session's workspace baseline (the sandbox's; 0700)
+    $ACODE_HOME/checkpoints/<key>/  a workspace's checkpoints (the sandbox's; actors/sandbox/checkpointing.py)
 
 Everything beneath the home is private to the user who runs acode (directories 0700,
 files 0600; :mod:`actors.private`).
@@ -80,6 +81,10 @@ class RunPaths:
     @property
     def baselines(self) -> Path:
         return self.run_dir / "baselines"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.home / "checkpoints"
 
     @property
     def pid_file(self) -> Path:

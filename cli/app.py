@@ -16,7 +16,7 @@ import msgspec
 import typer
 
 from actors import private
-from cli.commands import lifecycle, maintenance, sessions, steering
+from cli.commands import checkpoints, lifecycle, maintenance, sessions, steering
 from cli.commands.home import set_home
 from cli.render import echo
 from protocol.errors import AcodeError
@@ -32,6 +32,7 @@ for command in (
     lifecycle.up, lifecycle.down, lifecycle.status,
     sessions.run, sessions.attach, sessions.sessions, sessions.show, sessions.cancel, sessions.resume,
     steering.pause, steering.steer, steering.approve, steering.deny, steering.replan, steering.answer,
+    checkpoints.checkpoints, checkpoints.undo, checkpoints.gc,
     maintenance.doctor, maintenance.trust, maintenance.logs, maintenance.demo,
 ):
     app.command()(command)

@@ -14,8 +14,8 @@ import msgspec
 
 from protocol.profiles import ProfileOverride
 
-__all__ = ["AcodeConfig", "ApprovalsSection", "Executor", "Model", "Orchestration", "Planner", "Sandbox", "Section",
-           "StageName", "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
+__all__ = ["AcodeConfig", "ApprovalsSection", "Checkpoints", "Executor", "Model", "Orchestration", "Planner",
+           "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -170,6 +170,16 @@ class ApprovalsSection(Section, frozen=True):
     non_interactive_policy: Literal["auto", "skip", "fail"] | None = None
 
 
+class Checkpoints(Section, frozen=True):
+    """What the checkpoint before each call covers and how long it is kept (README
+    "Checkpoints and undo"; defaults in protocol/checkpoints.py)."""
+
+    enabled: bool | None = None
+    max_file_mb: Annotated[float, msgspec.Meta(ge=0, le=100_000)] | None = None
+    skip_dirs: list[Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^/\x00]+$")]] | None = None
+    keep_days: Annotated[float, msgspec.Meta(gt=0, le=36_500)] | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -184,3 +194,4 @@ class AcodeConfig(Section, frozen=True):
     supervision: Supervision = Supervision()
     storage: Storage = Storage()
     workers: Workers = Workers()
+    checkpoints: Checkpoints = Checkpoints()

@@ -47,7 +47,7 @@ def _alive(pid: int) -> bool:
 
 
 class Connection:
-    """Talks to the coordinator and persistence services of one acode home."""
+    """Talks to the coordinator, persistence and (for an undo) sandbox services of one acode home."""
 
     def __init__(self, home: Path | None = None):
         import zmq
@@ -86,6 +86,12 @@ class Connection:
 
         self.require_running()
         return self.client.call("persistence", body, timeout=timeout, decoder=codec.PERSISTENCE_REPLY)
+
+    def sandbox(self, body: Message, *, timeout: float = 60.0) -> Any:
+        from protocol import codec
+
+        self.require_running()
+        return self.client.call("sandbox", body, timeout=timeout, decoder=codec.SANDBOX_REPLY)
 
     def subscribe(self, topic: str) -> zmq.Socket[Any]:
         import zmq

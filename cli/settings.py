@@ -18,6 +18,7 @@ import msgspec
 
 from cli.config_schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
 from protocol.autonomy import Approvals
+from protocol.checkpoints import CheckpointSettings
 from protocol.errors import ConfigError
 from protocol.profiles import ModelProfile, profile_for, unknown_tools
 from protocol.sandbox import SandboxPolicy
@@ -218,6 +219,9 @@ def sandbox_policy(config: AcodeConfig, *, home: Path | None = None) -> SandboxP
     levels = [level for level in (sandbox.require_isolation, sandbox.min_isolation) if level is not None]
     if levels:
         values["require_isolation"] = max(levels, key=LEVELS.index)
+    c = config.checkpoints
+    values["checkpoints"] = CheckpointSettings(**{f: getattr(c, f) for f in CheckpointSettings.__struct_fields__
+                                                  if getattr(c, f, None) is not None})
     return SandboxPolicy(**values)
 
 

@@ -22,7 +22,9 @@ that allow something (``allow_inline_code``, ``network``, ``read_opt``,
 limits lower and never 0 (none) under a limit; ``model.api_key_env`` (which variable's
 value is sent to the server) and, when the user allows a remote server, ``model.base_url``
 (where the code is sent) only the user's own; the planner's
-``orchestration.stages.planner.require_human_approval`` never turned off.
+``orchestration.stages.planner.require_human_approval`` never turned off; checkpoints
+(``checkpoints.*``) never turned off, capped lower, kept shorter or skipping a directory the
+user's do not skip.
 
 ``acode trust DIR`` records the sha256 of ``DIR/.agent/config.yml`` (by its resolved path)
 in :data:`STORE_NAME` in acode's home, which neither the model's file tools nor its
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import msgspec.yaml
 
+from protocol.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
 
@@ -152,6 +155,21 @@ def _listed(base: Any, user: AcodeConfig) -> set[str]:
     return set(base or ())
 
 
+def _true_only(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
+    """A safeguard that is on unless the user turns it off: a workspace may only turn it on."""
+    return (value, None) if value or base is False else (None, repr(value))
+
+
+def _at_least(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
+    """More is stricter (a larger size cap, longer retention)."""
+    return (value, None) if value >= base else (None, repr(value))
+
+
+def _skipped(base: Any, user: AcodeConfig) -> set[str]:
+    """The directories the user already leaves out of checkpoints (a workspace may leave out fewer)."""
+    return set(base if base is not None else DEFAULT_SKIP_DIRS)
+
+
 _ISOLATION = {"process": 0, "landlock": 1, "bubblewrap": 2}
 
 
@@ -185,14 +203,20 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     "sandbox.read_paths": (_subset(_listed), []),
     "sandbox.write_paths": (_subset(_listed), []),
     "sandbox.read_opt": (_false_unless, _DEFAULT_POLICY.read_opt),
+    # checkpoints: a workspace may make them cover more and keep them longer, never less
+    "checkpoints.enabled": (_true_only, True),
+    "checkpoints.max_file_mb": (_at_least, CheckpointSettings().max_file_mb),
+    "checkpoints.skip_dirs": (_subset(_skipped), None),
+    "checkpoints.keep_days": (_at_least, 7.0),
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),
 }
 
 #: fields of the session's policy that the client sets and no config file can (the config
-#: schema has no key for them): ``sandbox.path`` is the PATH of the ``acode run`` itself
-CLIENT_SET = frozenset({"sandbox.path"})
+#: schema has no key for them): ``sandbox.path`` is the PATH of the ``acode run`` itself;
+#: ``sandbox.checkpoints`` is made from the ``checkpoints:`` section (its keys are tighten-only above)
+CLIENT_SET = frozenset({"sandbox.path", "sandbox.checkpoints"})
 
 #: settings a workspace sets freely: what the model sees, which model, budgets and timeouts
 WORKSPACE_OK = frozenset({

@@ -20,8 +20,8 @@ from protocol.messages import (
     PersistenceReply,
     PersistenceRequest,
     RunStage,
-    RunTool,
     SandboxReply,
+    SandboxRequest,
     StageReply,
     SupervisorDown,
     SupervisorUp,
@@ -118,7 +118,7 @@ PERSISTENCE_REQUEST: TypedDecoder[PersistenceRequest] = TypedDecoder(Persistence
 PERSISTENCE_REPLY: TypedDecoder[PersistenceReply] = TypedDecoder(PersistenceReply, "persistence reply")
 STAGE_REQUEST: TypedDecoder[RunStage] = TypedDecoder(RunStage, "stage request")
 STAGE_REPLY: TypedDecoder[StageReply] = TypedDecoder(StageReply, "stage reply")
-SANDBOX_REQUEST: TypedDecoder[RunTool] = TypedDecoder(RunTool, "sandbox request")
+SANDBOX_REQUEST: TypedDecoder[SandboxRequest] = TypedDecoder(SandboxRequest, "sandbox request")
 SANDBOX_REPLY: TypedDecoder[SandboxReply] = TypedDecoder(SandboxReply, "sandbox reply")
 SUPERVISOR_UP: TypedDecoder[SupervisorUp] = TypedDecoder(SupervisorUp, "heartbeat")
 SUPERVISOR_DOWN: TypedDecoder[SupervisorDown] = TypedDecoder(SupervisorDown, "supervisor command")

@@ -124,6 +124,9 @@ CODES: dict[str, str] = {
     "ACODE-SBX-020": "call refused: the session's approvals policy denies it",
     "ACODE-SBX-021": "a command changed a protected path; it was restored and the session pauses",
     "ACODE-SBX-022": "a write would put a redaction placeholder where the file holds a secret",
+    "ACODE-SBX-023": "the checkpoint before a call could not be taken; the call did not run",
+    "ACODE-SBX-024": "checkpoint not found, or the session has none",
+    "ACODE-SBX-025": "a restore could not complete; it completes at the next `acode up` or `acode undo`",
     "ACODE-LLM-001": "model provider not available",
     "ACODE-LLM-002": "scripted responses exhausted",
     "ACODE-LLM-003": "model answer invalid",
@@ -160,6 +163,8 @@ CODES: dict[str, str] = {
     "ACODE-CLI-007": "resume sooner than 1 s after a pause (seed 002: pause and resume at least 1 s apart)",
     "ACODE-CLI-008": "a plan waiting for review continues with approve or replan, not resume",
     "ACODE-CLI-009": "steering or feedback text empty or too long",
+    "ACODE-CLI-010": "undo refused: the session is running (pause it first)",
+    "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
 }
 
 

@@ -22,6 +22,7 @@ from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 __all__ = [
     "ApprovalDecided",
     "CheckRan",
+    "CheckpointTaken",
     "Event",
     "PROGRESS_EVENTS",
     "PauseRequested",
@@ -41,6 +42,7 @@ __all__ = [
     "ToolCalled",
     "Transitioned",
     "TurnAnswered",
+    "WorkspaceRestored",
     "is_final",
 ]
 
@@ -249,10 +251,44 @@ class SessionFinished(EventBase, frozen=True, tag="session_finished", kw_only=Tr
     changes: WorkspaceChanges | None = None  # the session's last comparison with its baseline (None: never made)
 
 
+class CheckpointTaken(EventBase, frozen=True, tag="checkpoint_taken", kw_only=True):
+    """The sandbox recorded the workspace before a call that can change it (``key``: the
+    call; ``checkpoint``: its id in the store, what ``acode undo --to`` takes); ``files``:
+    files changed since the store's previous checkpoint; ``skipped``: files left out (over
+    ``checkpoints.max_file_mb``, or unreadable)."""
+
+    checkpoint: str
+    key: str = ""
+    tool: str = ""
+    target: str = ""
+    stage: str = ""
+    task: str = ""
+    step: str = ""
+    took_ms: float = 0.0
+    files: int = 0
+    skipped: int = 0
+
+
+class WorkspaceRestored(EventBase, frozen=True, tag="workspace_restored", kw_only=True):
+    """``acode undo`` (or ``rewind``) put the workspace back as checkpoint ``to`` had it;
+    ``checkpoint``: the one taken just before the restore (undo it with ``--to`` that);
+    ``left``: paths someone other than this session changed since, left alone (without
+    ``--force``)."""
+
+    to: str
+    checkpoint: str = ""
+    written: int = 0
+    deleted: int = 0
+    left: list[str] = []
+    forced: bool = False
+    by: str = ""
+
+
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
+    | CheckpointTaken | WorkspaceRestored
 )
 
 

@@ -12,7 +12,7 @@ service               requests                    replies
 ``coordinator``       :data:`CoordinatorRequest`  :data:`CoordinatorReply`
 ``persistence``       :data:`PersistenceRequest`  :data:`PersistenceReply`
 ``planner`` …         :class:`RunStage`           :data:`StageReply`
-``sandbox``           :class:`RunTool`            :data:`SandboxReply`
+``sandbox``           :data:`SandboxRequest`      :data:`SandboxReply`
 supervision channel   :data:`SupervisorUp`        :data:`SupervisorDown`
 ====================  ==========================  ===========================
 
@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from protocol.autonomy import ApprovalDecision
+from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.plan import TaskPlan
@@ -434,6 +435,41 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     commit: Commit | None = None
     approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
     held: bool = False
+    site: CallSite | None = None  # where the call comes from: labels the checkpoint taken before it
+
+
+class RestoreWorkspace(Message, frozen=True, tag="restore_workspace", kw_only=True):
+    """``acode undo``: put ``workspace`` back as one of the session's checkpoints had it.
+
+    The target: ``to`` (a checkpoint id or a unique prefix of one), else with ``last`` the
+    checkpoint before the session's last call, else the one taken when the session began.
+    ``apply`` false only plans (nothing changes: what ``acode undo`` shows before it asks).
+    Paths someone other than the session changed since the target are left alone unless
+    ``force``. ``by``: who asked (``undo`` or ``rewind``), for the event."""
+
+    session_id: Id
+    workspace: str
+    to: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    last: bool = False
+    force: bool = False
+    apply: bool = False
+    by: Literal["undo", "rewind"] = "undo"
+    policy: SandboxPolicy = SandboxPolicy()
+
+
+class Restored(Message, frozen=True, tag="restored", kw_only=True):
+    """What a restore changed (or, not ``applied``, would change): workspace-relative paths.
+    ``left``: changed since by someone other than the session, left alone; ``kept``: could
+    not be changed because of what was left alone; ``checkpoint``: the one taken just before
+    the restore (an undo of the undo goes back to it)."""
+
+    target: str
+    applied: bool = False
+    write: list[str] = []
+    delete: list[str] = []
+    left: list[str] = []
+    kept: list[str] = []
+    checkpoint: str = ""
 
 
 class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):
@@ -444,7 +480,8 @@ class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):
     event: ToolCalled | None = None
 
 
-SandboxReply = ToolDone | Error
+SandboxRequest = RunTool | RestoreWorkspace
+SandboxReply = ToolDone | Restored | Error
 
 
 # --- supervision channel (child <-> coordinator, not through the broker) -----------------

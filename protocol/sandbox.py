@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from protocol.checkpoints import CheckpointSettings
+
 __all__ = ["IsolationLevel", "SandboxPolicy"]
 
 IsolationLevel = Literal["process", "landlock", "bubblewrap"]
@@ -39,3 +41,6 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # ``pytest`` and the like resolve on, after the workspace's own virtualenv
     # (actors/sandbox/confinement/toolchain.py). None: the sandbox's own PATH (``acode up``'s).
     path: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
+    # What the checkpoint before each call that can change the workspace covers (config
+    # section ``checkpoints:``; protocol/checkpoints.py)
+    checkpoints: CheckpointSettings = CheckpointSettings()

@@ -45,6 +45,7 @@ import msgspec
 
 from actors._base import Actor
 from actors.paths import RunPaths
+from actors.sandbox.checkpointing import Checkpointing
 from actors.sandbox.confinement import visible
 from actors.sandbox.confinement.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.gate import ApprovalGate, refused
@@ -55,7 +56,7 @@ from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import ConfigError
-from protocol.messages import Message, RunTool, ToolDone
+from protocol.messages import Message, RestoreWorkspace, RunTool, ToolDone
 from protocol.sandbox import SandboxPolicy
 from protocol.spec import ActorSpec
 
@@ -121,8 +122,13 @@ class SandboxActor(Actor):
                       forced=self.forced or None, sees=self.sees)
         self.clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                      epoch=self.spec.epoch, log=self.log)
-        self.journal = Journal(self._persistence, self.terminal, log=self.log,
-                               baselines=Baselines(paths.baselines), hidden=(str(paths.home), str(paths.sock_dir)))
+        hidden = (str(paths.home), str(paths.sock_dir))
+        self.checkpoints = Checkpointing(str(paths.checkpoints), self._persistence, hidden=hidden,
+                                         log=self.log)
+        for workspace in self.checkpoints.resume():  # a restore a kill interrupted completes first
+            self.log.warning("restore_completed_at_start", workspace=workspace)
+        self.journal = Journal(self._persistence, self.terminal, log=self.log, baselines=Baselines(paths.baselines),
+                               hidden=hidden, checkpoints=self.checkpoints)
         self.gate = ApprovalGate(self._persistence)
         # learns each session's policy while the planner's calls run (ApprovalGate.learn)
         self._learner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-gate")
@@ -158,6 +164,8 @@ class SandboxActor(Actor):
         anything else, which goes to the pool. Small: a file of at most :data:`QUICK_BYTES`
         (its size only decides where it runs; the read is confined as any other)."""
         body = codec.SANDBOX_REQUEST.decode(request.body)
+        if not isinstance(body, RunTool):
+            return None  # a restore: on the pool
         known = self.gate.knows(body.session_id)
         if not known and self.gate.exempt(request.envelope.sender):
             self._learn(body.session_id)
@@ -187,8 +195,14 @@ class SandboxActor(Actor):
         """Run one RunTool (on a pool thread); a body that does not decode is ACODE-PROTO-002."""
         return self.serve(request, codec.SANDBOX_REQUEST.decode(request.body))
 
-    def serve(self, request: Request, body: RunTool) -> Message:
+    def serve(self, request: Request, body: RunTool | RestoreWorkspace) -> Message:
         match body:
+            case RestoreWorkspace():
+                log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id)
+                restored = self.checkpoints.restore(body)
+                log.info("workspace_restored" if restored.applied else "restore_planned", to=restored.target,
+                         written=len(restored.write), deleted=len(restored.delete), left=len(restored.left))
+                return restored
             case RunTool():
                 log = self.log.bind(session_id=body.session_id, trace_id=request.envelope.trace_id,
                                     key=body.key, tool=body.tool)

@@ -10,6 +10,11 @@ after the other, the second then finds the first's result)::
                  pending  an earlier run was interrupted after its intent: see below
     finish     FinishToolCall(key, result, ToolCalled event); only then the reply
 
+A call that runs with side effects (``new`` or ``pending``) runs between two checkpoints
+of the workspace (:mod:`actors.sandbox.checkpointing`); the one before it is the call's
+``checkpoint_taken`` event, journaled with its result in the same transaction. A call
+answered from the journal (``done``) takes none: it does not run.
+
 A call without side effects (read_file, list_directory, search_code, search_code_terms,
 diff_workspace) or the session's baseline (its first record stands, a second call moves
 nothing): :attr:`ToolCall.rerun_safe`, skips ``begin``. The intent exists to tell, after a
@@ -61,17 +66,19 @@ from typing import Any, assert_never
 
 import msgspec
 
+from actors.sandbox.checkpointing import Checkpointing
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools import files
 from actors.sandbox.tools.baseline import Baselines
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import Terminal
-from protocol.errors import ErrorInfo, ProtocolError
-from protocol.events import ToolCalled
+from protocol.errors import ErrorInfo, ProtocolError, SandboxError
+from protocol.events import CheckpointTaken, ToolCalled
 from protocol.ids import new_id
 from protocol.messages import (
     Ack,
     BeginToolCall,
+    Commit,
     Committed,
     FinishToolCall,
     Message,
@@ -141,8 +148,9 @@ class Journal:
     """Runs tool calls exactly as the journal in persistence allows (see the module docstring)."""
 
     def __init__(self, send: Send, terminal: Terminal, *, log: Any = None, baselines: Baselines | None = None,
-                 hidden: tuple[str, ...] = ()):
+                 hidden: tuple[str, ...] = (), checkpoints: Checkpointing | None = None):
         self._send = send
+        self._checkpoints = checkpoints
         self._hidden = hidden  # acode's home: no file tool reaches it
         self._terminal = terminal
         self._baselines = baselines
@@ -159,8 +167,12 @@ class Journal:
             if call.rerun_safe:
                 if request.held:
                     result = call.run(self._terminal, self._baselines)
-                    return result, self._event(call, result)
-                return self._run_read(call), None
+                    answer: tuple[ToolResult, ToolCalled | None] = (result, self._event(call, result))
+                else:
+                    answer = (self._run_read(call), None)
+                if request.tool == "baseline_workspace" and self._checkpoints is not None:
+                    self._start(request)  # after the baseline: its ref in .git is part of the start
+                return answer
             if request.commit is not None:  # what the stage held back is durable before a side effect
                 self._send(request.commit)
             state = self._begin(call)
@@ -171,13 +183,39 @@ class Journal:
                                             "result; check the persistence actor", code="ACODE-PROTO-002")
                     return msgspec.structs.replace(state.result, replayed=True), None
                 case "new":
-                    result = call.run(self._terminal, self._baselines)
+                    taken, result = self._checkpointed(call, lambda: call.run(self._terminal, self._baselines))
                 case "pending":
-                    result = self._resume(call, state.pre_image)
+                    taken, result = self._checkpointed(call, lambda: self._resume(call, state.pre_image))
                 case _:
                     assert_never(state.state)
-            self._finish(call, result)
+            self._finish(call, result, taken)
             return result, None
+
+    def _checkpointed(self, call: ToolCall, run: Callable[[], ToolResult]) -> tuple[CheckpointTaken | None,
+                                                                                      ToolResult]:
+        """``run`` between the checkpoints before and after it (:mod:`actors.sandbox.checkpointing`);
+        a checkpoint that cannot be taken is the call's result instead: it does not run."""
+        if self._checkpoints is None or call.refusal is not None:
+            return None, run()
+        try:
+            taken = self._checkpoints.before(call)
+        except SandboxError as exc:
+            return None, call.result(Outcome(error=exc.info()))
+        result = run()
+        if taken is not None:
+            self._checkpoints.after(call)
+        return taken, result
+
+    def _start(self, request: RunTool) -> None:
+        """The session's ``start`` checkpoint (what ``acode undo`` goes back to); one that
+        cannot be taken is logged: the baseline still runs, and the first call that changes
+        the workspace is refused if its own cannot be taken either."""
+        assert self._checkpoints is not None
+        try:
+            self._checkpoints.start(request)
+        except (OSError, SandboxError) as exc:
+            if self._log is not None:
+                self._log.warning("checkpoint_start_failed", session_id=request.session_id, error=str(exc))
 
     def _run_read(self, call: ToolCall) -> ToolResult:
         """A call without side effects: run it, then journal its result; if a result was
@@ -196,11 +234,14 @@ class Journal:
                                 "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
         return reply
 
-    def _finish(self, call: ToolCall, result: ToolResult) -> ToolResult | None:
-        """Journal ``result``; return the result journaled before under the same key, if any."""
+    def _finish(self, call: ToolCall, result: ToolResult, taken: CheckpointTaken | None = None) -> ToolResult | None:
+        """Journal ``result`` (after ``taken``, the checkpoint before the call, in the same
+        transaction); return the result journaled before under the same key, if any."""
         request = call.request
         event = self._event(call, result)
         carried = request.commit if call.rerun_safe else None  # sent before the call otherwise
+        if taken is not None:
+            carried = Commit(session_id=request.session_id, events=[taken])
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
                                           event=event, rerun_safe=call.rerun_safe, commit=carried))
         if not isinstance(reply, (Committed, Ack)):

@@ -43,6 +43,7 @@ from actors.stages.sandboxcalls import TOOL_RETRY_WAITS, ProtectedChanged, Sandb
 from actors.stages.untrusted import Fence
 from actors.stages.writes import StageWrites
 from broker.threads import ThreadClients
+from protocol.checkpoints import CallSite
 from protocol.events import Event
 from protocol.messages import Message, ReplayIndex, RunStage
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult, WorkspaceChanges
@@ -155,9 +156,10 @@ class StageContext:
         return self.sandbox.tools(calls)
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
-                      timeout_s: float | None = None, approval: str = "") -> ToolResult:
-        """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`."""
-        return self.sandbox.tool_retrying(key, tool, arguments, timeout_s=timeout_s, approval=approval)
+                      timeout_s: float | None = None, approval: str = "", site: CallSite | None = None) -> ToolResult:
+        """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`
+        (``site``: the task and step, for the checkpoint before the call)."""
+        return self.sandbox.tool_retrying(key, tool, arguments, timeout_s=timeout_s, approval=approval, site=site)
 
     def diff(self, purpose: str) -> tuple[str, WorkspaceChanges | None]:
         """The workspace's diff since the session began and its changed files; ACODE-ORCH-012

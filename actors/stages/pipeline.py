@@ -4,8 +4,8 @@ checkpoint → execute → budget update.
 Every tool call the executor's model makes goes through :meth:`CallPipeline.run`, and every
 check command the verifier runs through its autonomy step (a check's command comes from the
 plan, which a model wrote: it is gated like the executor's commands); each
-step is a named method, and a step that is not built yet (budget, anomaly, checkpoint,
-budget update) is a no-op in its slot, so later work fills it without touching the
+step is a named method, and a step that is not built yet (budget, anomaly, budget
+update) is a no-op in its slot, so later work fills it without touching the
 executor's loop.
 
 The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
@@ -43,6 +43,7 @@ from protocol.autonomy import (
     rule_of,
     target_of,
 )
+from protocol.checkpoints import CallSite
 from protocol.errors import ExecutionError
 from protocol.events import ApprovalDecided
 from protocol.ids import stable_id
@@ -96,8 +97,8 @@ class CallPipeline:
         if not verdict.run:
             return Passed(denied=verdict.denied)
         self.anomaly(call)
-        self.checkpoint(call)
-        result = self.execute(key, call, verdict.approval)
+        site = self.checkpoint(call, task=task, step=step)
+        result = self.execute(key, call, verdict.approval, site)
         self.budget_update(call, result)
         return Passed(result=result)
 
@@ -140,12 +141,15 @@ class CallPipeline:
     def anomaly(self, call: ModelToolCall) -> None:
         """Anomaly check (seed 002 step 3): not built yet; nothing is anomalous."""
 
-    def checkpoint(self, call: ModelToolCall) -> None:
-        """Checkpoint before a file-changing call (seed 002 step 4): not built yet (the
-        session's baseline, recorded by the planner, is what a diff compares against)."""
+    def checkpoint(self, call: ModelToolCall, *, task: str, step: str) -> CallSite:
+        """Checkpoint (seed 002 step 4): the call is labelled with its stage, task and step;
+        the sandbox takes the checkpoint itself, just before the call runs, for every call
+        that can change the workspace (it classifies the call: a stage cannot skip it; see
+        actors/sandbox/checkpointing.py), and journals it with the call's result."""
+        return CallSite(stage=self.ctx.request.stage, task=task, step=step)
 
-    def execute(self, key: str, call: ModelToolCall, approval: str) -> ToolResult:
-        return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval)
+    def execute(self, key: str, call: ModelToolCall, approval: str, site: CallSite | None = None) -> ToolResult:
+        return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval, site=site)
 
     def budget_update(self, call: ModelToolCall, result: ToolResult) -> None:
         """Budget update (seed 002 step 6): not built yet."""

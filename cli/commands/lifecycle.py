@@ -41,6 +41,7 @@ def up(
     for changed in paths.prepare():  # a home an older acode (or a hand) made looser: one line per path
         echo(f"acode up: made private: {changed}", err=True)
     config = resolve(home=paths.home, flags=flags)
+    _collect(paths.checkpoints, config.checkpoints.keep_days or 7.0)
     options, interval, liveness = up_options(config)
     spec = daemon.coordinator_spec(paths, options, heartbeat_interval=interval, liveness=liveness,
                                    log_level=log_level)
@@ -85,9 +86,34 @@ def status(
         where = {s.id: _where(connection, s) for s in active}
     echo(render.status_table(report))
     echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
+    echo(_store_size(run_paths().checkpoints))
     if active:
         echo("")
         echo(render.active_sessions(active, where))
+
+def _collect(root: Path, keep_days: float) -> None:
+    """``acode up`` drops checkpoints older than ``checkpoints.keep_days`` first (``acode gc``)."""
+    if not root.is_dir():
+        return
+    from cli.commands.checkpoints import collect
+
+    try:
+        report = collect(root, keep_days)
+    except OSError as exc:  # a damaged store must not keep acode from starting
+        echo(f"acode up: checkpoints gc skipped: {exc}; run `acode gc` to see", err=True)
+        return
+    dropped = sum(row["dropped"] for row in report["stores"])
+    if dropped:
+        echo(f"acode up: dropped {dropped} checkpoint(s) older than {keep_days:g} days", err=True)
+
+
+def _store_size(root: Path) -> str:
+    from actors.sandbox.checkpointing import stores
+    from actors.sandbox.workspace.checkpoints import Checkpoints
+
+    found = [Checkpoints(directory, workspace).size_bytes() for directory, workspace in stores(str(root))]
+    return f"checkpoints: {sum(found) / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
+
 
 def _where(connection: Connection, session: SessionSnapshot) -> str:
     """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""

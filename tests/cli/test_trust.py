@@ -272,3 +272,19 @@ def test_a_workspace_cannot_allow_a_remote_model_server_the_user_did_not_allow(t
     assert len(notices) == 1 and " sets model.allow_remote: True, looser than yours (False)" in notices[0]
     with pytest.raises(ModelError, match="ACODE-LLM-009"):  # the remote URL is then refused as ever
         session_settings(config)
+
+
+def test_a_workspace_may_make_checkpoints_cover_more_but_never_less(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (ws / ".agent").mkdir(parents=True)
+    home.mkdir()
+    (ws / ".agent" / "config.yml").write_text(
+        "checkpoints:\n  enabled: false\n  max_file_mb: 1\n  keep_days: 1\n  skip_dirs: [node_modules, src]\n")
+    notices: list[str] = []
+    config = resolve(home=home, workspace=ws, notices=notices)
+    assert (config.checkpoints.enabled, config.checkpoints.max_file_mb, config.checkpoints.keep_days) == (None,) * 3
+    assert config.checkpoints.skip_dirs == ["node_modules"]  # src: the user's do not skip it
+    assert len([n for n in notices if "checkpoints." in n]) == 4
+    (ws / ".agent" / "config.yml").write_text("checkpoints:\n  max_file_mb: 50\n  keep_days: 30\n")
+    config = resolve(home=home, workspace=ws, notices=[])
+    assert (config.checkpoints.max_file_mb, config.checkpoints.keep_days) == (50, 30)

@@ -15,6 +15,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from protocol import autonomy as au
+from protocol import checkpoints as ck
 from protocol import events as ev
 from protocol import messages as m
 from protocol import plan as pl
@@ -105,8 +106,12 @@ ollama_providers = struct(ss.OllamaProvider, {"model": short.filter(bool)}, base
 openai_providers = struct(ss.OpenAIProvider, {"model": short.filter(bool)}, base_url=short.filter(bool),
                           api_key_env=short, **_http_fields)
 providers = scripted_providers | ollama_providers | openai_providers
+dir_names = st.text(min_size=1, max_size=20).filter(lambda name: "/" not in name and "\x00" not in name)
+checkpoint_settings = struct(ck.CheckpointSettings, enabled=st.booleans(),
+                             max_file_mb=st.floats(0, 100_000, allow_nan=False), skip_dirs=_few(dir_names))
+call_sites = struct(ck.CallSite, stage=short, task=short, step=short)
 sandbox_policies = struct(
-    sb.SandboxPolicy,
+    sb.SandboxPolicy, checkpoints=checkpoint_settings,
     allowed_commands=st.none() | _few(short.filter(bool)), extra_commands=_few(short.filter(bool)),
     allow_inline_code=st.booleans(), shell_commands=_few(texts.filter(bool)),
     require_isolation=st.sampled_from(["process", "landlock", "bubblewrap"]), network=st.booleans(),
@@ -332,6 +337,10 @@ _event(ev.PauseRequested, stage=short)
 _event(ev.Steered, {"text": texts}, stage=short)
 _event(ev.ApprovalDecided, {"key": ids, "call_hash": short, "tool": short, "decision": decisions_}, target=texts,
        risk=short, rule=short, always=st.booleans(), reason=texts, by=short)
+_event(ev.CheckpointTaken, {"checkpoint": short}, key=ids, tool=short, target=texts, stage=short, task=short,
+       step=short, took_ms=non_negative, files=naturals, skipped=naturals)
+_event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, deleted=naturals, left=_few(texts),
+       forced=st.booleans(), by=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts,
        changes=st.none() | workspace_changes)
@@ -416,8 +425,12 @@ struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": sh
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
        output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits,
-       approval=short, held=st.booleans())
+       approval=short, held=st.booleans(), site=st.none() | call_sites)
 struct(m.ToolDone, {"result": tool_results}, event=st.none() | tool_called_events)
+struct(m.RestoreWorkspace, {"session_id": ids, "workspace": texts}, to=short, last=st.booleans(),
+       force=st.booleans(), apply=st.booleans(), by=st.sampled_from(["undo", "rewind"]), policy=sandbox_policies)
+struct(m.Restored, {"target": short}, applied=st.booleans(), write=_few(texts), delete=_few(texts), left=_few(texts),
+       kept=_few(texts), checkpoint=short)
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
                      "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids),

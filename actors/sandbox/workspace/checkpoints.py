@@ -33,16 +33,17 @@ import json
 import os
 import time
 from collections.abc import Collection
+from typing import Literal
 
 import msgspec
 
 from actors.sandbox.workspace import restore as _restore
-from actors.sandbox.workspace.objects import REPACK_FROM, Objects, commit_tree, encode_commit, locked
+from actors.sandbox.workspace.objects import DIR, REPACK_FROM, Objects, commit_tree, encode_commit, locked, unescape
 from actors.sandbox.workspace.restore import Plan, Step
 from actors.sandbox.workspace.scan import Cache, Scope, scan
 from protocol.errors import NotFoundError
 
-__all__ = ["Checkpoint", "Checkpoints", "Collected", "Meta", "Record"]
+__all__ = ["Checkpoint", "Checkpoints", "Collected", "Kind", "Meta", "Record"]
 
 _LOG = "checkpoints.log"
 _CACHE = "cache.msgpack"
@@ -50,14 +51,21 @@ _SHOWN = 50  # changed paths kept in a log line (the count is always there)
 _DAY = 86_400
 
 
-class Meta(msgspec.Struct, frozen=True, kw_only=True):
-    """What the caller says about a checkpoint: the session, where it is, and the call it precedes."""
+Kind = Literal["start", "before", "after", "restore"]
+
+
+class Meta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the caller says about a checkpoint: the session, where it is, and the call it
+    precedes (``kind``: ``before`` a call; ``after`` it, which tells what the call itself
+    changed; ``start``, when the session began; ``restore``, just before an undo)."""
 
     session: str
     stage: str = ""
     task: str = ""
-    step: int | None = None
+    step: str = ""
     call: str = ""
+    key: str = ""
+    kind: Kind = "before"
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,6 +167,29 @@ class Checkpoints:
         """Files and symlinks that differ now from checkpoint ``checkpoint`` (new, changed, deleted)."""
         todo = _restore.plan(self.objects, self.workspace, self.scope, self.find(checkpoint).id, cache=self._cache())
         return sorted({*todo.write, *todo.delete})
+
+    def between(self, old: str, new: str) -> list[str]:
+        """Files and symlinks that differ between checkpoints ``old`` and ``new`` (full ids);
+        a subtree whose id is the same in both is not entered."""
+        found: list[str] = []
+        stack = [(b"", commit_tree(self.objects.read(old)[1]), commit_tree(self.objects.read(new)[1]))]
+        while stack:
+            base, left, right = stack.pop()
+            if left == right:
+                continue
+            a = {unescape(name): (mode, oid) for mode, name, oid in self.objects.read_tree(left)} if left else {}
+            b = {unescape(name): (mode, oid) for mode, name, oid in self.objects.read_tree(right)} if right else {}
+            for name in a.keys() | b.keys():
+                path = base + b"/" + name if base else name
+                one, two = a.get(name), b.get(name)
+                if one == two:
+                    continue
+                subtrees = [entry[1] if entry is not None and entry[0] == DIR else "" for entry in (one, two)]
+                if any(subtrees):
+                    stack.append((path, subtrees[0], subtrees[1]))
+                if any(entry is not None and entry[0] != DIR for entry in (one, two)):
+                    found.append(os.fsdecode(path))
+        return sorted(found)
 
     def size_bytes(self) -> int:
         total = 0

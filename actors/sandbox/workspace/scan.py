@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.sandbox.workspace.objects import DIR, LINK, Objects, encode_tree
+from protocol import checkpoints
 
 __all__ = ["DEFAULT_SKIP_DIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "scan"]
 
-DEFAULT_SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", "target", "build", "dist", "__pycache__",
-                               ".tox", ".mypy_cache", ".pytest_cache"})
+DEFAULT_SKIP_DIRS = frozenset(checkpoints.DEFAULT_SKIP_DIRS)
 RACY_NS = 2_000_000_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC

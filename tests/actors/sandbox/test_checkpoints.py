@@ -21,7 +21,7 @@ _GIT_ENV = {"PATH": os.environ["PATH"], "HOME": os.devnull, "GIT_CONFIG_GLOBAL":
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com",
             "GIT_COMMITTER_NAME": "User", "GIT_COMMITTER_EMAIL": "user@example.com", "LC_ALL": "C"}
 _SCOPE = Scope(max_file_bytes=1000)  # a tiny cap, so a test's "big" file is 2 KB
-_META = Meta(session="s1", stage="execute", task="t1", step=2, call="run_terminal")
+_META = Meta(session="s1", stage="execute", task="t1", step="S2", call="run_terminal")
 
 
 def git(root: Path, *args: str) -> str:

@@ -1,0 +1,263 @@
+"""Checkpoints in the sandbox: before and after every call that can change a workspace, and the undo.
+
+The store of each workspace is ``<home>/checkpoints/<key>`` (:func:`store_dir`: the key is
+a hash of the workspace's resolved path), written by
+:class:`~actors.sandbox.workspace.checkpoints.Checkpoints`: in acode's home, which no
+tool or command of a session can reach (the sandbox hides it), so a session cannot
+destroy its own undo.
+
+**When.** The journal (:mod:`actors.sandbox.journal`) calls :meth:`Checkpointing.before`
+for every call with side effects it is about to run (every call that is not
+:attr:`~actors.sandbox.dispatch.ToolCall.rerun_safe`: the write-class file tools and
+every command, read-only or not), once the call's intent is journaled and never for a
+call answered from the journal; and :meth:`Checkpointing.after` once it ran. The
+baseline of a session (its first call) takes the ``start`` checkpoint:
+what ``acode undo SESSION`` goes back to. A checkpoint that cannot be taken refuses the
+call (ACODE-SBX-023): nothing runs that could not be undone.
+
+**Whose change is whose.** The ``after`` checkpoints make the undo exact about who
+changed what: between a call's ``before`` and ``after`` the session changed the
+workspace; between its ``after`` and the session's next checkpoint (or now) someone else
+did (the user, during a pause). :meth:`Checkpointing.restore` walks these spans after the
+target in order and leaves alone every path someone else changed last (unless
+``force``), so an edit made by the user during a paused session survives ``acode undo``.
+
+**The undo is undoable and journaled.** A restore first takes a ``restore`` checkpoint
+(``acode undo --to`` it brings the tree back) and its ``after`` when done; the restore
+itself is journaled in the store (``restore/``), so a ``kill -9`` of the sandbox
+mid-restore leaves a journal that :meth:`Checkpointing.resume` completes when the
+sandbox starts again (``acode up``, or the coordinator's restart). The CLI asking for the
+undo may die at any time: the sandbox does the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from actors.sandbox.dispatch import ToolCall
+from actors.sandbox.workspace import restore as restoring
+from actors.sandbox.workspace.checkpoints import Checkpoints, Meta, Record
+from actors.sandbox.workspace.scan import Scope
+from protocol.checkpoints import CallSite, CheckpointSettings
+from protocol.errors import NotFoundError, SandboxError
+from protocol.events import CheckpointTaken, WorkspaceRestored
+from protocol.ids import new_id
+from protocol.messages import Commit, Restored, RestoreWorkspace, RunTool
+
+__all__ = ["Checkpointing", "store_dir", "stores"]
+
+_MIB = 1024 * 1024
+_WORKSPACE = "workspace"  # the store's workspace path, for listings
+_JOURNAL = "restore"  # the store's restore journal directory
+
+
+def store_dir(root: str, workspace: str) -> str:
+    """The store of ``workspace`` under ``root`` (``<home>/checkpoints``)."""
+    real = os.path.realpath(workspace)
+    return os.path.join(root, hashlib.sha256(os.fsencode(real)).hexdigest()[:16])
+
+
+def stores(root: str) -> Iterator[tuple[str, str]]:
+    """Every store under ``root``: (its directory, the workspace it records)."""
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return
+    for name in names:
+        try:
+            with open(os.path.join(root, name, _WORKSPACE), encoding="utf-8") as file:
+                yield os.path.join(root, name), file.read().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+
+
+def scope_of(settings: CheckpointSettings, exclude: tuple[str, ...] = ()) -> Scope:
+    return Scope(max_file_bytes=int(settings.max_file_mb * _MIB), skip_dirs=frozenset(settings.skip_dirs),
+                 exclude=exclude)
+
+
+class _Store:
+    def __init__(self, checkpoints: Checkpoints):
+        self.checkpoints = checkpoints
+        self.lock = threading.Lock()  # one take or restore at a time in this process (the store's flock: across them)
+        self.exclude = checkpoints.scope.exclude
+
+
+class Checkpointing:
+    """The sandbox's checkpoints of every workspace it works in (see the module)."""
+
+    def __init__(self, root: str, send: Any, *, hidden: tuple[str, ...] = (), log: Any = None):
+        self.root = root
+        self._send = send  # one request to persistence (the sandbox's)
+        self._hidden = hidden
+        self._log = log
+        self._lock = threading.Lock()
+        self._stores: dict[str, _Store] = {}
+
+    # -- taking -------------------------------------------------------------------------
+
+    def start(self, request: RunTool) -> None:
+        """The ``start`` checkpoint of a session, once (its baseline: the first call it makes)."""
+        settings = request.policy.checkpoints
+        if not settings.enabled:
+            return
+        store = self._store(request.workspace)
+        with store.lock:
+            if any(r.meta.session == request.session_id for r in store.checkpoints.records()):
+                return
+            self._take(store, settings, Meta(session=request.session_id, call="session start", kind="start"))
+
+    def before(self, call: ToolCall) -> CheckpointTaken | None:
+        """The checkpoint before ``call`` runs, as its event; None when the session takes none.
+        ACODE-SBX-023 (a :class:`SandboxError`) when it cannot be taken."""
+        request = call.request
+        settings = request.policy.checkpoints
+        if not settings.enabled or call.refusal is not None:
+            return None
+        site = request.site or CallSite()
+        meta = Meta(session=request.session_id, stage=site.stage, task=site.task, step=site.step,
+                    call=f"{request.tool} {call.target}".strip(), key=request.key)
+        try:
+            store = self._store(request.workspace)
+            with store.lock:
+                taken = self._take(store, settings, meta)
+        except OSError as exc:
+            raise SandboxError(f"the checkpoint before {request.tool} could not be taken: {exc}; the call did not "
+                               f"run (free space in {self.root}, or turn checkpoints off with checkpoints.enabled: "
+                               "false)", code="ACODE-SBX-023") from exc
+        return CheckpointTaken(id=new_id(), session_id=request.session_id, at=time.time(), checkpoint=taken.id,
+                               key=request.key, tool=request.tool, target=call.target, stage=site.stage,
+                               task=site.task, step=site.step, took_ms=taken.took_ms, files=len(taken.changed),
+                               skipped=len(taken.skipped))
+
+    def after(self, call: ToolCall) -> None:
+        """The checkpoint after ``call`` ran: what it changed is the session's (see the module).
+        A failure is logged, never raised: the call has run, and its result must be journaled."""
+        request = call.request
+        try:
+            store = self._store(request.workspace)
+            with store.lock:
+                self._take(store, request.policy.checkpoints,
+                           Meta(session=request.session_id, call=request.tool, key=request.key, kind="after"))
+        except (OSError, SandboxError) as exc:
+            if self._log is not None:
+                self._log.warning("checkpoint_after_failed", key=request.key, error=str(exc))
+
+    def _take(self, store: _Store, settings: CheckpointSettings, meta: Meta) -> Any:
+        store.checkpoints.scope = scope_of(settings, store.exclude)
+        return store.checkpoints.take(meta)
+
+    # -- restoring ----------------------------------------------------------------------
+
+    def restore(self, body: RestoreWorkspace) -> Restored:
+        """Plan (``apply`` false) or make a restore to one of the session's checkpoints (see the module)."""
+        store = self._store(body.workspace)
+        checkpoints = store.checkpoints
+        with store.lock:
+            self._resume(store)  # a restore a kill interrupted completes first
+            checkpoints.scope = scope_of(body.policy.checkpoints, store.exclude)
+            records = checkpoints.records()
+            mine = [r for r in records if r.meta.session == body.session_id]
+            target = self._target(checkpoints, mine, body)
+            journal = os.path.join(checkpoints.root, _JOURNAL)
+            if not body.apply:
+                leave = [] if body.force else self._others(checkpoints, records, body.session_id, target, None)
+                plan = checkpoints.plan_restore(target.id, leave=leave)
+                return Restored(target=target.id, write=plan.write, delete=plan.delete, left=plan.left)
+            key = new_id()
+            pre = checkpoints.take(Meta(session=body.session_id, call=f"{body.by} to {target.id[:12]}", key=key,
+                                        kind="restore"))
+            leave = [] if body.force else self._others(checkpoints, records, body.session_id, target, pre.id)
+            try:
+                plan = checkpoints.restore(target.id, journal_dir=journal, leave=leave)
+            except OSError as exc:
+                raise SandboxError(f"the restore of {body.workspace} to {target.id[:12]} stopped: {exc}; it is "
+                                   "journaled and completes at the next `acode up` or `acode undo`",
+                                   code="ACODE-SBX-025") from exc
+            checkpoints.take(Meta(session=body.session_id, call=body.by, key=key, kind="after"))
+        event = WorkspaceRestored(id=new_id(), session_id=body.session_id, at=time.time(), to=target.id,
+                                  checkpoint=pre.id, written=len(plan.write), deleted=len(plan.delete),
+                                  left=plan.left[:50], forced=body.force, by=body.by)
+        self._send(Commit(session_id=body.session_id, events=[event]))
+        return Restored(target=target.id, applied=True, write=plan.write, delete=plan.delete, left=plan.left,
+                        kept=plan.kept, checkpoint=pre.id)
+
+    @staticmethod
+    def _target(checkpoints: Checkpoints, mine: list[Record], body: RestoreWorkspace) -> Record:
+        marks = [r for r in mine if r.meta.kind != "after"]
+        if not marks:
+            raise SandboxError(f"session {body.session_id} has no checkpoints of {body.workspace}; it made no change "
+                               "there, or ran with checkpoints.enabled: false", code="ACODE-SBX-024")
+        if body.to:
+            try:
+                found = checkpoints.find(body.to)
+            except NotFoundError as exc:
+                raise SandboxError(str(exc), code="ACODE-SBX-024") from exc
+            if found.meta.session != body.session_id or found.meta.kind == "after":
+                raise SandboxError(f"checkpoint {body.to!r} is not one of session {body.session_id}'s; "
+                                   f"`acode checkpoints {body.session_id}` lists them", code="ACODE-SBX-024")
+            return found
+        if body.last:
+            calls = [r for r in marks if r.meta.kind == "before"]
+            if not calls:
+                raise SandboxError(f"session {body.session_id} made no call that changes the workspace",
+                                   code="ACODE-SBX-024")
+            return calls[-1]
+        return next((r for r in marks if r.meta.kind == "start"), marks[0])
+
+    @staticmethod
+    def _others(checkpoints: Checkpoints, records: list[Record], session: str, target: Record,
+                now: str | None) -> list[str]:
+        """Paths someone other than ``session`` changed last since ``target`` (see the module):
+        the session's spans after ``target`` in order, its own (a call's before to its after)
+        clearing a path, any other span marking it; ``now``: a checkpoint of the tree as it
+        is (None: compared with the workspace itself)."""
+        after = records[records.index(target):]
+        mine = [r for r in after if r.meta.session == session]
+        others: set[str] = set()
+        for one, two in zip(mine, mine[1:], strict=False):
+            changed = checkpoints.between(one.id, two.id)
+            if two.meta.kind == "after" and two.meta.key == one.meta.key:
+                others.difference_update(changed)
+            else:
+                others.update(changed)
+        last = mine[-1]
+        others.update(checkpoints.between(last.id, now) if now is not None else checkpoints.changed_since(last.id))
+        return sorted(others)
+
+    def resume(self) -> list[str]:
+        """Complete every restore a kill interrupted (the sandbox's start); the workspaces done."""
+        done: list[str] = []
+        for directory, workspace in stores(self.root):
+            if os.path.exists(os.path.join(directory, _JOURNAL, restoring.JOURNAL)):
+                with self._store(workspace).lock:
+                    if restoring.resume(os.path.join(directory, _JOURNAL)) is not None:
+                        done.append(workspace)
+        return done
+
+    def _resume(self, store: _Store) -> None:
+        restoring.resume(os.path.join(store.checkpoints.root, _JOURNAL))
+
+    # -- the stores ---------------------------------------------------------------------
+
+    def _store(self, workspace: str) -> _Store:
+        real = os.path.realpath(workspace)
+        with self._lock:
+            store = self._stores.get(real)
+            if store is None:
+                directory = store_dir(self.root, real)
+                exclude = tuple(os.path.relpath(path, real) for path in self._hidden
+                                if not os.path.relpath(path, real).startswith(".."))
+                store = _Store(Checkpoints(directory, real, scope=Scope(exclude=exclude)))
+                marker = os.path.join(directory, _WORKSPACE)
+                if not os.path.exists(marker):
+                    with open(marker + ".tmp", "w", encoding="utf-8") as file:
+                        file.write(real + "\n")
+                    os.rename(marker + ".tmp", marker)
+                self._stores[real] = store
+            return store

@@ -1,0 +1,186 @@
+"""Checkpoints and undo: ``acode checkpoints`` lists a session's, ``undo`` puts the workspace
+back, ``gc`` drops old ones (README "Checkpoints and undo").
+
+The store of each workspace is in acode's home (``actors/sandbox/checkpointing.py``).
+Listing and gc read and write the store directly (they never touch a workspace), so they
+work without ``acode up``; the undo is the sandbox's work (the only process that touches
+a workspace), so it needs acode running: the CLI asks for the plan first, shows it, asks
+on a terminal (``--yes`` off one), then asks the sandbox to apply it. A kill of the CLI
+meanwhile changes nothing: the sandbox completes what it started.
+"""
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli.commands.home import Json, home, run_paths
+from cli.config import resolve
+from cli.connection import Connection
+from cli.follow import print_json
+from cli.render import echo
+from protocol.errors import CliError
+
+__all__ = ["checkpoints", "gc", "undo"]
+
+_SHOWN = 20  # paths listed per kind before "… and N more"
+
+
+def _store_of(session: str) -> tuple[str, str, str, list[Any]]:
+    """The session (full id) whose id starts with ``session``, its workspace, its store, and
+    every record of that store, from the stores in acode's home."""
+    from actors.sandbox.checkpointing import stores
+    from actors.sandbox.workspace.checkpoints import Checkpoints
+
+    found: dict[str, tuple[str, str, list[Any]]] = {}
+    for directory, workspace in stores(str(run_paths().checkpoints)):
+        records = Checkpoints(directory, workspace).records()
+        for record in records:
+            if record.meta.session.startswith(session):
+                found[record.meta.session] = (workspace, directory, records)
+    if not found:
+        raise CliError(f"no checkpoints of a session starting with {session!r}; a session has them once it has "
+                       "made a call that can change its workspace (`acode sessions` lists sessions)",
+                       code="ACODE-CLI-002")
+    if len(found) > 1:
+        raise CliError(f"{len(found)} sessions with checkpoints start with {session!r}; give more characters",
+                       code="ACODE-CLI-002")
+    [(full, (workspace, directory, records))] = found.items()
+    return full, workspace, directory, records
+
+
+def listed(session: str, records: list[Any]) -> list[dict[str, Any]]:
+    """The session's checkpoints as ``acode checkpoints`` shows them: the start, one before
+    each call, one before each undo; ``files``: changed since the previous one listed."""
+    rows: list[dict[str, Any]] = []
+    changed = 0
+    for record in records:
+        changed += record.files
+        if record.meta.session != session or record.meta.kind == "after":
+            continue
+        meta = record.meta
+        rows.append({"id": record.id, "kind": meta.kind, "stage": meta.stage, "task": meta.task, "step": meta.step,
+                     "call": meta.call, "key": meta.key, "at": record.at, "took_ms": record.took_ms,
+                     "files": changed if rows else record.files, "skipped": record.skipped})
+        changed = 0
+    return rows
+
+
+def checkpoints(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    json_out: Json = False,
+) -> None:
+    """List a session's checkpoints: one before each call that could change the workspace."""
+    full, workspace, _, records = _store_of(session)
+    rows = listed(full, records)
+    if json_out:
+        for row in rows:
+            print_json(row)
+        return
+    echo(f"session {full}  workspace {workspace}")
+    for row in rows:
+        where = "/".join(part for part in (row["task"], row["step"]) if part)
+        when = time.strftime("%H:%M:%S", time.localtime(row["at"]))
+        echo(f"{row['id'][:12]}  {when}  {row['stage'] or row['kind']:<9} {where or '-':<8} "
+             f"{row['took_ms']:>6.1f} ms  {row['files']:>4} file(s)  {row['call']}")
+
+
+def undo(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    to: Annotated[str | None, typer.Option("--to", help="checkpoint id (or prefix): back to just before that call")]
+    = None,
+    last: Annotated[bool, typer.Option("--last", help="back one call")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask (needed off a terminal)")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="also put back what someone else changed since (your own edits included)")] = False,
+    json_out: Json = False,
+) -> None:
+    """Put the workspace back as it was before the session began (or --to / --last)."""
+    from protocol.messages import GetSession, Restored, RestoreWorkspace
+
+    if to and last:
+        raise CliError("give --to CHECKPOINT or --last, not both", code="ACODE-CLI-003")
+    with Connection(home()) as connection:
+        from cli.commands.sessions import full_session_id
+
+        session_id = full_session_id(connection, session)
+        snapshot = connection.persistence(GetSession(session_id=session_id)).session
+        if snapshot.status == "running":
+            raise CliError(f"session {session_id} is running: its calls would race the undo; pause it first "
+                           f"(`acode pause {session_id[:8]}`), then undo", code="ACODE-CLI-010")
+        body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=to or "", last=last,
+                                force=force, policy=snapshot.settings.sandbox)  # what its checkpoints covered
+        plan = connection.sandbox(body)
+        assert isinstance(plan, Restored)
+        if not (plan.write or plan.delete):
+            _report(plan, json_out, nothing=True)
+            return
+        if not yes:
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                raise CliError(f"undo would change {len(plan.write) + len(plan.delete)} path(s) in "
+                               f"{snapshot.workspace}; run it on a terminal to confirm, or pass --yes",
+                               code="ACODE-CLI-011")
+            echo(_changes(plan, snapshot.workspace))
+            if not typer.confirm("Restore?", default=False):
+                raise typer.Exit(1)
+        import msgspec
+
+        done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
+        assert isinstance(done, Restored)
+    _report(done, json_out)
+
+
+def _changes(plan: Any, workspace: str) -> str:
+    lines = [f"back to checkpoint {plan.target[:12]} in {workspace}:"]
+    for label, paths in (("write", plan.write), ("delete", plan.delete), ("leave (changed by someone else; --force "
+                                                                           "puts them back too)", plan.left)):
+        for path in paths[:_SHOWN]:
+            lines.append(f"  {label.split()[0]:<6} {path}")
+        if len(paths) > _SHOWN:
+            lines.append(f"  … and {len(paths) - _SHOWN} more to {label}")
+    return "\n".join(lines)
+
+
+def _report(restored: Any, json_out: bool, *, nothing: bool = False) -> None:
+    if json_out:
+        print_json(restored)
+        return
+    if nothing:
+        echo(f"nothing to restore: the workspace is as checkpoint {restored.target[:12]} has it"
+             + (f" (left alone: {', '.join(restored.left[:_SHOWN])})" if restored.left else ""))
+        return
+    echo(f"restored to {restored.target[:12]}: {len(restored.write)} written, {len(restored.delete)} deleted"
+         + (f", {len(restored.left)} left alone: {', '.join(restored.left[:_SHOWN])}" if restored.left else "")
+         + f"; undo this with --to {restored.checkpoint[:12]}")
+
+
+def gc(
+    keep_days: Annotated[float | None, typer.Option(
+        "--keep-days", help="keep checkpoints this many days (default: checkpoints.keep_days, 7)")] = None,
+    json_out: Json = False,
+) -> None:
+    """Drop checkpoints older than checkpoints.keep_days from every workspace's store."""
+    days = keep_days if keep_days is not None else resolve(home=run_paths().home, notices=[]).checkpoints.keep_days
+    report = collect(run_paths().checkpoints, 7.0 if days is None else days)
+    if json_out:
+        print_json(report)
+        return
+    for row in report["stores"]:
+        echo(f"{row['workspace']}: dropped {row['dropped']}, kept {row['kept']}, {row['bytes'] / 1e6:.1f} MB")
+    echo(f"checkpoints: {report['bytes'] / 1e6:.1f} MB in {len(report['stores'])} store(s)")
+
+
+def collect(root: Path, keep_days: float) -> dict[str, Any]:
+    """gc every store under ``root`` (``acode gc``, and ``acode up`` before it starts the actors)."""
+    from actors.sandbox.checkpointing import stores
+    from actors.sandbox.workspace.checkpoints import Checkpoints
+
+    rows = []
+    for directory, workspace in stores(str(root)):
+        store = Checkpoints(directory, workspace)
+        collected = store.gc(keep_days)
+        rows.append({"workspace": workspace, "dropped": collected.dropped, "kept": collected.kept,
+                     "objects_deleted": collected.deleted, "bytes": store.size_bytes()})
+    return {"keep_days": keep_days, "stores": rows, "bytes": sum(row["bytes"] for row in rows)}
