@@ -32,7 +32,7 @@ for command in (
     lifecycle.up, lifecycle.down, lifecycle.status,
     sessions.run, sessions.attach, sessions.sessions, sessions.show, sessions.cancel, sessions.resume,
     steering.pause, steering.steer, steering.approve, steering.deny, steering.replan, steering.answer,
-    checkpoints.checkpoints, checkpoints.undo, checkpoints.gc,
+    checkpoints.checkpoints, checkpoints.undo, checkpoints.rewind, checkpoints.gc,
     maintenance.doctor, maintenance.trust, maintenance.logs, maintenance.demo,
 ):
     app.command()(command)

@@ -139,6 +139,19 @@ class ReplanSession(Message, frozen=True, tag="replan_session", kw_only=True):
 
     session_id: Id
     feedback: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEERING_CHARS)]
+class RewindSession(Message, frozen=True, tag="rewind_session", kw_only=True):
+    """``acode rewind``: the workspace is back at ``checkpoint`` (the sandbox restored it);
+    the session goes on from step ``task``/``step`` of its plan (from its first step when
+    they are empty): the steps before it are kept, it and every later one are run again,
+    with ``steering`` (if given) for every later stage."""
+
+    session_id: Id
+    checkpoint: Annotated[str, msgspec.Meta(max_length=64)]
+    task: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    step: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    steering: Annotated[str, msgspec.Meta(max_length=MAX_STEERING_CHARS)] = ""
+
+
 class DecideApproval(Message, frozen=True, tag="decide_approval", kw_only=True):
     """A human's decision on the call a session waits on (``acode approve``/``acode deny``, or
     the inline prompt). ``key``, when given, is the call the human was shown: a session that
@@ -189,7 +202,7 @@ class SessionAccepted(Message, frozen=True, tag="session_accepted", kw_only=True
 
 
 CoordinatorRequest = (SubmitTask | GetStatus | CancelSession | ResumeSession | Shutdown | PauseSession | SteerSession
-                      | ApprovePlan | ReplanSession | DecideApproval)
+                      | ApprovePlan | ReplanSession | DecideApproval | RewindSession)
 CoordinatorReply = SessionAccepted | StatusReport | Ack | Error
 
 

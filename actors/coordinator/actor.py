@@ -40,6 +40,7 @@ from protocol.messages import (
     PauseSession,
     ReplanSession,
     ResumeSession,
+    RewindSession,
     Shutdown,
     StatusReport,
     SteerSession,
@@ -147,6 +148,9 @@ class Coordinator(Actor):
                 return DEFERRED
             case DecideApproval():
                 self.requests.decide_approval(request, body)
+                return DEFERRED
+            case RewindSession():
+                self.requests.rewind(request, body)
                 return DEFERRED
             case Shutdown(reason=reason):
                 self.loop.call_later(0.05, lambda: self.request_stop(reason))

@@ -51,6 +51,7 @@ from protocol.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import ApprovalDecided, Event, PauseRequested, SessionResumed, SettingsChanged, Steered
 from protocol.ids import new_id
+from protocol.plan import TaskPlan
 from protocol.session import (
     MAX_STEERING_NOTES,
     Clarification,
@@ -69,6 +70,7 @@ __all__ = [
     "replan",
     "request_pause",
     "resume",
+    "rewind",
     "steer",
 ]
 
@@ -211,6 +213,41 @@ def replan(snap: SessionSnapshot, text: str, now: float) -> Decision:
     events: list[Event] = [new_event(SessionResumed, snap, now, reason=f"the user asked for a re-plan: {text}")]
     return enter(running, "planner", now, events=events, feedback=feedback,
                  reason=f"plan v{snap.plan_version} sent back by the user")
+
+
+def rewind(snap: SessionSnapshot, plan: TaskPlan | None, now: float, *, checkpoint: str, task: str = "",
+           step: str = "", steering: str = "") -> Decision:
+    """``acode rewind``: the sandbox put the workspace back at ``checkpoint``, taken before
+    step ``task``/``step`` ran (the session's start when empty); the executor goes on from
+    that step in a new visit (its model is asked again: a new visit's calls have new keys):
+    the steps before it in the plan are kept, it and every later one run again. A paused,
+    failed or completed session rewinds; a running one must be paused first."""
+    if snap.status in ("running", "cancelled"):
+        why = "pause it first (`acode pause`)" if snap.status == "running" else "a cancelled session stays ended"
+        raise TransitionError(f"session {snap.id} is {snap.status}; {why}", code="ACODE-CLI-004")
+    if plan is None or not snap.plan_version:
+        raise TransitionError(f"session {snap.id} has no plan yet; `acode undo` puts its workspace back, "
+                              "`acode resume` plans again", code="ACODE-CLI-004")
+    order = [(t.label, s.label) for t in plan.tasks for s in t.steps]
+    if task and (task, step) not in order:
+        raise TransitionError(f"checkpoint {checkpoint[:12]} was taken in step {task}/{step}, which plan "
+                              f"v{plan.version} does not have; rewind to a checkpoint of this plan "
+                              f"(`acode checkpoints {snap.id[:8]}`)", code="ACODE-CLI-004")
+    kept = [f"{t}/{s}" for t, s in order[:order.index((task, step))]] if task else []
+    before = {t.label for t in plan.tasks if all(f"{t.label}/{s.label}" in kept for s in t.steps)}  # done whole
+    where = f"step {task}/{step}" if task else "its first step"
+    events: list[Event] = [new_event(SessionResumed, snap, now,
+                                     reason=f"rewound to checkpoint {checkpoint[:12]}: from {where}")]
+    notes = snap.steering
+    if steering:
+        event = new_event(Steered, snap, now, text=steering, stage="executor")
+        events.append(event)
+        notes = [*notes, SteeringNote(id=event.id, text=steering)][-MAX_STEERING_NOTES:]
+    running = updated(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
+                      finished_at=None, retries=0, failure_print="", pause_requested_at=0.0, steering=notes,
+                      cycles={}, feedback=None)
+    return enter(running, "executor", now, events=events, reason=f"rewound to checkpoint {checkpoint[:12]}",
+                 kept_steps=kept, completed_tasks=[t for t in snap.completed_tasks if t in before])
 
 
 def decide_call(snap: SessionSnapshot, decision: str, now: float, *, always: bool = False, reason: str = "",

@@ -113,6 +113,7 @@ __all__ = [
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("start", "planner"),
+    ("start", "executor"),  # `acode rewind` of a completed session (which has no stage): its plan is kept
     ("planner", "planner"),  # the user answered the planner's questions: plan again with them
     ("planner", "executor"),
     ("executor", "verifier"),

@@ -43,6 +43,7 @@ from protocol.messages import (
     PauseSession,
     ReplanSession,
     ResumeSession,
+    RewindSession,
     SessionAccepted,
     SteerSession,
     SubmitTask,
@@ -202,6 +203,26 @@ class SessionRequests:
                     reply_to=request)
 
             if session.snapshot.status == "failed":  # it held nothing while failed: another may hold it now
+                self._unless_held(request, session.snapshot, lambda: self._with_plan(session, go))
+            else:
+                self._with_plan(session, go)
+
+        self._load(request, body.session_id, act)
+
+    def rewind(self, request: Request, body: RewindSession) -> None:
+        """``acode rewind``: the executor goes on from the checkpoint's step (the CLI had the
+        sandbox restore the workspace first)."""
+        def act(session: Session) -> None:
+            def decide(snap: SessionSnapshot) -> Decision:
+                decision = human.rewind(snap, session.plan, time.time(), checkpoint=body.checkpoint, task=body.task,
+                                        step=body.step, steering=body.steering)
+                self.orchestrator.sessions.setdefault(session.id, session)  # a completed one is active again
+                return decision
+
+            def go() -> None:
+                self.orchestrator.decide(session, decide, reply_to=request)
+
+            if session.snapshot.status in ("failed", "completed"):  # it held nothing: another may hold it now
                 self._unless_held(request, session.snapshot, lambda: self._with_plan(session, go))
             else:
                 self._with_plan(session, go)

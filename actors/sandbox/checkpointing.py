@@ -76,6 +76,14 @@ def stores(root: str) -> Iterator[tuple[str, str]]:
             continue
 
 
+def _shown(left: list[str]) -> list[str]:
+    """What a restore left alone, as the user is told: git's loose objects left out. Objects
+    written since by someone else (the sandbox's own diff of the workspace, or the user's
+    commit during a pause, whose refs are listed) are left in place, never deleted, and
+    harm nothing: a ``git gc`` drops those no ref reaches."""
+    return [path for path in left if not path.startswith(".git/objects/")]
+
+
 def scope_of(settings: CheckpointSettings, exclude: tuple[str, ...] = ()) -> Scope:
     return Scope(max_file_bytes=int(settings.max_file_mb * _MIB), skip_dirs=frozenset(settings.skip_dirs),
                  exclude=exclude)
@@ -168,7 +176,7 @@ class Checkpointing:
             if not body.apply:
                 leave = [] if body.force else self._others(checkpoints, records, body.session_id, target, None)
                 plan = checkpoints.plan_restore(target.id, leave=leave)
-                return Restored(target=target.id, write=plan.write, delete=plan.delete, left=plan.left)
+                return Restored(target=target.id, write=plan.write, delete=plan.delete, left=_shown(plan.left))
             key = new_id()
             pre = checkpoints.take(Meta(session=body.session_id, call=f"{body.by} to {target.id[:12]}", key=key,
                                         kind="restore"))
@@ -180,11 +188,12 @@ class Checkpointing:
                                    "journaled and completes at the next `acode up` or `acode undo`",
                                    code="ACODE-SBX-025") from exc
             checkpoints.take(Meta(session=body.session_id, call=body.by, key=key, kind="after"))
+        left = _shown(plan.left)
         event = WorkspaceRestored(id=new_id(), session_id=body.session_id, at=time.time(), to=target.id,
                                   checkpoint=pre.id, written=len(plan.write), deleted=len(plan.delete),
-                                  left=plan.left[:50], forced=body.force, by=body.by)
+                                  left=left[:50], forced=body.force, by=body.by)
         self._send(Commit(session_id=body.session_id, events=[event]))
-        return Restored(target=target.id, applied=True, write=plan.write, delete=plan.delete, left=plan.left,
+        return Restored(target=target.id, applied=True, write=plan.write, delete=plan.delete, left=left,
                         kept=plan.kept, checkpoint=pre.id)
 
     @staticmethod

@@ -1,5 +1,6 @@
 """Checkpoints and undo: ``acode checkpoints`` lists a session's, ``undo`` puts the workspace
-back, ``gc`` drops old ones (README "Checkpoints and undo").
+back, ``rewind`` puts it back and continues the session from that step, ``gc`` drops old
+ones (README "Checkpoints and undo").
 
 The store of each workspace is in acode's home (``actors/sandbox/checkpointing.py``).
 Listing and gc read and write the store directly (they never touch a workspace), so they
@@ -23,7 +24,7 @@ from cli.follow import print_json
 from cli.render import echo
 from protocol.errors import CliError
 
-__all__ = ["checkpoints", "gc", "undo"]
+__all__ = ["checkpoints", "gc", "rewind", "undo"]
 
 _SHOWN = 20  # paths listed per kind before "… and N more"
 
@@ -130,6 +131,64 @@ def undo(
         done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
         assert isinstance(done, Restored)
     _report(done, json_out)
+
+
+def rewind(
+    session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
+    to: Annotated[str, typer.Option("--to", help="checkpoint id (or prefix) taken before an executor's step")],
+    steer: Annotated[str | None, typer.Option("--steer", help="guidance for the work redone from there")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask (needed off a terminal)")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="also put back what someone else changed since (your own edits included)")] = False,
+    detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    json_out: Json = False,
+) -> None:
+    """Put the workspace back at a checkpoint and continue the session from that step."""
+    import msgspec
+
+    from actors.sandbox.checkpointing import store_dir
+    from actors.sandbox.workspace.checkpoints import Checkpoints
+    from cli.commands.sessions import follow_resumed, full_session_id
+    from protocol.errors import NotFoundError
+    from protocol.messages import GetSession, Restored, RestoreWorkspace, RewindSession
+
+    with Connection(home()) as connection:
+        session_id = full_session_id(connection, session)
+        snapshot = connection.persistence(GetSession(session_id=session_id)).session
+        if snapshot.status == "running":
+            raise CliError(f"session {session_id} is running: its calls would race the rewind; pause it first "
+                           f"(`acode pause {session_id[:8]}`), then rewind", code="ACODE-CLI-010")
+        try:
+            record = Checkpoints(store_dir(str(run_paths().checkpoints), snapshot.workspace),
+                                 snapshot.workspace).find(to)
+        except NotFoundError as exc:
+            raise CliError(str(exc), code="ACODE-CLI-003") from exc
+        meta = record.meta
+        if meta.session != session_id or not (meta.kind == "start" or meta.stage == "executor" and meta.task):
+            raise CliError(f"checkpoint {to!r} is not one the session can go on from: rewind goes to the session's "
+                           f"start or to a checkpoint its executor took before a step (`acode checkpoints "
+                           f"{session_id[:8]}` lists them, with the stage); `acode undo --to {to}` only puts the "
+                           "workspace back", code="ACODE-CLI-003")
+        body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=record.id, force=force,
+                                by="rewind", policy=snapshot.settings.sandbox)
+        plan = connection.sandbox(body)
+        assert isinstance(plan, Restored)
+        if (plan.write or plan.delete) and not yes:
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                raise CliError(f"rewind would change {len(plan.write) + len(plan.delete)} path(s) in "
+                               f"{snapshot.workspace}; run it on a terminal to confirm, or pass --yes",
+                               code="ACODE-CLI-011")
+            echo(_changes(plan, snapshot.workspace))
+            if not typer.confirm("Restore and continue from there?", default=False):
+                raise typer.Exit(1)
+        done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
+        assert isinstance(done, Restored)
+        if not json_out:
+            _report(done, json_out)
+        where = f"{meta.task}/{meta.step}" if meta.task else "the first step"
+        follow_resumed(connection, session_id, RewindSession(session_id=session_id, checkpoint=record.id,
+                                                             task=meta.task, step=meta.step, steering=steer or ""),
+                       detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}")
 
 
 def _changes(plan: Any, workspace: str) -> str:
