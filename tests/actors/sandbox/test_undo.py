@@ -27,7 +27,7 @@ from protocol.messages import Commit, Error, EventList, GetEvents, Restored, Res
 from protocol.results import ToolResult
 from protocol.sandbox import SandboxPolicy
 from protocol.session import SessionSettings, SessionSnapshot
-from tests.harness import Harness
+from tests.harness import Harness, wait_until
 
 POLICY = SandboxPolicy(extra_commands=["sh", "git"], allow_inline_code=True)
 
@@ -68,6 +68,14 @@ def _repo(home: Path) -> Path:
     (ws / "notes.txt").write_text("untracked notes\n")
     (ws / "debug.log").write_text("ignored log\n")
     return ws
+
+
+def _pump(client: Client) -> None:
+    """Let ``client`` send what it queued (its socket works when asked)."""
+    for _ in range(5):
+        client.socket.poll(10)
+        client.on_readable()
+        client.tick()
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -248,3 +256,51 @@ def test_a_restore_a_kill_interrupted_completes_when_the_sandbox_starts(sandbox:
     sandbox.start("sandbox", isolation="process", tree="subreaper")
     assert sorted(p.name for p in ws.iterdir()) == sorted(f"f{n}.txt" for n in range(20))
     assert "restore_completed_at_start" in sandbox.log("sandbox")
+
+
+def _many(sandbox: Harness, home: Path, count: int) -> tuple[Session, Path, dict[str, bytes]]:
+    """A session whose one command deleted ``count`` files: what a restore must bring back."""
+    ws = home / "ws"
+    (ws / "d").mkdir(parents=True)
+    for n in range(count):
+        (ws / "d" / f"f{n:05}.txt").write_text(f"file {n}\n" * 3)
+    session = Session(sandbox, ws)
+    assert session.call("baseline_workspace").ok
+    before = _tree(ws)
+    session.sh("rm -r d")
+    return session, ws, before
+
+
+def test_a_sandbox_killed_mid_restore_completes_it_when_it_starts_again(sandbox: Harness, home: Path) -> None:
+    session, ws, before = _many(sandbox, home, 3_000)
+    journal = Path(store_dir(str(home / "checkpoints"), str(ws))) / "restore" / "restore.json"
+    body = RestoreWorkspace(session_id=session.id, workspace=str(ws), policy=POLICY, apply=True)
+    session.client.send("sandbox", body, timeout=30, decoder=codec.SANDBOX_REPLY)
+    while not journal.exists():  # the restore has begun: nothing is written before its journal
+        pass
+    sandbox.kill("sandbox")  # kill -9
+    assert journal.exists()  # not finished: the journal stays until the tree equals the target
+    half = len(list((ws / "d").glob("*"))) if (ws / "d").exists() else 0
+    assert half < 3_000
+    sandbox.start("sandbox", isolation="process", tree="subreaper")
+    assert _tree(ws) == before and not journal.exists()
+
+
+def test_a_restore_goes_on_when_its_caller_dies_and_waits_for_a_restarted_persistence(
+        sandbox: Harness, home: Path) -> None:
+    session, ws, before = _many(sandbox, home, 200)
+    sandbox.kill("persistence")  # its event waits for persistence; the files do not
+    caller = sandbox.client("cli")
+    caller.send("sandbox", RestoreWorkspace(session_id=session.id, workspace=str(ws), policy=POLICY, apply=True),
+                timeout=30, decoder=codec.SANDBOX_REPLY)
+    _pump(caller)
+    caller.close()  # the CLI killed once it asked: the sandbox does the work
+    def restored() -> bool:
+        try:
+            return _tree(ws) == before
+        except FileNotFoundError:  # a temp file the restore renamed meanwhile
+            return False
+    wait_until(restored, 20, what="the restore, with its caller gone")
+    sandbox.start("persistence")
+    wait_until(lambda: any(isinstance(e, WorkspaceRestored) for e in session.events()), 40,
+               what="workspace_restored, once persistence is back")
