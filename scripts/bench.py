@@ -49,6 +49,11 @@ Groups (each against a private acode home; everything started is stopped):
   tokens after the common prefix with the previous request, at 4 characters a token.
   ``before``: the old window, which dropped the oldest turn every turn (``keep=1.0``);
   ``after``: the window trimmed in large steps. ``--reread-only`` is ``--only reread``.
+- ``checkpoints``: a checkpoint of a ``--checkpoint-files`` (10,000) file git repository:
+  the first, then ``--checkpoint-takes`` (100) each after up to 10 files changed (p50, p99),
+  and the store's growth over a session editing 20 files (``scripts/bench_checkpoints.py``).
+  W1 runs each timed session twice, with checkpoints and without (``checkpoints_off``),
+  alternated: what checkpoints cost a session.
 
 Usage: ``.venv/bin/python scripts/bench.py [--only GROUPS] [--sessions N] [--levels 1,10,50]
 [--synchronous full|normal] [--profile] [--reread-only] ...`` (``--help`` lists every option).
@@ -81,13 +86,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import bench_calls  # noqa: E402 - beside this file, and they import acode's packages from ROOT
+import bench_checkpoints  # noqa: E402
 import bench_local  # noqa: E402
 import bench_sessions  # noqa: E402
 from bench_actorset import Acode, percentile  # noqa: E402
 
 from protocol.plan import MAX_STEPS  # noqa: E402
 
-GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context", "reread")
+GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context", "reread",
+          "checkpoints")
 
 # The groups one actor set serves, in the order they run: memory first, as its "at rest" is
 # the actor set before any session (after W1's, it was warm). concurrency starts its own.
@@ -95,7 +102,8 @@ ON_THE_ACTOR_SET: dict[str, Callable[[Acode, argparse.Namespace], dict[str, Any]
     "memory": bench_sessions.group_memory, "w1": bench_sessions.group_w1, "eventlog": bench_sessions.group_eventlog,
     "tool": bench_calls.group_tool, "turn": bench_calls.group_turn, "cli": bench_calls.group_cli}
 IN_THIS_PROCESS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "terminal": bench_local.group_terminal, "context": bench_local.group_context, "reread": bench_local.group_reread}
+    "terminal": bench_local.group_terminal, "context": bench_local.group_context, "reread": bench_local.group_reread,
+    "checkpoints": lambda args: bench_checkpoints.measure(args.checkpoint_files, args.checkpoint_takes)}
 
 
 def _load() -> list[float]:
@@ -117,6 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     most = MAX_STEPS * (bench_calls.TURNS_PER_STEP - 1)
     parser.add_argument("--turns", type=int, default=400,
                         help=f"executor turns timed for the turn overhead (at most {most})")
+    parser.add_argument("--checkpoint-files", type=int, default=10_000, help="repository size (checkpoints)")
+    parser.add_argument("--checkpoint-takes", type=int, default=100, help="checkpoints timed (checkpoints)")
     parser.add_argument("--profile", action="store_true", help="profile the executor's turns (turn group)")
     parser.add_argument("--reread-only", action="store_true", help="only the prompt re-read benchmark (--only reread)")
     args = parser.parse_args(argv)

@@ -83,19 +83,19 @@ class Acode:
             (workspace / f"f{i}.txt").write_text(f"file {i}\n" * 20)
         return workspace
 
-    def submit(self, workspace: Path | None = None) -> str:
+    def submit(self, workspace: Path | None = None, *, checkpoints: bool = True) -> str:
         workspace = workspace or self.workspace()
         settings = session_settings(resolve(home=self.home, workspace=workspace, env={}, flags={
-            "model.provider": "scripted", "model.script": str(self.script)}))
+            "model.provider": "scripted", "model.script": str(self.script), "checkpoints.enabled": checkpoints}))
         session_id = new_id()
         self.connection.coordinator(SubmitTask(session_id=session_id, task="read ten files",
                                                workspace=str(workspace), settings=settings), timeout=30)
         return session_id
 
-    def w1(self) -> tuple[float, float]:
+    def w1(self, *, checkpoints: bool = True) -> tuple[float, float]:
         """One W1 session: (submit to the final event as a follower sees it, first event to last as stored)."""
         t0 = time.perf_counter()
-        session_id = self.submit()
+        session_id = self.submit(checkpoints=checkpoints)
         final = follow(self.connection, session_id, lambda event: None)
         client = time.perf_counter() - t0
         assert final.status == "completed", final

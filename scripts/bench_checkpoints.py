@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Checkpoint figures (issue 27's targets), printed as one JSON object; not run in CI.
 
+``scripts/bench.py --only checkpoints`` runs it as a group of the whole benchmark
+(:func:`measure`); run alone, it takes ``--files``, ``--takes`` and ``--loose``.
+
 A repository of ``--files`` files (default 10,000, in 100 directories of 100, ~1 KB each)
 is made with ``git init`` + ``git add`` + ``git commit`` in a temp dir, then packed with
 ``git gc`` as a clone is (``--loose``: left with a loose object per file in its ``.git``,
@@ -65,53 +68,58 @@ def _edit(path: Path, n: int) -> int:
     return len(data)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=10_000)
-    parser.add_argument("--takes", type=int, default=100)
-    parser.add_argument("--loose", action="store_true", help="leave the repository's objects loose")
-    args = parser.parse_args()
+def measure(files: int = 10_000, takes: int = 100, loose: bool = False) -> dict[str, object]:
+    """The figures (see the module docstring) for a repository of ``files`` files."""
     rng = random.Random(27)
     with tempfile.TemporaryDirectory(prefix="acode-bench-ckpt-") as tmp:
         work, store = Path(tmp) / "w", Path(tmp) / "store"
         work.mkdir()
         load_before = os.getloadavg()
-        made = _repo(work, args.files, args.loose)
-        walked = sum(len(files) for _, _, files in os.walk(work))
+        made = _repo(work, files, loose)
+        walked = sum(len(names) for _, _, names in os.walk(work))
         time.sleep(2.1)  # see the docstring: the steady state, not the racy rereading of a 1 s old repository
         checkpoints = Checkpoints(str(store), str(work))
         cpu = time.process_time()
         first = checkpoints.take(Meta(session="bench", call="first"))
         first_cpu = (time.process_time() - cpu) * 1000
-        takes, cpus, hashed = [], [], []
-        for n in range(args.takes):
+        took, cpus, hashed = [], [], []
+        for n in range(takes):
             for path in rng.sample(made, rng.randint(1, 10)):
                 _edit(path, n)
             cpu = time.process_time()
             taken = checkpoints.take(Meta(session="bench", call=f"call {n}"))
             cpus.append((time.process_time() - cpu) * 1000)
-            takes.append(taken.took_ms)
+            took.append(taken.took_ms)
             hashed.append(taken.hashed)
         size_before = checkpoints.size_bytes()
         edited = rng.sample(made, 20)
         blobs = 0
-        for n in range(args.takes):
+        for n in range(takes):
             blobs += _edit(edited[n % len(edited)], 1000 + n)
             checkpoints.take(Meta(session="bench", call=f"edit {n}"))
         growth = checkpoints.size_bytes() - size_before
-        print(json.dumps({
-            "files": args.files, "files_walked_with_git_dir": walked,
-            "loose": args.loose,
+        return {
+            "files": files, "files_walked_with_git_dir": walked,
+            "loose": loose,
             "first_ms": first.took_ms, "first_cpu_ms": round(first_cpu, 1), "first_target_ms": 2000,
-            "take_ms": {"p50": _percentile(takes, 0.5), "p99": _percentile(takes, 0.99),
-                        "max": max(takes), "targets": {"p50": 50, "p99": 200},
+            "take_ms": {"p50": _percentile(took, 0.5), "p99": _percentile(took, 0.99),
+                        "max": max(took), "targets": {"p50": 50, "p99": 200},
                         "cpu_p50": _percentile(cpus, 0.5), "cpu_p99": _percentile(cpus, 0.99),
                         "files_read_p50": _percentile([float(h) for h in hashed], 0.5)},
             "growth": {"store_bytes": growth, "changed_blob_bytes": blobs, "ratio": round(growth / blobs, 2),
                        "target_ratio": 2.0},
             "store_bytes": checkpoints.size_bytes(),
             "load": {"before": load_before, "after": os.getloadavg()},
-        }, indent=2))
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--takes", type=int, default=100)
+    parser.add_argument("--loose", action="store_true", help="leave the repository's objects loose")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.files, args.takes, args.loose), indent=2))
 
 
 if __name__ == "__main__":

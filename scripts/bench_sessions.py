@@ -44,7 +44,7 @@ def group_w1(acode: Acode, args: argparse.Namespace) -> dict[str, Any]:
         acode.w1()  # warm-up: imports, caches and the first session's tables
         if peer is not None:
             peer.session()
-        client, server, peer_s = [], [], []
+        client, server, peer_s, off = [], [], [], []
         before = len(acode.transitions_ms())
         for _ in range(args.sessions):
             c, s = acode.w1()
@@ -52,11 +52,15 @@ def group_w1(acode: Acode, args: argparse.Namespace) -> dict[str, Any]:
             server.append(s)
             if peer is not None:
                 peer_s.append(peer.session())
+            off.append(acode.w1(checkpoints=False)[1])  # alternated: what checkpoints cost
         out: dict[str, Any] = {"session_s": {
             "server_p50": round(statistics.median(server), 4), "server_min": round(min(server), 4),
             "server_max": round(max(server), 4), "client_p50": round(statistics.median(client), 4),
             "sessions": args.sessions, "workload": f"plan, {STEPS} steps of one read_file each, verify, review"}}
-        timed = acode.transitions_ms()[before:]  # these sessions' (run_groups adds every session's)
+        out["checkpoints_off"] = {"server_p50": round(statistics.median(off), 4),
+                                  "on_over_off": round(statistics.median(server) / statistics.median(off), 3),
+                                  "target_on_over_off": 1.05}
+        timed = acode.transitions_ms()[before:]  # these sessions' and the checkpoint-free ones
         out["transition_ms"] = {"p50": percentile(timed, 0.5), "p99": percentile(timed, 0.99), "count": len(timed),
                                 "target_p99": 5.0}
         if peer is not None:

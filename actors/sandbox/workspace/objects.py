@@ -105,8 +105,8 @@ class Objects:
         self.root = root
         self.dir = os.path.join(root, "objects")
         self.pack_dir = os.path.join(self.dir, "pack")
-        if not os.path.isdir(os.path.join(self.dir, "ff")):
-            for name in ("refs", "objects/info", "objects/pack", *(f"objects/{n:02x}" for n in range(256))):
+        if not os.path.isdir(self.pack_dir):  # the fan-out directories (objects/ab/) are made as needed
+            for name in ("refs", "objects/info", "objects/pack"):
                 os.makedirs(os.path.join(root, name), mode=0o700, exist_ok=True)
         self.written = 0  # objects this instance wrote (the tests and the benchmark count them)
         self.pending: list[tuple[str, bytes]] = []  # loose objects this instance wrote: (id, hint)
@@ -183,7 +183,12 @@ class Objects:
     def _loose(self, kind: bytes, data: bytes, oid: str) -> None:
         final = self.path(oid)
         temp = f"{final}.{os.getpid()}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd = os.open(temp, flags, 0o444)
+        except FileNotFoundError:  # the first object of its fan-out directory
+            os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+            fd = os.open(temp, flags, 0o444)
         try:
             os.write(fd, zlib.compress(b"%s %d\0" % (kind, len(data)) + data, _LEVEL))
         finally:
