@@ -14,6 +14,7 @@ from cli.render import one_line, request_lines, table
 from protocol.errors import with_code
 from protocol.events import (
     ApprovalDecided,
+    CheckpointTaken,
     CheckRan,
     Event,
     PauseRequested,
@@ -33,6 +34,7 @@ from protocol.events import (
     ToolCalled,
     Transitioned,
     TurnAnswered,
+    WorkspaceRestored,
 )
 from protocol.results import WorkspaceChanges
 from protocol.session import SessionSnapshot
@@ -310,11 +312,19 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
         elif isinstance(event, StageRetried):
             lines.append(f"  +{event.at - start:8.3f}s  {event.stage:>8} attempt {event.attempt}: "
                          f"{one_line(event.reason, 100)}")
+        elif isinstance(event, WorkspaceRestored):
+            left = f"; left alone: {', '.join(event.left[:5])}" if event.left else ""
+            lines.append(f"  +{event.at - start:8.3f}s  {event.by} to checkpoint {event.to[:12]}: {event.written} "
+                         f"written, {event.deleted} deleted{left}")
         elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried,
                                 ApprovalDecided)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     lines.append("")
     lines.append(f"files changed: {files_changed(events)}")
+    taken = [e for e in events if isinstance(e, CheckpointTaken)]
+    if taken:
+        lines.append(f"checkpoints: {len(taken)} before calls, {sum(e.took_ms for e in taken):.0f} ms in all "
+                     f"(`acode checkpoints {session.id[:8]}`; `acode undo {session.id[:8]}` takes the session back)")
     lines.append(f"events: {len(events)} (see --json for all)")
     return "\n".join(lines)

@@ -223,15 +223,21 @@ class Checkpointing:
     def _others(checkpoints: Checkpoints, records: list[Record], session: str, target: Record,
                 now: str | None) -> list[str]:
         """Paths someone other than ``session`` changed last since ``target`` (see the module):
-        the session's spans after ``target`` in order, its own (a call's before to its after)
-        clearing a path, any other span marking it; ``now``: a checkpoint of the tree as it
-        is (None: compared with the workspace itself)."""
+        the session's spans after ``target`` in order, its own (while one of its calls runs:
+        from a call's before to its after, parallel checks overlapping) clearing a path, any
+        other span marking it; ``now``: a checkpoint of the tree as it is (None: compared
+        with the workspace itself)."""
         after = records[records.index(target):]
         mine = [r for r in after if r.meta.session == session]
         others: set[str] = set()
+        running: set[str] = set()  # the session's calls between their before and after (checks run in parallel)
         for one, two in zip(mine, mine[1:], strict=False):
+            if one.meta.kind in ("before", "restore"):
+                running.add(one.meta.key)
+            elif one.meta.kind == "after":
+                running.discard(one.meta.key)
             changed = checkpoints.between(one.id, two.id)
-            if two.meta.kind == "after" and two.meta.key == one.meta.key:
+            if running:
                 others.difference_update(changed)
             else:
                 others.update(changed)

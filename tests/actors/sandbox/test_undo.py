@@ -304,3 +304,18 @@ def test_a_restore_goes_on_when_its_caller_dies_and_waits_for_a_restarted_persis
     sandbox.start("persistence")
     wait_until(lambda: any(isinstance(e, WorkspaceRestored) for e in session.events()), 40,
                what="workspace_restored, once persistence is back")
+
+
+def test_calls_that_run_at_once_are_all_the_sessions_own(sandbox: Harness, home: Path) -> None:
+    ws = home / "ws"
+    ws.mkdir()
+    session = Session(sandbox, ws)
+    assert session.call("baseline_workspace").ok
+    calls = [RunTool(key=new_id(), session_id=session.id, workspace=str(ws), tool="run_terminal",
+                     arguments={"command": f"sh -c {script!r}"}, policy=POLICY)
+             for script in ("sleep 0.5; echo a > a.txt", "echo b > b.txt")]  # as the verifier runs checks
+    done = session.client.call_all("sandbox", calls, timeout=30, decoder=codec.SANDBOX_REPLY)
+    assert all(isinstance(reply, ToolDone) and reply.result.ok for reply in done)
+    (ws / "mine.txt").write_text("the user's\n")
+    restored = session.restore(apply=True)
+    assert (restored.delete, restored.left) == (["a.txt", "b.txt"], ["mine.txt"])
