@@ -164,7 +164,9 @@ def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack
     run.ctx.commit([turn])
     result = run.ctx.tool(f"{run.ctx.session_id}:k1", "write_file", {"path": "b.txt", "content": "x\n"})
     assert result.ok, result.error
-    assert [e.id for e in _stored(run)][-2] == turn.id  # before the write's own event
+    stored = _stored(run)
+    assert [e.id for e in stored][-3] == turn.id  # before the write's checkpoint and its own event
+    assert [type(e).__name__ for e in stored][-2:] == ["CheckpointTaken", "ToolCalled"]
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
