@@ -99,7 +99,7 @@ def undo(
     json_out: Json = False,
 ) -> None:
     """Put the workspace back as it was before the session began (or --to / --last)."""
-    from protocol.messages import GetSession, Restored, RestoreWorkspace
+    from protocol.messages import GetSession, RestoreWorkspace
 
     if to and last:
         raise CliError("give --to CHECKPOINT or --last, not both", code="ACODE-CLI-003")
@@ -113,24 +113,8 @@ def undo(
                            f"(`acode pause {session_id[:8]}`), then undo", code="ACODE-CLI-010")
         body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=to or "", last=last,
                                 force=force, policy=snapshot.settings.sandbox)  # what its checkpoints covered
-        plan = connection.sandbox(body)
-        assert isinstance(plan, Restored)
-        if not (plan.write or plan.delete):
-            _report(plan, json_out, nothing=True)
-            return
-        if not yes:
-            if not (sys.stdin.isatty() and sys.stdout.isatty()):
-                raise CliError(f"undo would change {len(plan.write) + len(plan.delete)} path(s) in "
-                               f"{snapshot.workspace}; run it on a terminal to confirm, or pass --yes",
-                               code="ACODE-CLI-011")
-            echo(_changes(plan, snapshot.workspace))
-            if not typer.confirm("Restore?", default=False):
-                raise typer.Exit(1)
-        import msgspec
-
-        done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
-        assert isinstance(done, Restored)
-    _report(done, json_out)
+        done = _restore(connection, body, yes=yes, question="Restore?")
+    _report(done, json_out, nothing=not done.applied)
 
 
 def rewind(
@@ -144,13 +128,11 @@ def rewind(
     json_out: Json = False,
 ) -> None:
     """Put the workspace back at a checkpoint and continue the session from that step."""
-    import msgspec
-
     from actors.sandbox.checkpointing import store_dir
     from actors.sandbox.workspace.checkpoints import Checkpoints
     from cli.commands.sessions import follow_resumed, full_session_id
     from protocol.errors import NotFoundError
-    from protocol.messages import GetSession, Restored, RestoreWorkspace, RewindSession
+    from protocol.messages import GetSession, RestoreWorkspace, RewindSession
 
     with Connection(home()) as connection:
         session_id = full_session_id(connection, session)
@@ -171,24 +153,37 @@ def rewind(
                            "workspace back", code="ACODE-CLI-003")
         body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=record.id, force=force,
                                 by="rewind", policy=snapshot.settings.sandbox)
-        plan = connection.sandbox(body)
-        assert isinstance(plan, Restored)
-        if (plan.write or plan.delete) and not yes:
-            if not (sys.stdin.isatty() and sys.stdout.isatty()):
-                raise CliError(f"rewind would change {len(plan.write) + len(plan.delete)} path(s) in "
-                               f"{snapshot.workspace}; run it on a terminal to confirm, or pass --yes",
-                               code="ACODE-CLI-011")
-            echo(_changes(plan, snapshot.workspace))
-            if not typer.confirm("Restore and continue from there?", default=False):
-                raise typer.Exit(1)
-        done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
-        assert isinstance(done, Restored)
+        done = _restore(connection, body, yes=yes, question="Restore and continue from there?")
         if not json_out:
-            _report(done, json_out)
+            _report(done, json_out, nothing=not done.applied)
         where = f"{meta.task}/{meta.step}" if meta.task else "the first step"
         follow_resumed(connection, session_id, RewindSession(session_id=session_id, checkpoint=record.id,
                                                              task=meta.task, step=meta.step, steering=steer or ""),
                        detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}")
+
+
+def _restore(connection: Connection, body: Any, *, yes: bool, question: str) -> Any:
+    """Ask the sandbox for ``body``'s plan, show it and ask ``question`` on a terminal
+    (``yes``: do not ask; off a terminal it must be given), then have it applied; the
+    plan itself (not applied) when there is nothing to change."""
+    import msgspec
+
+    from protocol.messages import Restored
+
+    plan = connection.sandbox(body)
+    assert isinstance(plan, Restored)
+    if not (plan.write or plan.delete):
+        return plan
+    if not yes:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise CliError(f"{body.by} would change {len(plan.write) + len(plan.delete)} path(s) in "
+                           f"{body.workspace}; run it on a terminal to confirm, or pass --yes", code="ACODE-CLI-011")
+        echo(_changes(plan, body.workspace))
+        if not typer.confirm(question, default=False):
+            raise typer.Exit(1)
+    done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
+    assert isinstance(done, Restored)
+    return done
 
 
 def _changes(plan: Any, workspace: str) -> str:

@@ -48,12 +48,17 @@ def _repo(tmp_path: Path) -> Path:
     return ws
 
 
-def test_undo_and_rewind_through_the_cli(shared: Acode, tmp_path: Path) -> None:
+def _completed(shared: Acode, tmp_path: Path) -> tuple[Path, str]:
+    """A repository and the session that completed the task in it."""
     ws, script = _repo(tmp_path), _script(tmp_path)
     run = shared("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script),
                  "--json", timeout=180)
     assert run.returncode == 0, run.stderr
-    session = json.loads(run.stdout.splitlines()[-1])["session"]["id"]
+    return ws, json.loads(run.stdout.splitlines()[-1])["session"]["id"]
+
+
+def test_undo_and_rewind_through_the_cli(shared: Acode, tmp_path: Path) -> None:
+    ws, session = _completed(shared, tmp_path)
     assert (ws / "a.txt").read_text() == "a\n" and (ws / "b.txt").read_text() == "b\n"
 
     listed = shared("checkpoints", session[:8], "--json")
@@ -93,11 +98,7 @@ def test_undo_and_rewind_through_the_cli(shared: Acode, tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_the_session_cannot_go_on_from_is_refused_with_a_code(shared: Acode, tmp_path: Path) -> None:
-    ws, script = _repo(tmp_path), _script(tmp_path)
-    run = shared("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script),
-                 "--json", timeout=180)
-    assert run.returncode == 0, run.stderr
-    session = json.loads(run.stdout.splitlines()[-1])["session"]["id"]
+    _, session = _completed(shared, tmp_path)
     rows = [json.loads(line) for line in shared("checkpoints", session, "--json").stdout.splitlines()]
     verifier = next(r for r in rows if r["stage"] == "verifier")
     refused = shared("rewind", session, "--to", verifier["id"], "--yes")
