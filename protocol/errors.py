@@ -127,6 +127,7 @@ CODES: dict[str, str] = {
     "ACODE-SBX-023": "the checkpoint before a call could not be taken; the call did not run",
     "ACODE-SBX-024": "checkpoint not found, or the session has none",
     "ACODE-SBX-025": "a restore could not complete; it completes at the next `acode up` or `acode undo`",
+    "ACODE-SBX-026": "restore refused: the session is running",
     "ACODE-LLM-001": "model provider not available",
     "ACODE-LLM-002": "scripted responses exhausted",
     "ACODE-LLM-003": "model answer invalid",

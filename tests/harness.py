@@ -65,14 +65,15 @@ class Harness:
                          options=options)
 
     def start(self, actor: str, instance: str | None = None, *, module: str | None = None,
-              env: dict[str, str] | None = None, wait: bool = True, **options: Any) -> subprocess.Popen[bytes]:
+              env: dict[str, str] | None = None, wait: bool = True, ready_timeout: float = 15.0,
+              **options: Any) -> subprocess.Popen[bytes]:
         spec = self.spec(actor, instance, **options)
         env = {"PYTHONPATH": str(REPO), **(env or {})}  # test-only actors live under tests/
         proc = spawn(spec, log_path=self.paths.log_file(spec.instance), module=module, env=env)
         self.procs[spec.instance] = proc
         self.beats.pop(spec.instance, None)
         if wait:
-            self.wait_ready(spec.instance, epoch=spec.epoch)
+            self.wait_ready(spec.instance, epoch=spec.epoch, timeout=ready_timeout)
         return proc
 
     def drain_heartbeats(self) -> None:

@@ -47,7 +47,7 @@ from protocol.checkpoints import CallSite, CheckpointSettings
 from protocol.errors import NotFoundError, SandboxError
 from protocol.events import CheckpointTaken, WorkspaceRestored
 from protocol.ids import new_id
-from protocol.messages import Commit, Restored, RestoreWorkspace, RunTool
+from protocol.messages import Commit, GetSession, Restored, RestoreWorkspace, RunTool, SessionFound
 
 __all__ = ["Checkpointing", "store_dir", "stores"]
 
@@ -164,6 +164,10 @@ class Checkpointing:
 
     def restore(self, body: RestoreWorkspace) -> Restored:
         """Plan (``apply`` false) or make a restore to one of the session's checkpoints (see the module)."""
+        found = self._send(GetSession(session_id=body.session_id))
+        if isinstance(found, SessionFound) and found.session.status == "running":  # the CLI asked; a resume raced it
+            raise SandboxError(f"session {body.session_id} is running: its calls would race the restore; pause it "
+                               "first", code="ACODE-SBX-026")
         store = self._store(body.workspace)
         checkpoints = store.checkpoints
         with store.lock:
