@@ -105,3 +105,15 @@ def test_a_checkpoint_the_session_cannot_go_on_from_is_refused_with_a_code(share
     assert refused.returncode == 1 and "ACODE-CLI-003" in refused.stderr
     unknown = shared("undo", session, "--to", "0000000", "--yes")
     assert unknown.returncode == 1 and "ACODE-SBX-024" in unknown.stderr
+
+
+def test_gc_drops_checkpoints_past_their_days_and_status_shows_the_stores(shared: Acode, tmp_path: Path) -> None:
+    _, session = _completed(shared, tmp_path)
+    kept = json.loads(shared("gc", "--keep-days", "7", "--json").stdout)
+    mine = [row for row in kept["stores"] if row["workspace"] == str((tmp_path / "ws").resolve())]
+    assert mine and mine[0]["dropped"] == 0 and mine[0]["kept"] >= 4 and mine[0]["bytes"] > 0
+    assert "checkpoints:" in shared("status").stdout
+    dropped = json.loads(shared("gc", "--keep-days", "0.000001", "--json").stdout)
+    assert [row["kept"] for row in dropped["stores"] if row["workspace"] == mine[0]["workspace"]] == [0]
+    listed = shared("checkpoints", session)
+    assert listed.returncode == 1 and "ACODE-CLI-002" in listed.stderr
