@@ -10,10 +10,11 @@ destroy its own undo.
 for every call with side effects it is about to run (every call that is not
 :attr:`~actors.sandbox.dispatch.ToolCall.rerun_safe`: the write-class file tools and
 every command, read-only or not), once the call's intent is journaled and never for a
-call answered from the journal; and :meth:`Checkpointing.after` once it ran. The
-baseline of a session (its first call) takes the ``start`` checkpoint:
-what ``acode undo SESSION`` goes back to. A checkpoint that cannot be taken refuses the
-call (ACODE-SBX-023): nothing runs that could not be undone.
+call answered from the journal; and :meth:`Checkpointing.after` once it ran. Before a
+session's first such call comes its ``start`` checkpoint, what ``acode undo SESSION``
+goes back to: everything the session changed comes after it, and a session that only
+reads (W1) takes none at all. A checkpoint that cannot be taken refuses the call
+(ACODE-SBX-023): nothing runs that could not be undone.
 
 **Whose change is whose.** The ``after`` checkpoints make the undo exact about who
 changed what: between a call's ``before`` and ``after`` the session changed the
@@ -47,7 +48,7 @@ from protocol.checkpoints import CallSite, CheckpointSettings
 from protocol.errors import NotFoundError, SandboxError
 from protocol.events import CheckpointTaken, WorkspaceRestored
 from protocol.ids import new_id
-from protocol.messages import Commit, GetSession, Restored, RestoreWorkspace, RunTool, SessionFound
+from protocol.messages import Commit, GetSession, Restored, RestoreWorkspace, SessionFound
 
 __all__ = ["Checkpointing", "store_dir", "stores"]
 
@@ -94,6 +95,7 @@ class _Store:
         self.checkpoints = checkpoints
         self.lock = threading.Lock()  # one take or restore at a time in this process (the store's flock: across them)
         self.exclude = checkpoints.scope.exclude
+        self.started: set[str] = set()  # sessions whose start checkpoint is in the store
 
 
 class Checkpointing:
@@ -109,16 +111,14 @@ class Checkpointing:
 
     # -- taking -------------------------------------------------------------------------
 
-    def start(self, request: RunTool) -> None:
-        """The ``start`` checkpoint of a session, once (its baseline: the first call it makes)."""
-        settings = request.policy.checkpoints
-        if not settings.enabled:
+    def _start(self, store: _Store, session: str, settings: CheckpointSettings) -> None:
+        """The session's ``start`` checkpoint, once, just before its first call that can change
+        the workspace (a session that only reads takes none); the store's lock is held."""
+        if session in store.started:
             return
-        store = self._store(request.workspace)
-        with store.lock:
-            if any(r.meta.session == request.session_id for r in store.checkpoints.records()):
-                return
-            self._take(store, settings, Meta(session=request.session_id, call="session start", kind="start"))
+        if not any(r.meta.session == session for r in store.checkpoints.records()):  # once per session and process
+            self._take(store, settings, Meta(session=session, call="session start", kind="start"))
+        store.started.add(session)
 
     def before(self, call: ToolCall) -> CheckpointTaken | None:
         """The checkpoint before ``call`` runs, as its event; None when the session takes none.
@@ -133,6 +133,7 @@ class Checkpointing:
         try:
             store = self._store(request.workspace)
             with store.lock:
+                self._start(store, request.session_id, settings)
                 taken = self._take(store, settings, meta)
         except OSError as exc:
             raise SandboxError(f"the checkpoint before {request.tool} could not be taken: {exc}; the call did not "

@@ -167,12 +167,8 @@ class Journal:
             if call.rerun_safe:
                 if request.held:
                     result = call.run(self._terminal, self._baselines)
-                    answer: tuple[ToolResult, ToolCalled | None] = (result, self._event(call, result))
-                else:
-                    answer = (self._run_read(call), None)
-                if request.tool == "baseline_workspace" and self._checkpoints is not None:
-                    self._start(request)  # after the baseline: its ref in .git is part of the start
-                return answer
+                    return result, self._event(call, result)
+                return self._run_read(call), None
             if request.commit is not None:  # what the stage held back is durable before a side effect
                 self._send(request.commit)
             state = self._begin(call)
@@ -205,17 +201,6 @@ class Journal:
         if taken is not None:
             self._checkpoints.after(call)
         return taken, result
-
-    def _start(self, request: RunTool) -> None:
-        """The session's ``start`` checkpoint (what ``acode undo`` goes back to); one that
-        cannot be taken is logged: the baseline still runs, and the first call that changes
-        the workspace is refused if its own cannot be taken either."""
-        assert self._checkpoints is not None
-        try:
-            self._checkpoints.start(request)
-        except (OSError, SandboxError) as exc:
-            if self._log is not None:
-                self._log.warning("checkpoint_start_failed", session_id=request.session_id, error=str(exc))
 
     def _run_read(self, call: ToolCall) -> ToolResult:
         """A call without side effects: run it, then journal its result; if a result was

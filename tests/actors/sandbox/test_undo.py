@@ -215,8 +215,10 @@ def test_a_session_without_checkpoints_or_an_unknown_one_is_refused_with_a_code(
     ws = home / "ws"
     ws.mkdir()
     session = Session(sandbox, ws)
-    assert session.restore_error().code == "ACODE-SBX-024"
     assert session.call("baseline_workspace").ok
+    session.call("list_directory", path=".")  # reads take no checkpoint
+    assert session.restore_error().code == "ACODE-SBX-024"
+    assert session.call("write_file", path="a.txt", content="a\n").ok
     error = session.restore_error(to="ffffffff")
     assert error.code == "ACODE-SBX-024" and "ffffffff" in error.message
 
