@@ -126,3 +126,27 @@ class RunPaths:
             events_out=f"ipc://{sock / 'events-out.ipc'}",
             supervisor=f"ipc://{sock / 'supervisor.ipc'}",
         )
+
+
+def checkpoint_store(root: str | os.PathLike[str], workspace: str) -> str:
+    """The checkpoint store of ``workspace`` under ``root`` (``RunPaths.checkpoints``): a
+    hash of its resolved path names it (actors/sandbox/checkpointing.py writes it)."""
+    real = os.path.realpath(workspace)
+    return os.path.join(root, hashlib.sha256(os.fsencode(real)).hexdigest()[:16])
+
+
+def checkpoint_stores(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Every checkpoint store under ``root``: (its directory, the workspace it records, from
+    the store's ``workspace`` file). Light: ``acode status`` lists them without the sandbox's code."""
+    found: list[tuple[str, str]] = []
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return found
+    for name in names:
+        try:
+            with open(os.path.join(root, name, "workspace"), encoding="utf-8") as file:
+                found.append((os.path.join(root, name), file.read().strip()))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return found

@@ -33,13 +33,12 @@ undo may die at any time: the sandbox does the work.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
+from actors.paths import checkpoint_store, checkpoint_stores
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.workspace import restore as restoring
 from actors.sandbox.workspace.checkpoints import Checkpoints, Meta, Record
@@ -57,24 +56,8 @@ _WORKSPACE = "workspace"  # the store's workspace path, for listings
 _JOURNAL = "restore"  # the store's restore journal directory
 
 
-def store_dir(root: str, workspace: str) -> str:
-    """The store of ``workspace`` under ``root`` (``<home>/checkpoints``)."""
-    real = os.path.realpath(workspace)
-    return os.path.join(root, hashlib.sha256(os.fsencode(real)).hexdigest()[:16])
-
-
-def stores(root: str) -> Iterator[tuple[str, str]]:
-    """Every store under ``root``: (its directory, the workspace it records)."""
-    try:
-        names = sorted(os.listdir(root))
-    except FileNotFoundError:
-        return
-    for name in names:
-        try:
-            with open(os.path.join(root, name, _WORKSPACE), encoding="utf-8") as file:
-                yield os.path.join(root, name), file.read().strip()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+store_dir = checkpoint_store  # the store of a workspace (actors.paths: the CLI finds stores without this module)
+stores = checkpoint_stores
 
 
 def _shown(left: list[str]) -> list[str]:

@@ -1,6 +1,8 @@
 """The actor set's lifecycle: ``acode up`` starts it, ``acode down`` stops it, ``acode status``
 shows every actor and where each running or paused session stands."""
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -108,11 +110,17 @@ def _collect(root: Path, keep_days: float) -> None:
 
 
 def _store_size(root: Path) -> str:
-    from actors.sandbox.checkpointing import stores
-    from actors.sandbox.workspace.checkpoints import Checkpoints
+    """The checkpoint stores' size, read without the sandbox's code (a status loads none)."""
+    from actors.paths import checkpoint_stores
 
-    found = [Checkpoints(directory, workspace).size_bytes() for directory, workspace in stores(str(root))]
-    return f"checkpoints: {sum(found) / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
+    found = checkpoint_stores(root)
+    size = 0
+    for directory, _ in found:
+        for base, _, names in os.walk(directory):
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):  # a take or a gc renamed it meanwhile
+                    size += os.lstat(os.path.join(base, name)).st_size
+    return f"checkpoints: {size / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
 
 
 def _where(connection: Connection, session: SessionSnapshot) -> str:
