@@ -370,6 +370,7 @@ struct(m.PauseSession, {"session_id": ids})
 struct(m.SteerSession, {"session_id": ids, "text": texts.filter(bool)})
 struct(m.ApprovePlan, {"session_id": ids})
 struct(m.ReplanSession, {"session_id": ids, "feedback": texts.filter(bool)})
+struct(m.RewindSession, {"session_id": ids, "checkpoint": short}, task=short, step=short, steering=texts)
 struct(m.DecideApproval, {"session_id": ids, "decision": decisions_}, always=st.booleans(), reason=texts, key=short,
        by=short)
 actor_statuses = struct(
