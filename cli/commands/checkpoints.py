@@ -27,6 +27,9 @@ from protocol.errors import CliError
 __all__ = ["checkpoints", "gc", "rewind", "undo"]
 
 _SHOWN = 20  # paths listed per kind before "… and N more"
+Yes = Annotated[bool, typer.Option("--yes", help="do not ask (needed off a terminal)")]
+Force = Annotated[bool, typer.Option(
+    "--force", help="also put back what someone else changed since (your own edits included)")]
 
 
 def _store_of(session: str) -> tuple[str, str, str, list[Any]]:
@@ -93,24 +96,17 @@ def undo(
     to: Annotated[str | None, typer.Option("--to", help="checkpoint id (or prefix): back to just before that call")]
     = None,
     last: Annotated[bool, typer.Option("--last", help="back one call")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="do not ask (needed off a terminal)")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="also put back what someone else changed since (your own edits included)")] = False,
+    yes: Yes = False,
+    force: Force = False,
     json_out: Json = False,
 ) -> None:
     """Put the workspace back as it was before the session began (or --to / --last)."""
-    from protocol.messages import GetSession, RestoreWorkspace
+    from protocol.messages import RestoreWorkspace
 
     if to and last:
         raise CliError("give --to CHECKPOINT or --last, not both", code="ACODE-CLI-003")
     with Connection(home()) as connection:
-        from cli.commands.sessions import full_session_id
-
-        session_id = full_session_id(connection, session)
-        snapshot = connection.persistence(GetSession(session_id=session_id)).session
-        if snapshot.status == "running":
-            raise CliError(f"session {session_id} is running: its calls would race the undo; pause it first "
-                           f"(`acode pause {session_id[:8]}`), then undo", code="ACODE-CLI-010")
+        session_id, snapshot = _paused(connection, session, "undo")
         body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=to or "", last=last,
                                 force=force, policy=snapshot.settings.sandbox)  # what its checkpoints covered
         done = _restore(connection, body, yes=yes, question="Restore?")
@@ -121,25 +117,20 @@ def rewind(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     to: Annotated[str, typer.Option("--to", help="checkpoint id (or prefix) taken before an executor's step")],
     steer: Annotated[str | None, typer.Option("--steer", help="guidance for the work redone from there")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="do not ask (needed off a terminal)")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="also put back what someone else changed since (your own edits included)")] = False,
+    yes: Yes = False,
+    force: Force = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
 ) -> None:
     """Put the workspace back at a checkpoint and continue the session from that step."""
     from actors.sandbox.checkpointing import store_dir
     from actors.sandbox.workspace.checkpoints import Checkpoints
-    from cli.commands.sessions import follow_resumed, full_session_id
+    from cli.commands.sessions import follow_resumed
     from protocol.errors import NotFoundError
-    from protocol.messages import GetSession, RestoreWorkspace, RewindSession
+    from protocol.messages import RestoreWorkspace, RewindSession
 
     with Connection(home()) as connection:
-        session_id = full_session_id(connection, session)
-        snapshot = connection.persistence(GetSession(session_id=session_id)).session
-        if snapshot.status == "running":
-            raise CliError(f"session {session_id} is running: its calls would race the rewind; pause it first "
-                           f"(`acode pause {session_id[:8]}`), then rewind", code="ACODE-CLI-010")
+        session_id, snapshot = _paused(connection, session, "rewind")
         try:
             record = Checkpoints(store_dir(str(run_paths().checkpoints), snapshot.workspace),
                                  snapshot.workspace).find(to)
@@ -160,6 +151,19 @@ def rewind(
         follow_resumed(connection, session_id, RewindSession(session_id=session_id, checkpoint=record.id,
                                                              task=meta.task, step=meta.step, steering=steer or ""),
                        detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}")
+
+
+def _paused(connection: Connection, session: str, what: str) -> tuple[str, Any]:
+    """The session's full id and snapshot; ACODE-CLI-010 while it runs (its calls would race ``what``)."""
+    from cli.commands.sessions import full_session_id
+    from protocol.messages import GetSession
+
+    session_id = full_session_id(connection, session)
+    snapshot = connection.persistence(GetSession(session_id=session_id)).session
+    if snapshot.status == "running":
+        raise CliError(f"session {session_id} is running: its calls would race the {what}; pause it first "
+                       f"(`acode pause {session_id[:8]}`), then {what}", code="ACODE-CLI-010")
+    return session_id, snapshot
 
 
 def _restore(connection: Connection, body: Any, *, yes: bool, question: str) -> Any:
