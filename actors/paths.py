@@ -135,6 +135,18 @@ def checkpoint_store(root: str | os.PathLike[str], workspace: str) -> str:
     return os.path.join(root, hashlib.sha256(os.fsencode(real)).hexdigest()[:16])
 
 
+def tree_bytes(root: str | os.PathLike[str]) -> int:
+    """The bytes of every file under ``root`` (one that goes while it is walked counts 0)."""
+    total = 0
+    for base, _, names in os.walk(root):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(base, name)).st_size
+            except FileNotFoundError:  # a take or a gc renamed it meanwhile
+                pass
+    return total
+
+
 def checkpoint_stores(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """Every checkpoint store under ``root``: (its directory, the workspace it records, from
     the store's ``workspace`` file). Light: ``acode status`` lists them without the sandbox's code."""

@@ -1,6 +1,6 @@
 """Checkpoints in the sandbox: before and after every call that can change a workspace, and the undo.
 
-The store of each workspace is ``<home>/checkpoints/<key>`` (:func:`store_dir`: the key is
+The store of each workspace is ``<home>/checkpoints/<key>`` (:func:`actors.paths.checkpoint_store`: the key is
 a hash of the workspace's resolved path), written by
 :class:`~actors.sandbox.workspace.checkpoints.Checkpoints`: in acode's home, which no
 tool or command of a session can reach (the sandbox hides it), so a session cannot
@@ -49,15 +49,11 @@ from protocol.events import CheckpointTaken, WorkspaceRestored
 from protocol.ids import new_id
 from protocol.messages import Commit, GetSession, Restored, RestoreWorkspace, SessionFound
 
-__all__ = ["Checkpointing", "store_dir", "stores"]
+__all__ = ["Checkpointing"]
 
 _MIB = 1024 * 1024
 _WORKSPACE = "workspace"  # the store's workspace path, for listings
 _JOURNAL = "restore"  # the store's restore journal directory
-
-
-store_dir = checkpoint_store  # the store of a workspace (actors.paths: the CLI finds stores without this module)
-stores = checkpoint_stores
 
 
 def _shown(left: list[str]) -> list[str]:
@@ -236,7 +232,7 @@ class Checkpointing:
     def resume(self) -> list[str]:
         """Complete every restore a kill interrupted (the sandbox's start); the workspaces done."""
         done: list[str] = []
-        for directory, workspace in stores(self.root):
+        for directory, workspace in checkpoint_stores(self.root):
             if os.path.exists(os.path.join(directory, _JOURNAL, restoring.JOURNAL)):
                 with self._store(workspace).lock:
                     if restoring.resume(os.path.join(directory, _JOURNAL)) is not None:
@@ -253,7 +249,7 @@ class Checkpointing:
         with self._lock:
             store = self._stores.get(real)
             if store is None:
-                directory = store_dir(self.root, real)
+                directory = checkpoint_store(self.root, real)
                 exclude = tuple(os.path.relpath(path, real) for path in self._hidden
                                 if not os.path.relpath(path, real).startswith(".."))
                 store = _Store(Checkpoints(directory, real, scope=Scope(exclude=exclude)))

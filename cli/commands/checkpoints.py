@@ -35,11 +35,11 @@ Force = Annotated[bool, typer.Option(
 def _store_of(session: str) -> tuple[str, str, str, list[Any]]:
     """The session (full id) whose id starts with ``session``, its workspace, its store, and
     every record of that store, from the stores in acode's home."""
-    from actors.sandbox.checkpointing import stores
+    from actors.paths import checkpoint_stores
     from actors.sandbox.workspace.checkpoints import Checkpoints
 
     found: dict[str, tuple[str, str, list[Any]]] = {}
-    for directory, workspace in stores(str(run_paths().checkpoints)):
+    for directory, workspace in checkpoint_stores(run_paths().checkpoints):
         records = Checkpoints(directory, workspace).records()
         for record in records:
             if record.meta.session.startswith(session):
@@ -123,7 +123,7 @@ def rewind(
     json_out: Json = False,
 ) -> None:
     """Put the workspace back at a checkpoint and continue the session from that step."""
-    from actors.sandbox.checkpointing import store_dir
+    from actors.paths import checkpoint_store
     from actors.sandbox.workspace.checkpoints import Checkpoints
     from cli.commands.sessions import follow_resumed
     from protocol.errors import NotFoundError
@@ -132,7 +132,7 @@ def rewind(
     with Connection(home()) as connection:
         session_id, snapshot = _paused(connection, session, "rewind")
         try:
-            record = Checkpoints(store_dir(str(run_paths().checkpoints), snapshot.workspace),
+            record = Checkpoints(checkpoint_store(run_paths().checkpoints, snapshot.workspace),
                                  snapshot.workspace).find(to)
         except NotFoundError as exc:
             raise CliError(str(exc), code="ACODE-CLI-003") from exc
@@ -232,11 +232,11 @@ def gc(
 
 def collect(root: Path, keep_days: float) -> dict[str, Any]:
     """gc every store under ``root`` (``acode gc``, and ``acode up`` before it starts the actors)."""
-    from actors.sandbox.checkpointing import stores
+    from actors.paths import checkpoint_stores
     from actors.sandbox.workspace.checkpoints import Checkpoints
 
     rows = []
-    for directory, workspace in stores(str(root)):
+    for directory, workspace in checkpoint_stores(root):
         store = Checkpoints(directory, workspace)
         collected = store.gc(keep_days)
         rows.append({"workspace": workspace, "dropped": collected.dropped, "kept": collected.kept,

@@ -1,8 +1,6 @@
 """The actor set's lifecycle: ``acode up`` starts it, ``acode down`` stops it, ``acode status``
 shows every actor and where each running or paused session stands."""
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -111,15 +109,10 @@ def _collect(root: Path, keep_days: float) -> None:
 
 def _store_size(root: Path) -> str:
     """The checkpoint stores' size, read without the sandbox's code (a status loads none)."""
-    from actors.paths import checkpoint_stores
+    from actors.paths import checkpoint_stores, tree_bytes
 
     found = checkpoint_stores(root)
-    size = 0
-    for directory, _ in found:
-        for base, _, names in os.walk(directory):
-            for name in names:
-                with contextlib.suppress(FileNotFoundError):  # a take or a gc renamed it meanwhile
-                    size += os.lstat(os.path.join(base, name)).st_size
+    size = sum(tree_bytes(directory) for directory, _ in found)
     return f"checkpoints: {size / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
 
 

@@ -37,6 +37,7 @@ from typing import Literal
 
 import msgspec
 
+from actors.paths import tree_bytes
 from actors.sandbox.workspace import restore as _restore
 from actors.sandbox.workspace.objects import DIR, REPACK_FROM, Objects, commit_tree, encode_commit, locked, unescape
 from actors.sandbox.workspace.restore import Plan, Step
@@ -192,14 +193,7 @@ class Checkpoints:
         return sorted(found)
 
     def size_bytes(self) -> int:
-        total = 0
-        for base, _, names in os.walk(self.root):
-            for name in names:
-                try:
-                    total += os.lstat(os.path.join(base, name)).st_size
-                except FileNotFoundError:
-                    pass
-        return total
+        return tree_bytes(self.root)
 
     # -- restoring ----------------------------------------------------------------------
 

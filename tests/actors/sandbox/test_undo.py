@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from actors.sandbox.checkpointing import store_dir
+from actors.paths import checkpoint_store
 from actors.sandbox.workspace.checkpoints import Checkpoints
 from broker.client import Client
 from protocol import codec
@@ -244,7 +244,7 @@ def test_a_restore_a_kill_interrupted_completes_when_the_sandbox_starts(sandbox:
     assert session.call("baseline_workspace").ok
     session.sh("rm f*.txt; echo changed > g.txt")
     sandbox.kill("sandbox")
-    store = Checkpoints(store_dir(str(home / "checkpoints"), str(ws)), str(ws))
+    store = Checkpoints(checkpoint_store(str(home / "checkpoints"), str(ws)), str(ws))
     start = next(r for r in store.records() if r.meta.kind == "start")
     steps: list[str] = []
 
@@ -275,7 +275,7 @@ def _many(sandbox: Harness, home: Path, count: int) -> tuple[Session, Path, dict
 
 def test_a_sandbox_killed_mid_restore_completes_it_when_it_starts_again(sandbox: Harness, home: Path) -> None:
     session, ws, before = _many(sandbox, home, 1_000)
-    journal = Path(store_dir(str(home / "checkpoints"), str(ws))) / "restore" / "restore.json"
+    journal = Path(checkpoint_store(str(home / "checkpoints"), str(ws))) / "restore" / "restore.json"
     body = RestoreWorkspace(session_id=session.id, workspace=str(ws), policy=POLICY, apply=True)
     session.client.send("sandbox", body, timeout=30, decoder=codec.SANDBOX_REPLY)
     while not journal.exists():  # the restore has begun: nothing is written before its journal
@@ -292,7 +292,7 @@ def test_a_sandbox_killed_mid_restore_completes_it_when_it_starts_again(sandbox:
 def test_a_restore_goes_on_when_its_caller_dies_and_persistence_is_killed_meanwhile(
         sandbox: Harness, home: Path) -> None:
     session, ws, before = _many(sandbox, home, 1_000)
-    journal = Path(store_dir(str(home / "checkpoints"), str(ws))) / "restore" / "restore.json"
+    journal = Path(checkpoint_store(str(home / "checkpoints"), str(ws))) / "restore" / "restore.json"
     caller = sandbox.client("cli")
     caller.send("sandbox", RestoreWorkspace(session_id=session.id, workspace=str(ws), policy=POLICY, apply=True),
                 timeout=30, decoder=codec.SANDBOX_REPLY)
