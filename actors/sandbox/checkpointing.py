@@ -23,6 +23,13 @@ did (the user, during a pause). :meth:`Checkpointing.restore` walks these spans 
 target in order and leaves alone every path someone else changed last (unless
 ``force``), so an edit made by the user during a paused session survives ``acode undo``.
 
+**A linked worktree or a submodule** keeps HEAD, its index, the refs and the stash in a
+git directory outside the workspace (its ``.git`` is a file). The checkpoints cover the
+directories :func:`~actors.sandbox.confinement.visible.git_dirs` finds, the same ones a
+``git`` command of the session may write (:attr:`Scope.roots`), so ``git branch -D`` in a
+worktree is undone like any other change; what a restore lists of them is shown at
+their real paths.
+
 **The undo is undoable and journaled.** A restore first takes a ``restore`` checkpoint
 (``acode undo --to`` it brings the tree back) and its ``after`` when done; the restore
 itself is journaled in the store (``restore/``), so a ``kill -9`` of the sandbox
@@ -38,11 +45,14 @@ import threading
 import time
 from typing import Any
 
+import msgspec
+
 from actors.paths import checkpoint_store, checkpoint_stores
+from actors.sandbox.confinement import visible
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.workspace import restore as restoring
 from actors.sandbox.workspace.checkpoints import Checkpoints, Meta, Record
-from actors.sandbox.workspace.scan import Scope
+from actors.sandbox.workspace.scan import GITDIRS, Scope, root_key
 from protocol.checkpoints import CallSite, CheckpointSettings
 from protocol.errors import NotFoundError, SandboxError
 from protocol.events import CheckpointTaken, WorkspaceRestored
@@ -56,12 +66,30 @@ _WORKSPACE = "workspace"  # the store's workspace path, for listings
 _JOURNAL = "restore"  # the store's restore journal directory
 
 
-def _shown(left: list[str]) -> list[str]:
+def _shown(left: list[str], roots: list[str]) -> list[str]:
     """What a restore left alone, as the user is told: git's loose objects left out. Objects
     written since by someone else (the sandbox's own diff of the workspace, or the user's
     commit during a pause, whose refs are listed) are left in place, never deleted, and
     harm nothing: a ``git gc`` drops those no ref reaches."""
-    return [path for path in left if not path.startswith(".git/objects/")]
+    return [path for path in _real(left, roots) if not path.startswith(".git/objects/")
+            and not any(path.startswith(os.path.join(root, "objects", "")) for root in roots)]
+
+
+def _real(paths: list[str], roots: list[str]) -> list[str]:
+    """Paths as the user knows them: one under ``<GITDIRS>/<key>/`` at its git directory's real path."""
+    where = {os.fsdecode(GITDIRS + b"/" + root_key(root)) + "/": root for root in roots}
+    out = []
+    for path in paths:
+        prefix = path[:len(GITDIRS) + 18]
+        out.append(os.path.join(where[prefix], path[len(prefix):]) if prefix in where else path)
+    return out
+
+
+def _roots(workspace: str, hidden: tuple[str, ...], also: list[str] | tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The git directories outside ``workspace`` its checkpoints cover: those a session's
+    ``git`` may write now, and ``also``; one inside another is covered by the other."""
+    found = sorted({*(os.path.realpath(d) for d in visible.git_dirs(workspace, hidden=hidden)), *also})
+    return tuple(d for d in found if not any(d != o and visible.inside(d, o) for o in found))
 
 
 def scope_of(settings: CheckpointSettings, exclude: tuple[str, ...] = ()) -> Scope:
@@ -136,8 +164,9 @@ class Checkpointing:
             if self._log is not None:
                 self._log.warning("checkpoint_after_failed", key=request.key, error=str(exc))
 
-    def _take(self, store: _Store, settings: CheckpointSettings, meta: Meta) -> Any:
-        store.checkpoints.scope = scope_of(settings, store.exclude)
+    def _take(self, store: _Store, settings: CheckpointSettings, meta: Meta, also: list[str] | None = None) -> Any:
+        roots = _roots(store.checkpoints.workspace, self._hidden, also or ())
+        store.checkpoints.scope = msgspec.structs.replace(scope_of(settings, store.exclude), roots=roots)
         return store.checkpoints.take(meta)
 
     # -- restoring ----------------------------------------------------------------------
@@ -157,13 +186,16 @@ class Checkpointing:
             mine = [r for r in records if r.meta.session == body.session_id]
             target = self._target(checkpoints, mine, body)
             journal = os.path.join(checkpoints.root, _JOURNAL)
+            roots = target.roots
             if not body.apply:
                 leave = [] if body.force else self._others(checkpoints, records, body.session_id, target, None)
                 plan = checkpoints.plan_restore(target.id, leave=leave)
-                return Restored(target=target.id, write=plan.write, delete=plan.delete, left=_shown(plan.left))
+                return Restored(target=target.id, write=_real(plan.write, roots), delete=_real(plan.delete, roots),
+                                left=_shown(plan.left, roots))
             key = new_id()
-            pre = checkpoints.take(Meta(session=body.session_id, call=f"{body.by} to {target.id[:12]}", key=key,
-                                        kind="restore"))
+            pre = self._take(store, body.policy.checkpoints, Meta(
+                session=body.session_id, call=f"{body.by} to {target.id[:12]}", key=key, kind="restore"),
+                also=roots)
             leave = [] if body.force else self._others(checkpoints, records, body.session_id, target, pre.id)
             try:
                 plan = checkpoints.restore(target.id, journal_dir=journal, leave=leave)
@@ -171,14 +203,15 @@ class Checkpointing:
                 raise SandboxError(f"the restore of {body.workspace} to {target.id[:12]} stopped: {exc}; it is "
                                    "journaled and completes at the next `acode up` or `acode undo`",
                                    code="ACODE-SBX-025") from exc
-            checkpoints.take(Meta(session=body.session_id, call=body.by, key=key, kind="after"))
-        left = _shown(plan.left)
+            self._take(store, body.policy.checkpoints, Meta(session=body.session_id, call=body.by, key=key,
+                                                            kind="after"), also=roots)
+        left = _shown(plan.left, roots)
         event = WorkspaceRestored(id=new_id(), session_id=body.session_id, at=time.time(), to=target.id,
                                   checkpoint=pre.id, written=len(plan.write), deleted=len(plan.delete),
                                   left=left[:50], forced=body.force, by=body.by)
         self._send(Commit(session_id=body.session_id, events=[event]))
-        return Restored(target=target.id, applied=True, write=plan.write, delete=plan.delete, left=left,
-                        kept=plan.kept, checkpoint=pre.id)
+        return Restored(target=target.id, applied=True, write=_real(plan.write, roots),
+                        delete=_real(plan.delete, roots), left=left, kept=_real(plan.kept, roots), checkpoint=pre.id)
 
     @staticmethod
     def _target(checkpoints: Checkpoints, mine: list[Record], body: RestoreWorkspace) -> Record:

@@ -80,6 +80,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
     changed: list[str]  # the first of them
     skipped: int
     meta: Meta
+    roots: list[str] = []  # the git directories outside the workspace it covers (scan.Scope.roots)
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,6 +91,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     changed: list[str]  # files and symlinks new, changed or deleted since the previous take
     skipped: list[str]  # over the size cap, or unreadable
     hashed: int  # files read (the rest came from the stat cache)
+    roots: list[str] = []
 
 
 class Collected(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,12 +131,13 @@ class Checkpoints:
             at = began / 1e9
             names = [os.fsdecode(path) for path in changed]
             skipped = [os.fsdecode(path) for path in seen.skipped]
+            roots = list(self.scope.roots)
             message = json.dumps({**msgspec.to_builtins(meta), "at": at, "took_ms": took_ms,
-                                  "files": len(names), "skipped": skipped})
+                                  "files": len(names), "skipped": skipped, "roots": roots})
             oid = self.objects.put(b"commit", encode_commit(
                 seen.tree, int(at), f"checkpoint before {meta.call or 'a call'} ({meta.session})\n\n{message}"))
             record = Record(id=oid, parent=parent, at=at, took_ms=took_ms, files=len(names),
-                            changed=names[:_SHOWN], skipped=len(skipped), meta=meta)
+                            changed=names[:_SHOWN], skipped=len(skipped), meta=meta, roots=roots)
             with open(os.path.join(self.root, _LOG), "a", encoding="utf-8") as log:
                 log.write(json.dumps(msgspec.to_builtins(record)) + "\n")
             self._write(b"HEAD", oid.encode() + b"\n")
@@ -144,7 +147,7 @@ class Checkpoints:
                 self.objects.repack(seen.cache.pending)
                 seen.cache.pending = []
             self._save_cache(seen.cache)
-        return Checkpoint(id=oid, took_ms=took_ms, changed=names, skipped=skipped, hashed=seen.hashed)
+        return Checkpoint(id=oid, took_ms=took_ms, changed=names, skipped=skipped, hashed=seen.hashed, roots=roots)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -166,7 +169,8 @@ class Checkpoints:
 
     def changed_since(self, checkpoint: str) -> list[str]:
         """Files and symlinks that differ now from checkpoint ``checkpoint`` (new, changed, deleted)."""
-        todo = _restore.plan(self.objects, self.workspace, self.scope, self.find(checkpoint).id, cache=self._cache())
+        record = self.find(checkpoint)
+        todo = _restore.plan(self.objects, self.workspace, self._scope(record), record.id, cache=self._cache())
         return sorted({*todo.write, *todo.delete})
 
     def between(self, old: str, new: str) -> list[str]:
@@ -199,15 +203,22 @@ class Checkpoints:
 
     def plan_restore(self, checkpoint: str, *, leave: Collection[str] = ()) -> Plan:
         """What :meth:`restore` would write and delete; changes nothing."""
-        return _restore.plan(self.objects, self.workspace, self.scope, self.find(checkpoint).id, leave=leave,
+        record = self.find(checkpoint)
+        return _restore.plan(self.objects, self.workspace, self._scope(record), record.id, leave=leave,
                              cache=self._cache())
 
     def restore(self, checkpoint: str, *, journal_dir: str, leave: Collection[str] = (),
                 on_step: Step | None = None) -> Plan:
         """The workspace back to checkpoint ``checkpoint``, ``leave`` untouched; journaled in
         ``journal_dir``, so :func:`~actors.sandbox.workspace.restore.resume` completes it after a kill."""
-        return _restore.restore(self.objects, self.workspace, self.scope, self.find(checkpoint).id,
+        record = self.find(checkpoint)
+        return _restore.restore(self.objects, self.workspace, self._scope(record), record.id,
                                 journal_dir=journal_dir, leave=leave, cache=self._cache(), on_step=on_step)
+
+    def _scope(self, record: Record) -> Scope:
+        """What a comparison with ``record`` walks: the git directories outside the workspace
+        it has, not those the workspace points at now."""
+        return msgspec.structs.replace(self.scope, roots=tuple(record.roots))
 
     # -- retention ----------------------------------------------------------------------
 

@@ -18,7 +18,11 @@ nothing. :func:`restore` makes the tree equal to the checkpoint's:
 
 Every directory is entered relative to its parent's fd with ``O_NOFOLLOW``, so a symlink
 a command left where the checkpoint has a directory is replaced, never followed out of
-the workspace.
+the workspace. A path under :data:`~actors.sandbox.workspace.scan.GITDIRS` ``/<key>`` is
+one of the git directories a linked worktree or submodule keeps outside the workspace:
+it is entered from that directory (the checkpoint's :attr:`Scope.roots`, as it was
+taken), and only what the checkpoint has of it is compared, so a git directory the
+workspace points at now but did not then is left alone.
 
 The journal. Before changing anything, :func:`restore` writes (temp, fsync, rename)
 ``<journal_dir>/restore.json``: the store, the workspace, the scope, the target and the
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.sandbox.workspace.objects import DIR, LINK, Objects, commit_tree, locked
-from actors.sandbox.workspace.scan import Cache, Scope, scan
+from actors.sandbox.workspace.scan import GITDIRS, Cache, Scope, root_key, scan, virtual
 
 __all__ = ["JOURNAL", "Plan", "Step", "plan", "restore", "resume"]
 
@@ -104,7 +108,7 @@ def plan(objects: Objects, root: str, scope: Scope, target: str, *, leave: Colle
     out = Plan(target)
     for path, (mode, oid) in sorted(wanted.items()):
         if mode == DIR:
-            if path not in now.dirs and not _under(path, kept):
+            if path not in now.dirs and not _under(path, kept) and not virtual(path):
                 out._mkdir.append(path)
         elif now.files.get(path) != (mode, oid):
             (out.left if _under(path, kept) else out.write).append(os.fsdecode(path))
@@ -148,7 +152,7 @@ def resume(journal_dir: str, *, on_step: Step | None = None) -> Plan | None:
 def _run(objects: Objects, journal: _Journal, journal_dir: str, cache: Cache | None, on_step: Step | None) -> Plan:
     with locked(objects.root):
         todo = plan(objects, journal.workspace, journal.scope, journal.target, leave=journal.leave, cache=cache)
-        _apply(objects, journal.workspace, todo, on_step)
+        _apply(objects, journal.workspace, journal.scope, todo, on_step)
     os.unlink(os.path.join(journal_dir, JOURNAL))
     return todo
 
@@ -170,19 +174,25 @@ def _write_journal(journal_dir: str, journal: _Journal) -> None:
 
 
 class _Dirs:
-    """Directory fds of the workspace, each opened beneath the root without following a link."""
+    """Directory fds of the workspace, each opened beneath the root without following a
+    link; beneath ``<GITDIRS>/<key>``, beneath the git directory outside it that ``outside`` names."""
 
-    def __init__(self, root_fd: int):
+    def __init__(self, root_fd: int, outside: dict[bytes, str]):
         self.root = root_fd
+        self.outside = outside
         self.open: tuple[bytes, int] | None = None
 
     def get(self, path: bytes, *, create: bool = False) -> int:
         if self.open is not None and self.open[0] == path:
             return self.open[1]
         self.close()
-        fd = os.dup(self.root)
+        parts = path.split(b"/") if path else []
+        if parts[:1] == [GITDIRS]:
+            fd, parts = self._outside(parts[1] if len(parts) > 1 else b"", create), parts[2:]
+        else:
+            fd = os.dup(self.root)
         try:
-            for part in path.split(b"/") if path else ():
+            for part in parts:
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
@@ -198,6 +208,18 @@ class _Dirs:
         self.open = (path, fd)
         return fd
 
+    def _outside(self, key: bytes, create: bool) -> int:
+        where = self.outside.get(key)
+        if where is None:  # not one of the checkpoint's git directories: nothing of it is restored
+            raise FileNotFoundError(errno.ENOENT, "no git directory outside the workspace has this key", key)
+        try:
+            return os.open(where, _DIR_FLAGS)
+        except FileNotFoundError:
+            if not create:
+                raise
+            os.mkdir(where, 0o755)  # removed since (a pruned worktree's): made again as it was
+            return os.open(where, _DIR_FLAGS)
+
     def close(self) -> None:
         if self.open is not None:
             os.close(self.open[1])
@@ -205,9 +227,9 @@ class _Dirs:
 
 
 @contextlib.contextmanager
-def _dirs(root: str) -> Iterator[_Dirs]:
+def _dirs(root: str, outside: tuple[str, ...]) -> Iterator[_Dirs]:
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    dirs = _Dirs(fd)
+    dirs = _Dirs(fd, {root_key(path): path for path in outside})
     try:
         yield dirs
     finally:
@@ -215,8 +237,8 @@ def _dirs(root: str) -> Iterator[_Dirs]:
         os.close(fd)
 
 
-def _apply(objects: Objects, root: str, todo: Plan, on_step: Step | None) -> None:
-    with _dirs(root) as dirs:
+def _apply(objects: Objects, root: str, scope: Scope, todo: Plan, on_step: Step | None) -> None:
+    with _dirs(root, scope.roots) as dirs:
         for path in todo._delete:
             head, _, name = path.rpartition(b"/")
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -13,6 +13,14 @@ outside any ``.git`` only (git's own files are never capped or skipped):
 - the paths in :attr:`Scope.exclude` (acode's home and the store, when the workspace holds
   them), never entered.
 
+A linked worktree or a submodule keeps its git directory outside the workspace (its
+``.git`` is a file, ``gitdir: <dir>``): HEAD, the index, the refs and the stash live
+there. Each such directory in :attr:`Scope.roots` is walked too, as git's own files, and
+stands in the checkpoint's tree under :data:`GITDIRS` ``/<key>`` (:func:`root_key`: a hash
+of its path), a name the walk of the workspace itself never enters. Those two directories
+are virtual: a restore (:mod:`actors.sandbox.workspace.restore`) maps ``<GITDIRS>/<key>/x``
+back to ``<root>/x`` and never makes or removes them in the workspace.
+
 Reading follows :mod:`actors.sandbox.workspace.snapshot`'s rules: every entry is looked at
 with ``lstat`` in its parent's directory fd, a directory is entered with ``O_NOFOLLOW``, a
 file opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` (a link or FIFO
@@ -41,12 +49,14 @@ import msgspec
 from actors.sandbox.workspace.objects import DIR, LINK, Objects, encode_tree
 from protocol import checkpoints
 
-__all__ = ["DEFAULT_SKIP_DIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "scan"]
+__all__ = ["DEFAULT_SKIP_DIRS", "GITDIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "root_key", "scan",
+           "virtual"]
 
 DEFAULT_SKIP_DIRS = frozenset(checkpoints.DEFAULT_SKIP_DIRS)
 RACY_NS = 2_000_000_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+GITDIRS = b".acode-gitdirs"  # where the git directories outside the workspace stand in a checkpoint's tree
 _REGULAR = b"100644"
 _EXECUTABLE = b"100755"
 
@@ -57,6 +67,19 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
     max_file_bytes: int = 10 * 1024 * 1024
     skip_dirs: frozenset[str] = DEFAULT_SKIP_DIRS
     exclude: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()  # git directories outside the workspace (absolute, resolved), walked under GITDIRS
+
+
+def root_key(path: str) -> bytes:
+    """The name a git directory outside the workspace has under :data:`GITDIRS`: the same
+    for the same path in every checkpoint, so the stat cache and diffs line up."""
+    return hashlib.sha1(os.fsencode(path)).hexdigest()[:16].encode()
+
+
+def virtual(path: bytes) -> bool:
+    """Whether ``path`` is :data:`GITDIRS` or one of its ``<key>`` directories (no directory in the workspace)."""
+    head, _, _ = path.partition(b"/")
+    return head == GITDIRS and path.count(b"/") <= 1
 
 
 class Stat(msgspec.Struct, frozen=True, array_like=True):
@@ -126,7 +149,7 @@ class _Walk:
         for item in listed:
             name = item.name
             raw = name.encode("utf-8", "surrogateescape")
-            if excluded and raw in excluded:
+            if (excluded and raw in excluded) or (not rel and raw == GITDIRS):
                 continue
             prev = before.get(raw)
             if item.is_dir(follow_symlinks=False):  # d_type: no stat for a directory
@@ -184,6 +207,12 @@ class _Walk:
                 if flat:
                     out.files[path] = (mode, oid)
             now[raw] = entry
+        if not rel and self.scope.roots:
+            prev = before.get(GITDIRS)
+            outside = self.outside(prev)
+            if outside is not None:
+                clean = clean and prev is not None and prev.oid == outside
+                now[GITDIRS] = Stat(0, 0, 0, stat.S_IFDIR, outside)
         if clean and old is not None and len(now) == len(before):
             tree = old.tree
         else:
@@ -195,6 +224,30 @@ class _Walk:
             if self.objects is not None and (old is None or old.tree != tree):
                 self.objects.put(b"tree", data, tree, b"T" + rel)
         out.cache.dirs[rel] = Dir(tree, now)
+        return tree
+
+    def outside(self, prev: Stat | None) -> str | None:
+        """The tree of :data:`GITDIRS`: each of :attr:`Scope.roots` that is a directory, walked
+        as git's own files under its key; None when none is."""
+        entries: dict[bytes, str] = {}
+        for root in self.scope.roots:
+            key = root_key(root)
+            try:
+                fd = os.open(root, _DIR_FLAGS)
+            except OSError:
+                continue  # gone, or not a directory: a restore to this checkpoint leaves it alone
+            try:
+                entries[key] = self.directory(fd, GITDIRS + b"/" + key, True)
+            finally:
+                os.close(fd)
+        if not entries:
+            return None
+        data = encode_tree((DIR, key, tree) for key, tree in sorted(entries.items()))
+        tree = hashlib.sha1(b"tree %d\0" % len(data) + data).hexdigest()
+        if self.objects is not None and (prev is None or prev.oid != tree):
+            self.objects.put(b"tree", data, tree, b"T" + GITDIRS)
+        self.out.cache.dirs[GITDIRS] = Dir(tree, {key: Stat(0, 0, 0, stat.S_IFDIR, oid)
+                                                  for key, oid in entries.items()})
         return tree
 
     def gone(self, path: bytes, entry: Stat) -> None:

@@ -419,3 +419,56 @@ def test_a_symlink_put_where_a_directory_was_is_replaced_never_followed(tmp_path
     checkpoints.restore(taken.id, journal_dir=str(tmp_path / "j"))
     assert list(outside.iterdir()) == []
     assert not (repo / "src").is_symlink() and (repo / "src" / "app.py").read_text() == "print('staged')\n"
+
+
+@pytest.fixture
+def worktree(repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A linked worktree of ``repo`` on branch ``side``: its ``.git`` is a file; HEAD, its
+    index, the branches and the stash live in ``repo/.git`` (and ``.git/worktrees/wt``)."""
+    tree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tree), "main")
+    (tree / "side.txt").write_text("the worktree's own file\n")
+    git(tree, "add", "side.txt")
+    git(tree, "commit", "-qm", "on side")
+    (tree / "work.txt").write_text("uncommitted\n")
+    git(tree, "stash", "-q", "-u")
+    (tree / "side.txt").write_text("staged in the worktree\n")
+    git(tree, "add", "side.txt")
+    return repo, tree
+
+
+def test_a_linked_worktrees_git_directory_is_covered_and_restored(tmp_path: Path,
+                                                                   worktree: tuple[Path, Path]) -> None:
+    main, tree = worktree
+    common = os.path.realpath(main / ".git")
+    facts, main_facts = repo_facts(tree), repo_facts(main)
+    before, git_before = state(tree), state(main / ".git")
+    checkpoints = store(tmp_path, tree, Scope(max_file_bytes=1000, roots=(common,)))
+    taken = checkpoints.take(_META)
+    assert taken.roots == [common] and checkpoints.records()[-1].roots == [common]
+
+    git(tree, "commit", "-qm", "committed by the session")
+    git(tree, "branch", "-D", "feature")
+    git(tree, "tag", "-d", "v1")
+    git(tree, "stash", "drop", "-q")
+    git(tree, "checkout", "-q", "--detach")
+    (tree / "side.txt").unlink()
+    (tree / ".git").unlink()  # the gitlink itself
+
+    planned = checkpoints.plan_restore(taken.id)
+    assert ".git" in planned.write and any(path.startswith(".acode-gitdirs/") for path in planned.write)
+    checkpoints.restore(taken.id, journal_dir=str(tmp_path / "j"))
+    assert state(tree) == before and state(main / ".git") == git_before
+    assert not (tree / ".acode-gitdirs").exists() and checkpoints.plan_restore(taken.id).empty
+    assert repo_facts(tree) == facts and repo_facts(main) == main_facts  # last: `git status` refreshes the index
+
+
+def test_a_git_directory_the_checkpoint_did_not_cover_is_left_alone(tmp_path: Path,
+                                                                      worktree: tuple[Path, Path]) -> None:
+    main, tree = worktree
+    checkpoints = store(tmp_path, tree)  # roots not given: the worktree's git directory is not covered
+    taken = checkpoints.take(_META)
+    git_before = state(main / ".git")
+    (tree / "extra.txt").write_text("new\n")
+    checkpoints.restore(taken.id, journal_dir=str(tmp_path / "j"))
+    assert not (tree / "extra.txt").exists() and state(main / ".git") == git_before

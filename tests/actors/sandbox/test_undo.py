@@ -173,6 +173,36 @@ def test_undo_brings_back_every_file_ref_the_stash_and_head_after_commands_and_f
     assert (ws / "app.py").read_text() == "print('model2')\n"
 
 
+def test_undo_in_a_linked_worktree_brings_back_the_refs_and_stash_its_git_directory_holds(
+        sandbox: Harness, home: Path) -> None:
+    main = _repo(home)
+    ws = home / "wt"
+    _git(main, "worktree", "add", "-q", "-b", "side", str(ws))
+    _git(main, "config", "user.name", "m")  # the session's commit needs an author (HOME is a scratch dir)
+    _git(main, "config", "user.email", "m@m")
+    (ws / "side.txt").write_text("uncommitted in the worktree\n")
+    _git(ws, "stash", "-q", "-u")
+    (ws / "work.txt").write_text("the worktree's untracked file\n")
+    session = Session(sandbox, ws)
+    assert session.call("baseline_workspace").ok
+    before, git_before = _tree(ws), _tree(main / ".git")
+    facts = [_git(ws, "rev-parse", "HEAD"), _git(ws, "show-ref"), _git(ws, "stash", "list")]
+    for command in ("git branch -D feature", "git stash drop -q", "git tag -d v1", "git add work.txt",
+                    "git commit -q -m by-the-session", "git checkout -q --detach"):
+        result = session.call("run_terminal", command=command)  # a worktree's git writes its common git dir
+        assert result.ok, (command, result.error, result.output)
+    assert "feature" not in _git(main, "branch") and len(_git(main, "stash", "list").splitlines()) == 1  # of 2
+
+    plan = session.restore()
+    common = os.path.realpath(main / ".git")
+    assert os.path.join(common, "refs", "heads", "feature") in plan.write  # shown where it really is
+    done = session.restore(apply=True)
+    assert done.applied and done.left == []
+    assert _tree(ws) == before and _tree(main / ".git") == git_before
+    assert [_git(ws, "rev-parse", "HEAD"), _git(ws, "show-ref"), _git(ws, "stash", "list")] == facts
+    assert _git(ws, "symbolic-ref", "HEAD").strip() == "refs/heads/side"
+
+
 def test_last_and_to_land_between_the_right_calls(sandbox: Harness, home: Path) -> None:
     ws = home / "ws"
     ws.mkdir()
