@@ -322,7 +322,7 @@ def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     lines.append("")
     lines.append(f"files changed: {files_changed(events)}")
-    taken = [e for e in events if isinstance(e, CheckpointTaken)]
+    taken = [e for e in events if isinstance(e, CheckpointTaken) and e.key]  # the start checkpoint has no call
     if taken:
         lines.append(f"checkpoints: {len(taken)} before calls, {sum(e.took_ms for e in taken):.0f} ms in all "
                      f"(`acode checkpoints {session.id[:8]}`; `acode undo {session.id[:8]}` takes the session back)")

@@ -118,38 +118,43 @@ class Checkpointing:
 
     # -- taking -------------------------------------------------------------------------
 
-    def _start(self, store: _Store, session: str, settings: CheckpointSettings) -> None:
+    def _start(self, store: _Store, session: str, settings: CheckpointSettings) -> CheckpointTaken | None:
         """The session's ``start`` checkpoint, once, just before its first call that can change
-        the workspace (a session that only reads takes none); the store's lock is held."""
+        the workspace (a session that only reads takes none), as its event; the store's lock is held."""
         if session in store.started:
-            return
-        if not any(r.meta.session == session for r in store.checkpoints.records()):  # once per session and process
-            self._take(store, settings, Meta(session=session, call="session start", kind="start"))
+            return None
         store.started.add(session)
+        if any(r.meta.session == session for r in store.checkpoints.records()):  # once per session and process
+            return None
+        taken = self._take(store, settings, Meta(session=session, call="session start", kind="start"))
+        return CheckpointTaken(id=new_id(), session_id=session, at=time.time(), checkpoint=taken.id,
+                               target="session start", took_ms=taken.took_ms, files=len(taken.changed),
+                               skipped=len(taken.skipped))
 
-    def before(self, call: ToolCall) -> CheckpointTaken | None:
-        """The checkpoint before ``call`` runs, as its event; None when the session takes none.
-        ACODE-SBX-023 (a :class:`SandboxError`) when it cannot be taken."""
+    def before(self, call: ToolCall) -> list[CheckpointTaken]:
+        """The checkpoint before ``call`` runs, as its event, after the session's ``start``
+        checkpoint's when this is its first such call; none when the session takes none.
+        ACODE-SBX-023 (a :class:`SandboxError`) when one cannot be taken."""
         request = call.request
         settings = request.policy.checkpoints
         if not settings.enabled or call.refusal is not None:
-            return None
+            return []
         site = request.site or CallSite()
         meta = Meta(session=request.session_id, stage=site.stage, task=site.task, step=site.step,
                     call=f"{request.tool} {call.target}".strip(), key=request.key)
         try:
             store = self._store(request.workspace)
             with store.lock:
-                self._start(store, request.session_id, settings)
+                start = self._start(store, request.session_id, settings)
                 taken = self._take(store, settings, meta)
         except OSError as exc:
             raise SandboxError(f"the checkpoint before {request.tool} could not be taken: {exc}; the call did not "
                                f"run (free space in {self.root}, or turn checkpoints off with checkpoints.enabled: "
                                "false)", code="ACODE-SBX-023") from exc
-        return CheckpointTaken(id=new_id(), session_id=request.session_id, at=time.time(), checkpoint=taken.id,
-                               key=request.key, tool=request.tool, target=call.target, stage=site.stage,
-                               task=site.task, step=site.step, took_ms=taken.took_ms, files=len(taken.changed),
-                               skipped=len(taken.skipped))
+        return [*([start] if start is not None else []), CheckpointTaken(
+            id=new_id(), session_id=request.session_id, at=time.time(), checkpoint=taken.id, key=request.key,
+            tool=request.tool, target=call.target, stage=site.stage, task=site.task, step=site.step,
+            took_ms=taken.took_ms, files=len(taken.changed), skipped=len(taken.skipped))]
 
     def after(self, call: ToolCall) -> None:
         """The checkpoint after ``call`` ran: what it changed is the session's (see the module).

@@ -187,18 +187,18 @@ class Journal:
             self._finish(call, result, taken)
             return result, None
 
-    def _checkpointed(self, call: ToolCall, run: Callable[[], ToolResult]) -> tuple[CheckpointTaken | None,
+    def _checkpointed(self, call: ToolCall, run: Callable[[], ToolResult]) -> tuple[list[CheckpointTaken],
                                                                                       ToolResult]:
         """``run`` between the checkpoints before and after it (:mod:`actors.sandbox.checkpointing`);
         a checkpoint that cannot be taken is the call's result instead: it does not run."""
         if self._checkpoints is None or call.refusal is not None:
-            return None, run()
+            return [], run()
         try:
             taken = self._checkpoints.before(call)
         except SandboxError as exc:
-            return None, call.result(Outcome(error=exc.info()))
+            return [], call.result(Outcome(error=exc.info()))
         result = run()
-        if taken is not None:
+        if taken:
             self._checkpoints.after(call)
         return taken, result
 
@@ -219,14 +219,15 @@ class Journal:
                                 "tool_call_state; run the same acode version everywhere", code="ACODE-PROTO-005")
         return reply
 
-    def _finish(self, call: ToolCall, result: ToolResult, taken: CheckpointTaken | None = None) -> ToolResult | None:
-        """Journal ``result`` (after ``taken``, the checkpoint before the call, in the same
+    def _finish(self, call: ToolCall, result: ToolResult, taken: list[CheckpointTaken] | None = None
+                ) -> ToolResult | None:
+        """Journal ``result`` (after ``taken``, the checkpoints before the call, in the same
         transaction); return the result journaled before under the same key, if any."""
         request = call.request
         event = self._event(call, result)
         carried = request.commit if call.rerun_safe else None  # sent before the call otherwise
-        if taken is not None:
-            carried = Commit(session_id=request.session_id, events=[taken])
+        if taken:
+            carried = Commit(session_id=request.session_id, events=list(taken))
         reply = self._send(FinishToolCall(key=request.key, session_id=request.session_id, result=result,
                                           event=event, rerun_safe=call.rerun_safe, commit=carried))
         if not isinstance(reply, (Committed, Ack)):

@@ -165,8 +165,8 @@ def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack
     result = run.ctx.tool(f"{run.ctx.session_id}:k1", "write_file", {"path": "b.txt", "content": "x\n"})
     assert result.ok, result.error
     stored = _stored(run)
-    assert [e.id for e in stored][-3] == turn.id  # before the write's checkpoint and its own event
-    assert [type(e).__name__ for e in stored][-2:] == ["CheckpointTaken", "ToolCalled"]
+    assert [e.id for e in stored][-4] == turn.id  # before the start and write checkpoints, and its event
+    assert [type(e).__name__ for e in stored][-3:] == ["CheckpointTaken", "CheckpointTaken", "ToolCalled"]
     replay, spy = _again(run)
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
