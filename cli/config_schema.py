@@ -14,8 +14,9 @@ import msgspec
 
 from protocol.profiles import ProfileOverride
 
-__all__ = ["AcodeConfig", "ApprovalsSection", "Checkpoints", "Executor", "Model", "Orchestration", "Planner",
-           "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
+__all__ = ["AcodeConfig", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor", "Model", "Orchestration",
+           "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision", "Verification",
+           "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -180,6 +181,16 @@ class Checkpoints(Section, frozen=True):
     keep_days: Annotated[float, msgspec.Meta(gt=0, le=36_500)] | None = None
 
 
+class BudgetSection(Section, frozen=True):
+    """What a whole session may spend (README "Budgets"; defaults and meaning in
+    protocol/budget.py); 0 is no limit."""
+
+    tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] | None = None
+    tool_calls: Annotated[int, msgspec.Meta(ge=0, le=10**9)] | None = None
+    wall_minutes: Annotated[float, msgspec.Meta(ge=0, le=10**7)] | None = None
+    model_minutes: Annotated[float, msgspec.Meta(ge=0, le=10**7)] | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -195,3 +206,4 @@ class AcodeConfig(Section, frozen=True):
     storage: Storage = Storage()
     workers: Workers = Workers()
     checkpoints: Checkpoints = Checkpoints()
+    budget: BudgetSection = BudgetSection()

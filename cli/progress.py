@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cli.render import one_line, request_lines, table
+from cli.render import budget_line, one_line, request_lines, table
+from protocol.budget import FLAGS, Spent
 from protocol.errors import with_code
 from protocol.events import (
     ApprovalDecided,
+    BudgetWarning,
     CheckpointTaken,
     CheckRan,
     Event,
@@ -104,6 +106,10 @@ class Progress:
             case StepRetried(task=task, step=step, attempt=attempt, of=of, reason=reason):
                 return (f"{_tag('executor')} {task}/{step} try {attempt - 1} of {of} failed: {one_line(reason, 200)}; "
                         f"try {attempt} starts from a fresh window")
+            case BudgetWarning(kind=kind, used=used, limit=limit):
+                return (f"budget warning: {used / limit:.0%} of the session's {kind} budget used ({used:,g} of "
+                        f"{limit:,g}); at 100% it pauses (budget_exhausted) until `acode resume "
+                        f"{event.session_id} {FLAGS.get(kind, '--budget-' + kind)} +50%`")  # type: ignore[call-overload]
             case SettingsChanged(changes=changes, by=by):
                 return f"settings changed by {by}: {'; '.join(changes)}"
             case ReworkChosen(rule=rule, reason=reason, kept=kept):
@@ -268,13 +274,15 @@ def _tokens(event: StageFinished) -> str:
     return f" [{'; '.join(parts)}]"
 
 
-def session_detail(session: SessionSnapshot, events: list[Event]) -> str:
+def session_detail(session: SessionSnapshot, events: list[Event], spent: Spent | None = None) -> str:
     lines = [
         f"session   {session.id}",
         f"task      {session.task}",
         f"workspace {session.workspace}",
         f"status    {session.status}" + (f" (exit {session.exit_code})" if session.exit_code is not None else ""),
     ]
+    if spent is not None:
+        lines.append(f"budget    {budget_line(session.settings.budget, spent)}")
     if session.pause:
         pause = session.pause
         lines.append(f"paused    {pause.kind}: {with_code(pause.message, pause.code)}")

@@ -12,7 +12,9 @@ import datetime as dt
 
 import typer
 
+from protocol import budget as budgets
 from protocol.autonomy import ApprovalRequest
+from protocol.budget import Budget, BudgetKind, Spent
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
 from protocol.printable import printable
@@ -71,8 +73,21 @@ def sessions_table(sessions: list[SessionSnapshot]) -> str:
     return table(rows)
 
 
-def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> str:
-    """`acode status`: the sessions running or paused, with where each stands."""
+def budget_line(budget: Budget, spent: Spent) -> str:
+    """What a session spent against each limit: ``tokens 12,000 of 2,000,000 (1%) · tool calls 3 of 500 ...``."""
+    parts = []
+    names: dict[BudgetKind, str] = {"tokens": "tokens", "tool_calls": "tool calls", "wall_minutes": "running min",
+                                    "model_minutes": "model min"}
+    for kind, name in names.items():
+        used, limit = budgets.spent_on(spent, kind), budgets.limit_of(budget, kind)
+        figure = f"{used:,.0f}" if kind in ("tokens", "tool_calls") else f"{used:,.1f}"
+        parts.append(f"{name} {figure} of {limit:,g} ({used / limit:.0%})" if limit else f"{name} {figure} (no limit)")
+    return " · ".join(parts)
+
+
+def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str],
+                    spent: dict[str, Spent] | None = None) -> str:
+    """`acode status`: the sessions running or paused, with where each stands and what each spent."""
     rows = [["SESSION", "STATUS", "WHERE", "TASK"]]
     for s in sessions:
         task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
@@ -86,6 +101,9 @@ def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str]) -> s
             if pause.fix:
                 lines.append(f"         fix: {one_line(pause.fix, 300)}")
             lines.append(f"         continue: {pause.command or f'acode resume {s.id}'}, or `acode cancel {s.id}`")
+    for s in sessions:
+        if spent is not None and s.id in spent:
+            lines.append(f"{s.id[:8]} budget: {budget_line(s.settings.budget, spent[s.id])}")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 from cli.config_schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
 from protocol.autonomy import Approvals
+from protocol.budget import Budget
 from protocol.checkpoints import CheckpointSettings
 from protocol.errors import ConfigError
 from protocol.profiles import ModelProfile, profile_for, unknown_tools
@@ -119,6 +120,8 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         autonomy=config.autonomy if config.autonomy is not None else defaults.autonomy,
         approvals=approvals_of(config),
         profile=profile,
+        budget=Budget(**{f: getattr(config.budget, f) for f in Budget.__struct_fields__
+                         if getattr(config.budget, f) is not None}),
     )
 
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import msgspec.yaml
 
+from protocol.budget import Budget
 from protocol.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
 from protocol.errors import ConfigError
 from protocol.sandbox import SandboxPolicy
@@ -208,6 +209,11 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     "checkpoints.max_file_mb": (_at_least, CheckpointSettings().max_file_mb),
     "checkpoints.skip_dirs": (_subset(_skipped), None),
     "checkpoints.keep_days": (_at_least, 7.0),
+    # budgets: a workspace may lower them, never raise one or lift it (0: no limit)
+    "budget.tokens": (_limit, Budget().tokens),
+    "budget.tool_calls": (_limit, Budget().tool_calls),
+    "budget.wall_minutes": (_limit, Budget().wall_minutes),
+    "budget.model_minutes": (_limit, Budget().model_minutes),
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),

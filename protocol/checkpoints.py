@@ -33,8 +33,11 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
 
 class CallSite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Where a tool call comes from: the stage, and the plan's task and step (the executor's)."""
+    """Where a tool call comes from: the stage, and the plan's task and step (the executor's);
+    ``counted``: a call a model asked for (the pipeline's), which counts against the
+    session's ``tool_calls`` budget (protocol.budget), not one acode makes itself."""
 
     stage: Annotated[str, msgspec.Meta(max_length=32)] = ""
     task: Annotated[str, msgspec.Meta(max_length=64)] = ""
     step: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    counted: bool = False

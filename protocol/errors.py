@@ -13,6 +13,7 @@ An error says what happened, the offending value and what to do; its code
     │   ├── StageTimeout(OrchestrationError, TimeoutError)
     │   ├── CycleLimitReached(OrchestrationError)
     │   ├── WorkPaused(OrchestrationError)                ACODE-ORCH-010
+    │   ├── BudgetExhausted(OrchestrationError)           ACODE-ORCH-013
     │   └── TransitionError(OrchestrationError, ValueError)
     ├── PlanError(AcodeError, ValueError)                 ACODE-PLAN-…
     ├── ExecutionError(AcodeError)                        ACODE-EXEC-…
@@ -40,6 +41,7 @@ __all__ = [
     "CODES",
     "with_code",
     "AcodeError",
+    "BudgetExhausted",
     "CliError",
     "ConfigError",
     "CycleLimitReached",
@@ -85,6 +87,7 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-010": "paused by the user: the stage stopped at a safe point",
     "ACODE-ORCH-011": "plan review: the plan waits for the user's approve or replan",
     "ACODE-ORCH-012": "the workspace's changes cannot be computed against the session's baseline",
+    "ACODE-ORCH-013": "a session budget is spent: the session pauses until `acode resume --budget-…` extends it",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
     "ACODE-PLAN-003": "decomposition failed",
@@ -248,6 +251,13 @@ class WorkPaused(OrchestrationError):
     default_code = "ACODE-ORCH-010"
 
 
+class BudgetExhausted(OrchestrationError):
+    """A call would cross one of the session's limits (protocol.budget): the stage stops
+    before it, what it recorded is replayed when a human extends the budget."""
+
+    default_code = "ACODE-ORCH-013"
+
+
 class PlanError(AcodeError, ValueError):
     default_code = "ACODE-PLAN-004"
 
@@ -304,6 +314,7 @@ _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-ORCH-003": CycleLimitReached,
     "ACODE-ORCH-006": TransitionError,
     "ACODE-ORCH-010": WorkPaused,
+    "ACODE-ORCH-013": BudgetExhausted,
     "ACODE-SBX-002": PathEscapeError,
     "ACODE-STORE-002": NotFoundError,
 }

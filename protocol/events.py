@@ -21,6 +21,7 @@ from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
 __all__ = [
     "ApprovalDecided",
+    "BudgetWarning",
     "CheckRan",
     "CheckpointTaken",
     "Event",
@@ -139,6 +140,7 @@ class ToolCalled(EventBase, frozen=True, tag="tool_called", kw_only=True):
     duration_ms: float = 0.0
     risk: str = "read"
     isolation: str = ""
+    counted: bool = False  # a call a model asked for: it counts against the session's tool_calls budget
 
 
 class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
@@ -284,11 +286,22 @@ class WorkspaceRestored(EventBase, frozen=True, tag="workspace_restored", kw_onl
     by: str = ""
 
 
+class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
+    """The session has spent ``WARN_AT`` (80%) of one of its limits (protocol.budget):
+    ``kind``, what it has ``used`` of ``limit`` (in the limit's unit: tokens, calls,
+    minutes). Once per limit value: an extended limit warns again at 80% of the new one."""
+
+    kind: str
+    used: float
+    limit: float
+    stage: str = ""
+
+
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
-    | CheckpointTaken | WorkspaceRestored
+    | CheckpointTaken | WorkspaceRestored | BudgetWarning
 )
 
 

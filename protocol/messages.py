@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from protocol.autonomy import ApprovalDecision
+from protocol.budget import Spent
 from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
@@ -257,6 +258,7 @@ class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
     claims: dict[str, int] = {}
     tool_keys: list[str] = []
     steps: list[StepRecord] = []
+    spent: Spent = Spent()  # what the session's records say it spent (protocol.budget; running_s: 0)
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):
@@ -335,6 +337,7 @@ class RecordModelAnswer(Message, frozen=True, tag="record_model_answer", kw_only
     seq: int = -1
     session_id: str = ""
     stage: Stage | None = None
+    model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # how long the model took: the session's model_minutes
 
 
 class Committed(Message, frozen=True, tag="committed", kw_only=True):
@@ -349,6 +352,7 @@ class Committed(Message, frozen=True, tag="committed", kw_only=True):
 
 class SessionFound(Message, frozen=True, tag="session_found", kw_only=True):
     session: SessionSnapshot
+    spent: Spent | None = None  # what the session spent against its budget (protocol.budget)
 
 
 class SessionList(Message, frozen=True, tag="session_list", kw_only=True):
@@ -413,6 +417,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     steering: list[SteeringNote] = []  # the user's ``acode steer`` guidance so far (every stage)
     approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.autonomy)
     replay: ReplayIndex | None = None  # what the attempt replays, read with the transition's commit
+    running_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # how long the session had run when dispatched
 
 
 class StageDone(Message, frozen=True, tag="stage_done", kw_only=True):

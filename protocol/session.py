@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
+from protocol.budget import Budget, BudgetChange, BudgetKind
 from protocol.errors import ErrorInfo
 from protocol.profiles import ModelProfile
 from protocol.results import StageResult, WorkspaceChanges
@@ -195,6 +196,8 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # How the executor's tools suit the model (protocol.profiles): chosen by the model's
     # name when the session is submitted; the default is every model's behaviour.
     profile: ModelProfile = ModelProfile()
+    # What the whole session may spend (protocol.budget); only a human raises it (``acode resume --budget-…``).
+    budget: Budget = Budget()
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):
@@ -209,10 +212,11 @@ class SettingsOverride(_Wire, frozen=True, kw_only=True):
     cycle_limit: Annotated[int, msgspec.Meta(ge=0, le=10)] | None = None
     max_turns_per_step: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     provider: ProviderSpec | None = None
+    budget: dict[BudgetKind, BudgetChange] = {}
 
     def is_empty(self) -> bool:
         return not self.stage_timeouts and self.step_timeout_s is None and self.cycle_limit is None \
-            and self.max_turns_per_step is None and self.provider is None
+            and self.max_turns_per_step is None and self.provider is None and not self.budget
 
 
 class FeedbackItem(_Wire, frozen=True, kw_only=True):
@@ -316,6 +320,7 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     approval: ApprovalRequest | None = None  # the call an awaiting_approval pause waits on
     approvals: list[ApprovalDecision] = []  # every human decision on a call, oldest first (the sandbox checks them)
     changes: WorkspaceChanges | None = None  # the last comparison of the workspace with its baseline (None: none yet)
+    running_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # time spent running until updated_at (not paused or down)
 
     @property
     def visit(self) -> int:

@@ -68,6 +68,9 @@ RULES: dict[str, Rule] = {
     "ACODE-ORCH-012": Rule("escalation", resume="revisit"),
     # a command changed git's config or hooks, .agent or acode's config (restored): a human looks first
     "ACODE-SBX-021": Rule("escalation", 32),
+    # a session budget is spent (protocol.budget): `acode resume --budget-…` extends it, and the stage replays
+    # up to the call that would have crossed the limit and makes it
+    "ACODE-ORCH-013": Rule("budget_exhausted", 24, resume="retry"),
 }
 FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")
@@ -85,10 +88,13 @@ def fix_of(message: str) -> str:
 
 
 def command(session_id: str, kind: PauseKind, *, stage: Stage | None = None, code: str = "",
-            timeout_s: float = 0.0, max_turns: int = 0, step_timeout_s: float = 0.0) -> str:
+            timeout_s: float = 0.0, max_turns: int = 0, step_timeout_s: float = 0.0, message: str = "") -> str:
     """The exact command that continues a pause. Where a limit stopped the session it
     suggests a higher one; the human decides (the orchestrator never raises a limit)."""
     resume = f"acode resume {session_id}"
+    if kind == "budget_exhausted":  # the spent limits, as the stage named them: half as much again each
+        flags = dict.fromkeys(re.findall(r"--budget-[a-z-]+", message))
+        return " ".join([resume, *(f"{flag} +50%" for flag in flags)])
     if kind == "needs_input":
         return f"acode answer {session_id}"
     if kind == "plan_review":

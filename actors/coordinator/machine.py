@@ -138,6 +138,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "plan_review": 22,
     "user": 22,
     "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
+    "budget_exhausted": 24,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
@@ -164,7 +165,10 @@ def new_event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fi
 
 
 def updated(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:
-    """``snap`` with ``changes``, updated at ``now``."""
+    """``snap`` with ``changes``, updated at ``now``; a running session's ``running_s`` (its
+    wall_minutes budget, protocol.budget) grows by the time since its last update."""
+    if snap.status == "running" and now > snap.updated_at and "running_s" not in changes:
+        changes["running_s"] = snap.running_s + (now - snap.updated_at)
     return msgspec.structs.replace(snap, updated_at=now, **changes)
 
 
@@ -229,7 +233,8 @@ def pause(snap: SessionSnapshot, kind: PauseKind, code: str, message: str, now: 
     stage = snap.stage
     command = escalation.command(snap.id, kind, stage=stage, code=code,
                                  timeout_s=settings.stage_timeouts.get(stage, 300.0) if stage else 0.0,
-                                 max_turns=settings.max_turns_per_step, step_timeout_s=settings.step_timeout_s)
+                                 max_turns=settings.max_turns_per_step, step_timeout_s=settings.step_timeout_s,
+                                 message=message)
     info = PauseInfo(kind=kind, code=code, message=message, stage=stage, task=task, step=step, fix=fix,
                      command=command, resume=resume)
     new = updated(snap, now, status="paused", pause=info, exit_code=exit_code, **changes)
@@ -470,5 +475,7 @@ def on_timeout(snap: SessionSnapshot, now: float) -> Decision:
 
 def recover(snap: SessionSnapshot, now: float) -> Decision:
     """After a coordinator restart: dispatch the current stage again with attempt + 1 (or
-    pause, if the user asked before the restart)."""
+    pause, if the user asked before the restart). The time acode was down is not time the
+    session ran (its wall_minutes budget): the clock starts again now."""
+    snap = msgspec.structs.replace(snap, updated_at=max(snap.updated_at, now))
     return _held(retry(snap, now, "recovered after a coordinator restart"))

@@ -313,7 +313,7 @@ class Orchestrator:
                         kept_steps=snap.kept_steps if snap.stage == "executor" else [],
                         history=snap.history if snap.stage == "reviewer" else [], steering=snap.steering,
                         approvals=snap.approvals if snap.stage in ("executor", "verifier") else [],
-                        replay=session.replay)
+                        replay=session.replay, running_s=snap.running_s)
         session.replay = None  # read for this dispatch only
         session.dispatch = _Dispatch(request_id, snap.stage, snap.visit, snap.attempt)
         self.client.send(snap.stage, body, timeout=snap.settings.stage_timeouts.get(snap.stage, 300.0),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from protocol import budget as budgets
 from protocol.session import ProviderSpec, SessionSettings, SettingsOverride
 
 __all__ = ["apply", "describe"]
@@ -39,6 +40,17 @@ def apply(settings: SessionSettings, overrides: SettingsOverride) -> tuple[Sessi
     if overrides.provider is not None and overrides.provider != settings.provider:
         values["provider"] = overrides.provider
         changes.append(f"model: {describe(settings.provider)} -> {describe(overrides.provider)}")
+    if overrides.budget:
+        budget = settings.budget
+        for kind, change in overrides.budget.items():
+            old = budgets.limit_of(budget, kind)
+            new = budgets.extended(old, change, whole=kind in ("tokens", "tool_calls"))
+            if new != old:
+                budget = msgspec.structs.replace(budget, **{kind: int(new) if kind in ("tokens", "tool_calls")
+                                                            else new})
+                changes.append(f"budget.{kind}: {old:,g} -> {new:,g}")
+        if budget != settings.budget:
+            values["budget"] = budget
     return (msgspec.structs.replace(settings, **values) if values else settings), changes
 
 

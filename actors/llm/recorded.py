@@ -59,6 +59,11 @@ Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed t
 ``watch`` before the call (the stage actor publishes its progress) and finished after it;
 ``model_ms`` sums the time those calls took. A replayed answer costs no model time and
 shows no progress.
+
+The session's budget (:mod:`protocol.budget`) is asked only about live calls
+(``spend``, a :class:`Spender`): before one (:meth:`Spender.check`, which raises to stop
+the stage there) and after it (:meth:`Spender.spent`); a replayed answer was counted when
+it was first recorded, and its ``model_ms`` goes with it (``RecordModelAnswer.model_ms``).
 """
 
 from __future__ import annotations
@@ -165,6 +170,14 @@ def _tools(definitions: list[dict[str, Any]]) -> _Tools:
     return last
 
 
+class Spender(Protocol):
+    """The session's budget as this layer sees it (the stage's :class:`actors.stages.spending.Spending`)."""
+
+    def check(self, prompt_tokens: int, *, where: str) -> None: ...
+
+    def spent(self, answer: ModelAnswer, model_ms: float) -> None: ...
+
+
 class RecordedModel:
     """A provider behind the record; counts calls and replays for the stage's metrics."""
 
@@ -172,8 +185,10 @@ class RecordedModel:
                  visit: int, cancel: threading.Event, before: Callable[[ModelRequest], None] | None = None,
                  amend: Callable[[ModelRequest], ModelRequest] | None = None,
                  watch: Callable[[Meter], None] | None = None, clock: Callable[[], float] = time.monotonic,
-                 claims: Callable[[], dict[str, int]] | None = None, calls: CallWatcher | None = None):
+                 claims: Callable[[], dict[str, int]] | None = None, calls: CallWatcher | None = None,
+                 spend: Spender | None = None):
         self.provider = provider
+        self.spend = spend
         self.claims = claims
         self.watched = calls
         self._places: dict[str, int] | None = None  # hash -> place, known and placed (see _claim)
@@ -235,6 +250,8 @@ class RecordedModel:
         if claim.answer is not None:
             self.replayed += 1
             return claim.answer
+        if self.spend is not None:
+            self.spend.check(estimated, where=f"model call {request.call_site}")
         meter = Meter(call_site=request.call_site, clock=self.clock)
         if self.watch is not None:
             self.watch(meter)
@@ -243,10 +260,14 @@ class RecordedModel:
             answer = toolcalls.storable_answer(self._ask(sent, claim.seq, meter, deadline, limit))
         finally:
             meter.finish()
-            self.model_ms += meter.elapsed() * 1000
+            took_ms = meter.elapsed() * 1000
+            self.model_ms += took_ms
         with self._pending_lock:
             self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer, seq=claim.seq,
-                                                   session_id=self.session_id, stage=request.stage))
+                                                   session_id=self.session_id, stage=request.stage,
+                                                   model_ms=round(took_ms, 1)))
+        if self.spend is not None:
+            self.spend.spent(answer, took_ms)
         self.tokens_in += answer.usage.prompt_tokens
         self.tokens_out += answer.usage.completion_tokens
         self.tokens_cached += answer.usage.cached_tokens

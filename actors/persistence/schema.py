@@ -19,6 +19,9 @@ Never edit a released step: append a new one. Tables, one line each:
 - ``tool_calls``: the tool-call journal, intent first, ``result`` once it is known.
 - ``model_answers``: model answers by request hash, with their place ``seq`` in the
   ``(session, stage)`` sequence.
+- ``usage`` (step 2): what each session has spent against its budget
+  (:mod:`protocol.budget`), counted in the transaction that first stores a model answer
+  or a counted ``tool_called`` event, so a replayed answer or call never counts twice.
 
 ``tool_calls`` and ``model_answers`` are journals keyed by their own idempotency keys and
 carry no foreign key to ``sessions``; the ``tool_called`` event that closes a tool call
@@ -86,6 +89,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             seq          INTEGER NOT NULL CHECK (seq >= 0),
             answer       BLOB,
             UNIQUE (session_id, stage, seq)
+        )""",
+    ),
+    # 2: each session's spending against its budget (protocol.budget); sessions from before count from here.
+    (
+        """CREATE TABLE usage (
+            session_id TEXT PRIMARY KEY,
+            tokens_in  INTEGER NOT NULL DEFAULT 0,
+            tokens_out INTEGER NOT NULL DEFAULT 0,
+            tool_calls INTEGER NOT NULL DEFAULT 0,
+            model_ms   REAL NOT NULL DEFAULT 0
         )""",
     ),
 )

@@ -158,10 +158,12 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return store.claim_model_answer(request.request_hash, session_id=request.session_id,
                                             stage=request.stage), carried
         case RecordModelAnswer():
-            store.record_model_answer(request.request_hash, request.answer)
+            store.record_model_answer(request.request_hash, request.answer, model_ms=request.model_ms)
             return Ack(), []
         case GetSession():
-            return SessionFound(session=store.session(request.session_id)), []
+            snapshot = store.session(request.session_id)
+            spent = msgspec.structs.replace(store.spent(request.session_id), running_s=snapshot.running_s)
+            return SessionFound(session=snapshot, spent=spent), []
         case ListSessions():
             return SessionList(sessions=store.sessions(request.statuses, request.limit)), []
         case GetEvents():

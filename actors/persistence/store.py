@@ -50,9 +50,10 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from actors.persistence.schema import migrate
+from protocol.budget import Spent
 from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
-from protocol.events import Event
+from protocol.events import Event, ToolCalled
 from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
@@ -399,10 +400,11 @@ class Store:
                          "VALUES (?, ?, ?, ?)", (request_hash, session_id, stage, seq))
             return ModelAnswerClaim(seq=seq)
 
-    def record_model_answer(self, request_hash: str, answer: ModelAnswer) -> None:
-        """Store the answer of a claimed hash (the first recorded answer stays)."""
+    def record_model_answer(self, request_hash: str, answer: ModelAnswer, *, model_ms: float = 0.0) -> None:
+        """Store the answer of a claimed hash (the first recorded answer stays, and only it is
+        counted in the session's usage)."""
         with self._write(f"recording model answer {request_hash}", relaxed=True) as conn:
-            row = conn.execute("SELECT answer IS NULL FROM model_answers WHERE request_hash = ?",
+            row = conn.execute("SELECT answer IS NULL, session_id FROM model_answers WHERE request_hash = ?",
                                (request_hash,)).fetchone()
             if row is None:
                 raise NotFoundError(f"model answer claim {request_hash} not found; claim the request "
@@ -410,6 +412,7 @@ class Store:
             if row[0]:
                 conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
                              (self._blob(answer), request_hash))
+                _spend(conn, row[1], answer=answer, model_ms=model_ms)
 
     def record_model_answers(self, answers: Iterable[RecordModelAnswer]) -> int:
         """Store each answer whose hash was claimed (the first recorded answer stays); one
@@ -429,9 +432,15 @@ class Store:
                         (record.request_hash, record.session_id, record.stage, record.seq, blob)).rowcount
                     if inserted:
                         kept += 1
+                        _spend(conn, record.session_id, answer=record.answer, model_ms=record.model_ms)
                         continue
-                kept += conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ? AND answer IS NULL",
-                                     (blob, record.request_hash)).rowcount
+                row = conn.execute("SELECT session_id FROM model_answers WHERE request_hash = ? AND answer IS NULL",
+                                   (record.request_hash,)).fetchone()
+                if row is not None:
+                    conn.execute("UPDATE model_answers SET answer = ? WHERE request_hash = ?",
+                                 (blob, record.request_hash))
+                    kept += 1
+                    _spend(conn, row[0], answer=record.answer, model_ms=record.model_ms)
         return kept
 
     def journal_reads(self, session_id: str, reads: Iterable[JournaledRead]) -> None:
@@ -459,7 +468,13 @@ class Store:
                                                    (session_id,))]
             steps = [_STEP.decode(blob) for (blob,) in conn.execute(
                 "SELECT record FROM steps WHERE session_id = ? ORDER BY rowid", (session_id,))]
-        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps)
+            spent = _spent(conn, session_id)
+        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent)
+
+    def spent(self, session_id: str) -> Spent:
+        """What the session's records say it spent (protocol.budget; ``running_s`` is the snapshot's)."""
+        with self._read(f"reading the usage of session {session_id}") as conn:
+            return _spent(conn, session_id)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -557,10 +572,29 @@ class Store:
                 last = seq
                 seqs.append(seq)
                 inserted.append(stored)
+                if isinstance(stored, ToolCalled) and stored.counted:
+                    _spend(conn, session_id, tool_calls=1)
                 continue
             # stored before (a resent commit): answer its seq, publish nothing
             seqs.append(conn.execute("SELECT seq FROM events WHERE id = ?", (event.id,)).fetchone()[0])
         return Appended(seqs=seqs, inserted=inserted)
+
+
+def _spend(conn: sqlite3.Connection, session_id: str, *, answer: ModelAnswer | None = None, model_ms: float = 0.0,
+           tool_calls: int = 0) -> None:
+    """Count what was stored now in the session's usage (in its transaction: never twice)."""
+    tokens_in, tokens_out = (answer.usage.prompt_tokens, answer.usage.completion_tokens) if answer else (0, 0)
+    conn.execute("INSERT INTO usage (session_id, tokens_in, tokens_out, tool_calls, model_ms) VALUES (?, ?, ?, ?, ?) "
+                 "ON CONFLICT (session_id) DO UPDATE SET tokens_in = tokens_in + excluded.tokens_in, "
+                 "tokens_out = tokens_out + excluded.tokens_out, tool_calls = tool_calls + excluded.tool_calls, "
+                 "model_ms = model_ms + excluded.model_ms",
+                 (session_id, tokens_in, tokens_out, tool_calls, model_ms))
+
+
+def _spent(conn: sqlite3.Connection, session_id: str) -> Spent:
+    row = conn.execute("SELECT tokens_in, tokens_out, tool_calls, model_ms FROM usage WHERE session_id = ?",
+                       (session_id,)).fetchone()
+    return Spent() if row is None else Spent(tokens_in=row[0], tokens_out=row[1], tool_calls=row[2], model_ms=row[3])
 
 
 def _require(conn: sqlite3.Connection, session_id: str, requires: Requirement) -> None:

@@ -241,7 +241,7 @@ class Journal:
         return ToolCalled(id=new_id(), session_id=request.session_id, at=time.time(), key=request.key,
                           tool=request.tool, target=call.target, ok=result.ok, summary=_summary(result),
                           outcome=result.outcome, duration_ms=result.duration_ms, risk=result.risk,
-                          isolation=result.isolation)
+                          isolation=result.isolation, counted=request.site is not None and request.site.counted)
 
     def _resume(self, call: ToolCall, recorded: str | None) -> ToolResult:
         """Decide what to do with a call whose earlier run was interrupted."""

@@ -40,6 +40,7 @@ from actors.stages.budget import stage_budget
 from actors.stages.control import WorkControl
 from actors.stages.model import StageModel, make_provider
 from actors.stages.sandboxcalls import TOOL_RETRY_WAITS, ProtectedChanged, SandboxCalls
+from actors.stages.spending import Spending
 from actors.stages.untrusted import Fence
 from actors.stages.writes import StageWrites
 from broker.threads import ThreadClients
@@ -72,8 +73,11 @@ class StageContext:
         self.fence = Fence()  # one nonce per dispatch; see actors.stages.untrusted
         self.budget_tokens = stage_budget(request.settings, request.stage)  # a stage may lower it (the planner)
         self.writes = StageWrites(request, clients=clients, log=log, writer=writer)
+        # the session's budget (actors.stages.spending): checked before live model calls and the models' tool calls
+        self.spending = Spending(request, index=self.writes.replay_index, commit=self.writes.commit,
+                                 flush=self.writes.flush)
         self._model = StageModel(request, self.writes, clients=clients, control=self.control, fence=self.fence,
-                                 cancel=cancel, log=log, watch=watch)
+                                 cancel=cancel, log=log, watch=watch, spend=self.spending)
         self.model = self._model.recorded
         self.writes.answers = self.model.take_pending  # the model's pending answers ride on every write
         self.sandbox = SandboxCalls(request, self.writes, clients=clients, control=self.control, cancel=cancel,

@@ -30,7 +30,7 @@ from actors.stages.filestep import FileStyleStep
 from actors.stages.pipeline import NeedsApproval
 from actors.stages.step import MAX_CONTEXT_FILES, Project, context_budget, record_step, tools_left_out
 from protocol.autonomy import ApprovalRequest
-from protocol.errors import ErrorInfo, ModelError
+from protocol.errors import BudgetExhausted, ErrorInfo, ModelError
 from protocol.events import StepStarted
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
@@ -41,7 +41,7 @@ __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError | NeedsApproval | ProtectedChanged,
+                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted,
                  approval: ApprovalRequest | None = None) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step`` (the model's own
     error, its fix line included), or a call of it waits for approval (``approval``): the
@@ -146,6 +146,8 @@ def run(ctx: StageContext) -> StageResult:
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after
                     return _interrupted(ctx, records, task, step, exc, approval=exc.request)
                 except ProtectedChanged as exc:  # a command changed .git's config or hooks: the session pauses
+                    return _interrupted(ctx, records, task, step, exc)
+                except BudgetExhausted as exc:  # the session's budget: it pauses; the step runs again after
                     return _interrupted(ctx, records, task, step, exc)
         records.append(record)
         status[key] = record.status

@@ -30,7 +30,7 @@ import msgspec
 
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest, Provider
-from actors.llm.recorded import RecordedModel
+from actors.llm.recorded import RecordedModel, Spender
 from actors.llm.scripted import ScriptedModel
 from actors.stages.answers import parse_answer, schema_of
 from actors.stages.callwatch import CallWatch
@@ -91,7 +91,8 @@ class StageModel:
     """The model of one stage request, and the questions a stage asks it."""
 
     def __init__(self, request: RunStage, writes: StageWrites, *, clients: ThreadClients, control: WorkControl,
-                 fence: Fence, cancel: threading.Event, log: Any, watch: Callable[[Meter], None] | None = None):
+                 fence: Fence, cancel: threading.Event, log: Any, watch: Callable[[Meter], None] | None = None,
+                 spend: Spender | None = None):
         """``clients``: the stage's broker clients (the call watch's thread releases its own
         as it ends); ``watch``: gets each live call's meter (the stage actor's progress)."""
         self.request = request
@@ -104,7 +105,7 @@ class StageModel:
                                       session_id=request.session_id, visit=request.visit, cancel=cancel,
                                       before=self._before, amend=self._steered,
                                       claims=lambda: writes.replay_index().claims, calls=self.calls,
-                                      watch=watch)  # the stage actor publishes each call's progress
+                                      watch=watch, spend=spend)  # the stage actor publishes each call's progress
 
     def ask(self, type_: type[T], *, call_site: str, system: str, user: str, corrections: int = 2) -> T:
         """Ask the model for a structured answer (a verdict, a review) and validate it. An

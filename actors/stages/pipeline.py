@@ -4,9 +4,9 @@ checkpoint → execute → budget update.
 Every tool call the executor's model makes goes through :meth:`CallPipeline.run`, and every
 check command the verifier runs through its autonomy step (a check's command comes from the
 plan, which a model wrote: it is gated like the executor's commands); each
-step is a named method, and a step that is not built yet (budget, anomaly, budget
-update) is a no-op in its slot, so later work fills it without touching the
-executor's loop.
+step is a named method, and a step that is not built yet (anomaly) is a no-op in its
+slot, so later work fills it without touching the executor's loop. The budget steps are
+:mod:`actors.stages.spending`'s.
 
 The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
 the session's stored level and approvals (never changed after the session started):
@@ -92,7 +92,7 @@ class CallPipeline:
         self.decisions: list[ApprovalDecision] = list(ctx.request.approvals)
 
     def run(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Passed:
-        self.budget(call)
+        self.budget(key, call)
         verdict = self.autonomy(key, call, task=task, step=step)
         if not verdict.run:
             return Passed(denied=verdict.denied)
@@ -104,8 +104,13 @@ class CallPipeline:
 
     # -- the steps ---------------------------------------------------------------------------
 
-    def budget(self, call: ModelToolCall) -> None:
-        """Budget check (seed 002 step 1): not built yet; every call passes."""
+    def budget(self, key: str, call: ModelToolCall) -> None:
+        """Budget check (seed 002 step 1): a call that would cross one of the session's limits
+        is not made; the stage ends and the session pauses ``budget_exhausted``
+        (:class:`~actors.stages.spending.Spending`, ACODE-ORCH-013). A call the journal
+        holds ran before: it is answered from there and costs nothing."""
+        if key not in self.ctx.replay_index().tool_keys:
+            self.ctx.spending.check_call(where=f"{call.name} {target_of(call.name, call.arguments)}".strip())
 
     def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Verdict:
         risk = risk_of_call(call.name, call.arguments)
@@ -146,13 +151,15 @@ class CallPipeline:
         the sandbox takes the checkpoint itself, just before the call runs, for every call
         that can change the workspace (it classifies the call: a stage cannot skip it; see
         actors/sandbox/checkpointing.py), and journals it with the call's result."""
-        return CallSite(stage=self.ctx.request.stage, task=task, step=step)
+        return CallSite(stage=self.ctx.request.stage, task=task, step=step, counted=True)
 
     def execute(self, key: str, call: ModelToolCall, approval: str, site: CallSite | None = None) -> ToolResult:
         return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval, site=site)
 
     def budget_update(self, call: ModelToolCall, result: ToolResult) -> None:
-        """Budget update (seed 002 step 6): not built yet."""
+        """Budget update (seed 002 step 6): the call counts (unless the journal answered it),
+        and at 80% of a limit a ``budget_warning`` is written."""
+        self.ctx.spending.called(result)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ from actors.stages.judge import judge
 from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.rework import choose as rework_for
 from actors.stages.terms import created_paths
+from protocol.checkpoints import CallSite
 from protocol.events import CheckRan
 from protocol.ids import stable_id
 from protocol.plan import Check, Criterion
@@ -89,16 +90,20 @@ def _run_check(ctx: StageContext, criterion: Criterion, pipeline: CallPipeline) 
     assert criterion.check is not None
     command = criterion.check.command
     key = f"{request.session_id}:v{request.visit}:check:{criterion.label[:64]}"
+    call = ModelToolCall(id="", name="run_terminal", arguments={"command": command})
+    site = CallSite(stage="verifier", task="verify", step=criterion.label, counted=True)  # a model wrote it
     try:
-        verdict = pipeline.autonomy(key, ModelToolCall(id="", name="run_terminal", arguments={"command": command}),
-                                    task="verify", step=criterion.label)
+        pipeline.budget(key, call)
+        verdict = pipeline.autonomy(key, call, task="verify", step=criterion.label)
         if not verdict.run:
             passed, evidence, exit_code = False, f"`{command}` was not run: {verdict.reason}", None
         else:
-            result = ctx.tool_retrying(key, "run_terminal", {"command": command}, approval=verdict.approval)
+            result = ctx.tool_retrying(key, "run_terminal", {"command": command}, approval=verdict.approval,
+                                       site=site)
             if result.outcome == "unknown":
                 result = ctx.tool_retrying(f"{key}:rerun{request.attempt}", "run_terminal", {"command": command},
-                                           approval=verdict.approval)
+                                           approval=verdict.approval, site=site)
+            pipeline.budget_update(call, result)
             passed, evidence = judge(criterion.check, result)
             exit_code = result.exit_code
     finally:

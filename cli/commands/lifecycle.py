@@ -13,9 +13,10 @@ from cli.connection import Connection, coordinator_pid
 from cli.follow import print_json, read_events
 from cli.render import echo
 from cli.settings import up_options
+from protocol.budget import Spent
 from protocol.errors import CliError
 from protocol.events import StepStarted
-from protocol.messages import GetPlan, GetStatus, ListSessions
+from protocol.messages import GetPlan, GetSession, GetStatus, ListSessions, SessionFound
 from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
 from protocol.stages import STAGES
@@ -84,12 +85,13 @@ def status(
             return
         active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
         where = {s.id: _where(connection, s) for s in active}
+        spent = {s.id: _spent(connection, s) for s in active}
     echo(render.status_table(report))
     echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
     echo(_store_size(run_paths().checkpoints))
     if active:
         echo("")
-        echo(render.active_sessions(active, where))
+        echo(render.active_sessions(active, where, spent))
 
 def _collect(root: Path, keep_days: float) -> None:
     """``acode up`` drops checkpoints older than ``checkpoints.keep_days`` first (``acode gc``)."""
@@ -114,6 +116,12 @@ def _store_size(root: Path) -> str:
     found = checkpoint_stores(root)
     size = sum(tree_bytes(directory) for directory, _ in found)
     return f"checkpoints: {size / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
+
+
+def _spent(connection: Connection, session: SessionSnapshot) -> Spent:
+    """What ``session`` spent against its budget (persistence's count, the coordinator's running time)."""
+    found: SessionFound = connection.persistence(GetSession(session_id=session.id))
+    return found.spent or Spent(running_s=session.running_s)
 
 
 def _where(connection: Connection, session: SessionSnapshot) -> str:

@@ -23,6 +23,7 @@ from cli.follow import attach_and_print, follow_and_print, print_json
 from cli.progress import session_detail
 from cli.render import echo
 from cli.settings import provider_spec, session_settings
+from protocol.budget import FLAGS, BudgetChange, BudgetKind, Spent, parse_change
 from protocol.errors import CliError, ModelError
 from protocol.ids import new_id
 from protocol.messages import (
@@ -81,6 +82,14 @@ def run(
     autonomy: Annotated[int | None, typer.Option(
         "--autonomy", min=0, max=3, help="0 ask before anything but reads, 1 edits run, 2 allowlisted commands "
         "run too (default), 3 everything the sandbox allows runs; fixed for the session")] = None,
+    budget_tokens: Annotated[int | None, typer.Option(
+        "--budget-tokens", min=0, help="model tokens (in and out) the whole session may use; 0: no limit")] = None,
+    budget_tool_calls: Annotated[int | None, typer.Option(
+        "--budget-tool-calls", min=0, help="tool calls the models may make; 0: no limit")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(
+        "--budget-minutes", min=0, help="minutes the session may run (not paused); 0: no limit")] = None,
+    budget_model_minutes: Annotated[float | None, typer.Option(
+        "--budget-model-minutes", min=0, help="minutes of waiting for the model; 0: no limit")] = None,
 ) -> None:
     """Submit a task and follow it through every stage to a final state.
 
@@ -101,7 +110,9 @@ def run(
     flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
                              "model.model": model, "model.base_url": base_url,
                              "orchestration.cycle_limit": cycle_limit, "executor.max_turns_per_step": max_turns,
-                             "autonomy": autonomy}
+                             "autonomy": autonomy, "budget.tokens": budget_tokens,
+                             "budget.tool_calls": budget_tool_calls, "budget.wall_minutes": budget_minutes,
+                             "budget.model_minutes": budget_model_minutes}
     for stage in STAGES:
         flags[f"orchestration.{stage}_timeout"] = stage_timeout
     paths = run_paths()
@@ -169,15 +180,18 @@ def show(
     """One session: state, every transition with timing, files changed."""
     with Connection(home()) as connection:
         session_id = full_session_id(connection, session)
-        snapshot = connection.persistence(GetSession(session_id=session_id)).session
+        found = connection.persistence(GetSession(session_id=session_id))
+        snapshot = found.session
+        spent = found.spent or Spent(running_s=snapshot.running_s)
         events = connection.persistence(GetEvents(session_id=session_id)).events
         plan = None
         if snapshot.plan_version:
             plan = real_status(connection, snapshot, connection.persistence(GetPlan(session_id=session_id)).plan)
     if json_out:
-        print_json({"session": snapshot, "plan": plan, "events": events})
+        print_json({"session": snapshot, "plan": plan, "events": events,
+                    "budget": {"limits": snapshot.settings.budget, "spent": spent}})
     else:
-        echo(session_detail(snapshot, events))
+        echo(session_detail(snapshot, events, spent))
 
 
 def cancel(session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")]) -> None:
@@ -201,6 +215,14 @@ def resume(
     provider: Annotated[str | None, typer.Option("--provider", help="ollama, openai or scripted")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="another model server URL")] = None,
     script: Annotated[Path | None, typer.Option("--script", help="scripted model file (--provider scripted)")] = None,
+    budget_tokens: Annotated[str | None, typer.Option(
+        "--budget-tokens", help="the session's token limit: N, or more of it: +N, +N%")] = None,
+    budget_tool_calls: Annotated[str | None, typer.Option(
+        "--budget-tool-calls", help="its tool-call limit: N, +N or +N%")] = None,
+    budget_minutes: Annotated[str | None, typer.Option(
+        "--budget-minutes", help="its running-time limit in minutes: N, +N or +N%")] = None,
+    budget_model_minutes: Annotated[str | None, typer.Option(
+        "--budget-model-minutes", help="its model-time limit in minutes: N, +N or +N%")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
 ) -> None:
@@ -223,6 +245,8 @@ def resume(
     if provider is not None and provider not in PROVIDERS:
         raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
                          code="ACODE-LLM-001")
+    budget = _budget_changes({"tokens": budget_tokens, "tool_calls": budget_tool_calls,
+                              "wall_minutes": budget_minutes, "model_minutes": budget_model_minutes})
     with Connection(home()) as connection:
         session_id = full_session_id(connection, session)
         snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
@@ -233,9 +257,23 @@ def resume(
         stages.update({s: t for s, t in timeouts.items() if t is not None})
         overrides = SettingsOverride(
             stage_timeouts=stages,
-            step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec)
+            step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec,
+            budget=budget)
         body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
         follow_resumed(connection, session_id, body, detach=detach, json_out=json_out)
+
+
+def _budget_changes(given: dict[BudgetKind, str | None]) -> dict[BudgetKind, BudgetChange]:
+    """``--budget-…`` of ``acode resume``: each a new limit, ``+N`` or ``+N%`` (ACODE-CLI-003 otherwise)."""
+    changes: dict[BudgetKind, BudgetChange] = {}
+    for kind, text in given.items():
+        if text is None:
+            continue
+        try:
+            changes[kind] = parse_change(text)
+        except ValueError as exc:
+            raise CliError(f"{FLAGS[kind]} {exc}", code="ACODE-CLI-003") from exc
+    return changes
 
 
 def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model: str | None, base_url: str | None,

@@ -288,3 +288,15 @@ def test_a_workspace_may_make_checkpoints_cover_more_but_never_less(tmp_path: Pa
     (ws / ".agent" / "config.yml").write_text("checkpoints:\n  max_file_mb: 50\n  keep_days: 30\n")
     config = resolve(home=home, workspace=ws, notices=[])
     assert (config.checkpoints.max_file_mb, config.checkpoints.keep_days) == (50, 30)
+
+
+def test_a_workspace_may_lower_a_budget_but_never_raise_or_lift_one(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (ws / ".agent").mkdir(parents=True)
+    home.mkdir()
+    (home / "config.yml").write_text("budget:\n  tool_calls: 100\n")
+    (ws / ".agent" / "config.yml").write_text("budget:\n  tokens: 0\n  tool_calls: 1000\n  wall_minutes: 10\n")
+    notices: list[str] = []
+    settings = session_settings(resolve(home=home, workspace=ws, notices=notices))
+    assert (settings.budget.tokens, settings.budget.tool_calls, settings.budget.wall_minutes) == (2_000_000, 100, 10)
+    assert len([n for n in notices if "budget." in n]) == 2  # tokens lifted, tool_calls raised: both ignored

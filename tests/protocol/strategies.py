@@ -15,6 +15,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from protocol import autonomy as au
+from protocol import budget as bd
 from protocol import checkpoints as ck
 from protocol import events as ev
 from protocol import messages as m
@@ -109,7 +110,7 @@ providers = scripted_providers | ollama_providers | openai_providers
 dir_names = st.text(min_size=1, max_size=20).filter(lambda name: "/" not in name and "\x00" not in name)
 checkpoint_settings = struct(ck.CheckpointSettings, enabled=st.booleans(),
                              max_file_mb=st.floats(0, 100_000, allow_nan=False), skip_dirs=_few(dir_names))
-call_sites = struct(ck.CallSite, stage=short, task=short, step=short)
+call_sites = struct(ck.CallSite, stage=short, task=short, step=short, counted=st.booleans())
 sandbox_policies = struct(
     sb.SandboxPolicy, checkpoints=checkpoint_settings,
     allowed_commands=st.none() | _few(short.filter(bool)), extra_commands=_few(short.filter(bool)),
@@ -136,6 +137,14 @@ model_profiles = struct(pf.ModelProfile, name=short, edit_style=st.sampled_from(
                         tools=_few(short.filter(bool)), compact_tools=st.none() | st.booleans(),
                         temperature=st.none() | st.floats(0, 2), prompt_style=st.sampled_from(["full", "compact"]),
                         step_style=st.sampled_from(["tools", "file"]), review=st.sampled_from(["model", "checks"]))
+budget_counts = st.integers(0, 10**12)
+budget_minutes = st.floats(0, 10**7)
+budgets = struct(bd.Budget, tokens=budget_counts, tool_calls=budget_counts, wall_minutes=budget_minutes,
+                 model_minutes=budget_minutes)
+spents = struct(bd.Spent, tokens_in=budget_counts, tokens_out=budget_counts, tool_calls=budget_counts,
+                model_ms=non_negative, running_s=non_negative)
+budget_changes = struct(bd.BudgetChange, {"value": st.floats(0, 10**12)},
+                        how=st.sampled_from(["set", "add", "percent"]))
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
@@ -164,10 +173,12 @@ settings = struct(
     stage_retry_limits=st.dictionaries(stages, st.integers(0, 10)),
     plan_review=st.booleans(),
     profile=model_profiles,
+    budget=budgets,
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
-                   max_turns_per_step=st.none() | st.integers(1, 100), provider=st.none() | providers)
+                   max_turns_per_step=st.none() | st.integers(1, 100), provider=st.none() | providers,
+                   budget=st.dictionaries(_literal(bd.BudgetKind), budget_changes, max_size=2))
 feedback_items = struct(ss.FeedbackItem, {"label": short, "problem": texts}, detail=texts)
 feedbacks = struct(ss.Feedback, {"source": _literal(ss.FeedbackSource), "summary": texts}, items=_few(feedback_items),
                    target=st.none() | stages, cycle=small_counts)
@@ -207,6 +218,7 @@ snapshots = struct(
     approval=st.none() | approval_requests,
     approvals=_few(approval_decisions),
     changes=st.none() | st.deferred(lambda: workspace_changes),
+    running_s=st.floats(0, 10**9),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -319,7 +331,8 @@ _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks
        status=short)
 _event(ev.StepStarted, {"visit": visits, "task": short, "step": short}, title=texts)
 tool_called_events = _event(ev.ToolCalled, {"key": ids, "tool": short}, target=short, ok=st.booleans(), summary=texts,
-       outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short)
+       outcome=st.sampled_from(["done", "unknown"]), duration_ms=floats, risk=risks, isolation=short,
+       counted=st.booleans())
 _event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
        tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
        finish_reason=short, correction=texts)
@@ -341,6 +354,7 @@ _event(ev.CheckpointTaken, {"checkpoint": short}, key=ids, tool=short, target=te
        step=short, took_ms=non_negative, files=naturals, skipped=naturals)
 _event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, deleted=naturals, left=_few(texts),
        forced=st.booleans(), by=short)
+_event(ev.BudgetWarning, {"kind": short, "used": floats, "limit": floats}, stage=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts,
        changes=st.none() | workspace_changes)
@@ -385,7 +399,8 @@ struct(m.StatusReport, {"pid": signed, "home": short, "started_at": floats},
 struct(m.SessionAccepted, {"session": snapshots})
 
 record_model_answers = struct(m.RecordModelAnswer, {"request_hash": ids, "answer": model_answers},
-                              seq=st.integers(-1, INT64), session_id=short, stage=st.none() | stages)
+                              seq=st.integers(-1, INT64), session_id=short, stage=st.none() | stages,
+                              model_ms=non_negative)
 journaled_reads = struct(m.JournaledRead, {"key": ids, "result": tool_results})
 commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st.none() | snapshots,
                  plan=st.none() | task_plans, steps=_few(step_records), answers=_few(record_model_answers),
@@ -393,7 +408,7 @@ commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st
                  requires=st.none() | requirements)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
-                        steps=_few(step_records))
+                        steps=_few(step_records), spent=spents)
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))
@@ -406,7 +421,7 @@ struct(m.FinishToolCall, {"key": ids, "session_id": ids, "result": tool_results,
 struct(m.ClaimModelAnswer, {"request_hash": ids, "session_id": ids, "stage": stages},
        answers=_few(record_model_answers), commit=st.none() | commits)
 struct(m.Committed, seqs=_few(signed), result=st.none() | tool_results, index=st.none() | replay_indexes)
-struct(m.SessionFound, {"session": snapshots})
+struct(m.SessionFound, {"session": snapshots}, spent=st.none() | spents)
 struct(m.SessionList, sessions=_few(snapshots, 2))
 struct(m.EventList, events=_few(events))
 struct(m.PlanFound, {"plan": task_plans})
@@ -419,7 +434,8 @@ struct(m.RunStage, {"session_id": ids, "stage": stages, "visit": visits, "attemp
                     "task": texts, "workspace": texts, "settings": settings},
        plan=st.none() | task_plans, feedback=st.none() | feedbacks, previous=st.none() | stage_results,
        clarifications=_few(clarifications), kept_steps=_few(short), history=_few(feedbacks),
-       steering=_few(steering_notes), approvals=_few(approval_decisions), replay=st.none() | replay_indexes)
+       steering=_few(steering_notes), approvals=_few(approval_decisions), replay=st.none() | replay_indexes,
+       running_s=st.floats(0, 10**9))
 struct(m.StageDone, {"result": stage_results})
 
 struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": short},

@@ -12,6 +12,7 @@ import zmq
 
 from broker.client import Client
 from protocol import codec, frames
+from protocol.budget import Spent
 from protocol.errors import AcodeError, NotFoundError
 from protocol.events import Event
 from protocol.ids import new_id
@@ -94,7 +95,8 @@ def test_a_commit_through_the_broker_is_stored_and_read_back(persistence: Harnes
     events: list[Event] = [records.created(session_id), records.transitioned(session_id)]
     reply = _call(client, Commit(session_id=session_id, events=events, snapshot=records.snapshot(session_id)))
     assert reply == Committed(seqs=[1, 2])
-    assert _call(client, GetSession(session_id=session_id)) == SessionFound(session=records.snapshot(session_id))
+    assert _call(client, GetSession(session_id=session_id)) == SessionFound(session=records.snapshot(session_id),
+                                                                        spent=Spent())
     stored = _call(client, GetEvents(session_id=session_id))
     assert isinstance(stored, EventList)
     assert [(e.id, e.seq) for e in stored.events] == [(events[0].id, 1), (events[1].id, 2)]

@@ -14,7 +14,7 @@ from protocol.errors import ConfigError, StorageError
 from protocol.ids import new_id
 from tests.actors.persistence import records
 
-TABLES = {"sessions", "events", "plans", "steps", "tool_calls", "model_answers"}
+TABLES = {"sessions", "events", "plans", "steps", "tool_calls", "model_answers", "usage"}
 
 
 def _query(path: Path, sql: str) -> list[tuple[object, ...]]:

@@ -8,14 +8,16 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.persistence.store import Store
+from protocol.budget import Spent
 from protocol.errors import NotFoundError, ProtocolError, StorageError
 from protocol.events import Event
 from protocol.ids import new_id
-from protocol.messages import ModelAnswerClaim, ToolCallState
-from protocol.results import Requirement
+from protocol.messages import ModelAnswerClaim, RecordModelAnswer, ToolCallState
+from protocol.results import Requirement, Usage
 from protocol.stages import SessionStatus
 from tests.actors.persistence import records
 
@@ -269,6 +271,26 @@ def test_a_recorded_answer_is_served_to_later_claims_and_the_first_answer_stays(
     store.record_model_answer("h1", records.answer("second"))
     claim = store.claim_model_answer("h1", session_id=session_id, stage="planner")
     assert claim == ModelAnswerClaim(seq=0, answer=records.answer("first"))
+
+
+def test_usage_counts_each_answer_and_each_counted_call_once_whatever_is_resent(store: Store, session: str) -> None:
+    """The budget's counts (protocol.budget): the first stored answer of a hash, by any of
+    the three ways an answer is written, and each counted tool_called event, once."""
+    answer = msgspec.structs.replace(records.answer("a"), usage=Usage(prompt_tokens=100, completion_tokens=7))
+    store.claim_model_answer("h1", session_id=session, stage="planner")
+    for _ in range(2):
+        store.record_model_answer("h1", answer, model_ms=250.0)
+        store.record_model_answers([RecordModelAnswer(request_hash="h1", answer=answer, model_ms=250.0)])
+        store.record_model_answers([RecordModelAnswer(request_hash="h2", answer=answer, seq=5, session_id=session,
+                                                      stage="executor", model_ms=50.0)])
+    counted = msgspec.structs.replace(records.tool_called(session, "k1"), counted=True)
+    acode_own = records.tool_called(session, "k2")
+    for _ in range(2):
+        store.finish_tool_call("k1", session_id=session, result=records.tool_result("k1"), event=counted)
+        store.commit(session, [acode_own])
+    assert store.spent(session) == Spent(tokens_in=200, tokens_out=14, tool_calls=1, model_ms=300.0)
+    assert store.replay_index(session, "planner").spent == store.spent(session)
+    assert store.spent(new_id()) == Spent()
 
 
 def test_recording_an_answer_for_an_unclaimed_hash_is_not_found(store: Store) -> None:

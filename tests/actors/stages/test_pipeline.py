@@ -36,12 +36,15 @@ def test_a_call_passes_the_steps_in_the_seeds_order_and_the_sandbox_checkpoints_
     passed = pipeline.run("k-write", call, task="T1", step="S1")
     assert pipeline.entered == SEED_002
     assert isinstance(passed.result, ToolResult) and passed.result.ok
-    assert pipeline.checkpoint(call, task="T1", step="S1") == CallSite(stage="executor", task="T1", step="S1")
+    assert pipeline.checkpoint(call, task="T1", step="S1") == CallSite(stage="executor", task="T1", step="S1",
+                                                                       counted=True)
 
     page = run.ctx.persistence(GetEvents(session_id=run.ctx.request.session_id))
     assert isinstance(page, EventList)
     mine = [e for e in page.events if isinstance(e, (CheckpointTaken, ToolCalled)) and e.key == "k-write"]
     assert [type(e) for e in mine] == [CheckpointTaken, ToolCalled]  # taken before the call, in one commit
+    assert isinstance(mine[1], ToolCalled) and mine[1].counted  # a model's call: the budget-update step counted it
+    assert run.ctx.spending.used().tool_calls == 1
     taken = mine[0]
     assert isinstance(taken, CheckpointTaken)
     assert (taken.stage, taken.task, taken.step, taken.tool, taken.target) == ("executor", "T1", "S1", "write_file",
