@@ -107,8 +107,8 @@ class Progress:
                 return (f"{_tag('executor')} {task}/{step} try {attempt - 1} of {of} failed: {one_line(reason, 200)}; "
                         f"try {attempt} starts from a fresh window")
             case BudgetWarning(kind=kind, used=used, limit=limit):
-                return (f"budget warning: {used / limit:.0%} of the session's {kind} budget used ({used:,g} of "
-                        f"{limit:,g}); at 100% it pauses (budget_exhausted) until `acode resume "
+                return (f"budget warning: the session has used {used / limit:.0%} of its {kind} budget ({used:,.10g} "
+                        f"of {limit:,.10g}); a call that would cross it pauses the session until `acode resume "
                         f"{event.session_id} {FLAGS.get(kind, '--budget-' + kind)} +50%`")  # type: ignore[call-overload]
             case SettingsChanged(changes=changes, by=by):
                 return f"settings changed by {by}: {'; '.join(changes)}"

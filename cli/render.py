@@ -80,8 +80,9 @@ def budget_line(budget: Budget, spent: Spent) -> str:
                                     "model_minutes": "model min"}
     for kind, name in names.items():
         used, limit = budgets.spent_on(spent, kind), budgets.limit_of(budget, kind)
-        figure = f"{used:,.0f}" if kind in ("tokens", "tool_calls") else f"{used:,.1f}"
-        parts.append(f"{name} {figure} of {limit:,g} ({used / limit:.0%})" if limit else f"{name} {figure} (no limit)")
+        figure = budgets.figure(kind, used)
+        parts.append(f"{name} {figure} of {budgets.figure(kind, limit)} ({used / limit:.0%})" if limit
+                     else f"{name} {figure} (no limit)")
     return " · ".join(parts)
 
 

@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-__all__ = ["FLAGS", "KINDS", "WARN_AT", "Budget", "BudgetChange", "BudgetKind", "Spent", "extended", "parse_change",
-           "spent_on", "limit_of", "show"]
+__all__ = ["FLAGS", "KINDS", "WARN_AT", "Budget", "BudgetChange", "BudgetKind", "Spent", "extended", "figure",
+           "limit_of", "parse_change", "show", "spent_on"]
 
 BudgetKind = Literal["tokens", "tool_calls", "wall_minutes", "model_minutes"]
 KINDS: tuple[BudgetKind, ...] = ("tokens", "tool_calls", "wall_minutes", "model_minutes")
@@ -118,14 +118,13 @@ def extended(limit: float, change: BudgetChange, *, whole: bool) -> float:
     return float(-(-value // 1)) if whole else round(value, 2)
 
 
+def figure(kind: BudgetKind, value: float) -> str:
+    """A bare figure in its limit's unit: ``2,000,000`` (a count), ``12.5`` (minutes)."""
+    return f"{value:,.0f}" if kind in ("tokens", "tool_calls") else f"{value:,.1f}".removesuffix(".0")
+
+
 def show(kind: BudgetKind, value: float) -> str:
     """A figure in its limit's unit, for a human: ``12,500 tokens``, ``3.5 min``."""
-    match kind:
-        case "tokens":
-            return f"{value:,.0f} tokens"
-        case "tool_calls":
-            return f"{value:,.0f} tool calls"
-        case "wall_minutes":
-            return f"{value:,.1f} min running"
-        case "model_minutes":
-            return f"{value:,.1f} min of model time"
+    unit = {"tokens": "tokens", "tool_calls": "tool calls", "wall_minutes": "min running",
+            "model_minutes": "min of model time"}[kind]
+    return f"{figure(kind, value)} {unit}"

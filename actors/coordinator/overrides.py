@@ -48,7 +48,7 @@ def apply(settings: SessionSettings, overrides: SettingsOverride) -> tuple[Sessi
             if new != old:
                 budget = msgspec.structs.replace(budget, **{kind: int(new) if kind in ("tokens", "tool_calls")
                                                             else new})
-                changes.append(f"budget.{kind}: {old:,g} -> {new:,g}")
+                changes.append(f"budget.{kind}: {budgets.figure(kind, old)} -> {budgets.figure(kind, new)}")
         if budget != settings.budget:
             values["budget"] = budget
     return (msgspec.structs.replace(settings, **values) if values else settings), changes

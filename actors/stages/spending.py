@@ -81,11 +81,11 @@ class Spending:
         if not over:
             return
         self._flush()  # the answer in flight before this call is recorded: the resumed stage replays it
-        figures = "; ".join(f"{budgets.show(kind, budgets.spent_on(used, kind))} of "
+        figures = "; ".join(f"{budgets.figure(kind, budgets.spent_on(used, kind))} of "
                             f"{budgets.show(kind, budgets.limit_of(self.budget, kind))}" for kind in over)
-        flags = " ".join(f"{FLAGS[kind]} +50%" for kind in over)
+        flags = " and ".join(FLAGS[kind] for kind in over)
         raise BudgetExhausted(f"the session's {', '.join(over)} budget is spent before {where} ({figures}); "
-                              f"extend it: acode resume {self.request.session_id} {flags}")
+                              f"extend it with `acode resume` {flags}")
 
     def _over(self, kind: BudgetKind, spent: float, more: float) -> bool:
         """Whether needing ``more`` (0: time, checked as spent) crosses the limit ``kind`` (0: none)."""

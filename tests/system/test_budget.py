@@ -76,14 +76,14 @@ def test_a_spent_tool_call_budget_pauses_at_the_call_and_resume_makes_it(acode: 
     session = _last(run.stdout)["session"]
     pause = session["pause"]
     assert (pause["kind"], pause["code"], pause["stage"]) == ("budget_exhausted", "ACODE-ORCH-013", "executor")
-    assert "before write_file b.txt (1 tool calls of 1 tool calls)" in pause["message"]
+    assert "before write_file b.txt (1 of 1 tool calls)" in pause["message"]
     assert pause["command"] == f"acode resume {session['id']} --budget-tool-calls +50%"
     assert (ws / "a.txt").read_text() == "a\n" and not (ws / "b.txt").exists()  # the call that would cross: not made
     shown = _shown(acode, session["id"])
     assert shown["budget"]["spent"]["tool_calls"] == 1
     warnings = [e for e in shown["events"] if e["type"] == "budget_warning"]
     assert [(w["kind"], w["limit"]) for w in warnings] == [("tool_calls", 1)]
-    assert "budget warning: 100% of the session's tool_calls budget used" in run.stdout + acode(
+    assert "budget warning: the session has used 100% of its tool_calls budget (1 of 1)" in run.stdout + acode(
         "attach", session["id"]).stdout
     assert "tool calls 1 of 1 (100%)" in acode("show", session["id"]).stdout
 
