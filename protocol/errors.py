@@ -158,6 +158,7 @@ CODES: dict[str, str] = {
     "ACODE-CFG-003": "setting acode cannot honour",
     "ACODE-CFG-004": "acode home or database not private to you (another user owns it)",
     "ACODE-CFG-005": "workspace config would loosen a safety setting: ignored until `acode trust DIR`",
+    "ACODE-CFG-006": "hook condition does not compile (syntax, unknown name, type mismatch, invalid regex, limits)",
     "ACODE-CLI-001": "acode is already running",
     "ACODE-CLI-002": "session not found",
     "ACODE-CLI-003": "invalid argument",
