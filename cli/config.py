@@ -26,27 +26,37 @@ import msgspec.yaml
 
 from actors.private import USER_UMASK_ENV
 from cli import trust
-from cli.config_schema import AcodeConfig, Section
+from cli.config_schema import AcodeConfig, Hooks, Section
 from cli.thinking import INTERVAL_ENV
+from protocol.conditions import ConditionError, compile_condition
 from protocol.errors import ConfigError
+from protocol.hooks import FACTS, POINTS
 from protocol.printable import printable
 
-__all__ = ["ALIASES", "decode_file", "load_file", "resolve", "workspace_layer"]
+__all__ = ["ALIASES", "check_hooks", "decode_file", "load_file", "resolve", "workspace_layer"]
 
 
 _SCALARS = frozenset({"autonomy"})  # top-level settings that are not sections (ACODE_AUTONOMY, --autonomy)
 
 
 def _merge(base: AcodeConfig, over: AcodeConfig) -> AcodeConfig:
-    """``over``'s set fields win, section by section."""
+    """``over``'s set fields win, section by section; a point's hooks add up (the user's
+    first: a trusted workspace adds hooks, it never replaces the user's)."""
     sections: dict[str, Any] = {"autonomy": _pick(base.autonomy, over.autonomy)}
     for name in AcodeConfig.__struct_fields__:
         if name in _SCALARS:
             continue
         low, high = getattr(base, name), getattr(over, name)
-        values = {f: _pick(getattr(low, f), getattr(high, f)) for f in type(low).__struct_fields__}
+        pick = _add if name == "hooks" else _pick
+        values = {f: pick(getattr(low, f), getattr(high, f)) for f in type(low).__struct_fields__}
         sections[name] = type(low)(**values)
     return AcodeConfig(**sections)
+
+
+def _add(low: Any, high: Any) -> Any:
+    if isinstance(low, list) and isinstance(high, list):
+        return [*low, *(item for item in high if item not in low)]
+    return high if high is not None else low
 
 
 def _pick(low: Any, high: Any) -> Any:
@@ -140,11 +150,36 @@ def decode_file(path: Path, text: bytes, notices: list[str] | None) -> AcodeConf
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ConfigError(f"config file {path} is invalid: {exc}; valid sections: "
                           f"{', '.join(AcodeConfig.__struct_fields__)} (see README 'Configuration')") from exc
+    check_hooks(config.hooks, path)
     script = config.model.script
     if script and not os.path.isabs(script):
         config = msgspec.structs.replace(config, model=msgspec.structs.replace(
             config.model, script=str((path.parent / script).resolve())))
     return config
+
+
+def check_hooks(hooks: Hooks, path: Path) -> None:
+    """Each hook as its action needs it, its condition compiled against its point's facts:
+    ACODE-CFG-006 with the position for a condition that is none (an unknown name...)."""
+    for point in POINTS:
+        for index, spec in enumerate(getattr(hooks, point) or ()):
+            where = f"hooks.{point}[{index}] in {path}"
+            if spec.action == "script" and not spec.run:
+                raise ConfigError(f"{where} is a script hook without run: give the program and its arguments, "
+                                  'e.g. run: ["notify-send", "acode"]')
+            if spec.action != "script" and spec.run:
+                raise ConfigError(f"{where} has run: but action {spec.action}; run: is for action: script")
+            if spec.action == "webhook" and not spec.url.startswith(("http://", "https://")):
+                raise ConfigError(f"{where} is a webhook hook without an http(s) url: give url: "
+                                  "http://127.0.0.1:PORT/PATH")
+            if spec.on_failure in ("deny", "allow") and point != "pre_tool":
+                raise ConfigError(f"{where} says on_failure: {spec.on_failure}, which only pre_tool hooks decide; "
+                                  "use continue, or leave it out")
+            if spec.condition:
+                try:
+                    compile_condition(spec.condition, FACTS[point], where=point)
+                except ConditionError as exc:
+                    raise ConfigError(f"{where}: {exc.message}", code=exc.code) from exc
 
 
 def workspace_layer(home: Path, workspace: Path, user: AcodeConfig,

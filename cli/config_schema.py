@@ -12,11 +12,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from protocol.hooks import HookSpec
 from protocol.profiles import ProfileOverride
 
-__all__ = ["AcodeConfig", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor", "Model", "Orchestration",
-           "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision", "Verification",
-           "Workers"]
+__all__ = ["AcodeConfig", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor", "Hooks", "Model",
+           "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision",
+           "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -191,6 +192,24 @@ class BudgetSection(Section, frozen=True):
     model_minutes: Annotated[float, msgspec.Meta(ge=0, le=10**7)] | None = None
 
 
+class Hooks(Section, frozen=True):
+    """The user's scripts and webhooks at a session's turning points (README "Hooks";
+    protocol/hooks.py): a list of hooks per point, and the hosts a webhook may reach
+    besides loopback. A workspace config's hooks apply only when the user trusts it."""
+
+    session_start: list[HookSpec] | None = None
+    session_end: list[HookSpec] | None = None
+    stage_start: list[HookSpec] | None = None
+    stage_end: list[HookSpec] | None = None
+    step_start: list[HookSpec] | None = None
+    step_end: list[HookSpec] | None = None
+    pre_tool: list[HookSpec] | None = None
+    post_tool: list[HookSpec] | None = None
+    on_pause: list[HookSpec] | None = None
+    on_resume: list[HookSpec] | None = None
+    allow_hosts: list[Annotated[str, msgspec.Meta(min_length=1, max_length=255)]] | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -207,3 +226,4 @@ class AcodeConfig(Section, frozen=True):
     workers: Workers = Workers()
     checkpoints: Checkpoints = Checkpoints()
     budget: BudgetSection = BudgetSection()
+    hooks: Hooks = Hooks()

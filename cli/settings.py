@@ -21,6 +21,7 @@ from protocol.autonomy import Approvals
 from protocol.budget import Budget
 from protocol.checkpoints import CheckpointSettings
 from protocol.errors import ConfigError
+from protocol.hooks import HookSettings
 from protocol.profiles import ModelProfile, profile_for, unknown_tools
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
@@ -122,6 +123,8 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
         profile=profile,
         budget=Budget(**{f: getattr(config.budget, f) for f in Budget.__struct_fields__
                          if getattr(config.budget, f) is not None}),
+        hooks=HookSettings(**{f: getattr(config.hooks, f) for f in HookSettings.__struct_fields__
+                              if getattr(config.hooks, f) is not None}),
     )
 
 

@@ -48,6 +48,7 @@ import msgspec.yaml
 from protocol.budget import Budget
 from protocol.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
 from protocol.errors import ConfigError
+from protocol.hooks import POINTS
 from protocol.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
@@ -138,6 +139,11 @@ def _own(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
     return (value, None) if value == base else (None, repr(value))
 
 
+def _none(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
+    """What only the user may set (hooks run programs on the host): a workspace sets none of it."""
+    return (None, repr(value)) if value else (value, None)
+
+
 def _base_url(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
     """Where the code goes: checked as local when the user does not allow a remote server."""
     return (None, repr(value)) if user.model.allow_remote and value != base else (value, None)
@@ -214,6 +220,9 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     "budget.tool_calls": (_limit, Budget().tool_calls),
     "budget.wall_minutes": (_limit, Budget().wall_minutes),
     "budget.model_minutes": (_limit, Budget().model_minutes),
+    # hooks run the user's programs on the host: a workspace's only when the user trusts the file
+    **{f"hooks.{point}": (_none, None) for point in POINTS},
+    "hooks.allow_hosts": (_none, None),
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),

@@ -14,6 +14,7 @@ An error says what happened, the offending value and what to do; its code
     │   ├── CycleLimitReached(OrchestrationError)
     │   ├── WorkPaused(OrchestrationError)                ACODE-ORCH-010
     │   ├── BudgetExhausted(OrchestrationError)           ACODE-ORCH-013
+    │   ├── HookStopped(OrchestrationError)               ACODE-ORCH-014..016
     │   └── TransitionError(OrchestrationError, ValueError)
     ├── PlanError(AcodeError, ValueError)                 ACODE-PLAN-…
     ├── ExecutionError(AcodeError)                        ACODE-EXEC-…
@@ -47,6 +48,7 @@ __all__ = [
     "CycleLimitReached",
     "ErrorInfo",
     "ExecutionError",
+    "HookStopped",
     "ModelError",
     "NotFoundError",
     "NotRunning",
@@ -88,6 +90,9 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-011": "plan review: the plan waits for the user's approve or replan",
     "ACODE-ORCH-012": "the workspace's changes cannot be computed against the session's baseline",
     "ACODE-ORCH-013": "a session budget is spent: the session pauses until `acode resume --budget-…` extends it",
+    "ACODE-ORCH-014": "a hook paused the session (its pause or confirm action, or a script's exit 2)",
+    "ACODE-ORCH-015": "a hook aborted the session",
+    "ACODE-ORCH-016": "a hook restarted the stage",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
     "ACODE-PLAN-003": "decomposition failed",
@@ -105,6 +110,7 @@ CODES: dict[str, str] = {
     "ACODE-EXEC-008": "the model repeated the same tool call, or the same invalid answer, three times in a row",
     "ACODE-EXEC-009": "the call needs a human's approval (the session waits: acode approve / acode deny)",
     "ACODE-EXEC-010": "the approvals policy denies this call",
+    "ACODE-EXEC-012": "a pre_tool hook denied the call",
     "ACODE-SBX-001": "tool not available",
     "ACODE-SBX-002": "path outside the workspace",
     "ACODE-SBX-003": "file not found",
@@ -259,6 +265,13 @@ class BudgetExhausted(OrchestrationError):
     default_code = "ACODE-ORCH-013"
 
 
+class HookStopped(OrchestrationError):
+    """A hook of the user's decided the stage stops here: pause (ACODE-ORCH-014), abort
+    (ACODE-ORCH-015) or restart the stage (ACODE-ORCH-016)."""
+
+    default_code = "ACODE-ORCH-014"
+
+
 class PlanError(AcodeError, ValueError):
     default_code = "ACODE-PLAN-004"
 
@@ -316,6 +329,9 @@ _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-ORCH-006": TransitionError,
     "ACODE-ORCH-010": WorkPaused,
     "ACODE-ORCH-013": BudgetExhausted,
+    "ACODE-ORCH-014": HookStopped,
+    "ACODE-ORCH-015": HookStopped,
+    "ACODE-ORCH-016": HookStopped,
     "ACODE-SBX-002": PathEscapeError,
     "ACODE-STORE-002": NotFoundError,
 }

@@ -22,6 +22,7 @@ from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 __all__ = [
     "ApprovalDecided",
     "BudgetWarning",
+    "HookRan",
     "CheckRan",
     "CheckpointTaken",
     "Event",
@@ -286,6 +287,23 @@ class WorkspaceRestored(EventBase, frozen=True, tag="workspace_restored", kw_onl
     by: str = ""
 
 
+class HookRan(EventBase, frozen=True, tag="hook_ran", kw_only=True):
+    """A hook of the user's config ran at ``point`` (protocol.hooks) for one ``occurrence``
+    (a tool call's key, a pause's event, a stage's visit...), and answered ``decision``
+    (``failed``: why it failed; then ``decision`` is what its ``on_failure`` says). A
+    replay reads this record instead of running the hook again."""
+
+    point: str
+    hook: str
+    occurrence: str = ""
+    decision: str = "continue"
+    reason: str = ""
+    context: str = ""
+    failed: str = ""
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+
+
 class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
     """The session has spent ``WARN_AT`` (80%) of one of its limits (protocol.budget):
     ``kind``, what it has ``used`` of ``limit`` (in the limit's unit: tokens, calls,
@@ -301,7 +319,7 @@ Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
-    | CheckpointTaken | WorkspaceRestored | BudgetWarning
+    | CheckpointTaken | WorkspaceRestored | BudgetWarning | HookRan
 )
 
 

@@ -32,6 +32,7 @@ from protocol.budget import Spent
 from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
+from protocol.hooks import HookDecision
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
@@ -259,6 +260,7 @@ class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
     tool_keys: list[str] = []
     steps: list[StepRecord] = []
     spent: Spent = Spent()  # what the session's records say it spent (protocol.budget; running_s: 0)
+    hooks: dict[str, HookDecision] = {}  # the session's hook_ran records by event id: a replay reads, not runs
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):

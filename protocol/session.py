@@ -16,6 +16,7 @@ import msgspec
 from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.budget import Budget, BudgetChange, BudgetKind
 from protocol.errors import ErrorInfo
+from protocol.hooks import HookSettings
 from protocol.profiles import ModelProfile
 from protocol.results import StageResult, WorkspaceChanges
 from protocol.sandbox import SandboxPolicy
@@ -198,6 +199,8 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     profile: ModelProfile = ModelProfile()
     # What the whole session may spend (protocol.budget); only a human raises it (``acode resume --budget-…``).
     budget: Budget = Budget()
+    # The user's hooks (protocol.hooks), fixed when the session was submitted, like its autonomy.
+    hooks: HookSettings = HookSettings()
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):

@@ -60,7 +60,8 @@ LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     [("actors' process plumbing", ("actors", "actors._base", "actors.lean", "actors.logs", "actors.private",
                                    "actors.paths", "actors.spawn"))],
     [("broker", ("broker.*",))],
-    [("actors/llm", ("actors.llm.*",))],
+    # the user's hooks (actors/hooks.py) are run by the stages and the coordinator
+    [("actors/llm", ("actors.llm.*",)), ("actors/hooks", ("actors.hooks",))],
     [("actors/sandbox", ("actors.sandbox.*",)), ("actors/persistence", ("actors.persistence.*",))],
     [("actors/stages", ("actors.stages.*",))],
     [("actors/coordinator", ("actors.coordinator.*",))],

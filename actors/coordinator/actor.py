@@ -92,6 +92,9 @@ class Coordinator(Actor):
         self.supervisor.start_all()
 
     def on_stop(self) -> None:
+        orchestrator = getattr(self, "orchestrator", None)  # None when stopped before it started
+        if orchestrator is not None:
+            orchestrator.hooks.close()
         self.worker.close()
         self.supervisor.stop_all(STOP_ORDER)
         self.client.close()

@@ -71,6 +71,10 @@ RULES: dict[str, Rule] = {
     # a session budget is spent (protocol.budget): `acode resume --budget-…` extends it, and the stage replays
     # up to the call that would have crossed the limit and makes it
     "ACODE-ORCH-013": Rule("budget_exhausted", 24, resume="retry"),
+    # a hook of the user's (protocol.hooks): paused the session; restarted the stage (afresh, within its
+    # retry limit); an abort (ACODE-ORCH-015) ends the session as cancelled (machine._escalate)
+    "ACODE-ORCH-014": Rule("hook", 22, resume="retry"),
+    "ACODE-ORCH-016": Rule("escalation", stage_retry=True),
 }
 FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")

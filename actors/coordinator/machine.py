@@ -139,6 +139,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "user": 22,
     "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
     "budget_exhausted": 24,
+    "hook": 22,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
@@ -252,6 +253,8 @@ def _escalate(snap: SessionSnapshot, result: StageResult, error: ErrorInfo, now:
     assert stage is not None
     if error.code in escalation.UNRECOVERABLE:
         return finish(snap, "failed", now, events=events, error=error, summary=f"{stage} failed: {error.message}")
+    if error.code == "ACODE-ORCH-015":  # a hook aborted the session: as `acode cancel` would
+        return finish(snap, "cancelled", now, events=events, error=error, summary=error.message)
     steps = result.execution.steps if result.execution else []
     done = [f"{r.task}/{r.step}" for r in steps if r.status == "completed"]
     if done:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.coordinator import human, machine
+from actors.coordinator.hooking import CoordinatorHooks
 from actors.coordinator.machine import Decision
 from broker.client import Client
 from broker.worker import Request
@@ -118,6 +119,7 @@ class Orchestrator:
         self.is_failed = is_failed
         self.sessions: dict[str, Session] = {}
         self.recovered = False
+        self.hooks = CoordinatorHooks(self)  # the user's hooks at the session's turning points
 
     @property
     def active(self) -> int:
@@ -192,9 +194,12 @@ class Orchestrator:
             self.reply(request, SessionAccepted(session=session.snapshot))
         session.waiters.clear()
         self._tell_work(session, decision)
-        if decision.dispatch:
-            self._dispatch(session)
-        elif session.snapshot.status != "running":
+        if decision.dispatch:  # the hooks a transition triggers answer before the stage starts
+            snapshot = session.snapshot
+            self.hooks.committed(snapshot, decision.events, lambda: self._dispatch_held(session, snapshot))
+        else:
+            self.hooks.committed(session.snapshot, decision.events)
+        if not decision.dispatch and session.snapshot.status != "running":
             pause = session.snapshot.pause
             self.log.info("session_settled", session_id=session.id, status=session.snapshot.status,
                           exit_code=session.snapshot.exit_code, pause_kind=pause.kind if pause else None,
@@ -292,6 +297,15 @@ class Orchestrator:
         self.decide(session, decide)
 
     # -- dispatch --------------------------------------------------------------------------
+
+    def _dispatch_held(self, session: Session, snapshot: SessionSnapshot) -> None:
+        """The dispatch a decision made, once its hooks answered: unless the session moved on
+        meanwhile (a pause, a cancel, another dispatch)."""
+        if session.snapshot is snapshot or (session.snapshot.status == "running" and session.dispatch is None
+                                             and session.snapshot.attempt == snapshot.attempt
+                                             and session.snapshot.stage == snapshot.stage):
+            if session.dispatch is None:
+                self._dispatch(session)
 
     def _dispatch(self, session: Session) -> None:
         snap = session.snapshot
@@ -404,6 +418,7 @@ class Orchestrator:
                            and snap.settings.clarification_timeout_s > 0)
                 if (resumable or waiting) and snap.id not in self.sessions:
                     self._recover_one(snap)
+                self.hooks.recover(snap)
 
         self.client.send("persistence", ListSessions(statuses=["running", "paused"], limit=10_000), timeout=60,
                          decoder=codec.PERSISTENCE_REPLY, on_reply=listed)

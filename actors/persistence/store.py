@@ -49,11 +49,12 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from actors.hooks import recorded
 from actors.persistence.schema import migrate
 from protocol.budget import Spent
 from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
-from protocol.events import Event, ToolCalled
+from protocol.events import Event, HookRan, ToolCalled
 from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
@@ -469,7 +470,13 @@ class Store:
             steps = [_STEP.decode(blob) for (blob,) in conn.execute(
                 "SELECT record FROM steps WHERE session_id = ? ORDER BY rowid", (session_id,))]
             spent = _spent(conn, session_id)
-        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent)
+            hooks = {}
+            for (blob,) in conn.execute("SELECT body FROM events WHERE session_id = ? AND type = 'hook_ran'",
+                                        (session_id,)):
+                ran = _EVENT.decode(blob)
+                if isinstance(ran, HookRan):
+                    hooks[ran.id] = recorded(ran)
+        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent, hooks=hooks)
 
     def spent(self, session_id: str) -> Spent:
         """What the session's records say it spent (protocol.budget; ``running_s`` is the snapshot's)."""

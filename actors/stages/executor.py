@@ -28,9 +28,10 @@ import time
 from actors.stages.context import ProtectedChanged, StageContext
 from actors.stages.filestep import FileStyleStep
 from actors.stages.pipeline import NeedsApproval
+from actors.stages.stagehooks import StageHooks
 from actors.stages.step import MAX_CONTEXT_FILES, Project, context_budget, record_step, tools_left_out
 from protocol.autonomy import ApprovalRequest
-from protocol.errors import BudgetExhausted, ErrorInfo, ModelError
+from protocol.errors import BudgetExhausted, ErrorInfo, HookStopped, ModelError
 from protocol.events import StepStarted
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
@@ -41,7 +42,7 @@ __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted,
+                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted | HookStopped,
                  approval: ApprovalRequest | None = None) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step`` (the model's own
     error, its fix line included), or a call of it waits for approval (``approval``): the
@@ -121,6 +122,7 @@ def run(ctx: StageContext) -> StageResult:
         extra = review_task(feedback, so_far, plan)
         work = [*work, (extra, extra.steps[0])]
     shared = Project()
+    hooks = StageHooks(ctx)  # the user's step_start and step_end hooks (actors.stages.stagehooks)
     for task, step in work:
         key = (task.label, step.label)
         record = finished.get(key)
@@ -139,8 +141,16 @@ def run(ctx: StageContext) -> StageResult:
                                         session_id=request.session_id, visit=request.visit, task=task.label,
                                         step=step.label, title=step.title)])
                 earlier_failure = before if before is not None and before.status == "failed" else None
+                occurrence = f"e{request.visit}:{task.label}/{step.label}"
                 try:
+                    hooks.stop(hooks.fire("step_start", occurrence, hooks.facts(visit=request.visit,
+                                                                                step=f"{task.label}/{step.label}")))
                     record = FileStyleStep(ctx, task, step, key in wrote_before, earlier_failure, shared).run()
+                    hooks.stop(hooks.fire("step_end", occurrence, hooks.facts(
+                        visit=request.visit, step=f"{task.label}/{step.label}", status=record.status,
+                        summary=record.summary[:4_000])))
+                except HookStopped as exc:  # a hook of the user's: pause, abort or restart the stage
+                    return _interrupted(ctx, records, task, step, exc)
                 except ModelError as exc:  # the model server, not the step: say which step it stopped
                     return _interrupted(ctx, records, task, step, exc)
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after

@@ -30,9 +30,12 @@ from __future__ import annotations
 import time
 from typing import Literal, NamedTuple, assert_never
 
+import msgspec
+
 from actors.sandbox.confinement.policy import refused_by_policy
 from actors.stages import preview
 from actors.stages.context import StageContext
+from actors.stages.stagehooks import StageHooks
 from protocol.autonomy import (
     ApprovalDecision,
     ApprovalRequest,
@@ -45,7 +48,7 @@ from protocol.autonomy import (
 )
 from protocol.checkpoints import CallSite
 from protocol.errors import ExecutionError
-from protocol.events import ApprovalDecided
+from protocol.events import ApprovalDecided, HookRan
 from protocol.ids import stable_id
 from protocol.results import ModelToolCall, ToolResult
 from protocol.tools import Risk
@@ -85,6 +88,7 @@ class CallPipeline:
 
     def __init__(self, ctx: StageContext):
         self.ctx = ctx
+        self.hooks = StageHooks(ctx)
         settings = ctx.request.settings
         self.level = settings.autonomy
         self.approvals = settings.approvals
@@ -100,7 +104,7 @@ class CallPipeline:
         site = self.checkpoint(call, task=task, step=step)
         result = self.execute(key, call, verdict.approval, site)
         self.budget_update(call, result)
-        return Passed(result=result)
+        return Passed(result=self.post_tool(key, call, result, task=task, step=step))
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -113,8 +117,17 @@ class CallPipeline:
             self.ctx.spending.check_call(where=f"{call.name} {target_of(call.name, call.arguments)}".strip())
 
     def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Verdict:
+        """The autonomy level's decision, which the user's ``pre_tool`` hooks may tighten
+        (:meth:`pre_tool`: deny it, or ask a human first), never loosen."""
         risk = risk_of_call(call.name, call.arguments)
         verdict, why = gate(self.level, self.approvals, risk)
+        hooked = self.pre_tool(key, call, risk, task=task, step=step)
+        if hooked is not None and hooked.decision == "deny":
+            reason = f"hook {hooked.hook}: {hooked.reason or 'denied'}"
+            return Verdict(run=False, denied=_denied(reason, "ACODE-EXEC-012", by="your pre_tool hook"),
+                           reason=f"{reason} (ACODE-EXEC-012)")
+        if hooked is not None and hooked.decision == "ask" and verdict == "auto":
+            verdict, why = "prompt", f"hook {hooked.hook} asks: {hooked.reason or 'a human should decide'}"
         if verdict == "auto" or refused_by_policy(call.name, call.arguments, self.ctx.request.settings.sandbox):
             return Verdict(run=True)  # a command the sandbox's policy refuses runs nowhere: no one is asked
         digest = call_hash(call.name, call.arguments)
@@ -142,6 +155,33 @@ class CallPipeline:
                 raise self._ask(key, call, digest, risk, rule, why, task=task, step=step)
             case _:
                 assert_never(self.mode)
+
+    def pre_tool(self, key: str, call: ModelToolCall, risk: Risk, *, task: str, step: str) -> HookRan | None:
+        """The user's ``pre_tool`` hooks (actors.stages.stagehooks): the one that decided
+        something (deny, ask), if any; a pause, abort or restart ends the stage."""
+        if not self.hooks.has("pre_tool"):
+            return None
+        answers = self.hooks.fire("pre_tool", key, self.hooks.tool_facts(call.name, call.arguments, risk, task=task,
+                                                                         step=step))
+        self.hooks.stop(answers)
+        return next((event for event, _ in answers if event.decision in ("deny", "ask")), None)
+
+    def post_tool(self, key: str, call: ModelToolCall, result: ToolResult, *, task: str, step: str) -> ToolResult:
+        """The user's ``post_tool`` hooks: a ``modify_context`` answer is added to what the
+        model sees of the result (inside the result's own fence, as untrusted text); a
+        pause, abort or restart ends the stage (the call ran and is journaled: a replay
+        answers it from there)."""
+        if not self.hooks.has("post_tool"):
+            return result
+        facts = self.hooks.tool_facts(call.name, call.arguments, result.risk, task=task, step=step, ok=result.ok,
+                                      output=result.output[:8_000])
+        answers = self.hooks.fire("post_tool", key, facts)
+        self.hooks.stop(answers)
+        notes = [event.context for event, _ in answers if event.decision == "modify_context" and event.context]
+        if not notes:
+            return result
+        added = "\n".join(f"[note from your post_tool hook] {text}" for text in notes)
+        return msgspec.structs.replace(result, output=f"{result.output}\n{added}")
 
     def anomaly(self, call: ModelToolCall) -> None:
         """Anomaly check (seed 002 step 3): not built yet; nothing is anomalous."""
@@ -189,6 +229,6 @@ class CallPipeline:
             rule=rule, decision=decision, reason=reason, by="approvals policy")])
 
 
-def _denied(reason: str, code: str) -> str:
-    return (f"the user denied this: {reason} ({code}); the call was not run. Do the step another way, or call "
+def _denied(reason: str, code: str, *, by: str = "the user") -> str:
+    return (f"{by} denied this: {reason} ({code}); the call was not run. Do the step another way, or call "
             "step_failed if it cannot be done without it")

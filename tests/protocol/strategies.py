@@ -18,6 +18,7 @@ from protocol import autonomy as au
 from protocol import budget as bd
 from protocol import checkpoints as ck
 from protocol import events as ev
+from protocol import hooks as hk
 from protocol import messages as m
 from protocol import plan as pl
 from protocol import profiles as pf
@@ -145,6 +146,14 @@ spents = struct(bd.Spent, tokens_in=budget_counts, tokens_out=budget_counts, too
                 model_ms=non_negative, running_s=non_negative)
 budget_changes = struct(bd.BudgetChange, {"value": st.floats(0, 10**12)},
                         how=st.sampled_from(["set", "add", "percent"]))
+hook_specs = struct(hk.HookSpec, {"action": st.sampled_from(["script", "webhook", "confirm", "pause"])},
+                    run=_few(short.filter(bool)), url=short, condition=short,
+                    timeout=st.none() | st.floats(0, 3_600, exclude_min=True), message=short,
+                    on_failure=st.none() | st.sampled_from(["deny", "allow", "continue"]), name=short)
+hook_settings = struct(hk.HookSettings, **{point: _few(hook_specs, 1) for point in hk.POINTS},
+                       allow_hosts=_few(short))
+hook_decisions = struct(hk.HookDecision, decision=_literal(hk.Decision), reason=short, context=short, failed=short,
+                        exit_code=st.none() | st.integers(-255, 255), duration_ms=non_negative)
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
@@ -174,6 +183,7 @@ settings = struct(
     plan_review=st.booleans(),
     profile=model_profiles,
     budget=budgets,
+    hooks=hook_settings,
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
@@ -354,6 +364,8 @@ _event(ev.CheckpointTaken, {"checkpoint": short}, key=ids, tool=short, target=te
        step=short, took_ms=non_negative, files=naturals, skipped=naturals)
 _event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, deleted=naturals, left=_few(texts),
        forced=st.booleans(), by=short)
+_event(ev.HookRan, {"point": short, "hook": short}, occurrence=short, decision=short, reason=texts, context=texts,
+       failed=texts, exit_code=st.none() | signed, duration_ms=non_negative)
 _event(ev.BudgetWarning, {"kind": short, "used": floats, "limit": floats}, stage=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts,
@@ -408,7 +420,8 @@ commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st
                  requires=st.none() | requirements)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
-                        steps=_few(step_records), spent=spents)
+                        steps=_few(step_records), spent=spents,
+                        hooks=st.dictionaries(ids, hook_decisions, max_size=2))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))

@@ -1,0 +1,116 @@
+"""Hooks as a user sets them up: a script in ``$ACODE_HOME/config.yml`` that hears every
+pause (an approval, a plan review, an escalation), and hooks on every point that fire
+once per occurrence, in order, while the executor is killed mid-step and replayed. One
+``acode up`` for the module; the scripted model plays the model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.hooks import POINTS
+from tests.harness import wait_until
+from tests.system.conftest import Acode, running, wait_exit
+
+pytestmark = pytest.mark.system
+
+TASK = "Write a.txt and b.txt"
+PLAN = {"goal": "a.txt and b.txt", "status": "ready", "tasks": [{
+    "label": "T1", "title": "write both", "complexity": 2, "depends_on": [],
+    "resources": {"write": ["a.txt", "b.txt"], "commands": []},
+    "acceptance": [{"label": "A1", "description": "both written", "check": {"command": "cat a.txt b.txt"}}],
+    "steps": [{"label": "S1", "title": "write a.txt", "action": "write_file"},
+              {"label": "S2", "title": "write b.txt", "action": "write_file"}]}]}
+#: A hook script: one line per run, the point and what it is about.
+NOTE = ("import json, sys; d = json.load(sys.stdin); p = d['hook_point']; "
+        "key = {'on_pause': 'kind', 'session_end': 'status'}.get(p) or ('step' if 'step' in d else 'stage'); "
+        "what = (d.get('path') or d.get('command')) if 'tool' in d else ''; "
+        "open(sys.argv[1], 'a').write(f\"{p} {d[key]} {what}\".strip() + '\\n')")
+
+
+@pytest.fixture(scope="module")
+def acode() -> Iterator[Acode]:
+    with running("acode-hooks-") as acode:
+        yield acode
+
+
+def _config(acode: Acode, log: Path, points: tuple[str, ...]) -> None:
+    hook = {"action": "script", "run": [sys.executable, "-c", NOTE, str(log)]}
+    (acode.home / "config.yml").write_text(json.dumps({"hooks": {point: [hook] for point in points}}))
+
+
+def _script(path: Path, executor: list[dict[str, Any]], *, delay: float = 0.0) -> Path:
+    if delay:
+        executor = [executor[0], {**executor[1], "delay_s": delay}, *executor[2:]]
+    approve = {"json": {"decision": "approve", "summary": "done", "issues": []}}
+    path.write_text(json.dumps({"version": 1, "responses": {"planner": [{"json": PLAN}], "executor": executor,
+                                                            "reviewer": [approve]}}))
+    return path
+
+
+def _write(name: str) -> list[dict[str, Any]]:
+    return [{"tool_calls": [{"name": "write_file", "arguments": {"path": name, "content": f"{name}\n"}}]},
+            {"tool_calls": [{"name": "step_complete", "arguments": {"summary": f"wrote {name}"}}]}]
+
+
+def _recorded(acode: Acode, point: str) -> bool:
+    listed = acode("sessions", "--json")
+    sessions = json.loads(listed.stdout) if listed.returncode == 0 else []
+    if not sessions:
+        return False
+    shown = acode("show", sessions[0]["id"], "--json")
+    return any(e["type"] == "hook_ran" and e["point"] == point for e in json.loads(shown.stdout)["events"])
+
+
+def _run(acode: Acode, root: Path, script: Path, *flags: str) -> Any:
+    ws = root / "ws"
+    ws.mkdir(parents=True)
+    return acode("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script), "--json",
+                 *flags, timeout=120)
+
+
+def test_on_pause_hears_an_approval_a_plan_review_and_an_escalation(acode: Acode, tmp_path: Path) -> None:
+    log = tmp_path / "pauses.log"
+    _config(acode, log, ("on_pause",))
+    full = [*_write("a.txt"), *_write("b.txt")]
+    review = _run(acode, tmp_path / "review", _script(tmp_path / "r.yaml", full), "--approve-plan")
+    assert review.returncode == 22, review.stderr
+    asked = _run(acode, tmp_path / "ask", _script(tmp_path / "a.yaml", full), "--autonomy", "0")
+    assert asked.returncode == 33, asked.stderr
+    stuck = _run(acode, tmp_path / "stuck", _script(tmp_path / "s.yaml", _write("a.txt")))  # no answer for S2
+    assert stuck.returncode == 22, stuck.stderr
+    wait_until(lambda: log.exists() and len(log.read_text().splitlines()) == 3, timeout=30)
+    assert log.read_text().splitlines() == ["on_pause plan_review", "on_pause awaiting_approval",
+                                            "on_pause escalation"]
+
+
+def test_every_point_fires_once_per_occurrence_in_order_across_a_killed_executor(acode: Acode,
+                                                                                 tmp_path: Path) -> None:
+    log = tmp_path / "points.log"
+    _config(acode, log, POINTS)
+    script = _script(tmp_path / "s.yaml", [*_write("a.txt"), *_write("b.txt")], delay=3.0)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    proc = acode.start("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script),
+                       "--json")
+    wait_until(lambda: _recorded(acode, "post_tool"), timeout=60)  # S1's write and its hooks are done and
+    acode.kill("executor")  # recorded; the model thinks about the step's end (a kill between a hook's run and
+    # its record would run it again: the one window, as for any side effect outside the journal)
+    code, _, err = wait_exit(proc, timeout=120)
+    assert code == 0, err
+    wait_until(lambda: log.read_text().splitlines()[-1:] == ["session_end completed"], timeout=30)
+    assert log.read_text().splitlines() == [
+        "session_start planner",
+        "stage_start planner", "stage_end planner",
+        "stage_start executor",
+        "step_start T1/S1", "pre_tool T1/S1 a.txt", "post_tool T1/S1 a.txt", "step_end T1/S1",
+        "step_start T1/S2", "pre_tool T1/S2 b.txt", "post_tool T1/S2 b.txt", "step_end T1/S2",
+        "stage_end executor",
+        "stage_start verifier", "pre_tool verify/A1 cat a.txt b.txt", "stage_end verifier",
+        "stage_start reviewer", "stage_end reviewer",
+        "session_end completed"]
