@@ -16,10 +16,10 @@ from protocol.errors import with_code
 from protocol.events import (
     ApprovalDecided,
     BudgetWarning,
-    HookRan,
     CheckpointTaken,
     CheckRan,
     Event,
+    HookRan,
     PauseRequested,
     PlanRecorded,
     ReworkChosen,
