@@ -111,8 +111,8 @@ class Progress:
                 return (f"budget warning: the session has used {used / limit:.0%} of its {kind} budget ({used:,.10g} "
                         f"of {limit:,.10g}); a call that would cross it pauses the session until `acode resume "
                         f"{event.session_id} {FLAGS.get(kind, '--budget-' + kind)} +50%`")  # type: ignore[call-overload]
-            case HookRan(point=point, hook=hook, decision=decision, reason=reason, failed=failed):
-                if decision in ("continue", "allow") and not failed:
+            case HookRan(point=point, hook=hook, decision=decision, reason=reason, failed=broke):
+                if decision in ("continue", "allow") and not broke:
                     return None  # a hook that decided nothing says nothing
                 why = f": {one_line(reason, 200)}" if reason else ""
                 return f"hook {hook} ({point}): {decision}{why}"
