@@ -63,6 +63,7 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, ">": operator
                                                  ">=": operator.ge}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMPARE_IT = 'compare it: step > 0, stage == "plan"'
+REGEX_TIMEOUT_S = 0.5  # a ``matches`` evaluation at most (see _search)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,9 +318,23 @@ def _binary(node: Binary, values: Mapping[str, Value]) -> bool:
         _kind(node, node.left, left, ("str",))
         _kind(node, node.right, right, ("str",))
         pattern = node.pattern or _runtime_regex(node, cast(str, right))
-        return pattern.search(cast(str, left)) is not None
+        return _search(node, pattern, cast(str, left))
     _same(node, _kind(node, node.left, left, ("int", "str")), _kind(node, node.right, right, ("int", "str")))
     return _ORDER[node.op](left, right)
+
+
+def _search(node: Binary, pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern`` searched in ``text`` (which a model may have written) within
+    :data:`REGEX_TIMEOUT_S`: a regex that backtracks without end cannot stall the process
+    that evaluates it (``regex``, the engine acode's search uses, has a timeout; ``re`` has none)."""
+    import regex  # a condition with ``matches`` pays for it when it is evaluated
+
+    try:
+        return regex.search(pattern.pattern, text, flags=pattern.flags & ~re.UNICODE,
+                            timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError as exc:
+        raise _Failed(f"'matches' at column {node.column + 1} took over {REGEX_TIMEOUT_S:g}s on a value of "
+                      f"{len(text):,} characters") from exc
 
 
 def _runtime_regex(node: Binary, source: str) -> re.Pattern[str]:

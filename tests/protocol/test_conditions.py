@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 import re
+import time
 from typing import Any
 
 import pytest
@@ -481,3 +482,12 @@ def test_any_text_compiles_or_raises_a_condition_error_and_never_raises_when_eva
     assert isinstance(condition, Condition)
     outcome = condition.evaluate(values)
     assert isinstance(outcome.value, bool) and (outcome.error is None or outcome.value is False)
+
+
+def test_a_regex_that_backtracks_without_end_is_stopped_and_the_condition_is_false() -> None:
+    condition = compile_condition('args matches "^(a|aa)+$"', {"args": str})
+    started = time.monotonic()
+    outcome = condition.evaluate({"args": "a" * 40 + "!"})  # exponential backtracking (~0.5 s at 31 characters)
+    assert time.monotonic() - started < 5
+    assert outcome.value is False and outcome.error is not None and "took over 0.5s" in outcome.error
+    assert condition.evaluate({"args": "aaaa"}).value is True
