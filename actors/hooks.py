@@ -83,7 +83,7 @@ def run_point(settings: HookSettings, point: HookPoint, facts: Mapping[str, obje
                            point=point, hook=hook_name(point, index, spec), occurrence=occurrence,
                            decision=decision.decision, reason=decision.reason[:2_000],
                            context=decision.context[:8_000], failed=decision.failed[:2_000],
-                           exit_code=decision.exit_code, duration_ms=decision.duration_ms))
+                           exit_code=decision.exit_code, duration_ms=decision.duration_ms, action=spec.action))
         if decision.decision not in ("continue", "allow"):
             break
     return ran

@@ -25,7 +25,8 @@ from cli.follow import follow_and_print, read_events
 from cli.render import always_lines, echo, request_lines
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import CliError
-from protocol.messages import ApprovePlan, DecideApproval, Message
+from protocol.events import HookRan
+from protocol.messages import ApprovePlan, DecideApproval, Message, ResumeSession
 from protocol.session import SessionSnapshot
 
 __all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop"]
@@ -87,7 +88,9 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
 
 
 def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
-    """While the session waits for approval, ask here, send the decision, follow it on."""
+    """While the session waits for approval, or for the answer to a ``confirm`` hook, ask
+    here, send the decision, follow it on."""
+    session = _confirm(connection, session, json_out)
     while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
             and session.approval is not None:
         request = session.approval
@@ -104,5 +107,24 @@ def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: b
                             if verdict == "deny" else "", by="the inline prompt")
         connection.coordinator(body)  # the follow below shows the approval_decided event
         session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
+        session = _confirm(connection, session, json_out)
+    return session
+
+
+def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool) -> SessionSnapshot:
+    """A session paused by a ``confirm`` hook (README "Hooks"): ask whether to go on; yes
+    resumes it (as ``acode resume``) and follows it; anything else leaves it paused."""
+    while session.status == "paused" and session.pause is not None and session.pause.kind == "hook":
+        events = read_events(connection, session.id)
+        asked = next((e for e in reversed(events) if isinstance(e, HookRan) and e.decision == "pause"), None)
+        if asked is None or asked.action != "confirm":
+            return session
+        echo(f"[CONFIRM] {asked.reason}")
+        echo("go on? [y/N]: ", nl=False)
+        if sys.stdin.readline().strip().lower()[:1] != "y":
+            echo(f"the session stays paused; `acode resume {session.id}` goes on")
+            return session
+        connection.coordinator(ResumeSession(session_id=session.id))
+        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq)
     return session
 

@@ -302,6 +302,7 @@ class HookRan(EventBase, frozen=True, tag="hook_ran", kw_only=True):
     failed: str = ""
     exit_code: int | None = None
     duration_ms: float = 0.0
+    action: str = ""  # script, webhook, confirm, pause (a confirm's pause is asked on a terminal)
 
 
 class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):

@@ -365,7 +365,7 @@ _event(ev.CheckpointTaken, {"checkpoint": short}, key=ids, tool=short, target=te
 _event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, deleted=naturals, left=_few(texts),
        forced=st.booleans(), by=short)
 _event(ev.HookRan, {"point": short, "hook": short}, occurrence=short, decision=short, reason=texts, context=texts,
-       failed=texts, exit_code=st.none() | signed, duration_ms=non_negative)
+       failed=texts, exit_code=st.none() | signed, duration_ms=non_negative, action=short)
 _event(ev.BudgetWarning, {"kind": short, "used": floats, "limit": floats}, stage=short)
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts,

@@ -6,7 +6,12 @@ once per occurrence, in order, while the executor is killed mid-step and replaye
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +20,7 @@ import pytest
 
 from protocol.hooks import POINTS
 from tests.harness import wait_until
-from tests.system.conftest import Acode, running, wait_exit
+from tests.system.conftest import CLI, REPO, Acode, running, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -114,3 +119,46 @@ def test_every_point_fires_once_per_occurrence_in_order_across_a_killed_executor
         "stage_start verifier", "pre_tool verify/A1 cat a.txt b.txt", "stage_end verifier",
         "stage_start reviewer", "stage_end reviewer",
         "session_end completed"]
+
+
+def _read_until(fd: int, marker: str, timeout: float = 60.0) -> str:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while marker.encode() not in out:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{marker!r} never came; got {out.decode(errors='replace')[-2000:]}")
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out.decode(errors="replace")
+
+
+def test_a_confirm_hook_asks_on_a_terminal_and_yes_goes_on(acode: Acode, tmp_path: Path) -> None:
+    confirm = {"action": "confirm", "message": "the executor is about to start: go on?"}
+    (acode.home / "config.yml").write_text(json.dumps({"hooks": {"stage_start": [
+        {**confirm, "condition": 'stage == "executor"'}]}}))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = _script(tmp_path / "s.yaml", [*_write("a.txt"), *_write("b.txt")])
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*CLI, "--home", str(acode.home), "run", TASK, "--workspace", str(ws), "--provider",
+                             "scripted", "--script", str(script)], env=acode.env, cwd=REPO, stdin=child,
+                            stdout=child, stderr=child, close_fds=True)
+    acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
+    os.close(child)
+    try:
+        shown = _read_until(main, "go on? [y/N]: ")
+        assert "paused (hook): hook stage_start[0] at stage_start: the executor is about to start" in shown
+        assert not (ws / "a.txt").exists()  # the stage waited for the hook
+        os.write(main, b"y\n")
+        _read_until(main, "completed (exit 0)")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(main)
+    assert (ws / "b.txt").read_text() == "b.txt\n"
