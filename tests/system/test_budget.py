@@ -142,3 +142,15 @@ def test_a_killed_executor_neither_resets_nor_doubles_a_count(acode: Acode, tmp_
     spent = _shown(acode, _last(out)["session"]["id"])["budget"]["spent"]
     assert (spent["tool_calls"], spent["tokens_in"], spent["tokens_out"]) == (
         expected["tool_calls"], expected["tokens_in"], expected["tokens_out"])
+
+
+def test_spent_model_time_pauses_before_the_next_live_model_call(acode: Acode, tmp_path: Path) -> None:
+    ws, run = _run(acode, tmp_path, "--budget-model-minutes", "0.000001")  # the planner's answer spends it
+    assert run.returncode == 24, run.stderr
+    session = _last(run.stdout)["session"]
+    assert session["pause"]["stage"] == "executor"
+    assert "the session's model_minutes budget is spent before model call" in session["pause"]["message"]
+    assert session["pause"]["command"].endswith("--budget-model-minutes +50%")
+    resumed = acode("resume", session["id"], "--budget-model-minutes", "0", "--json", timeout=120)  # no limit
+    assert resumed.returncode == 0, resumed.stderr
+    assert (ws / "b.txt").read_text() == "b\n"
