@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,3 +169,22 @@ def shared(shared_set: Acode) -> Iterator[Acode]:
 def wait_exit(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
+
+
+def read_until(fd: int, needle: str, timeout: float = 120.0) -> str:
+    """What a pty showed until ``needle`` (the tests that answer a prompt on a terminal)."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while needle.encode() not in out:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {needle!r} in: {out.decode(errors='replace')[-2000:]}"
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out.decode(errors="replace")

@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ from protocol import codec
 from protocol.messages import GetSession, RunTool
 from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer, ToolCalls
-from tests.system.conftest import CLI, REPO, Acode
+from tests.system.conftest import CLI, REPO, Acode, read_until
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan
 
 pytestmark = pytest.mark.system
@@ -257,24 +255,6 @@ def test_a_kill_9_while_awaiting_approval_loses_nothing_and_the_call_runs_once(
     assert [r.stage for r in server.chats].count("executor") == 2, "no model answer was asked twice"
 
 
-def _read_until(fd: int, needle: str, timeout: float = 120.0) -> str:
-    out = b""
-    deadline = time.monotonic() + timeout
-    while needle.encode() not in out:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {needle!r} in: {out.decode(errors='replace')[-2000:]}"
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out.decode(errors="replace")
-
-
 def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
         shared: Acode, server: ModelServer, tmp_path: Path) -> None:
     _configure(shared, server)
@@ -287,20 +267,20 @@ def test_a_foreground_run_on_a_terminal_asks_inline_and_the_answer_decides(
     shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
-        shown = _read_until(main, "[q]uit: ")
+        shown = read_until(main, "[q]uit: ")
         assert "wants to run run_terminal (execute): python check.py" in shown
         assert "argv: ['python', 'check.py']" in shown and f"cwd: {workspace}" in shown
         os.write(main, b"a\n")  # always: python ... (execute) for the rest of the session
-        shown = _read_until(main, "approve with this rule? [y/N]: ")
+        shown = read_until(main, "approve with this rule? [y/N]: ")
         assert "run_terminal: python (execute)" in shown  # the rule, in full, before confirming
         os.write(main, b"y\n")
-        shown = _read_until(main, "[q]uit: ")
+        shown = read_until(main, "[q]uit: ")
         assert "wants to run run_terminal (destructive): rm old.txt" in shown
         os.write(main, b"d\n")
         os.write(main, b"n\n")
-        shown = _read_until(main, "reason (optional): ")
+        shown = read_until(main, "reason (optional): ")
         os.write(main, b"not this one\n")
-        shown = _read_until(main, "completed (exit 0)")
+        shown = read_until(main, "completed (exit 0)")
         assert "rm old.txt (destructive) denied by the inline prompt: not this one" in shown
         assert proc.wait(timeout=60) == 0
     finally:

@@ -14,17 +14,12 @@ from typing import Any
 import pytest
 
 from tests.harness import wait_until
+from tests.system import workloads as w
 from tests.system.conftest import Acode, running, wait_exit
 
 pytestmark = pytest.mark.system
 
-TASK = "Write a.txt and b.txt"
-PLAN = {"goal": "a.txt and b.txt", "status": "ready", "tasks": [{
-    "label": "T1", "title": "write both", "complexity": 2, "depends_on": [],
-    "resources": {"write": ["a.txt", "b.txt"], "commands": []},
-    "acceptance": [{"label": "A1", "description": "both written", "check": {"command": "cat a.txt b.txt"}}],
-    "steps": [{"label": "S1", "title": "write a.txt", "action": "write_file"},
-              {"label": "S2", "title": "write b.txt", "action": "write_file"}]}]}
+TASK, PLAN = w.TWO_FILES, w.TWO_FILES_PLAN
 
 
 @pytest.fixture(scope="module")

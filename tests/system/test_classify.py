@@ -18,8 +18,8 @@ import pytest
 
 from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer, ToolCalls
-from tests.system.conftest import CLI, REPO, Acode
-from tests.system.test_approvals import _events, _paused, _read_until
+from tests.system.conftest import CLI, REPO, Acode, read_until
+from tests.system.test_approvals import _events, _paused
 from tests.system.test_models import APPROVE, _configure, _workspace, done, plan
 
 pytestmark = pytest.mark.system
@@ -116,11 +116,11 @@ def test_approve_always_on_a_terminal_shows_the_rule_and_grants_nothing_unless_c
     shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
-        shown = _read_until(main, "approve with this rule? [y/N]: ")
+        shown = read_until(main, "approve with this rule? [y/N]: ")
         assert "every later call with exactly this rule:\r\n  run_terminal: git clean --force -d -x (destructive)" \
             in shown
         os.write(main, b"n\n")
-        shown = _read_until(main, "(ACODE-CLI-004)")
+        shown = read_until(main, "(ACODE-CLI-004)")
         assert "nothing approved: the --always rule was not confirmed" in shown
         assert proc.wait(timeout=60) != 0
     finally:

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,17 +18,12 @@ import pytest
 
 from protocol.hooks import POINTS
 from tests.harness import wait_until
-from tests.system.conftest import CLI, REPO, Acode, running, wait_exit
+from tests.system import workloads as w
+from tests.system.conftest import CLI, REPO, Acode, read_until, running, wait_exit
 
 pytestmark = pytest.mark.system
 
-TASK = "Write a.txt and b.txt"
-PLAN = {"goal": "a.txt and b.txt", "status": "ready", "tasks": [{
-    "label": "T1", "title": "write both", "complexity": 2, "depends_on": [],
-    "resources": {"write": ["a.txt", "b.txt"], "commands": []},
-    "acceptance": [{"label": "A1", "description": "both written", "check": {"command": "cat a.txt b.txt"}}],
-    "steps": [{"label": "S1", "title": "write a.txt", "action": "write_file"},
-              {"label": "S2", "title": "write b.txt", "action": "write_file"}]}]}
+TASK, PLAN = w.TWO_FILES, w.TWO_FILES_PLAN
 #: A hook script: one line per run, the point and what it is about.
 NOTE = ("import json, sys; d = json.load(sys.stdin); p = d['hook_point']; "
         "key = {'on_pause': 'kind', 'session_end': 'status'}.get(p) or ('step' if 'step' in d else 'stage'); "
@@ -59,8 +52,7 @@ def _script(path: Path, executor: list[dict[str, Any]], *, delay: float = 0.0) -
 
 
 def _write(name: str) -> list[dict[str, Any]]:
-    return [{"tool_calls": [{"name": "write_file", "arguments": {"path": name, "content": f"{name}\n"}}]},
-            {"tool_calls": [{"name": "step_complete", "arguments": {"summary": f"wrote {name}"}}]}]
+    return w.write_step(name, f"{name}\n")
 
 
 def _recorded(acode: Acode, point: str) -> bool:
@@ -121,24 +113,6 @@ def test_every_point_fires_once_per_occurrence_in_order_across_a_killed_executor
         "session_end completed"]
 
 
-def _read_until(fd: int, marker: str, timeout: float = 60.0) -> str:
-    out = b""
-    deadline = time.monotonic() + timeout
-    while marker.encode() not in out:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{marker!r} never came; got {out.decode(errors='replace')[-2000:]}")
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out.decode(errors="replace")
-
-
 def test_a_confirm_hook_asks_on_a_terminal_and_yes_goes_on(acode: Acode, tmp_path: Path) -> None:
     confirm = {"action": "confirm", "message": "the executor is about to start: go on?"}
     (acode.home / "config.yml").write_text(json.dumps({"hooks": {"stage_start": [
@@ -153,11 +127,11 @@ def test_a_confirm_hook_asks_on_a_terminal_and_yes_goes_on(acode: Acode, tmp_pat
     acode.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
-        shown = _read_until(main, "go on? [y/N]: ")
+        shown = read_until(main, "go on? [y/N]: ")
         assert "paused (hook): hook stage_start[0] at stage_start: the executor is about to start" in shown
         assert not (ws / "a.txt").exists()  # the stage waited for the hook
         os.write(main, b"y\n")
-        _read_until(main, "completed (exit 0)")
+        read_until(main, "completed (exit 0)")
         assert proc.wait(timeout=60) == 0
     finally:
         os.close(main)

@@ -24,8 +24,7 @@ from typing import Any
 import pytest
 
 from tests.modelserver import Json, ModelServer, ToolCalls
-from tests.system.conftest import CLI, REPO, Acode
-from tests.system.test_approvals import _read_until
+from tests.system.conftest import CLI, REPO, Acode, read_until
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done
 
 pytestmark = pytest.mark.system
@@ -121,11 +120,11 @@ def test_the_inline_prompt_and_its_diff_escape_what_a_model_wrote(
     shared.running.append(proc)  # type: ignore[arg-type]  # killed by the fixture if the test fails
     os.close(child)
     try:
-        shown = _read_until(main, "[q]uit: ")
+        shown = read_until(main, "[q]uit: ")
         os.write(main, b"d\n")  # the diff
-        shown += _read_until(main, "[q]uit: ")
+        shown += read_until(main, "[q]uit: ")
         os.write(main, b"q\n")  # detach: the session waits
-        shown += _read_until(main, "detached: session")
+        shown += read_until(main, "detached: session")
         assert proc.wait(timeout=60) == 22  # the session waits for a decision
     finally:
         os.close(main)

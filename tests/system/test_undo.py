@@ -8,20 +8,10 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.system import workloads as w
 from tests.system.conftest import Acode
 
-TASK = "Write a.txt and b.txt"
-PLAN = {"goal": "a.txt and b.txt", "status": "ready", "tasks": [{
-    "label": "T1", "title": "write both", "complexity": 2, "depends_on": [],
-    "resources": {"write": ["a.txt", "b.txt"], "commands": []},
-    "acceptance": [{"label": "A1", "description": "both written", "check": {"command": "cat a.txt b.txt"}}],
-    "steps": [{"label": "S1", "title": "write a.txt", "action": "write_file"},
-              {"label": "S2", "title": "write b.txt", "action": "write_file"}]}]}
-
-
-def _write(path: str, content: str) -> list[dict[str, object]]:
-    return [{"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]},
-            {"tool_calls": [{"name": "step_complete", "arguments": {"summary": f"wrote {path}"}}]}]
+TASK, PLAN = w.TWO_FILES, w.TWO_FILES_PLAN
 
 
 def _script(tmp_path: Path) -> Path:
@@ -29,7 +19,8 @@ def _script(tmp_path: Path) -> Path:
     approve = {"json": {"decision": "approve", "summary": "done", "issues": []}}
     script = {"version": 1, "responses": {
         "planner": [{"json": PLAN}],
-        "executor": [*_write("a.txt", "a\n"), *_write("b.txt", "b\n"), *_write("b.txt", "b, redone\n")],
+        "executor": [*w.write_step("a.txt", "a\n"), *w.write_step("b.txt", "b\n"),
+                     *w.write_step("b.txt", "b, redone\n")],
         "reviewer": [approve, approve]}}
     path = tmp_path / "script.yaml"
     path.write_text(json.dumps(script))  # JSON is YAML

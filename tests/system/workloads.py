@@ -8,6 +8,21 @@ from typing import Any
 
 TASK = "Write a.txt and b.txt and run slow.py once"
 
+# The two-file session of the undo, budget and hooks tests: one task, a step per file, one check.
+TWO_FILES = "Write a.txt and b.txt"
+TWO_FILES_PLAN = {"goal": "a.txt and b.txt", "status": "ready", "tasks": [{
+    "label": "T1", "title": "write both", "complexity": 2, "depends_on": [],
+    "resources": {"write": ["a.txt", "b.txt"], "commands": []},
+    "acceptance": [{"label": "A1", "description": "both written", "check": {"command": "cat a.txt b.txt"}}],
+    "steps": [{"label": "S1", "title": "write a.txt", "action": "write_file"},
+              {"label": "S2", "title": "write b.txt", "action": "write_file"}]}]}
+
+
+def write_step(path: str, content: str) -> list[dict[str, Any]]:
+    """A step's two answers: write ``path``, then step_complete."""
+    return [{"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]},
+            {"tool_calls": [{"name": "step_complete", "arguments": {"summary": f"wrote {path}"}}]}]
+
 SLOW_PY = """import time
 with open("log.txt", "a") as log:  # the side effect first, then the busy time
     log.write("ran\\n")

@@ -70,6 +70,16 @@ class Run:
         self.spy = spy
         self.workspace = workspace
 
+    def again(self) -> tuple[StageContext, Spy]:
+        """A fresh context of the same session, as a re-dispatched stage (attempt 2) gets."""
+        request = self.ctx.request
+        ctx = StageContext(msgspec.structs.replace(request, attempt=request.attempt + 1), clients=self.stack.clients,
+                           cancel=threading.Event(), log=structlog.get_logger())
+        ctx.retry_waits = FAST_RETRIES
+        spy = Spy(ctx.model.provider)
+        ctx.model.provider = spy
+        return ctx, spy
+
     def events(self) -> list[Event]:
         reply = self.ctx.persistence(GetEvents(session_id=self.ctx.session_id))
         return list(reply.events)

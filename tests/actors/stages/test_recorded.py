@@ -13,12 +13,9 @@ import time
 from typing import Any
 
 import pytest
-import structlog
-from msgspec.structs import replace
 
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages import executor
-from actors.stages.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
@@ -26,7 +23,7 @@ from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered
 from protocol.ids import new_id
 from protocol.messages import GetEvents, Message
 from protocol.results import ModelAnswer
-from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
+from tests.actors.stages.conftest import Run, Stack
 from tests.harness import wait_until
 
 ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
@@ -34,17 +31,6 @@ ANSWERS = [{"content": "first answer"}, {"content": "second answer"}]
 
 def _request(site: str = "T1/S1/turn1") -> ModelRequest:
     return ModelRequest(stage="executor", call_site=site, messages=[ChatMessage(role="user", content="go")])
-
-
-def _again(run: Run) -> tuple[StageContext, Spy]:
-    """A fresh context of the same session, as a re-dispatched stage (attempt 2) gets."""
-    request = run.ctx.request
-    ctx = StageContext(replace(request, attempt=request.attempt + 1), clients=run.stack.clients,
-                       cancel=threading.Event(), log=structlog.get_logger())
-    ctx.retry_waits = FAST_RETRIES
-    spy = Spy(ctx.model.provider)
-    ctx.model.provider = spy
-    return ctx, spy
 
 
 def _stored(run: Run) -> list[Event]:
@@ -62,7 +48,7 @@ def _turn(run: Run) -> TurnAnswered:
 def test_a_pending_answer_is_lost_with_the_stage_and_the_replay_asks_the_model_again(stack: Stack) -> None:
     run = stack.stage("executor", ANSWERS, None)
     assert run.ctx.model.complete(_request()).content == "first answer"  # pending, not yet written
-    replay, spy = _again(run)
+    replay, spy = run.again()
     again = replay.model.complete(_request())
     assert len(spy.requests) == 1 and replay.model.replayed == 0  # nothing depended on it: asked again
     assert again.content == "first answer"  # placed again at seq 0: the script answers the same place
@@ -90,7 +76,7 @@ def test_the_answer_and_held_progress_are_written_with_the_next_commit_in_order(
                             status="completed")
     run.ctx.commit([finished])  # the held turn, the answer and this: one transaction, in that order
     assert [e.id for e in _stored(run)][-2:] == [turn.id, finished.id]
-    replay, spy = _again(run)
+    replay, spy = run.again()
     assert replay.model.complete(_request()).content == "first answer"
     assert spy.requests == [] and replay.model.replayed == 1
 
@@ -99,7 +85,7 @@ def test_held_progress_is_lost_with_the_stage_and_written_again_by_its_replay(st
     run = stack.stage("executor", ANSWERS, None)
     turn = _turn(run)
     run.ctx.commit([turn])
-    replay, _ = _again(run)  # the first context is gone with what it held
+    replay, _ = run.again()  # the first context is gone with what it held
     assert turn.id not in [e.id for e in _stored(run)]
     replay.commit([turn])  # the replay reports the same turn under the same id
     replay.flush()
@@ -122,7 +108,7 @@ def test_a_read_is_held_and_journaled_with_the_next_write_after_the_turn_before_
     assert [type(e).__name__ for e in events][-3:] == ["TurnAnswered", "ToolCalled", "StepFinished"]
     assert events[-3].id == turn.id and isinstance(events[-2], ToolCalled) and events[-2].key == key
     (run.workspace / "a.txt").write_text("changed\n")
-    replay, spy = _again(run)
+    replay, spy = run.again()
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
     again = replay.tool(key, "read_file", {"path": "a.txt"})  # journaled: the bytes the stage read
     assert again.replayed and again.output == result.output
@@ -149,7 +135,7 @@ def test_answers_wait_for_the_next_write_without_a_claim_each(stack: Stack) -> N
     finally:
         counting.close()
     assert counting.sent == ["persistence:GetReplayIndex", "persistence:Commit"], counting.sent
-    replay, spy = _again(run)
+    replay, spy = run.again()
     assert replay.model.complete(_request("a")).content == "first answer"
     assert replay.model.complete(_request("b")).content == "second answer" and spy.requests == []
     with pytest.raises(ModelError, match="this is request 3"):  # a new request is placed after both: seq 2
@@ -167,7 +153,7 @@ def test_a_tool_call_with_side_effects_writes_what_was_held_before_it_runs(stack
     stored = _stored(run)
     assert [e.id for e in stored][-4] == turn.id  # before the start and write checkpoints, and its event
     assert [type(e).__name__ for e in stored][-3:] == ["CheckpointTaken", "CheckpointTaken", "ToolCalled"]
-    replay, spy = _again(run)
+    replay, spy = run.again()
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
 
@@ -177,7 +163,7 @@ def test_the_stage_result_writes_the_answer_before_it_is_built(stack: Stack) -> 
     run.ctx.model.complete(_request())
     result = run.ctx.result(ok=True, summary="done")
     assert result.metrics.model_calls == 1
-    replay, spy = _again(run)
+    replay, spy = run.again()
     assert replay.model.complete(_request()).content == "first answer" and spy.requests == []
 
 

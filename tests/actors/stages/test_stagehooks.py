@@ -5,17 +5,12 @@ sees, what is recorded, and a replay that reads the record instead of running th
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
-import structlog
-from msgspec.structs import replace
-
 from actors.stages import executor
-from actors.stages.context import StageContext
 from protocol.events import HookRan, ToolCalled
 from protocol.hooks import HookSettings, HookSpec
-from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
+from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step, tool_messages
 
 
@@ -26,17 +21,6 @@ def script(code: str, **more: object) -> HookSpec:
 def counted(log: Path, code: str = "") -> str:
     """A hook's code that notes each run in ``log``, then runs ``code``."""
     return f"open({str(log)!r}, 'a').write('ran\\n')\n{code}"
-
-
-def _again(run: Run) -> tuple[StageContext, Spy]:
-    """A fresh context of the same session, as a re-dispatched stage (attempt 2) gets."""
-    request = run.ctx.request
-    ctx = StageContext(replace(request, attempt=request.attempt + 1), clients=run.stack.clients,
-                       cancel=threading.Event(), log=structlog.get_logger())
-    ctx.retry_waits = FAST_RETRIES
-    spy = Spy(ctx.model.provider)
-    ctx.model.provider = spy
-    return ctx, spy
 
 
 def test_a_pre_tool_hook_that_exits_2_blocks_the_call_and_the_model_reads_why(stack: Stack, tmp_path: Path) -> None:
@@ -59,7 +43,7 @@ def test_a_pre_tool_hook_that_exits_2_blocks_the_call_and_the_model_reads_why(st
     assert [e.target for e in events if isinstance(e, ToolCalled) and e.counted] == ["b.txt"]
     assert log.read_text() == "ran\n"  # the condition kept it from b.txt
 
-    again, spy = _again(run)  # the stage dispatched again: the record answers, the hook does not run
+    again, spy = run.again()  # the stage dispatched again: the record answers, the hook does not run
     assert executor.run(again).ok
     assert log.read_text() == "ran\n" and spy.requests == []
 
@@ -104,7 +88,7 @@ def test_a_step_end_hook_that_pauses_ends_the_stage_and_a_replay_goes_on_past_it
     assert "hook step_end[0] at step_end paused the session: look at S1 first" in result.error.message
     assert not (run.workspace / "b.txt").exists()
 
-    again, _ = _again(run)  # resumed by a human: S1 is done, its hook's pause was acted on
+    again, _ = run.again()  # resumed by a human: S1 is done, its hook's pause was acted on
     resumed = executor.run(again)
     assert resumed.ok, resumed.summary
     assert (run.workspace / "b.txt").read_text() == "y" and log.read_text() == "ran\n"
