@@ -59,6 +59,7 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-002": Rule("escalation", 30),
     "ACODE-EXEC-007": Rule("escalation", 30),
     "ACODE-EXEC-008": Rule("escalation", 30),
+    "ACODE-EXEC-012": Rule("escalation", 30),  # a try ended on an anomaly (the last try pauses instead: EXEC-011)
     "ACODE-EXEC-003": Rule("escalation", 31),
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),
@@ -71,6 +72,9 @@ RULES: dict[str, Rule] = {
     # a session budget is spent (protocol.budget): `acode resume --budget-…` extends it, and the stage replays
     # up to the call that would have crossed the limit and makes it
     "ACODE-ORCH-013": Rule("budget_exhausted", 24, resume="retry"),
+    # the model went off the rails past a note and a fresh window (protocol.anomalies): a human looks at the
+    # evidence; resumed, the executor runs the step afresh (its earlier round's record says what happened)
+    "ACODE-EXEC-011": Rule("anomaly", 25, resume="revisit"),
 }
 FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")
