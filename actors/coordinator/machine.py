@@ -55,7 +55,11 @@ session completes only after a reviewer approved a change it saw whole.
 
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
-spending the remaining cycles on it.
+spending the remaining cycles on it. The same criteria failing again after an executor
+visit that wrote files is the ``verify_repeat`` anomaly (:func:`_verify_repeat`, over the
+last :data:`VERIFY_KEPT` failed verifications of the snapshot): the first time an
+``anomaly_detected`` event and a note in the executor's feedback, the next time a pause
+``anomaly`` (ACODE-ORCH-014, exit 25) that resumes with the cycle.
 """
 
 from __future__ import annotations
@@ -66,8 +70,11 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.coordinator import escalation
+from actors.stages.anomalies import ADVICE, verify_repeat
+from protocol.anomalies import VerifySeen
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
+    AnomalyDetected,
     Event,
     PlanRecorded,
     ReworkChosen,
@@ -95,6 +102,7 @@ __all__ = [
     "EXIT_CODES",
     "HISTORY_LIMIT",
     "MAX_ATTEMPTS",
+    "VERIFY_KEPT",
     "Decision",
     "create",
     "enter",
@@ -139,10 +147,12 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "user": 22,
     "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
     "budget_exhausted": 24,
+    "anomaly": 25,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
 HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
+VERIFY_KEPT = 8  # failed verifications the snapshot keeps for the verify_repeat anomaly
 
 
 @dataclass(frozen=True)
@@ -366,7 +376,7 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
                 snap = updated(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
             if verdict is not None and verdict.passed:
                 return enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
-                             feedback=None, last_result=result, failure_print="")
+                             feedback=None, last_result=result, failure_print="", verifications=[])
             failed = [c for c in (verdict.criteria if verdict else []) if not c.passed]
             feedback = Feedback(
                 source="verifier", summary=(verdict.summary if verdict else "") or
@@ -379,6 +389,9 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
                              "nothing the checks see. Look at the evidence (`acode show`), then resume for "
                              "another round, perhaps with another model (--model)", now, events, resume="cycle",
                              feedback=feedback, last_result=result)
+            snap, feedback, stop = _verify_repeat(snap, result, feedback, now, events)
+            if stop is not None:
+                return stop
             decision = _cycle(snap, "verify", "executor", now, feedback=feedback, events=events, last_result=result)
             return Decision(msgspec.structs.replace(decision.snapshot, failure_print=printed), decision.events)
         case "reviewer":
@@ -395,6 +408,42 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
             return _cycle(snap, "review", "executor" if changes else "planner", now, feedback=feedback,
                           events=events, last_result=result)
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
+
+
+def _verify_repeat(snap: SessionSnapshot, result: StageResult, feedback: Feedback, now: float,
+                   events: list[Event]) -> tuple[SessionSnapshot, Feedback, Decision | None]:
+    """The failed verification ``result`` among the last ones: when the same criteria failed
+    again although an executor visit wrote files in between (``verify_repeat``), an
+    ``anomaly_detected`` event and, the first time, a note in the executor's ``feedback``;
+    the next time, the pause ``anomaly`` (the cycle goes on when a human resumes)."""
+    last = snap.last_result
+    after = last.visit if last is not None and last.stage == "executor" else 0
+    wrote = bool(after) and last is not None and last.execution is not None and any(
+        r.files_changed for r in last.execution.steps if r.visit == after)
+    before = snap.verifications[-1] if snap.verifications else None
+    failed = [item.label for item in feedback.items]
+    seen = VerifySeen(attempt=result.visit, failed=failed, changed=wrote and (before is None or before.after != after),
+                      after=after)
+    kept = [*snap.verifications, seen][-VERIFY_KEPT:]
+    snap = updated(snap, now, verifications=kept)
+    found = verify_repeat([(v.attempt, v.failed, v.changed) for v in kept], snap.settings.anomalies)
+    if not found or found[-1].turns[-1] != result.visit:
+        return snap, feedback, None
+    anomaly = found[-1]
+    response = "pause" if snap.verify_responses else "note"
+    events.append(new_event(AnomalyDetected, snap, now, kind=anomaly.kind, evidence=anomaly.evidence,
+                            score=anomaly.score, response=response, stage="verifier", visit=result.visit,
+                            turns=list(anomaly.turns)))
+    snap = updated(snap, now, verify_responses=[*snap.verify_responses, response])
+    if response == "pause":
+        message = (f"the model went off the rails (anomaly verify_repeat): {anomaly.evidence}; the executor's "
+                   "changes do not touch what fails. Look at the evidence (`acode show`), then resume for another "
+                   "round, perhaps with another model (--model)")
+        return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-014", message, now, events, resume="cycle",
+                                     feedback=feedback, last_result=result)
+    note = FeedbackItem(label="anomaly", problem=f"acode noticed verify_repeat: {ADVICE['verify_repeat']}",
+                        detail=anomaly.evidence)
+    return snap, msgspec.structs.replace(feedback, items=[*feedback.items, note]), None
 
 
 def execute_plan(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *,
