@@ -55,11 +55,8 @@ session completes only after a reviewer approved a change it saw whole.
 
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
-spending the remaining cycles on it. The same criteria failing again after an executor
-visit that wrote files is the ``verify_repeat`` anomaly (:func:`_verify_repeat`, over the
-last :data:`VERIFY_KEPT` failed verifications of the snapshot): the first time an
-``anomaly_detected`` event and a note in the executor's feedback, the next time a pause
-``anomaly`` (ACODE-ORCH-014, exit 25) that resumes with the cycle.
+spending the remaining cycles on it; the same criteria failing after changes is the
+``verify_repeat`` anomaly (:func:`_verify_repeat`: a note, then a pause ``anomaly``, exit 25).
 """
 
 from __future__ import annotations
@@ -70,8 +67,6 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.coordinator import escalation
-from actors.stages.anomalies import ADVICE, verify_repeat
-from protocol.anomalies import VerifySeen
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
     AnomalyDetected,
@@ -97,27 +92,9 @@ from protocol.session import (
 )
 from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
-__all__ = [
-    "ALLOWED",
-    "EXIT_CODES",
-    "HISTORY_LIMIT",
-    "MAX_ATTEMPTS",
-    "VERIFY_KEPT",
-    "Decision",
-    "create",
-    "enter",
-    "execute_plan",
-    "finish",
-    "new_event",
-    "on_lost",
-    "on_result",
-    "on_timeout",
-    "pause",
-    "recover",
-    "retry",
-    "revisit",
-    "updated",
-]
+__all__ = ["ALLOWED", "EXIT_CODES", "HISTORY_LIMIT", "MAX_ATTEMPTS", "Decision", "create", "enter", "execute_plan",
+           "finish", "new_event", "on_lost", "on_result", "on_timeout", "pause", "recover", "retry", "revisit",
+           "updated"]
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("start", "planner"),
@@ -152,7 +129,6 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
 HISTORY_LIMIT = 20  # entries of a session's cycle history kept for the reviewer
-VERIFY_KEPT = 8  # failed verifications the snapshot keeps for the verify_repeat anomaly
 
 
 @dataclass(frozen=True)
@@ -412,38 +388,25 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
 
 def _verify_repeat(snap: SessionSnapshot, result: StageResult, feedback: Feedback, now: float,
                    events: list[Event]) -> tuple[SessionSnapshot, Feedback, Decision | None]:
-    """The failed verification ``result`` among the last ones: when the same criteria failed
-    again although an executor visit wrote files in between (``verify_repeat``), an
-    ``anomaly_detected`` event and, the first time, a note in the executor's ``feedback``;
-    the next time, the pause ``anomaly`` (the cycle goes on when a human resumes)."""
-    last = snap.last_result
-    after = last.visit if last is not None and last.stage == "executor" else 0
-    wrote = bool(after) and last is not None and last.execution is not None and any(
-        r.files_changed for r in last.execution.steps if r.visit == after)
-    before = snap.verifications[-1] if snap.verifications else None
-    failed = [item.label for item in feedback.items]
-    seen = VerifySeen(attempt=result.visit, failed=failed, changed=wrote and (before is None or before.after != after),
-                      after=after)
-    kept = [*snap.verifications, seen][-VERIFY_KEPT:]
+    """The failed verification ``result`` among the last ones (:func:`escalation.repeated`):
+    the first ``verify_repeat`` is an event and a note in the executor's ``feedback``, the
+    next the pause ``anomaly`` (the cycle goes on when a human resumes)."""
+    kept = escalation.verifications(snap, result.visit, [item.label for item in feedback.items])
     snap = updated(snap, now, verifications=kept)
-    found = verify_repeat([(v.attempt, v.failed, v.changed) for v in kept], snap.settings.anomalies)
-    if not found or found[-1].turns[-1] != result.visit:
+    anomaly = escalation.repeated(kept, result.visit, snap.settings.anomalies)
+    if anomaly is None:
         return snap, feedback, None
-    anomaly = found[-1]
     response = "pause" if snap.verify_responses else "note"
     events.append(new_event(AnomalyDetected, snap, now, kind=anomaly.kind, evidence=anomaly.evidence,
                             score=anomaly.score, response=response, stage="verifier", visit=result.visit,
                             turns=list(anomaly.turns)))
     snap = updated(snap, now, verify_responses=[*snap.verify_responses, response])
-    if response == "pause":
-        message = (f"the model went off the rails (anomaly verify_repeat): {anomaly.evidence}; the executor's "
-                   "changes do not touch what fails. Look at the evidence (`acode show`), then resume for another "
-                   "round, perhaps with another model (--model)")
-        return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-014", message, now, events, resume="cycle",
-                                     feedback=feedback, last_result=result)
-    note = FeedbackItem(label="anomaly", problem=f"acode noticed verify_repeat: {ADVICE['verify_repeat']}",
-                        detail=anomaly.evidence)
-    return snap, msgspec.structs.replace(feedback, items=[*feedback.items, note]), None
+    if response == "note":
+        return snap, escalation.noted(feedback, anomaly), None
+    message = (f"the model went off the rails (anomaly verify_repeat): {anomaly.evidence}; the executor's changes "
+               "do not touch what fails. Look at the evidence (`acode show`), then resume for another round")
+    return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-014", message, now, events, resume="cycle",
+                                 feedback=feedback, last_result=result)
 
 
 def execute_plan(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *,
