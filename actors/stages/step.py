@@ -76,6 +76,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   ``awaiting_approval`` and, once decided, retries the attempt, which replays to it. A
   command that changed a protected path (ACODE-SBX-021, restored by the sandbox) ends the
   stage the same way, and the session pauses with that code.
+- Anomalies (issue 28 §2): after each turn :mod:`actors.stages.turnwatch` looks at what the
+  step's turns did (the same error again, an edit undone, turns without progress, ...); a
+  finding is an ``anomaly_detected`` event and climbs its kind's ladder: a note with the
+  next turn, then the try ends (ACODE-EXEC-012) for a fresh window, then the step is
+  recorded failed (ACODE-EXEC-011) and the session pauses ``anomaly``.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
