@@ -90,7 +90,7 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-011": "plan review: the plan waits for the user's approve or replan",
     "ACODE-ORCH-012": "the workspace's changes cannot be computed against the session's baseline",
     "ACODE-ORCH-013": "a session budget is spent: the session pauses until `acode resume --budget-…` extends it",
-    "ACODE-ORCH-014": "the same criteria failed again after changes that did not touch them (anomaly verify_repeat): "
+    "ACODE-ORCH-017": "the same criteria failed again after changes that did not touch them (anomaly verify_repeat): "
                       "the session pauses",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
@@ -110,7 +110,7 @@ CODES: dict[str, str] = {
     "ACODE-EXEC-009": "the call needs a human's approval (the session waits: acode approve / acode deny)",
     "ACODE-EXEC-010": "the approvals policy denies this call",
     "ACODE-EXEC-011": "the model went off the rails (anomaly evidence in the message): the session pauses",
-    "ACODE-EXEC-012": "a try of a step ended on an anomaly: the step's next try starts from a fresh window",
+    "ACODE-EXEC-013": "a try of a step ended on an anomaly: the step's next try starts from a fresh window",
     "ACODE-SBX-001": "tool not available",
     "ACODE-SBX-002": "path outside the workspace",
     "ACODE-SBX-003": "file not found",

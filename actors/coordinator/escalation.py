@@ -70,7 +70,7 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-002": Rule("escalation", 30),
     "ACODE-EXEC-007": Rule("escalation", 30),
     "ACODE-EXEC-008": Rule("escalation", 30),
-    "ACODE-EXEC-012": Rule("escalation", 30),  # a try ended on an anomaly (the last try pauses instead: EXEC-011)
+    "ACODE-EXEC-013": Rule("escalation", 30),  # a try ended on an anomaly (the last try pauses instead: EXEC-011)
     "ACODE-EXEC-003": Rule("escalation", 31),
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),

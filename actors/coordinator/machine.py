@@ -405,7 +405,7 @@ def _verify_repeat(snap: SessionSnapshot, result: StageResult, feedback: Feedbac
         return snap, escalation.noted(feedback, anomaly), None
     message = (f"the model went off the rails (anomaly verify_repeat): {anomaly.evidence}; the executor's changes "
                "do not touch what fails. Look at the evidence (`acode show`), then resume for another round")
-    return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-014", message, now, events, resume="cycle",
+    return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-017", message, now, events, resume="cycle",
                                  feedback=feedback, last_result=result)
 
 

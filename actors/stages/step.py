@@ -79,7 +79,7 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
 - Anomalies (issue 28 §2): after each turn :mod:`actors.stages.turnwatch` looks at what the
   step's turns did (the same error again, an edit undone, turns without progress, ...); a
   finding is an ``anomaly_detected`` event and climbs its kind's ladder: a note with the
-  next turn, then the try ends (ACODE-EXEC-012) for a fresh window, then the step is
+  next turn, then the try ends (ACODE-EXEC-013) for a fresh window, then the step is
   recorded failed (ACODE-EXEC-011) and the session pauses ``anomaly``.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
@@ -439,12 +439,12 @@ class Step:
 
     def _heed(self, watched: Watched) -> Outcome | None:
         """Answer what the turn's anomalies ask (:mod:`actors.stages.turnwatch`): the notes
-        go to the model with its next turn; a fresh window ends the try (ACODE-EXEC-012);
+        go to the model with its next turn; a fresh window ends the try (ACODE-EXEC-013);
         a pause records the step failed (ACODE-EXEC-011) and ends the stage."""
         if watched.pause is not None:
             self._pause(watched.pause)
         if watched.fresh is not None:
-            return Outcome("failed", f"{TurnWatch.summary(watched.fresh)} (ACODE-EXEC-012)", code="ACODE-EXEC-012")
+            return Outcome("failed", f"{TurnWatch.summary(watched.fresh)} (ACODE-EXEC-013)", code="ACODE-EXEC-013")
         for note in watched.notes:
             self.conversation.reply_user(note)
         return None

@@ -15,7 +15,7 @@ that skips finished steps goes on from the same run).
 Each detection is an ``anomaly_detected`` event (stable id: session, visit, step, try, turn,
 kind) and climbs the ladder of its kind in this step (:func:`~actors.stages.anomalies.respond`):
 a note that goes to the model with its next turn (the evidence fenced: it quotes tool output),
-then a fresh window (the try ends with ACODE-EXEC-012 and the step's next try begins; on the
+then a fresh window (the try ends with ACODE-EXEC-013 and the step's next try begins; on the
 last try there is none, so it pauses), then a pause: the step is recorded failed with
 ACODE-EXEC-011 and :class:`~protocol.errors.AnomalyPause` ends the stage; the session pauses
 ``anomaly`` (exit 25). A turn that ends the try anyway (step_complete, step_failed, the third

@@ -92,7 +92,7 @@ def test_a_model_running_the_same_failing_test_is_noted_then_paused_and_resume_g
     assert ("repeated_error", "note", [1, 2, 3]) in found and ("repeated_error", "fresh_window", [4, 5, 6]) in found
     assert found[-1] == ("repeated_error", "pause", [7, 8, 9])
     retried = [e for e in shown["events"] if e["type"] == "step_retried"]
-    assert [e["code"] for e in retried] == ["ACODE-EXEC-012"]
+    assert [e["code"] for e in retried] == ["ACODE-EXEC-013"]
     healths = [e.get("health", 100) for e in shown["events"] if e["type"] == "anomaly_detected"]
     assert healths == sorted(healths, reverse=True) and healths[-1] < 100  # each worse than the one before
     assert 0 < shown["health"] < healths[-1]  # and the pause itself counts

@@ -1,6 +1,6 @@
 """The ``verify_repeat`` anomaly in the session machine: the same criteria failing again
 after an executor visit that wrote files is an ``anomaly_detected`` event and a note in the
-executor's feedback the first time, a pause ``anomaly`` (ACODE-ORCH-014, exit 25) the next;
+executor's feedback the first time, a pause ``anomaly`` (ACODE-ORCH-017, exit 25) the next;
 the same failure with nothing changed stays ORCH-008's; a resume starts the ladder afresh."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_the_same_criteria_failing_after_changes_are_noted_to_the_executor_then_
     paused = fourth.snapshot
     assert (paused.status, paused.exit_code) == ("paused", 25)
     assert paused.pause is not None and (paused.pause.kind, paused.pause.code, paused.pause.resume) == (
-        "anomaly", "ACODE-ORCH-014", "cycle")
+        "anomaly", "ACODE-ORCH-017", "cycle")
     assert paused.pause.message.startswith("the model went off the rails (anomaly verify_repeat): the same criteria "
                                            "failed at verifications 3, 4")
     assert paused.pause.command == "acode resume s1"

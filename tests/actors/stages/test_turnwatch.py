@@ -1,6 +1,6 @@
 """The anomaly ladder in the executor's loop, against a real broker, persistence and sandbox
 with a scripted model: each step-level kind is an ``anomaly_detected`` event, then a note in
-the model's next prompt, then a fresh window (the try ends, ACODE-EXEC-012), then a pause
+the model's next prompt, then a fresh window (the try ends, ACODE-EXEC-013), then a pause
 (the step recorded failed with ACODE-EXEC-011, the stage ended with it); a replay finds the
 same and asks the model nothing."""
 
@@ -68,7 +68,7 @@ def test_the_same_tool_error_is_noted_then_ends_the_try_then_pauses_the_session(
     assert note.endswith(f"<<end {nonce}>>\nThe same thing fails the same way each time: fix what the error "
                          "names, or take another way. If the step cannot be done, call step_failed with the reason.")
     [retried] = [e for e in run.events() if isinstance(e, StepRetried)]
-    assert retried.code == "ACODE-EXEC-012" and retried.reason.startswith(
+    assert retried.code == "ACODE-EXEC-013" and retried.reason.startswith(
         "the model went off the rails (repeated_error, score 70): run_terminal failed 3 times")
     assert "Try 1 failed: the model went off the rails (repeated_error" in run.spy.requests[6].messages[1].content
     [stopped] = result.execution.steps  # type: ignore[union-attr]
