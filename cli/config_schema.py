@@ -15,9 +15,9 @@ import msgspec
 from protocol.hooks import HookSpec
 from protocol.profiles import ProfileOverride
 
-__all__ = ["AcodeConfig", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor", "Hooks", "Model",
-           "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage", "Supervision",
-           "Verification", "Workers"]
+__all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
+           "Hooks", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage",
+           "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -210,6 +210,23 @@ class Hooks(Section, frozen=True):
     allow_hosts: list[Annotated[str, msgspec.Meta(min_length=1, max_length=255)]] | None = None
 
 
+class AnomaliesSection(Section, frozen=True):
+    """When a model counts as gone off the rails (README "Anomalies and health"; defaults and
+    meaning in protocol/anomalies.py); lower is stricter for each."""
+
+    repeated_invalid: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    repeated_error: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    edits_undone: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    no_progress: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    burn_turns: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
+    burn_growth: Annotated[float, msgspec.Meta(ge=1.0, le=1_000.0)] | None = None
+    spike_factor: Annotated[float, msgspec.Meta(ge=1.0, le=1_000.0)] | None = None
+    spike_floor: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] | None = None
+    spike_history: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    error_streak: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
+    verify_repeats: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -227,3 +244,4 @@ class AcodeConfig(Section, frozen=True):
     checkpoints: Checkpoints = Checkpoints()
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()
+    anomalies: AnomaliesSection = AnomaliesSection()

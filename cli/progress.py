@@ -14,6 +14,7 @@ from cli.render import budget_line, one_line, request_lines, table
 from protocol.budget import FLAGS, Spent
 from protocol.errors import with_code
 from protocol.events import (
+    AnomalyDetected,
     ApprovalDecided,
     BudgetWarning,
     CheckpointTaken,
@@ -39,14 +40,18 @@ from protocol.events import (
     TurnAnswered,
     WorkspaceRestored,
 )
+from protocol.health import session_health
 from protocol.results import WorkspaceChanges
 from protocol.session import SessionSnapshot
 from protocol.tools import INTERNAL_TOOLS
 
-__all__ = ["Progress", "StageTotal", "files_changed", "session_detail", "stage_figures", "stage_table",
+__all__ = ["Progress", "StageTotal", "files_changed", "health_line", "session_detail", "stage_figures", "stage_table",
            "stage_totals"]
 
 _FILE_WRITES = frozenset({"write_file", "modify_file"})  # create_directory makes no file
+_RESPONSES = {"note": "a note goes to the model with its next turn",
+              "fresh_window": "the step's try ends; the next starts from a fresh window",
+              "pause": "the session pauses"}
 
 
 def _tag(stage: str) -> str:
@@ -116,6 +121,11 @@ class Progress:
                     return None  # a hook that decided nothing says nothing
                 why = f": {one_line(reason, 200)}" if reason else ""
                 return f"hook {hook} ({point}): {decision}{why}"
+            case AnomalyDetected(kind=kind, evidence=evidence, score=score, response=response, stage=stage,
+                                 task=task, step=step, health=health):
+                where = f" in {task}/{step}" if task else ""
+                return (f"{_tag(stage)} anomaly {kind}{where} (score {score}, session health {health}): "
+                        f"{one_line(evidence, 300)}; {_RESPONSES[response]}")
             case SettingsChanged(changes=changes, by=by):
                 return f"settings changed by {by}: {'; '.join(changes)}"
             case ReworkChosen(rule=rule, reason=reason, kept=kept):
@@ -280,6 +290,15 @@ def _tokens(event: StageFinished) -> str:
     return f" [{'; '.join(parts)}]"
 
 
+def health_line(session: SessionSnapshot, events: list[Event], spent: Spent) -> str:
+    """``acode show``'s health: ``100 of 100`` or ``72 of 100 (2 anomalies: repeated_error, no_progress)``."""
+    figure = session_health(events, session.settings.budget, spent)
+    kinds = [e.kind for e in events if isinstance(e, AnomalyDetected)]
+    said = f" ({len(kinds)} anomal{'y' if len(kinds) == 1 else 'ies'}: {', '.join(dict.fromkeys(kinds))})" \
+        if kinds else ""
+    return f"{figure} of 100{said}"
+
+
 def session_detail(session: SessionSnapshot, events: list[Event], spent: Spent | None = None) -> str:
     lines = [
         f"session   {session.id}",
@@ -289,6 +308,7 @@ def session_detail(session: SessionSnapshot, events: list[Event], spent: Spent |
     ]
     if spent is not None:
         lines.append(f"budget    {budget_line(session.settings.budget, spent)}")
+        lines.append(f"health    {health_line(session, events, spent)}")
     if session.pause:
         pause = session.pause
         lines.append(f"paused    {pause.kind}: {with_code(pause.message, pause.code)}")
@@ -331,7 +351,7 @@ def session_detail(session: SessionSnapshot, events: list[Event], spent: Spent |
             lines.append(f"  +{event.at - start:8.3f}s  {event.by} to checkpoint {event.to[:12]}: {event.written} "
                          f"written, {event.deleted} deleted{left}")
         elif isinstance(event, (SessionPaused, SessionResumed, SessionFinished, SettingsChanged, StepRetried,
-                                ApprovalDecided)):
+                                ApprovalDecided, AnomalyDetected)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
     lines.append("")

@@ -87,8 +87,9 @@ def budget_line(budget: Budget, spent: Spent) -> str:
 
 
 def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str],
-                    spent: dict[str, Spent] | None = None) -> str:
-    """`acode status`: the sessions running or paused, with where each stands and what each spent."""
+                    spent: dict[str, Spent] | None = None, health: dict[str, int] | None = None) -> str:
+    """`acode status`: the sessions running or paused, with where each stands, what each
+    spent and its health (protocol.health)."""
     rows = [["SESSION", "STATUS", "WHERE", "TASK"]]
     for s in sessions:
         task = s.task if len(s.task) <= 50 else s.task[:47] + "..."
@@ -105,6 +106,8 @@ def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str],
     for s in sessions:
         if spent is not None and s.id in spent:
             lines.append(f"{s.id[:8]} budget: {budget_line(s.settings.budget, spent[s.id])}")
+        if health is not None and s.id in health:
+            lines.append(f"{s.id[:8]} health: {health[s.id]} of 100")
     return "\n".join(lines)
 
 

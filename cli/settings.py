@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cli.config_schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
+from protocol.anomalies import AnomalyThresholds
 from protocol.autonomy import Approvals
 from protocol.budget import Budget
 from protocol.checkpoints import CheckpointSettings
@@ -125,6 +126,8 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
                          if getattr(config.budget, f) is not None}),
         hooks=HookSettings(**{f: getattr(config.hooks, f) for f in HookSettings.__struct_fields__
                               if getattr(config.hooks, f) is not None}),
+        anomalies=AnomalyThresholds(**{f: getattr(config.anomalies, f) for f in AnomalyThresholds.__struct_fields__
+                                       if getattr(config.anomalies, f) is not None}),
     )
 
 

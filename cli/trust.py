@@ -24,7 +24,8 @@ value is sent to the server) and, when the user allows a remote server, ``model.
 (where the code is sent) only the user's own; the planner's
 ``orchestration.stages.planner.require_human_approval`` never turned off; checkpoints
 (``checkpoints.*``) never turned off, capped lower, kept shorter or skipping a directory the
-user's do not skip.
+user's do not skip; anomaly thresholds (``anomalies.*``) never higher: a workspace may make
+acode notice a model going off the rails sooner, never later.
 
 ``acode trust DIR`` records the sha256 of ``DIR/.agent/config.yml`` (by its resolved path)
 in :data:`STORE_NAME` in acode's home, which neither the model's file tools nor its
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import msgspec.yaml
 
+from protocol.anomalies import AnomalyThresholds
 from protocol.budget import Budget
 from protocol.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
 from protocol.errors import ConfigError
@@ -124,6 +126,11 @@ def _limit(base: int, value: int, user: AcodeConfig) -> tuple[Any, str | None]:
     """A resource limit: lower is stricter; 0 means none, the loosest."""
     looser = (value == 0 and base != 0) or (value > base and base != 0)
     return (None, repr(value)) if looser else (value, None)
+
+
+def _at_most(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
+    """Less is stricter (an anomaly threshold: found sooner)."""
+    return (value, None) if value <= base else (None, repr(value))
 
 
 def _subset(granted: Callable[[Any, AcodeConfig], set[str]]) -> Rule:
@@ -223,6 +230,9 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     # hooks run the user's programs on the host: a workspace's only when the user trusts the file
     **{f"hooks.{point}": (_none, None) for point in POINTS},
     "hooks.allow_hosts": (_none, None),
+    # anomaly thresholds: a workspace may make them stricter (lower) or leave them, never looser
+    **{f"anomalies.{field}": (_at_most, getattr(AnomalyThresholds(), field))
+       for field in AnomalyThresholds.__struct_fields__},
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),

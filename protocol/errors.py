@@ -18,6 +18,7 @@ An error says what happened, the offending value and what to do; its code
     │   └── TransitionError(OrchestrationError, ValueError)
     ├── PlanError(AcodeError, ValueError)                 ACODE-PLAN-…
     ├── ExecutionError(AcodeError)                        ACODE-EXEC-…
+    │   └── AnomalyPause(ExecutionError)                  ACODE-EXEC-011
     ├── SandboxError(AcodeError)                          ACODE-SBX-…
     │   └── PathEscapeError(SandboxError, PermissionError)
     ├── ModelError(AcodeError)                            ACODE-LLM-…
@@ -42,6 +43,7 @@ __all__ = [
     "CODES",
     "with_code",
     "AcodeError",
+    "AnomalyPause",
     "BudgetExhausted",
     "CliError",
     "ConfigError",
@@ -93,6 +95,8 @@ CODES: dict[str, str] = {
     "ACODE-ORCH-014": "a hook paused the session (its pause or confirm action, or a script's exit 2)",
     "ACODE-ORCH-015": "a hook aborted the session",
     "ACODE-ORCH-016": "a hook restarted the stage",
+    "ACODE-ORCH-017": "the same criteria failed again after changes that did not touch them (anomaly verify_repeat): "
+                      "the session pauses",
     "ACODE-PLAN-001": "request parsing failed",
     "ACODE-PLAN-002": "context preparation failed",
     "ACODE-PLAN-003": "decomposition failed",
@@ -110,7 +114,9 @@ CODES: dict[str, str] = {
     "ACODE-EXEC-008": "the model repeated the same tool call, or the same invalid answer, three times in a row",
     "ACODE-EXEC-009": "the call needs a human's approval (the session waits: acode approve / acode deny)",
     "ACODE-EXEC-010": "the approvals policy denies this call",
+    "ACODE-EXEC-011": "the model went off the rails (anomaly evidence in the message): the session pauses",
     "ACODE-EXEC-012": "a pre_tool hook denied the call",
+    "ACODE-EXEC-013": "a try of a step ended on an anomaly: the step's next try starts from a fresh window",
     "ACODE-SBX-001": "tool not available",
     "ACODE-SBX-002": "path outside the workspace",
     "ACODE-SBX-003": "file not found",
@@ -280,6 +286,13 @@ class ExecutionError(AcodeError):
     default_code = "ACODE-EXEC-001"
 
 
+class AnomalyPause(ExecutionError):
+    """The model went off the rails past a note and a fresh window (protocol.anomalies): the
+    stage stops at the step and the session pauses ``anomaly`` with the evidence."""
+
+    default_code = "ACODE-EXEC-011"
+
+
 class SandboxError(AcodeError):
     default_code = "ACODE-SBX-001"
 
@@ -332,6 +345,7 @@ _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-ORCH-014": HookStopped,
     "ACODE-ORCH-015": HookStopped,
     "ACODE-ORCH-016": HookStopped,
+    "ACODE-EXEC-011": AnomalyPause,
     "ACODE-SBX-002": PathEscapeError,
     "ACODE-STORE-002": NotFoundError,
 }

@@ -14,12 +14,14 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from protocol.anomalies import Kind, Response
 from protocol.errors import ErrorInfo
 from protocol.results import WorkspaceChanges
 from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
 __all__ = [
+    "AnomalyDetected",
     "ApprovalDecided",
     "BudgetWarning",
     "HookRan",
@@ -316,11 +318,31 @@ class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
     stage: str = ""
 
 
+class AnomalyDetected(EventBase, frozen=True, tag="anomaly_detected", kw_only=True):
+    """The model went off the rails (protocol.anomalies): ``kind``, what was seen
+    (``evidence``), how bad (``score``, 0-100), where (``stage``; the executor's ``task`` and
+    ``step``, and ``turns``: the turns involved, or for ``verify_repeat`` the verifications),
+    what acode did about it (``response``: a note to the model, a fresh window for the step,
+    a pause ``anomaly``) and the session's ``health`` (0-100) with it, which persistence
+    works out from the session's records as it stores the event."""
+
+    kind: Kind
+    evidence: str
+    score: Annotated[int, msgspec.Meta(ge=0, le=100)]
+    response: Response
+    stage: Stage = "executor"
+    visit: Visit = 1
+    task: str = ""
+    step: str = ""
+    turns: list[Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]] = []
+    health: Annotated[int, msgspec.Meta(ge=0, le=100)] = 100
+
+
 Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
-    | CheckpointTaken | WorkspaceRestored | BudgetWarning | HookRan
+    | CheckpointTaken | WorkspaceRestored | BudgetWarning | HookRan | AnomalyDetected
 )
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from protocol.anomalies import Observation
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo
 from protocol.plan import TaskPlan
@@ -183,6 +184,9 @@ class StepRecord(_Wire, frozen=True, kw_only=True):
     files_changed: list[str] = []
     at: float = 0.0
     code: str = ""
+    # The executor visit's run of failed turns when the step ended (protocol.anomalies: the
+    # error streak across steps), so a replay that skips this step goes on counting it.
+    streak: list[Observation] = []
 
 
 class ExecutionReport(_Wire, frozen=True, kw_only=True):

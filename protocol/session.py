@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from protocol.anomalies import AnomalyThresholds, Response, VerifySeen
 from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
 from protocol.budget import Budget, BudgetChange, BudgetKind
 from protocol.errors import ErrorInfo
@@ -201,6 +202,8 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     budget: Budget = Budget()
     # The user's hooks (protocol.hooks), fixed when the session was submitted, like its autonomy.
     hooks: HookSettings = HookSettings()
+    # When a model counts as gone off the rails (protocol.anomalies; config ``anomalies:``).
+    anomalies: AnomalyThresholds = AnomalyThresholds()
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):
@@ -324,6 +327,10 @@ class SessionSnapshot(_Wire, frozen=True, kw_only=True):
     approvals: list[ApprovalDecision] = []  # every human decision on a call, oldest first (the sandbox checks them)
     changes: WorkspaceChanges | None = None  # the last comparison of the workspace with its baseline (None: none yet)
     running_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # time spent running until updated_at (not paused or down)
+    # The last failed verifications (at most VERIFY_KEPT) and the responses made so far to
+    # their anomaly (verify_repeat: a note, then a pause); a human's resume starts both afresh.
+    verifications: list[VerifySeen] = []
+    verify_responses: list[Response] = []
 
     @property
     def visit(self) -> int:

@@ -25,7 +25,7 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 StepStatus = Literal["completed", "failed", "blocked"]  # blocked: not run, a step it depends on failed
 PauseKind = Literal["cycle_limit", "stage_timeout", "needs_input", "actor_failed", "escalation",
                     "model_unavailable", "invalid_plan", "plan_review", "user", "awaiting_approval",
-                    "budget_exhausted", "hook"]
+                    "budget_exhausted", "hook", "anomaly"]
 # How a paused session continues when a human resumes it (see actors.coordinator.human.resume):
 # retry the same attempt's work (what was recorded is replayed), revisit the stage afresh (the
 # executor keeps the steps it completed), make the cycle transition the pause stopped, or plan

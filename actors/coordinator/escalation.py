@@ -8,8 +8,12 @@ entered again, afresh) can help. A code not in the table pauses as ``escalation`
 Only :data:`UNRECOVERABLE` codes end a session as ``failed``.
 
 Also here, because the machine and its tests share them: the fix line a model error
-carries (:func:`fix_of`), the exact command that continues a pause (:func:`command`), and
-the fingerprint of a verify failure that loop detection compares (:func:`fingerprint`).
+carries (:func:`fix_of`), the exact command that continues a pause (:func:`command`), the
+fingerprint of a verify failure that loop detection compares (:func:`fingerprint`), and the
+``verify_repeat`` anomaly's part of it: the last :data:`VERIFY_KEPT` failed verifications a
+snapshot keeps (:func:`verifications`: the failed criteria, and whether the executor visit
+before wrote files), the detection at the latest (:func:`repeated`) and the note it adds to
+the executor's feedback (:func:`noted`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,17 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+import msgspec
+
+from actors.stages.anomalies import ADVICE, verify_repeat
+from protocol.anomalies import Anomaly, AnomalyThresholds, VerifySeen
+from protocol.session import Feedback, FeedbackItem, SessionSnapshot
 from protocol.stages import PauseKind, ResumeMode, Stage
 
-__all__ = ["DEFAULT_RULE", "FIX_LINES", "RULES", "UNRECOVERABLE", "Rule", "command", "fingerprint", "fix_of",
-           "normalise", "rule_for"]
+__all__ = ["DEFAULT_RULE", "FIX_LINES", "RULES", "UNRECOVERABLE", "VERIFY_KEPT", "Rule", "command", "fingerprint",
+           "fix_of", "normalise", "noted", "repeated", "rule_for", "verifications"]
+
+VERIFY_KEPT = 8  # failed verifications a snapshot keeps for the verify_repeat anomaly
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ RULES: dict[str, Rule] = {
     "ACODE-EXEC-002": Rule("escalation", 30),
     "ACODE-EXEC-007": Rule("escalation", 30),
     "ACODE-EXEC-008": Rule("escalation", 30),
+    "ACODE-EXEC-013": Rule("escalation", 30),  # a try ended on an anomaly (the last try pauses instead: EXEC-011)
     "ACODE-EXEC-003": Rule("escalation", 31),
     "ACODE-EXEC-004": Rule("escalation", 32),
     "ACODE-EXEC-006": Rule("escalation", 34),
@@ -75,6 +87,9 @@ RULES: dict[str, Rule] = {
     # retry limit); an abort (ACODE-ORCH-015) ends the session as cancelled (machine._escalate)
     "ACODE-ORCH-014": Rule("hook", 22, resume="retry"),
     "ACODE-ORCH-016": Rule("escalation", stage_retry=True),
+    # the model went off the rails past a note and a fresh window (protocol.anomalies): a human looks at the
+    # evidence; resumed, the executor runs the step afresh (its earlier round's record says what happened)
+    "ACODE-EXEC-011": Rule("anomaly", 25, resume="revisit"),
 }
 FIX_LINES = ("ACODE-LLM-", "ACODE-ORCH-012")  # codes whose message ends with the fix (see fix_of)
 DEFAULT_RULE = Rule("escalation")
@@ -137,3 +152,30 @@ def fingerprint(failures: list[tuple[str, str]]) -> str:
     """A verify failure's fingerprint: its failing criteria and their normalised evidence."""
     text = "\n".join(f"{label}\x00{normalise(evidence)}" for label, evidence in sorted(failures))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def verifications(snap: SessionSnapshot, visit: int, failed: list[str]) -> list[VerifySeen]:
+    """The snapshot's last failed verifications with this one (verifier ``visit``, its
+    ``failed`` criteria): changed when the executor visit before it wrote files and no
+    earlier one in the list followed that visit."""
+    last = snap.last_result
+    after = last.visit if last is not None and last.stage == "executor" else 0
+    wrote = bool(after) and last is not None and last.execution is not None and any(
+        r.files_changed for r in last.execution.steps if r.visit == after)
+    before = snap.verifications[-1] if snap.verifications else None
+    seen = VerifySeen(attempt=visit, failed=failed, changed=wrote and (before is None or before.after != after),
+                      after=after)
+    return [*snap.verifications, seen][-VERIFY_KEPT:]
+
+
+def repeated(kept: list[VerifySeen], visit: int, thresholds: AnomalyThresholds) -> Anomaly | None:
+    """The ``verify_repeat`` anomaly that fires at verification ``visit`` (the last of ``kept``), or None."""
+    found = verify_repeat([(v.attempt, v.failed, v.changed) for v in kept], thresholds)
+    return found[-1] if found and found[-1].turns[-1] == visit else None
+
+
+def noted(feedback: Feedback, anomaly: Anomaly) -> Feedback:
+    """The executor's ``feedback`` with the note on ``anomaly`` (its evidence fenced as an item's detail is)."""
+    note = FeedbackItem(label="anomaly", problem=f"acode noticed {anomaly.kind}: {ADVICE[anomaly.kind]}",
+                        detail=anomaly.evidence)
+    return msgspec.structs.replace(feedback, items=[*feedback.items, note])

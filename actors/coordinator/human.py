@@ -124,7 +124,8 @@ def resume(snap: SessionSnapshot, now: float, answers: list[Clarification] | Non
     stage = snap.stage or ("executor" if snap.plan_version else "planner")  # a session failed before stages kept
     running = updated(snap, now, status="running", pause=None, exit_code=None, timeouts=0, error=None,
                       finished_at=None, settings=settings, stage=stage, retries=0, failure_print="",
-                      attempt_floor=snap.attempt, pause_requested_at=0.0)  # a fresh round of attempts
+                      attempt_floor=snap.attempt, pause_requested_at=0.0,  # a fresh round of attempts
+                      verifications=[], verify_responses=[])  # and of the verify_repeat anomaly's ladder
     if kind == "needs_input":
         assert answers is not None
         events.append(new_event(SessionResumed, snap, now, reason=f"{len(answers)} answer(s) given", answers=answers))

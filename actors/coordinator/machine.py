@@ -55,7 +55,8 @@ session completes only after a reviewer approved a change it saw whole.
 
 Loop detection: a verify failure whose fingerprint (failing criteria and normalised
 evidence) equals the previous one's pauses the session (ACODE-ORCH-008) instead of
-spending the remaining cycles on it.
+spending the remaining cycles on it; the same criteria failing after changes is the
+``verify_repeat`` anomaly (:func:`_verify_repeat`: a note, then a pause ``anomaly``, exit 25).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ import msgspec
 from actors.coordinator import escalation
 from protocol.errors import ErrorInfo, TransitionError
 from protocol.events import (
+    AnomalyDetected,
     Event,
     PlanRecorded,
     ReworkChosen,
@@ -90,26 +92,9 @@ from protocol.session import (
 )
 from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
-__all__ = [
-    "ALLOWED",
-    "EXIT_CODES",
-    "HISTORY_LIMIT",
-    "MAX_ATTEMPTS",
-    "Decision",
-    "create",
-    "enter",
-    "execute_plan",
-    "finish",
-    "new_event",
-    "on_lost",
-    "on_result",
-    "on_timeout",
-    "pause",
-    "recover",
-    "retry",
-    "revisit",
-    "updated",
-]
+__all__ = ["ALLOWED", "EXIT_CODES", "HISTORY_LIMIT", "MAX_ATTEMPTS", "Decision", "create", "enter", "execute_plan",
+           "finish", "new_event", "on_lost", "on_result", "on_timeout", "pause", "recover", "retry", "revisit",
+           "updated"]
 
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("start", "planner"),
@@ -140,6 +125,7 @@ PAUSE_EXIT: dict[PauseKind, int] = {  # a step's outcome may say more: 30, 31, 3
     "awaiting_approval": 22,  # 33 when no human can answer (non_interactive_policy: fail, ACODE-EXEC-005)
     "budget_exhausted": 24,
     "hook": 22,
+    "anomaly": 25,
 }
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 23}
 MAX_ATTEMPTS = 10  # per visit (or since a human resumed it), whatever the reason: past it a human must look
@@ -369,7 +355,7 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
                 snap = updated(snap, now, kept_steps=rework.kept, completed_tasks=rework.completed_tasks)
             if verdict is not None and verdict.passed:
                 return enter(snap, "reviewer", now, reason=verdict.summary or "verified", events=events,
-                             feedback=None, last_result=result, failure_print="")
+                             feedback=None, last_result=result, failure_print="", verifications=[])
             failed = [c for c in (verdict.criteria if verdict else []) if not c.passed]
             feedback = Feedback(
                 source="verifier", summary=(verdict.summary if verdict else "") or
@@ -382,6 +368,9 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
                              "nothing the checks see. Look at the evidence (`acode show`), then resume for "
                              "another round, perhaps with another model (--model)", now, events, resume="cycle",
                              feedback=feedback, last_result=result)
+            snap, feedback, stop = _verify_repeat(snap, result, feedback, now, events)
+            if stop is not None:
+                return stop
             decision = _cycle(snap, "verify", "executor", now, feedback=feedback, events=events, last_result=result)
             return Decision(msgspec.structs.replace(decision.snapshot, failure_print=printed), decision.events)
         case "reviewer":
@@ -398,6 +387,29 @@ def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisi
             return _cycle(snap, "review", "executor" if changes else "planner", now, feedback=feedback,
                           events=events, last_result=result)
     raise TransitionError(f"unknown stage {stage!r}")  # pragma: no cover - Stage is a closed Literal
+
+
+def _verify_repeat(snap: SessionSnapshot, result: StageResult, feedback: Feedback, now: float,
+                   events: list[Event]) -> tuple[SessionSnapshot, Feedback, Decision | None]:
+    """The failed verification ``result`` among the last ones (:func:`escalation.repeated`):
+    the first ``verify_repeat`` is an event and a note in the executor's ``feedback``, the
+    next the pause ``anomaly`` (the cycle goes on when a human resumes)."""
+    kept = escalation.verifications(snap, result.visit, [item.label for item in feedback.items])
+    snap = updated(snap, now, verifications=kept)
+    anomaly = escalation.repeated(kept, result.visit, snap.settings.anomalies)
+    if anomaly is None:
+        return snap, feedback, None
+    response = "pause" if snap.verify_responses else "note"
+    events.append(new_event(AnomalyDetected, snap, now, kind=anomaly.kind, evidence=anomaly.evidence,
+                            score=anomaly.score, response=response, stage="verifier", visit=result.visit,
+                            turns=list(anomaly.turns)))
+    snap = updated(snap, now, verify_responses=[*snap.verify_responses, response])
+    if response == "note":
+        return snap, escalation.noted(feedback, anomaly), None
+    message = (f"the model went off the rails (anomaly verify_repeat): {anomaly.evidence}; the executor's changes "
+               "do not touch what fails. Look at the evidence (`acode show`), then resume for another round")
+    return snap, feedback, pause(snap, "anomaly", "ACODE-ORCH-017", message, now, events, resume="cycle",
+                                 feedback=feedback, last_result=result)
 
 
 def execute_plan(snap: SessionSnapshot, plan: TaskPlan, result: StageResult, now: float, *,

@@ -12,7 +12,9 @@ killed between its commit and its reply:
 - tool calls: the intent is written once; a result is written once (a second finish
   keeps the first result);
 - model answers: a request hash keeps the place in its ``(session, stage)`` sequence it
-  claimed first, and the answer recorded first.
+  claimed first, and the answer recorded first;
+- an ``anomaly_detected`` event is stored with the session's health as the records stored
+  before it say (:mod:`protocol.health`), worked out here, where they all are.
 
 Records naming another session than the request's, an event without an id and a plan
 without a version are refused (ProtocolError, ACODE-PROTO-002) and the transaction rolls
@@ -54,7 +56,8 @@ from actors.persistence.schema import migrate
 from protocol.budget import Spent
 from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
-from protocol.events import Event, HookRan, ToolCalled
+from protocol.events import AnomalyDetected, Event, HookRan, ToolCalled
+from protocol.health import session_health
 from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
@@ -572,6 +575,8 @@ class Store:
                 (last,) = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
                                        (session_id,)).fetchone()
             seq = last + 1
+            if isinstance(event, AnomalyDetected):
+                event = _with_health(conn, session_id, event)
             body, stored = self._stored(msgspec.structs.replace(event, seq=seq, at=event.at or self._clock()))
             if conn.execute("INSERT INTO events (id, session_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?, ?) "
                             "ON CONFLICT (id) DO NOTHING",
@@ -596,6 +601,19 @@ def _spend(conn: sqlite3.Connection, session_id: str, *, answer: ModelAnswer | N
                  "tokens_out = tokens_out + excluded.tokens_out, tool_calls = tool_calls + excluded.tool_calls, "
                  "model_ms = model_ms + excluded.model_ms",
                  (session_id, tokens_in, tokens_out, tool_calls, model_ms))
+
+
+def _with_health(conn: sqlite3.Connection, session_id: str, event: AnomalyDetected) -> AnomalyDetected:
+    """``event`` with the session's health as its records say it is now, the event itself
+    counted (protocol.health); a copy already stored keeps the figure it was stored with."""
+    if conn.execute("SELECT 1 FROM events WHERE id = ?", (event.id,)).fetchone() is not None:
+        return event
+    row = conn.execute("SELECT snapshot FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    snapshot = _SNAPSHOT.decode(row[0])
+    events = [_EVENT.decode(blob) for (blob,) in conn.execute(
+        "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,))]
+    spent = _spent(conn, session_id).plus(Spent(running_s=snapshot.running_s))
+    return msgspec.structs.replace(event, health=session_health([*events, event], snapshot.settings.budget, spent))
 
 
 def _spent(conn: sqlite3.Connection, session_id: str) -> Spent:

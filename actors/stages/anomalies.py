@@ -24,108 +24,47 @@ session's trouble into one figure.
 
 Everything here is a pure function of its arguments (no clock, no randomness, no I/O), and
 the observations come from recorded answers and journaled results: a replay finds the same.
+The recorded types (observations, anomalies, thresholds) and :func:`health` are
+:mod:`protocol.anomalies`'s, named here too; :mod:`actors.stages.turnwatch` runs all this in
+the executor's loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import statistics
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import groupby
 from operator import itemgetter
-from typing import Annotated, Literal, NamedTuple, get_args
+from typing import NamedTuple
 
-import msgspec
-
+from protocol.anomalies import (
+    BASE_SCORE,
+    KINDS,
+    Anomaly,
+    AnomalyThresholds,
+    CallSeen,
+    Invalid,
+    Kind,
+    Observation,
+    Response,
+    health,
+)
 from protocol.results import ModelToolCall, ToolResult
 from protocol.tools import CONTROL_TOOLS
 
-__all__ = ["BASE_SCORE", "EXCERPT_CHARS", "KINDS", "Anomaly", "AnomalyThresholds", "CallSeen", "Invalid", "Kind",
-           "Observation", "Response", "VerifyAttempt", "call_seen", "detect", "excerpt", "fingerprint", "health",
-           "invalid_seen", "latest", "new_information", "normalise", "note_text", "respond", "verify_repeat"]
+__all__ = ["ADVICE", "BASE_SCORE", "EXCERPT_CHARS", "KINDS", "Anomaly", "AnomalyThresholds", "CallSeen", "Invalid",
+           "Kind", "Observation", "Response", "VerifyAttempt", "call_seen", "detect", "excerpt", "failed_turn",
+           "fingerprint", "health", "invalid_seen", "latest", "new_information", "normalise", "note_text", "respond",
+           "verify_repeat"]
 
-Kind = Literal["repeated_invalid", "repeated_error", "edit_undone", "no_progress", "token_burn", "output_spike",
-               "error_streak", "verify_repeat"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
-Response = Literal["note", "fresh_window", "pause"]
-
-#: 20-30 what costs more than it should; 40-50 no way forward found; 60 the model not reading what it
-#: is told; 70 work undone
-BASE_SCORE: dict[Kind, int] = {"output_spike": 20, "token_burn": 30, "no_progress": 40, "error_streak": 50,
-                               "verify_repeat": 50, "repeated_invalid": 60, "repeated_error": 60, "edit_undone": 70}
 EXCERPT_CHARS = 200  # of an error's or a correction's text, in evidence
 _CONTENT_WRITES = frozenset({"write_file", "modify_file"})
 _WRITES = _CONTENT_WRITES | {"create_directory"}
 _PATH_TOOLS = _WRITES | {"read_file", "list_directory"}
-
-_Turns = Annotated[int, msgspec.Meta(ge=1, le=1_000)]
-_Twice = Annotated[int, msgspec.Meta(ge=2, le=1_000)]
-_Times = Annotated[float, msgspec.Meta(ge=1.0, le=1_000.0)]
-_Tokens = Annotated[int, msgspec.Meta(ge=0, le=100_000_000)]
-
-
-class AnomalyThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """When each detection fires (config ``anomalies:``); the defaults are quiet on a healthy run."""
-
-    repeated_invalid: _Turns = 3  # the same unusable answer (or correction) this many times in one step
-    repeated_error: _Turns = 3  # one tool, the same error, this many times in one step, whatever its arguments
-    edits_undone: _Turns = 1  # a file's content back to an earlier hash this many times
-    no_progress: _Turns = 6  # turns in a row without new information
-    burn_turns: _Twice = 4  # turns in a row of one try without new information, each costing more tokens,
-    burn_growth: _Times = 1.5  # ... the last this many times the first (a window grows a little anyway)
-    spike_factor: _Times = 4.0  # a turn's output tokens above this many times the median of the turns before,
-    spike_floor: _Tokens = 400  # ... and above this many tokens (short turns never spike),
-    spike_history: _Turns = 3  # ... with at least this many earlier turns to take the median of
-    error_streak: _Turns = 5  # turns in a row, across steps, in which every call failed or none could run
-    verify_repeats: _Twice = 2  # verifications failing the same criteria, with changes between each and the next
-
-
-class CallSeen(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool call of a turn, as the detectors see it (:func:`call_seen` builds it)."""
-
-    name: str
-    target: str = ""  # the path of a file tool ('' for others)
-    args: str = ""  # fingerprint of the arguments, exact
-    outcome: Literal["ok", "error", "denied"] = "ok"  # denied: a human or the policy said no (neither)
-    code: str = ""  # an error's code, or ``exit N`` of a failed command
-    result: str = ""  # fingerprint of the normalised output (ok) or error text (error)
-    said: str = ""  # an error: the telling part of its text (:func:`excerpt`), for evidence
-    sha: str = ""  # write_file/modify_file: sha256 of the file's content after it ('' unknown)
-    before: str = ""  # ... and before it ('' unknown, or no file)
-
-
-class Invalid(msgspec.Struct, frozen=True, kw_only=True):
-    """An answer nothing of which could run (:func:`invalid_seen` builds it)."""
-
-    answer: str  # fingerprint of the answer, loosely normalised (whitespace, numbers, case)
-    correction: str  # fingerprint of the correction it got, loosely normalised
-    said: str = ""  # the correction's head, for evidence
-
-
-class Observation(msgspec.Struct, frozen=True, kw_only=True):
-    """One model turn: what the loop knows once the turn's calls have run."""
-
-    step: str  # ``<task>/<step>``: repeats are counted per step, streaks across steps
-    attempt: _Turns = 1  # the step's try: a fresh window starts a new one
-    turn: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]  # the caller's number for it (Anomaly.turns names these)
-    tokens_in: _Tokens = 0  # the prompt's tokens (0: not known)
-    tokens_out: _Tokens = 0  # the answer's tokens (0: not known)
-    invalid: Invalid | None = None  # the answer got a correction instead of running (then ``calls`` is empty)
-    calls: tuple[CallSeen, ...] = ()  # its reads and writes among them (read_file's path; a write's sha after)
-
-
-class Anomaly(msgspec.Struct, frozen=True, kw_only=True):
-    """What was found: an ``anomaly_detected`` event's kind, evidence and score."""
-
-    kind: Kind
-    evidence: str  # what was seen, with its values: file, hashes, turns, the error's head
-    turns: tuple[int, ...]  # the turns involved, in order; the last is where it fired (attempts: verify_repeat)
-    score: Annotated[int, msgspec.Meta(ge=0, le=100)]
-    step: str = ""  # the step of the turn where it fired ('' for verify_repeat)
 
 
 class VerifyAttempt(NamedTuple):
@@ -407,12 +346,17 @@ def _output_spike(observations: Sequence[Observation], limit: AnomalyThresholds)
             before.append(out)
 
 
+def failed_turn(obs: Observation) -> bool:
+    """Whether nothing the model tried in the turn worked: an unusable answer, or calls
+    (other than step_complete/step_failed, and not denied) that all failed."""
+    tried = [c for c in obs.calls if c.name not in CONTROL_TOOLS and c.outcome != "denied"]
+    return obs.invalid is not None or (bool(tried) and all(c.outcome == "error" for c in tried))
+
+
 def _error_streak(observations: Sequence[Observation], limit: AnomalyThresholds) -> Iterator[_Found]:
     run: list[int] = []
     for i, obs in enumerate(observations):
-        tried = [c for c in obs.calls if c.name not in CONTROL_TOOLS and c.outcome != "denied"]
-        failed = obs.invalid is not None or (bool(tried) and all(c.outcome == "error" for c in tried))
-        run = [*run, i] if failed else []
+        run = [*run, i] if failed_turn(obs) else []
         if len(run) < limit.error_streak:
             continue
         what = ", ".join(dict.fromkeys(f"{c.name} {c.code}".strip() for n in run for c in observations[n].calls
@@ -458,7 +402,7 @@ def respond(history: Sequence[Response]) -> Response:
     return "fresh_window" if "note" in history else "note"
 
 
-_ADVICE: dict[Kind, str] = {
+ADVICE: dict[Kind, str] = {  # what a note tells the model to do about each kind
     "repeated_invalid": "Sending it again will not work: answer in the exact form the correction asks for.",
     "repeated_error": "The same thing fails the same way each time: fix what the error names, or take another way.",
     "edit_undone": "Your writes undo each other: decide which version is right, then make one change that keeps it.",
@@ -471,21 +415,14 @@ _ADVICE: dict[Kind, str] = {
 _GIVE_UP = frozenset({"repeated_invalid", "repeated_error", "no_progress", "error_streak"})
 
 
-def note_text(anomaly: Anomaly, *, tools: bool = True) -> str:
+def note_text(anomaly: Anomaly, *, tools: bool = True, wrap: Callable[[str, str], str] | None = None) -> str:
     """The paragraph the model's next turn begins with: what was noticed, and what to do
-    (``tools``: the tool loop, where step_failed may end the step; not the file style)."""
+    (``tools``: the tool loop, where step_failed may end the step; not the file style).
+    ``wrap`` (a stage's :meth:`~actors.stages.untrusted.Fence.wrap`): the evidence quotes
+    tool output and paths, so it goes to the model fenced, as tool results do."""
     give_up = " If the step cannot be done, call step_failed with the reason." if tools and \
         anomaly.kind in _GIVE_UP else ""
-    return f"Note from acode: {anomaly.evidence}. {_ADVICE[anomaly.kind]}{give_up}"
-
-
-def health(anomalies: Iterable[Anomaly], retries: int, budget_fraction_used: float, escalations: int) -> int:
-    """A session's health, 0-100: 100 less a fifth of each anomaly's score (at most 20
-    each), 5 for each retry (a step's or a stage's), 15 for each escalation, and up to 30
-    for the budget (none up to half of it used, 30 at all of it), never below 0. More
-    trouble never raises it."""
-    penalty = sum(min(anomaly.score, 100) // 5 for anomaly in anomalies)
-    penalty += 5 * max(retries, 0) + 15 * max(escalations, 0)
-    used = 1.0 if math.isnan(budget_fraction_used) else min(max(budget_fraction_used, 0.0), 1.0)
-    penalty += int(60 * max(used - 0.5, 0.0))
-    return max(0, 100 - penalty)
+    if wrap is not None:
+        return (f"Note from acode: it noticed this in your last turns:\n{wrap('anomaly evidence', anomaly.evidence)}"
+                f"\n{ADVICE[anomaly.kind]}{give_up}")
+    return f"Note from acode: {anomaly.evidence}. {ADVICE[anomaly.kind]}{give_up}"

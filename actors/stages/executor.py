@@ -11,6 +11,12 @@ see :mod:`actors.stages.rework`) are reported with their earlier record instead 
 running again. When the reviewer sent the session back with ``request_changes``, one
 extra step (task ``review<cycle>``, step ``S1``) makes the changes it listed.
 
+A step whose model went off the rails past a note and a fresh window
+(:mod:`actors.stages.turnwatch`) is recorded failed with ACODE-EXEC-011 and ends the stage
+there (:class:`~protocol.errors.AnomalyPause`); the session pauses ``anomaly``. A replay
+that finds that record ends the same way; a human's resume revisits the stage and the step's
+next round is told how the last one ended.
+
 Resumption: a step's record is written (with its ``step_finished`` event) only when the
 step ends, and the executor skips steps already recorded for this visit. Inside an
 unfinished step, a retried attempt makes the same model requests (answered from the
@@ -30,8 +36,9 @@ from actors.stages.filestep import FileStyleStep
 from actors.stages.pipeline import NeedsApproval
 from actors.stages.stagehooks import StageHooks
 from actors.stages.step import MAX_CONTEXT_FILES, Project, context_budget, record_step, tools_left_out
+from actors.stages.turnwatch import pause_error
 from protocol.autonomy import ApprovalRequest
-from protocol.errors import BudgetExhausted, ErrorInfo, HookStopped, ModelError
+from protocol.errors import AnomalyPause, BudgetExhausted, ErrorInfo, HookStopped, ModelError
 from protocol.events import StepStarted
 from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
@@ -42,7 +49,7 @@ __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted | HookStopped,
+                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted | HookStopped | AnomalyPause,
                  approval: ApprovalRequest | None = None) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step`` (the model's own
     error, its fix line included), or a call of it waits for approval (``approval``): the
@@ -127,6 +134,11 @@ def run(ctx: StageContext) -> StageResult:
         key = (task.label, step.label)
         record = finished.get(key)
         before = latest.get(key)
+        if record is not None and record.code == "ACODE-EXEC-011":  # it paused the session: a replay pauses again
+            return _interrupted(ctx, records, task, step, pause_error(f"{task.label}/{step.label}", record.summary,
+                                                                      request.session_id))
+        if record is not None and record.status != "blocked":  # the visit's error streak as it was after it
+            shared.streak.turns[:] = record.streak
         if record is None and f"{task.label}/{step.label}" in kept_labels and before is not None \
                 and before.status == "completed":
             kept.append(f"{task.label}/{step.label}")
@@ -158,6 +170,8 @@ def run(ctx: StageContext) -> StageResult:
                 except ProtectedChanged as exc:  # a command changed .git's config or hooks: the session pauses
                     return _interrupted(ctx, records, task, step, exc)
                 except BudgetExhausted as exc:  # the session's budget: it pauses; the step runs again after
+                    return _interrupted(ctx, records, task, step, exc)
+                except AnomalyPause as exc:  # the model went off the rails (recorded): the session pauses
                     return _interrupted(ctx, records, task, step, exc)
         records.append(record)
         status[key] = record.status

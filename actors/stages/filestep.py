@@ -24,6 +24,7 @@ syntax error, code left out), and the messages that answer a turn. The loop is
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from actors.stages import prompts
 from actors.stages.conversation import Conversation
 from actors.stages.judge import judge
 from actors.stages.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
+from actors.stages.turnwatch import Watched, unnumbered
 from actors.stages.untrusted import Fence
 from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
 from protocol.results import ModelToolCall
@@ -75,25 +77,6 @@ def target(plan_task: PlanTask, step: PlanStep) -> str:
     said = f"{step.title} {step.description}"
     named = [path for path in write if re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w/-])", said)]
     return named[0] if len(named) == 1 else ""
-
-
-_NUMBERED = re.compile(r" *(\d+)\t")
-
-
-def unnumbered(shown: str) -> str | None:
-    """A file's text from read_file's numbered lines, or None when ``shown`` is not the
-    whole file so numbered (cut, empty, read from an offset, an error's text)."""
-    lines = shown.split("\n")
-    ends = shown.endswith("\n")
-    if ends:
-        lines.pop()
-    out = []
-    for expected, line in enumerate(lines, start=1):
-        found = _NUMBERED.match(line)
-        if found is None or int(found.group(1)) != expected:
-            return None
-        out.append(line[found.end():])
-    return "\n".join(out) + ("\n" if ends else "")
 
 
 def whole(files: Sequence[tuple[str, str | None]], path: str) -> list[tuple[str, str | None]] | None:
@@ -339,6 +322,8 @@ class FileStyleStep(Step):
             return self.fresh_asks > 1 if plain else repeated
 
         self.conversation = fresh(before, EARLIER if current != original else "")
+        self.watch.tools = False  # no step_failed to call in this style
+        self.watch.start_try([])  # each write says what the file was before it
         failed_last: list[tuple[Check, str]] = []  # the last write's failed checks, while nothing else came since
         warm = False  # the next ask is sampled at _WARMER: asked the same way, the model answers the same
         self.attempt = attempt
@@ -370,29 +355,39 @@ class FileStyleStep(Step):
                     said = f"asked afresh: the failed {path} came back unchanged"
                 self._turn(turn, answer, 0, said)
                 if repeats >= REPEATS:
+                    self.watch.turn(self.turns, attempt, limit, answer, invalid=(answer.content, said), answered=False)
                     return Outcome("failed", f"the model's answer could not be written {REPEATS} times in a row: "
                                               f"{said[:200]} (ACODE-EXEC-008)", code="ACODE-EXEC-008")
                 if kind == "unchanged" and failed_last:
                     warm = afresh(failed_last, repeated=True)
-                    continue
-                warm = kind == "unchanged"  # the same file again: asked again the same way, it is sampled
-                self.conversation.reply_user(said)
-                self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
-                failed_last = []
+                else:
+                    warm = kind == "unchanged"  # the same file again: asked again the same way, it is sampled
+                    self.conversation.reply_user(said)
+                    self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
+                    failed_last = []
+                ended = self._heed_file(self.watch.turn(self.turns, attempt, limit, answer,
+                                                        invalid=(answer.content, said)))
+                if ended is not None:
+                    return ended
                 continue
             assert content is not None
             last_problem, repeats, warm = "", 0, False
             write = ModelToolCall(id=f"file{turn}", name="write_file", arguments={"path": path, "content": content})
             passed = self.pipeline.run(f"{key}:t{turn}:c0", write, task=self.task.label, step=self.step.label)
+            self.watch.ran(write, passed.result, before=_sha(current))
             if passed.result is None or not passed.result.ok:
                 self.denied = self.denied or passed.result is None
                 said = passed.denied if passed.result is None else prompts.render_tool_result(
                     passed.result, self.ctx.fence, self.result_limit)
                 self._turn(turn, answer, 1, said)
                 if passed.result is None:  # a human or the policy said no: asking again would not change that
+                    self.watch.turn(self.turns, attempt, limit, answer, answered=False)
                     return Outcome("failed", f"writing {path} was denied: {said[:300]}", code="ACODE-EXEC-005")
                 self.conversation.reply_user(said)
                 self.conversation.note(f"write_file {path} -> failed")
+                ended = self._heed_file(self.watch.turn(self.turns, attempt, limit, answer))
+                if ended is not None:
+                    return ended
                 continue
             self.calls += 1
             self.wrote = True
@@ -401,6 +396,8 @@ class FileStyleStep(Step):
                 self.files.append(path)
             failed = self._run_checks(key, turn, checks, timeout=check_timeout)
             self._turn(turn, answer, 1 + len(checks), "" if not failed else f"{len(failed)} check(s) failed")
+            if isinstance(failed, Outcome) or not failed:
+                self.watch.turn(self.turns, attempt, limit, answer, answered=False)
             if isinstance(failed, Outcome):
                 return failed
             failed_last = failed
@@ -412,9 +409,22 @@ class FileStyleStep(Step):
             # model sent that file back unchanged every time (HumanEval/8, 64, 72, 88 and 32 in one run:
             # each recovery came from a fresh ask, none from the turn that showed it its answer)
             warm = afresh(failed, repeated=False)
+            ended = self._heed_file(self.watch.turn(self.turns, attempt, limit, answer))
+            if ended is not None:
+                return ended
         return Outcome("failed", f"the checks still failed after {turns} answers, each a new {path} "
                                   "(ACODE-EXEC-003); raise max_turns_per_step, or steer the step",
                         code="ACODE-EXEC-003")
+
+    def _heed_file(self, watched: Watched) -> Outcome | None:
+        """:meth:`Step._heed` for the file style, whose conversation may have just begun
+        afresh: then the notes go into its message, before what to answer (kept last)."""
+        if self.conversation.turns or not watched.notes:
+            return self._heed(watched)
+        ended = self._heed(watched._replace(notes=[]))
+        if ended is None:
+            self.conversation.step = _before_ask(self.conversation.step, "\n\n".join(watched.notes))
+        return ended
 
     def _run_checks(self, key: str, turn: int, checks: list[Check],
                     timeout: float | None = None) -> list[tuple[Check, str]] | Outcome:
@@ -430,6 +440,8 @@ class FileStyleStep(Step):
                 arguments["timeout_s"] = round(timeout, 1)
             call = ModelToolCall(id=f"check{turn}.{index}", name="run_terminal", arguments=arguments)
             passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+            if turn:  # a check after the model's answer (not those before its first): part of its turn
+                self.watch.ran(call, passed.result)
             if passed.result is None:
                 self.denied = True
                 return Outcome("failed", f"the check `{check.command}` was denied: {passed.denied[:300]}",
@@ -441,3 +453,13 @@ class FileStyleStep(Step):
                 failed.append((check, evidence))
         return failed
 
+
+def _sha(text: str | None) -> str:
+    """The content hash a write's ``before`` is (None: no file, '')."""
+    return "" if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _before_ask(message: str, note: str) -> str:
+    """``message`` with ``note`` put before its last paragraph (what to answer stays last)."""
+    head, sep, ask = message.rpartition("\n\n")
+    return f"{head}\n\n{note}\n\n{ask}" if sep else f"{note}\n\n{message}"

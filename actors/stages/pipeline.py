@@ -4,9 +4,12 @@ checkpoint → execute → budget update.
 Every tool call the executor's model makes goes through :meth:`CallPipeline.run`, and every
 check command the verifier runs through its autonomy step (a check's command comes from the
 plan, which a model wrote: it is gated like the executor's commands); each
-step is a named method, and a step that is not built yet (anomaly) is a no-op in its
-slot, so later work fills it without touching the executor's loop. The budget steps are
-:mod:`actors.stages.spending`'s.
+step is a named method. The budget steps are :mod:`actors.stages.spending`'s. The anomaly
+step stays a no-op in its slot on purpose: what an anomaly is (the same error again, an edit
+undone, turns without progress, a growing token bill) shows in what whole turns did, known
+only after their calls ran, so :mod:`actors.stages.turnwatch` looks after each turn in the
+step's loop, and the ladder answers between turns (a note, a fresh window, a pause); no call
+is refused for one.
 
 The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
 the session's stored level and approvals (never changed after the session started):
@@ -184,7 +187,8 @@ class CallPipeline:
         return msgspec.structs.replace(result, output=f"{result.output}\n{added}")
 
     def anomaly(self, call: ModelToolCall) -> None:
-        """Anomaly check (seed 002 step 3): not built yet; nothing is anomalous."""
+        """Anomaly check (seed 002 step 3): a no-op per call; anomalies are found per turn
+        (:mod:`actors.stages.turnwatch`), once the turn's calls have run."""
 
     def checkpoint(self, call: ModelToolCall, *, task: str, step: str) -> CallSite:
         """Checkpoint (seed 002 step 4): the call is labelled with its stage, task and step;

@@ -76,6 +76,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   ``awaiting_approval`` and, once decided, retries the attempt, which replays to it. A
   command that changed a protected path (ACODE-SBX-021, restored by the sandbox) ends the
   stage the same way, and the session pauses with that code.
+- Anomalies (issue 28 §2): after each turn :mod:`actors.stages.turnwatch` looks at what the
+  step's turns did (the same error again, an edit undone, turns without progress, ...); a
+  finding is an ``anomaly_detected`` event and climbs its kind's ladder: a note with the
+  next turn, then the try ends (ACODE-EXEC-013) for a fresh window, then the step is
+  recorded failed (ACODE-EXEC-011) and the session pauses ``anomaly``.
 - Failures: a transient tool failure is retried after 1, 2 and 4 s
   (:meth:`StageContext.tool_retrying`), then its error goes to the model like any other.
 - The step ladder (seed 000 FR-035, seed 004 FR-016/061): a try of a step fails on
@@ -132,6 +137,8 @@ from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.pipeline import CallPipeline
 from actors.stages.terms import task_terms
+from actors.stages.turnwatch import Streak, TurnWatch, Watched, invalid_text
+from protocol.anomalies import Anomaly, Observation
 from protocol.errors import ModelError
 from protocol.events import StepFinished, StepRetried, TurnAnswered
 from protocol.ids import stable_id
@@ -188,9 +195,12 @@ def _tools_chars(settings: SessionSettings) -> int:
 
 
 class Project:
-    """What every step of the stage shows: the workspace's AGENTS.md (None: not read yet)."""
+    """What the steps of one executor visit share: the workspace's AGENTS.md (None: not read
+    yet) and the run of failed turns across steps (the error streak: :mod:`actors.stages.turnwatch`)."""
 
-    instructions: str | None = None
+    def __init__(self) -> None:
+        self.instructions: str | None = None
+        self.streak = Streak()
 
 
 class Step:
@@ -222,6 +232,7 @@ class Step:
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
         self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
         self.slowest_check_ms = 0.0  # the file style (actors.stages.filestep): its checks' slowest run so far
+        self.watch = TurnWatch(ctx, task.label, step.label, self.project.streak, tools=True)  # anomalies
 
     def _step_paths(self) -> list[str]:
         """The files the step names: its task's resources, then the paths written in the
@@ -329,6 +340,7 @@ class Step:
                                    files=files, fence=self.ctx.fence, listing=listing, offered=self.offered)
         text += retry_note(attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
+        self.watch.start_try(files)
         self.attempt = attempt
         self.pushed_back = False
         self.denied = False
@@ -383,10 +395,13 @@ class Step:
             # an attempted call that could not run (an answer without any call is not counted)
             attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
             again = self._same_invalid(answer, invalid=attempted)
+            said = correction or refused  # what the answer got instead of running (before a repeat's example)
             if again >= REPEATS:
-                self._turn(turn, answer, len(problems), correction or refused)
+                self._turn(turn, answer, len(problems), said)
+                self.watch.turn(self.turns, attempt, limit, answer, invalid=(invalid_text(answer), said),
+                                answered=False)
                 return Outcome("failed", f"the model sent the same invalid answer {REPEATS} times in a row "
-                                          f"({(correction or refused)[7:200]}) (ACODE-EXEC-008)", code="ACODE-EXEC-008")
+                                          f"({said[7:200]}) (ACODE-EXEC-008)", code="ACODE-EXEC-008")
             repeated = ""
             if again == 2:  # a correction that did not help once is not sent again: show the call to make
                 self.conversation.hide_previous()
@@ -400,17 +415,45 @@ class Step:
                 if silent == turn and (turn == turns or (dropped and live_silent >= _SILENT_TURNS)):
                     raise self._ignored(turn, dropped)
                 self.conversation.reply_user(correction)
+                # a try whose every turn made no call is the server ignoring the tools (LLM-015), not a model to note
+                ended = self._heed(self.watch.turn(self.turns, attempt, limit, answer, answered=silent != turn,
+                                                   invalid=(invalid_text(answer), said)))
+                if ended is not None:
+                    return ended
                 continue
             assert not isinstance(calls, toolcalls.ParseProblem)
             for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
                 outcome = self._call(key, turn, index, call, problem, native=native, last_turn=turn == turns,
                                      repaired=index in repaired, block=index in blocks)
                 if outcome is not None:
+                    self.watch.turn(self.turns, attempt, limit, answer, answered=False)
                     return outcome
             if repeated:  # after each refused call's own answer (a tool message per native call)
                 self.conversation.reply_user(repeated)
+            ended = self._heed(self.watch.turn(self.turns, attempt, limit, answer,
+                                               invalid=(invalid_text(answer), refused) if refused else None))
+            if ended is not None:
+                return ended
         return Outcome("failed", f"no step_complete after {turns} turns (ACODE-EXEC-003); split the step, or "
                                   "raise max_turns_per_step", code="ACODE-EXEC-003")
+
+    def _heed(self, watched: Watched) -> Outcome | None:
+        """Answer what the turn's anomalies ask (:mod:`actors.stages.turnwatch`): the notes
+        go to the model with its next turn; a fresh window ends the try (ACODE-EXEC-013);
+        a pause records the step failed (ACODE-EXEC-011) and ends the stage."""
+        if watched.pause is not None:
+            self._pause(watched.pause)
+        if watched.fresh is not None:
+            return Outcome("failed", f"{TurnWatch.summary(watched.fresh)} (ACODE-EXEC-013)", code="ACODE-EXEC-013")
+        for note in watched.notes:
+            self.conversation.reply_user(note)
+        return None
+
+    def _pause(self, anomaly: Anomaly) -> None:
+        """Record the step failed on ``anomaly`` (a replay pauses at it again; a revisit's
+        next round is told why), then end the stage: the session pauses ``anomaly``."""
+        self._finish("failed", TurnWatch.summary(anomaly), code="ACODE-EXEC-011")
+        raise self.watch.pausing(anomaly)
 
     def _same_invalid(self, answer: ModelAnswer, *, invalid: bool) -> int:
         """How many turns in a row have sent this same invalid answer (0: it is not invalid)."""
@@ -495,8 +538,10 @@ class Step:
         if problem is not None:
             self._reply(call, f"error: {problem}", native=native)
             self.conversation.note(f"{call.name[:40]} refused: invalid call")
+            self.watch.refused(call, problem)
             return None
         if call.name in CONTROL_TOOLS:
+            self.watch.control(call)
             control = decode_args(call.name, call.arguments)
             if isinstance(control, StepFailed):  # after a denial: it could not go on without that call (exit 33)
                 return Outcome("failed", control.reason, code="ACODE-EXEC-005" if self.denied else "ACODE-EXEC-001")
@@ -517,6 +562,7 @@ class Step:
             return Outcome("failed", f"the model called {call.name} {_target(call.arguments)!r} with the same "
                                       f"arguments {REPEATS} times in a row (ACODE-EXEC-008)", code="ACODE-EXEC-008")
         passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+        self.watch.ran(call, passed.result)
         if passed.result is None:  # the autonomy step denied it: the model is told, the step goes on
             self.denied = True
             self._reply(call, passed.denied, native=native)
@@ -537,7 +583,8 @@ class Step:
         return None
 
     def _finish(self, status: StepStatus, summary: str, *, code: str = "") -> StepRecord:
-        return record_step(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code)
+        return record_step(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code,
+                           streak=self.project.streak.turns)
 
 
 def raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -> str:
@@ -647,11 +694,13 @@ def _base_key(session_id: str, visit: int, task: PlanTask, step: PlanStep) -> st
 
 
 def record_step(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepStatus, summary: str, turns: int,
-            calls: int, files: list[str], code: str = "") -> StepRecord:
+                calls: int, files: list[str], code: str = "", *, streak: list[Observation] | None = None) -> StepRecord:
+    """The step's record (``streak``: the visit's run of failed turns as it ended, which a
+    replay that skips the step goes on from)."""
     request = ctx.request
     record = StepRecord(session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
                         status=status, summary=summary, turns=turns, tool_calls=calls,
-                        files_changed=files, at=time.time(), code=code)
+                        files_changed=files, at=time.time(), code=code, streak=list(streak or []))
     ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
                                           "finished"),
                              session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,

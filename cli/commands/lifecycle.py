@@ -16,7 +16,8 @@ from cli.settings import up_options
 from protocol.budget import Spent
 from protocol.errors import CliError
 from protocol.events import StepStarted
-from protocol.messages import GetPlan, GetSession, GetStatus, ListSessions, SessionFound
+from protocol.health import session_health
+from protocol.messages import GetEvents, GetPlan, GetSession, GetStatus, ListSessions, SessionFound
 from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
 from protocol.stages import STAGES
@@ -75,7 +76,7 @@ def status(
 ) -> None:
     """Every actor (pid, state, epoch, restarts, uptime, last heartbeat), the sandbox's
     isolation, what commands read and the workspace's configured read and write paths,
-    then the sessions running or paused, with their stage and step."""
+    then the sessions running or paused, with their stage and step, budget use and health."""
     from cli.doctor import configured_paths
 
     with Connection(home()) as connection:
@@ -86,12 +87,14 @@ def status(
         active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
         where = {s.id: _where(connection, s) for s in active}
         spent = {s.id: _spent(connection, s) for s in active}
+        health = {s.id: session_health(connection.persistence(GetEvents(session_id=s.id)).events,
+                                       s.settings.budget, spent[s.id]) for s in active}
     echo(render.status_table(report))
     echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
     echo(_store_size(run_paths().checkpoints))
     if active:
         echo("")
-        echo(render.active_sessions(active, where, spent))
+        echo(render.active_sessions(active, where, spent, health))
 
 def _collect(root: Path, keep_days: float) -> None:
     """``acode up`` drops checkpoints older than ``checkpoints.keep_days`` first (``acode gc``)."""

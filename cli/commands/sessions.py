@@ -25,6 +25,7 @@ from cli.render import echo
 from cli.settings import provider_spec, session_settings
 from protocol.budget import FLAGS, BudgetChange, BudgetKind, Spent, parse_change
 from protocol.errors import CliError, ModelError
+from protocol.health import session_health
 from protocol.ids import new_id
 from protocol.messages import (
     CancelSession,
@@ -177,7 +178,7 @@ def show(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     json_out: Json = False,
 ) -> None:
-    """One session: state, every transition with timing, files changed."""
+    """One session: state, budget use, health, every transition with timing, files changed."""
     with Connection(home()) as connection:
         session_id = full_session_id(connection, session)
         found = connection.persistence(GetSession(session_id=session_id))
@@ -189,7 +190,8 @@ def show(
             plan = real_status(connection, snapshot, connection.persistence(GetPlan(session_id=session_id)).plan)
     if json_out:
         print_json({"session": snapshot, "plan": plan, "events": events,
-                    "budget": {"limits": snapshot.settings.budget, "spent": spent}})
+                    "budget": {"limits": snapshot.settings.budget, "spent": spent},
+                    "health": session_health(events, snapshot.settings.budget, spent)})
     else:
         echo(session_detail(snapshot, events, spent))
 

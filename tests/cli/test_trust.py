@@ -300,3 +300,19 @@ def test_a_workspace_may_lower_a_budget_but_never_raise_or_lift_one(tmp_path: Pa
     settings = session_settings(resolve(home=home, workspace=ws, notices=notices))
     assert (settings.budget.tokens, settings.budget.tool_calls, settings.budget.wall_minutes) == (2_000_000, 100, 10)
     assert len([n for n in notices if "budget." in n]) == 2  # tokens lifted, tool_calls raised: both ignored
+
+
+def test_a_workspace_may_make_anomaly_thresholds_stricter_but_never_looser(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (ws / ".agent").mkdir(parents=True)
+    home.mkdir()
+    (home / "config.yml").write_text("anomalies:\n  no_progress: 8\n")
+    (ws / ".agent" / "config.yml").write_text(
+        "anomalies:\n  no_progress: 4\n  repeated_error: 9\n  burn_growth: 1.2\n  verify_repeats: 2\n")
+    notices: list[str] = []
+    settings = session_settings(resolve(home=home, workspace=ws, notices=notices))
+    thresholds = settings.anomalies
+    assert (thresholds.no_progress, thresholds.repeated_error, thresholds.burn_growth, thresholds.verify_repeats) == (
+        4, 3, 1.2, 2)
+    [refused] = [n for n in notices if "anomalies." in n]  # repeated_error 9 > 3: noticed later, so ignored
+    assert "anomalies.repeated_error" in refused and "9" in refused

@@ -14,6 +14,7 @@ from typing import Any, get_args
 import msgspec
 from hypothesis import strategies as st
 
+from protocol import anomalies as an
 from protocol import autonomy as au
 from protocol import budget as bd
 from protocol import checkpoints as ck
@@ -154,6 +155,21 @@ hook_settings = struct(hk.HookSettings, **{point: _few(hook_specs, 1) for point 
                        allow_hosts=_few(short))
 hook_decisions = struct(hk.HookDecision, decision=_literal(hk.Decision), reason=short, context=short, failed=short,
                         exit_code=st.none() | st.integers(-255, 255), duration_ms=non_negative)
+anomaly_turns = st.integers(1, 1_000)
+thresholds = struct(an.AnomalyThresholds, repeated_invalid=anomaly_turns, repeated_error=anomaly_turns,
+                    edits_undone=anomaly_turns, no_progress=anomaly_turns, burn_turns=st.integers(2, 1_000),
+                    burn_growth=st.floats(1.0, 1_000.0), spike_factor=st.floats(1.0, 1_000.0),
+                    spike_floor=st.integers(0, 100_000_000), spike_history=anomaly_turns,
+                    error_streak=anomaly_turns, verify_repeats=st.integers(2, 1_000))
+calls_seen = struct(an.CallSeen, {"name": short}, target=short, args=short,
+                    outcome=st.sampled_from(["ok", "error", "denied"]), code=short, result=short, said=texts,
+                    sha=short, before=short)
+invalids = struct(an.Invalid, {"answer": short, "correction": short}, said=texts)
+observations = struct(an.Observation, {"step": short, "turn": st.integers(0, 1_000_000)}, attempt=anomaly_turns,
+                      tokens_in=st.integers(0, 100_000_000), tokens_out=st.integers(0, 100_000_000),
+                      invalid=st.none() | invalids, calls=_few(calls_seen).map(tuple))
+verifications_seen = struct(an.VerifySeen, {"attempt": visits}, failed=_few(short), changed=st.booleans(),
+                            after=small_counts)
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
@@ -184,6 +200,7 @@ settings = struct(
     profile=model_profiles,
     budget=budgets,
     hooks=hook_settings,
+    anomalies=thresholds,
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
@@ -229,6 +246,8 @@ snapshots = struct(
     approvals=_few(approval_decisions),
     changes=st.none() | st.deferred(lambda: workspace_changes),
     running_s=st.floats(0, 10**9),
+    verifications=_few(verifications_seen),
+    verify_responses=_few(_literal(an.Response)),
 )
 
 # --- plan --------------------------------------------------------------------------------
@@ -292,6 +311,7 @@ step_records = struct(
     {"session_id": ids, "visit": visits, "task": short, "step": short,
      "status": st.sampled_from(["completed", "failed", "blocked"])},
     summary=texts, turns=small_counts, tool_calls=counts, files_changed=_few(short), at=floats, code=short,
+    streak=_few(observations, 2),
 )
 execution_reports = struct(rs.ExecutionReport, steps=_few(step_records), files_changed=_few(short),
                            kept=_few(short))
@@ -367,6 +387,9 @@ _event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, 
 _event(ev.HookRan, {"point": short, "hook": short}, occurrence=short, decision=short, reason=texts, context=texts,
        failed=texts, exit_code=st.none() | signed, duration_ms=non_negative, action=short)
 _event(ev.BudgetWarning, {"kind": short, "used": floats, "limit": floats}, stage=short)
+_event(ev.AnomalyDetected, {"kind": _literal(an.Kind), "evidence": texts, "score": st.integers(0, 100),
+                            "response": _literal(an.Response)}, stage=stages, visit=visits, task=short, step=short,
+       turns=_few(st.integers(0, 1_000_000)), health=st.integers(0, 100))
 _event(ev.SessionFinished, {"status": st.sampled_from(["completed", "failed", "cancelled"]),
                             "exit_code": signed}, error=st.none() | error_infos, summary=texts,
        changes=st.none() | workspace_changes)
