@@ -29,7 +29,8 @@ _OUT_OF_REACH: dict[str, Any] = {"repeated_invalid": 1_000, "repeated_error": 1_
                                  "error_streak": 1_000}
 # one kind at a time: the others out of reach
 ONLY = {kind: AnomalyThresholds(**{k: v for k, v in _OUT_OF_REACH.items() if k != kind})
-        for kind in ("repeated_invalid", "repeated_error", "edits_undone", "no_progress", "error_streak")}
+        for kind in ("repeated_invalid", "repeated_error", "edits_undone", "no_progress", "error_streak",
+                     "spike_floor", "burn_turns")}
 
 
 def anomalies(run: Run) -> list[tuple[str, str, str, list[int]]]:
@@ -213,3 +214,33 @@ def test_the_file_style_notes_the_same_failing_check_in_its_fresh_ask_then_pause
     assert "step_failed" not in note, "the file style has no step_failed"
     assert note.endswith("Answer with the complete new solution.py in one ```python code block."), "asked last"
     assert [n for n, chat in enumerate(server.chats) if "Note from acode" in str(chat.messages)] == [3]
+
+
+def test_an_output_spike_is_noted_then_ends_the_try_then_pauses_the_session(stack: Stack) -> None:
+    files = {f"f{n}.txt": f"{n}\n" for n in range(12)}
+    short = [call("read_file", path=f"f{n}.txt") for n in range(3)]
+    long = [{"content": "Let me think about this. " + "and so on " * 60, **call("read_file", path=f"f{n}.txt")}
+            for n in range(3, 12)]
+    run = stack.stage("executor", short + long, plan(step("S1", "read_file")), files=files,
+                      anomalies=msgspec.structs.replace(ONLY["spike_floor"], spike_floor=50))
+
+    result = executor.run(run.ctx)
+
+    assert result.error is not None and result.error.code == "ACODE-EXEC-011"
+    assert anomalies(run) == [("output_spike", "note", "S1", [4]), ("output_spike", "fresh_window", "S1", [5]),
+                              ("output_spike", "pause", "S1", [6])]
+    assert notes(run) == [4]
+
+
+def test_tokens_burnt_without_new_information_are_noted_then_end_the_try_then_pause(stack: Stack) -> None:
+    big = "the same line of text\n" * 200
+    calls = [call("read_file", path="big.txt") if n % 2 == 0 else call("list_directory", path=".") for n in range(40)]
+    run = stack.stage("executor", calls, plan(step("S1", "read_file")), files={"big.txt": big},
+                      anomalies=msgspec.structs.replace(ONLY["burn_turns"], burn_turns=3), max_turns_per_step=30)
+
+    result = executor.run(run.ctx)
+
+    assert result.error is not None and result.error.code == "ACODE-EXEC-011"
+    assert [(kind, response) for kind, response, _, _ in anomalies(run)] == [
+        ("token_burn", "note"), ("token_burn", "fresh_window"), ("token_burn", "pause")]
+    assert "tokens per turn grew" in result.error.message
