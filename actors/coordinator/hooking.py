@@ -12,9 +12,10 @@ command would be: ``pause`` (and ``confirm``) is ``acode pause``, ``abort`` is `
 cancel``, ``modify_context`` is ``acode steer``.
 
 After a coordinator restart, :meth:`CoordinatorHooks.recover` looks at each session
-with hooks: a trigger whose ``hook_ran`` events are missing fires then, so a crash loses
-no hook; one whose are recorded does not fire again. (A crash between a script's end and
-its record runs it again: the only window, as for any side effect outside the journal.)
+with hooks (running, paused, or ended within the last hour): a trigger whose ``hook_ran``
+events are missing fires then, so a crash loses no hook; one whose are recorded does not
+fire again. (A crash between a script's end and its record runs it again: the only window,
+as for any side effect outside the journal.)
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ def default_answers(plan: TaskPlan, *, timed_out: bool = True) -> list[Clarifica
 
 COMMIT_TIMEOUT = 30.0
 REQUIRED_WAIT_S = 10.0  # how long a transition waits for the stage's last writes before the attempt counts as lost
+RECENT_END_S = 3_600.0  # a session that ended this recently before a restart gets its missing session_end hooks
 _NEEDS = {"planner": {"planner"}, "executor": {"executor", "sandbox"}, "verifier": {"verifier", "sandbox"},
           "reviewer": {"reviewer", "sandbox"}}
 
@@ -422,6 +423,16 @@ class Orchestrator:
 
         self.client.send("persistence", ListSessions(statuses=["running", "paused"], limit=10_000), timeout=60,
                          decoder=codec.PERSISTENCE_REPLY, on_reply=listed)
+
+        def ended(reply: Any, error: AcodeError | None) -> None:
+            """Sessions that ended shortly before the restart: their session_end hooks may not have run."""
+            if error is None:
+                for snap in reply.sessions:
+                    if snap.finished_at is not None and time.time() - snap.finished_at < RECENT_END_S:
+                        self.hooks.recover(snap)
+
+        self.client.send("persistence", ListSessions(statuses=["completed", "failed", "cancelled"], limit=50),
+                         timeout=60, decoder=codec.PERSISTENCE_REPLY, on_reply=ended)
 
     def _recover_one(self, snap: SessionSnapshot) -> None:
         session = Session(snapshot=snap, committing=True)  # nothing else may act before the plan is loaded
