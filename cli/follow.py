@@ -102,9 +102,14 @@ def follow(connection: Connection, session_id: str, on_event: Callable[[Event], 
 
 
 def print_json(value: Any) -> None:
-    from protocol import codec
+    """One JSON line, with ``schema_version`` first in each object (protocol.schema)."""
+    import msgspec
 
-    sys.stdout.write(json_printable(codec.to_json(value).decode()) + "\n")  # C1 and bidi escaped too
+    from protocol import codec
+    from protocol.schema import versioned
+
+    data = versioned(msgspec.json.decode(codec.to_json(value)))
+    sys.stdout.write(json_printable(msgspec.json.encode(data).decode()) + "\n")  # C1 and bidi escaped too
     sys.stdout.flush()
 
 

@@ -216,7 +216,7 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
              for line in path.read_text().splitlines() if calls.search(line)}
     assert found == {
         ("render.py", "typer.echo(printable(text), err=err, nl=nl)"),
-        ("follow.py", 'sys.stdout.write(json_printable(codec.to_json(value).decode()) + "\\n")  # C1 and bidi '
+        ("follow.py", 'sys.stdout.write(json_printable(msgspec.json.encode(data).decode()) + "\\n")  # C1 and bidi '
                       'escaped too'),
         ("thinking.py", "self.stream.write(_CLEAR)"),
         ("thinking.py", "self.stream.write(_CLEAR + printable(thinking_text(progress)))"),

@@ -9,6 +9,7 @@ failing the test if one is: a test that leaves a process behind is a failing tes
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -188,3 +189,16 @@ def read_until(fd: int, needle: str, timeout: float = 120.0) -> str:
                 break
             out += chunk
     return out.decode(errors="replace")
+
+
+def json_lines(stdout: str) -> list[Any]:
+    """A --json command's lines, each checked to carry ``schema_version`` first, which is then
+    dropped (to compare an event line with the same event nested in ``acode show --json``)."""
+    from protocol.schema import SCHEMA_VERSION
+
+    lines = []
+    for line in stdout.splitlines():
+        data = json.loads(line)
+        assert next(iter(data)) == "schema_version" and data.pop("schema_version") == SCHEMA_VERSION, line
+        lines.append(data)
+    return lines

@@ -13,7 +13,7 @@ import pytest
 
 from tests.harness import wait_until
 from tests.system import workloads as w
-from tests.system.conftest import Acode, wait_exit
+from tests.system.conftest import Acode, json_lines, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -79,7 +79,7 @@ def test_two_attached_terminals_see_the_same_events_live_to_the_end(shared: Acod
     streams = []
     for returncode, stdout, stderr in results:
         assert returncode == 0, stdout + stderr
-        lines = [json.loads(line) for line in stdout.splitlines()]
+        lines = json_lines(stdout)
         assert lines[-1]["session"]["status"] == "completed"
         streams.append(lines[:-1])
     assert streams[0] == streams[1] == _events(shared, session_id)

@@ -27,7 +27,7 @@ import pytest
 from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer, Stall
 from tests.system import workloads as w
-from tests.system.conftest import CLI, REPO, Acode, wait_exit
+from tests.system.conftest import CLI, REPO, Acode, json_lines, wait_exit
 from tests.system.test_models import APPROVE, VERDICT, _configure, _workspace, done, plan, write
 
 pytestmark = pytest.mark.system
@@ -173,7 +173,7 @@ def test_two_attached_terminals_see_the_same_committed_events_while_progress_str
     streams = []
     for returncode, stdout, stderr in results[:2]:
         assert returncode == 0, stdout + stderr
-        lines = [json.loads(line) for line in stdout.splitlines()]
+        lines = json_lines(stdout)
         assert lines[-1]["session"]["status"] == "completed"
         assert [s["stage"] for s in lines[-1]["stages"]] == ["planner", "executor", "verifier", "reviewer"]
         assert lines[-1]["stages"][0]["model_s"] >= 2.5 and lines[-1]["stages"][0]["tokens_out"] > 0
