@@ -22,18 +22,19 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
 from protocol.conditions import compile_condition
-from protocol.events import HookRan
+from protocol.events import HookRan, HookStarted
 from protocol.hooks import DECISIONS, FACTS, Decision, HookDecision, HookPoint, HookSettings, HookSpec, point_hooks
 from protocol.ids import stable_id
 
 __all__ = ["OUTPUT_CAP", "SCHEMA_VERSION", "event_id", "hook_name", "payload", "recorded", "run_hook", "run_point",
+           "started_id",
            "webhook_host_allowed"]
 
 OUTPUT_CAP = 64 * 1024  # of a script's stdout and stderr each
@@ -43,6 +44,11 @@ _BLOCK = 2  # a script's exit code that blocks (the convention of other coding a
 
 def hook_name(point: HookPoint, index: int, spec: HookSpec) -> str:
     return spec.name or f"{point}[{index}]"
+
+
+def started_id(session_id: str, point: HookPoint, occurrence: str, index: int) -> str:
+    """The ``hook_started`` event's id (the intent) of the hook :func:`event_id` names."""
+    return stable_id(session_id, "hook-started", point, occurrence, str(index))
 
 
 def event_id(session_id: str, point: HookPoint, occurrence: str, index: int) -> str:
@@ -64,11 +70,17 @@ def payload(point: HookPoint, facts: Mapping[str, object]) -> dict[str, Any]:
 
 def run_point(settings: HookSettings, point: HookPoint, facts: Mapping[str, object], *, session_id: str,
               occurrence: str, cwd: str, recorded: Mapping[str, HookDecision] | None = None,
+              begun: Collection[str] = (), started: Callable[[HookStarted], None] | None = None,
               now: float | None = None) -> list[HookRan]:
     """Run every hook of ``point`` whose condition holds, in order, and answer their
     ``hook_ran`` events (a hook recorded in ``recorded``, by event id, is not run again:
     its record is answered). Stops after the first that decides something other than
-    ``continue``/``allow``: a later hook cannot undo a denial or a pause."""
+    ``continue``/``allow``: a later hook cannot undo a denial or a pause.
+
+    A script or webhook's intent goes to ``started`` first, which makes it durable; a hook
+    whose intent is in ``begun`` (``hook_started`` ids) but whose result is not recorded
+    may have run before a crash: it is not run again but answered as failed, its outcome
+    unknown (deny at ``pre_tool`` unless it says otherwise), so it fires at most once."""
     ran: list[HookRan] = []
     for index, spec in enumerate(point_hooks(settings, point)):
         identity = event_id(session_id, point, occurrence, index)
@@ -78,7 +90,15 @@ def run_point(settings: HookSettings, point: HookPoint, facts: Mapping[str, obje
                 outcome = compile_condition(spec.condition, FACTS[point], where=point).evaluate(facts)
                 if not outcome.value:
                     continue  # false, or could not be evaluated (the hook is skipped: seed 001)
-            decision = run_hook(spec, point, facts, cwd=cwd, allow_hosts=settings.allow_hosts)
+            intent = started_id(session_id, point, occurrence, index)
+            if intent in begun:
+                decision = _failed(spec, point, HookDecision(
+                    failed="its outcome is unknown: acode stopped while it ran, so it is not run again"))
+            else:
+                if started is not None and spec.action in ("script", "webhook"):
+                    started(HookStarted(id=intent, session_id=session_id, at=time.time(), point=point,
+                                        hook=hook_name(point, index, spec), occurrence=occurrence))
+                decision = run_hook(spec, point, facts, cwd=cwd, allow_hosts=settings.allow_hosts)
         ran.append(HookRan(id=identity, session_id=session_id, at=now if now is not None else time.time(),
                            point=point, hook=hook_name(point, index, spec), occurrence=occurrence,
                            decision=decision.decision, reason=decision.reason[:2_000],
@@ -100,11 +120,17 @@ def run_hook(spec: HookSpec, point: HookPoint, facts: Mapping[str, object], *, c
             decision = _webhook(spec, point, facts, allow_hosts)
         case "confirm" | "pause":
             decision = HookDecision(decision="pause", reason=spec.message or f"a {spec.action} hook at {point}")
-    if decision.failed:
-        fallback = spec.on_failure or ("deny" if point == "pre_tool" else "continue")
-        decision = msgspec.structs.replace(decision, decision=fallback,
-                                           reason=decision.reason or f"the hook failed: {decision.failed}")
-    return msgspec.structs.replace(decision, duration_ms=round((time.monotonic() - started) * 1000, 1))
+    return msgspec.structs.replace(_failed(spec, point, decision),
+                                   duration_ms=round((time.monotonic() - started) * 1000, 1))
+
+
+def _failed(spec: HookSpec, point: HookPoint, decision: HookDecision) -> HookDecision:
+    """A failed hook's decision: its ``on_failure`` (deny at ``pre_tool``, continue elsewhere)."""
+    if not decision.failed:
+        return decision
+    fallback = spec.on_failure or ("deny" if point == "pre_tool" else "continue")
+    return msgspec.structs.replace(decision, decision=fallback,
+                                   reason=decision.reason or f"the hook failed: {decision.failed}")
 
 
 def _script(spec: HookSpec, point: HookPoint, facts: Mapping[str, object], cwd: str) -> HookDecision:

@@ -25,6 +25,7 @@ __all__ = [
     "ApprovalDecided",
     "BudgetWarning",
     "HookRan",
+    "HookStarted",
     "CheckRan",
     "CheckpointTaken",
     "Event",
@@ -307,6 +308,16 @@ class HookRan(EventBase, frozen=True, tag="hook_ran", kw_only=True):
     action: str = ""  # script, webhook, confirm, pause (a confirm's pause is asked on a terminal)
 
 
+class HookStarted(EventBase, frozen=True, tag="hook_started", kw_only=True):
+    """A script or webhook hook is about to run (its intent, made durable first): a replay
+    that finds this without the hook's ``hook_ran`` knows it may have run, and does not run
+    it again; it records it failed, its outcome unknown."""
+
+    point: str
+    hook: str
+    occurrence: str = ""
+
+
 class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
     """The session has spent ``WARN_AT`` (80%) of one of its limits (protocol.budget):
     ``kind``, what it has ``used`` of ``limit`` (in the limit's unit: tokens, calls,
@@ -342,7 +353,7 @@ Event = (
     SessionCreated | Transitioned | StageRetried | StageFinished | PlanRecorded | StepStarted
     | ToolCalled | TurnAnswered | StepFinished | CheckRan | SessionPaused | SessionResumed | SessionFinished
     | ReworkChosen | StepRetried | SettingsChanged | PauseRequested | Steered | ApprovalDecided
-    | CheckpointTaken | WorkspaceRestored | BudgetWarning | HookRan | AnomalyDetected
+    | CheckpointTaken | WorkspaceRestored | BudgetWarning | HookRan | AnomalyDetected | HookStarted
 )
 
 

@@ -261,6 +261,7 @@ class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
     steps: list[StepRecord] = []
     spent: Spent = Spent()  # what the session's records say it spent (protocol.budget; running_s: 0)
     hooks: dict[str, HookDecision] = {}  # the session's hook_ran records by event id: a replay reads, not runs
+    hooks_started: list[str] = []  # the ids of its hook_started records (intents): see actors.hooks.run_point
 
 
 class GetSession(Message, frozen=True, tag="get_session", kw_only=True):

@@ -14,12 +14,14 @@ cancel``, ``modify_context`` is ``acode steer``.
 After a coordinator restart, :meth:`CoordinatorHooks.recover` looks at each session
 with hooks (running, paused, or ended within the last hour): a trigger whose ``hook_ran``
 events are missing fires then, so a crash loses no hook; one whose are recorded does not
-fire again. (A crash between a script's end and its record runs it again: the only window,
-as for any side effect outside the journal.)
+fire again. A script or webhook's intent (``hook_started``) is made durable before it runs:
+one found without its result may have run before the crash, so it is not run again but
+recorded failed, its outcome unknown (:func:`actors.hooks.run_point`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +34,7 @@ from protocol.errors import AcodeError, TransitionError
 from protocol.events import (
     Event,
     HookRan,
+    HookStarted,
     SessionCreated,
     SessionFinished,
     SessionPaused,
@@ -39,12 +42,14 @@ from protocol.events import (
     StageFinished,
     Transitioned,
 )
-from protocol.hooks import HookPoint, point_hooks
+from protocol.hooks import HookDecision, HookPoint, point_hooks
 from protocol.messages import Commit, GetEvents
 from protocol.session import MAX_STEERING_CHARS, SessionSnapshot
 from protocol.stages import STAGES
 
-__all__ = ["CoordinatorHooks", "trigger"]
+__all__ = ["INTENT_WAIT_S", "CoordinatorHooks", "trigger"]
+
+INTENT_WAIT_S = 30.0
 
 
 def trigger(event: Event, snap: SessionSnapshot) -> tuple[HookPoint, dict[str, object]] | None:
@@ -103,7 +108,8 @@ class CoordinatorHooks:
             if error is not None:
                 self.log.warning("hooks_recovery_failed", session_id=snap.id, error=str(error))
                 return
-            ran = {e.id for e in reply.events if isinstance(e, HookRan)}
+            recorded = {e.id: running.recorded(e) for e in reply.events if isinstance(e, HookRan)}
+            begun = frozenset(e.id for e in reply.events if isinstance(e, HookStarted))
             jobs = []
             for event in reply.events:
                 found = trigger(event, snap)
@@ -112,10 +118,10 @@ class CoordinatorHooks:
                 point, facts = found
                 wanted = [running.event_id(snap.id, point, event.id, i)
                           for i in range(len(point_hooks(snap.settings.hooks, point)))]
-                if wanted and not any(w in ran for w in wanted):
+                if any(w not in recorded for w in wanted):  # run_point skips the recorded, stops where they did
                     jobs.append((point, facts, event.id))
             if jobs:
-                self._submit(snap, jobs, None)
+                self._submit(snap, jobs, None, recorded, begun)
 
         self.orchestrator.persist(GetEvents(session_id=snap.id, limit=100_000), read, snap.id)
 
@@ -126,22 +132,43 @@ class CoordinatorHooks:
     # -- running, then acting ----------------------------------------------------------------
 
     def _submit(self, snap: SessionSnapshot, jobs: list[tuple[HookPoint, dict[str, object], str]],
-                dispatch: Callable[[], None] | None) -> None:
+                dispatch: Callable[[], None] | None, recorded: dict[str, HookDecision] | None = None,
+                begun: frozenset[str] = frozenset()) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="hooks")  # one: in the order the events came
         loop = self.orchestrator.owner.loop
+        known = recorded or {}
 
         def work() -> None:
             ran: list[HookRan] = []
             for point, facts, occurrence in jobs:
                 try:
                     ran += running.run_point(snap.settings.hooks, point, facts, session_id=snap.id,
-                                             occurrence=occurrence, cwd=snap.workspace)
+                                             occurrence=occurrence, cwd=snap.workspace, recorded=known,
+                                             begun=begun, started=self._durable)
                 except Exception as exc:  # noqa: BLE001 - a hook's failure never takes the coordinator down
                     self.log.error("hook_failed", session_id=snap.id, point=point, error=str(exc))
-            loop.call_soon_threadsafe(lambda: self._record(snap.id, ran, dispatch))
+            fresh = [event for event in ran if event.id not in known]  # the recorded were acted on before
+            loop.call_soon_threadsafe(lambda: self._record(snap.id, fresh, dispatch))
 
         self._pool.submit(work)
+
+    def _durable(self, intent: HookStarted) -> None:
+        """Make a hook's intent durable before it runs (called on the hooks' worker thread: the
+        commit goes through the coordinator's loop, and this waits for it, at most
+        :data:`INTENT_WAIT_S`; a hook whose intent could not be stored runs anyway)."""
+        done = threading.Event()
+        loop = self.orchestrator.owner.loop
+
+        def stored(reply: Any, error: AcodeError | None) -> None:
+            if error is not None:
+                self.log.warning("hook_intent_not_stored", session_id=intent.session_id, hook=intent.hook,
+                                 error=str(error))
+            done.set()
+
+        loop.call_soon_threadsafe(lambda: self.orchestrator.persist(
+            Commit(session_id=intent.session_id, events=[intent]), stored, intent.session_id))
+        done.wait(INTENT_WAIT_S)
 
     def _record(self, session_id: str, ran: list[HookRan], dispatch: Callable[[], None] | None) -> None:
         """Commit what the hooks answered, then act on it; then the dispatch that waited,

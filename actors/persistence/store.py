@@ -479,7 +479,9 @@ class Store:
                 ran = _EVENT.decode(blob)
                 if isinstance(ran, HookRan):
                     hooks[ran.id] = recorded(ran)
-        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent, hooks=hooks)
+            begun = [key for (key,) in conn.execute(
+                "SELECT id FROM events WHERE session_id = ? AND type = 'hook_started'", (session_id,))]
+        return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent, hooks=hooks, hooks_started=begun)
 
     def spent(self, session_id: str) -> Spent:
         """What the session's records say it spent (protocol.budget; ``running_s`` is the snapshot's)."""

@@ -3,7 +3,9 @@
 One :class:`StageHooks` per stage request. A hook point fires at an *occurrence* named
 so a replay names it the same (a tool call's key; ``e<visit>:<task>/<step>`` for a step);
 :func:`actors.hooks.run_point` runs the hooks whose condition holds, and what they
-answered is committed (``hook_ran``) before the stage acts on it. A stage dispatched again
+answered is committed (``hook_ran``) before the stage acts on it; a script or webhook's
+intent (``hook_started``) is committed before it runs, so a stage killed while a hook ran
+does not run it again (the replay records it failed, outcome unknown). A stage dispatched again
 reads those records from its replay index instead of running the hooks again, and acts on
 them as a replay must:
 
@@ -66,9 +68,12 @@ class StageHooks:
         answer becomes guidance for the stage's next model turns (as ``acode steer``)."""
         if not self.has(point):
             return []
-        recorded = self.ctx.replay_index().hooks
+        index = self.ctx.replay_index()
+        recorded = index.hooks
         ran = running.run_point(self.settings, point, facts, session_id=self.ctx.request.session_id,
-                                occurrence=occurrence, cwd=self.ctx.request.workspace, recorded=recorded)
+                                occurrence=occurrence, cwd=self.ctx.request.workspace, recorded=recorded,
+                                begun=frozenset(index.hooks_started),
+                                started=lambda intent: self.ctx.commit([intent]))  # durable before it runs
         fresh = [event for event in ran if event.id not in recorded]
         if fresh:
             self.ctx.commit(fresh)  # durable before the stage acts on it

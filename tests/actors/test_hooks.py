@@ -151,3 +151,26 @@ def test_hooks_of_a_point_run_in_order_their_conditions_hold_and_a_denial_stops_
     again = hooks.run_point(settings, "pre_tool", FACTS, session_id="s1", occurrence="k1", cwd=str(tmp_path),
                             recorded=recorded)
     assert [(e.id, e.decision) for e in again] == [(e.id, e.decision) for e in ran] and log.read_text() == "first\n"
+
+
+def test_an_intent_is_made_durable_first_and_a_hook_begun_but_unrecorded_is_not_run_again(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    settings = HookSettings(pre_tool=[script(f"open({str(log)!r}, 'a').write('ran\\n')")])
+    order: list[str] = []
+
+    def started(intent: Any) -> None:
+        order.append(f"intent {intent.hook} {log.exists()}")
+
+    ran = hooks.run_point(settings, "pre_tool", FACTS, session_id="s1", occurrence="k1", cwd=str(tmp_path),
+                          started=started)
+    assert order == ["intent pre_tool[0] False"] and log.read_text() == "ran\n"  # the intent before the run
+    assert ran[0].decision == "continue"
+
+    # a crash after the intent and before the record: the replay does not run it again, and fails closed
+    again = hooks.run_point(settings, "pre_tool", FACTS, session_id="s1", occurrence="k2", cwd=str(tmp_path),
+                            begun={hooks.started_id("s1", "pre_tool", "k2", 0)}, started=started)
+    assert log.read_text() == "ran\n" and len(order) == 1
+    assert again[0].decision == "deny" and "its outcome is unknown" in again[0].failed
+    elsewhere = hooks.run_point(HookSettings(on_pause=settings.pre_tool), "on_pause", FACTS, session_id="s1",
+                                occurrence="e1", cwd=str(tmp_path), begun={hooks.started_id("s1", "on_pause", "e1", 0)})
+    assert elsewhere[0].decision == "continue" and log.read_text() == "ran\n"

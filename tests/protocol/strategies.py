@@ -386,6 +386,7 @@ _event(ev.WorkspaceRestored, {"to": short}, checkpoint=short, written=naturals, 
        forced=st.booleans(), by=short)
 _event(ev.HookRan, {"point": short, "hook": short}, occurrence=short, decision=short, reason=texts, context=texts,
        failed=texts, exit_code=st.none() | signed, duration_ms=non_negative, action=short)
+_event(ev.HookStarted, {"point": short, "hook": short}, occurrence=short)
 _event(ev.BudgetWarning, {"kind": short, "used": floats, "limit": floats}, stage=short)
 _event(ev.AnomalyDetected, {"kind": _literal(an.Kind), "evidence": texts, "score": st.integers(0, 100),
                             "response": _literal(an.Response)}, stage=stages, visit=visits, task=short, step=short,
@@ -444,7 +445,7 @@ commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
                         steps=_few(step_records), spent=spents,
-                        hooks=st.dictionaries(ids, hook_decisions, max_size=2))
+                        hooks=st.dictionaries(ids, hook_decisions, max_size=2), hooks_started=_few(ids))
 struct(m.GetSession, {"session_id": ids})
 struct(m.ListSessions, statuses=_few(short), limit=st.integers(1, 100_000))
 struct(m.GetEvents, {"session_id": ids}, after_seq=naturals, limit=st.integers(1, 100_000))

@@ -96,8 +96,7 @@ def test_every_point_fires_once_per_occurrence_in_order_across_a_killed_executor
     proc = acode.start("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script),
                        "--json")
     wait_until(lambda: _recorded(acode, "post_tool"), timeout=60)  # S1's write and its hooks are done and
-    acode.kill("executor")  # recorded; the model thinks about the step's end (a kill between a hook's run and
-    # its record would run it again: the one window, as for any side effect outside the journal)
+    acode.kill("executor")  # recorded; the model thinks about the step's end (a kill while a hook runs: below)
     code, _, err = wait_exit(proc, timeout=120)
     assert code == 0, err
     wait_until(lambda: log.read_text().splitlines()[-1:] == ["session_end completed"], timeout=30)
@@ -111,6 +110,27 @@ def test_every_point_fires_once_per_occurrence_in_order_across_a_killed_executor
         "stage_start verifier", "pre_tool verify/A1 cat a.txt b.txt", "stage_end verifier",
         "stage_start reviewer", "stage_end reviewer",
         "session_end completed"]
+
+
+def test_a_hook_running_when_the_executor_is_killed_is_not_run_again(acode: Acode, tmp_path: Path) -> None:
+    log = tmp_path / "post.log"
+    slow = NOTE + "; __import__('time').sleep(3 if what == 'a.txt' else 0)"  # noted, then busy while the kill lands
+    (acode.home / "config.yml").write_text(json.dumps({"hooks": {"post_tool": [
+        {"action": "script", "run": [sys.executable, "-c", slow, str(log)]}]}}))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = _script(tmp_path / "s.yaml", [*_write("a.txt"), *_write("b.txt")])
+    proc = acode.start("run", TASK, "--workspace", str(ws), "--provider", "scripted", "--script", str(script),
+                       "--json")
+    wait_until(lambda: log.exists() and "post_tool T1/S1 a.txt" in log.read_text(), timeout=60)
+    acode.kill("executor")  # while the hook sleeps: its intent is stored, its result is not
+    code, out, err = wait_exit(proc, timeout=120)
+    assert code == 0, err
+    assert log.read_text().splitlines() == ["post_tool T1/S1 a.txt", "post_tool T1/S2 b.txt"]  # once each
+    session = json.loads(out.splitlines()[-1])["session"]["id"]
+    events = json.loads(acode("show", session, "--json").stdout)["events"]
+    first = [e for e in events if e["type"] == "hook_ran" and e["occurrence"].endswith("T1/S1:t1:c0")]
+    assert len(first) == 1 and "its outcome is unknown" in first[0]["failed"]
 
 
 def test_a_confirm_hook_asks_on_a_terminal_and_yes_goes_on(acode: Acode, tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from actors import hooks
 from actors.stages import executor
-from protocol.events import HookRan, ToolCalled
+from protocol.events import HookRan, HookStarted, ToolCalled
 from protocol.hooks import HookSettings, HookSpec
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step, tool_messages
@@ -92,3 +93,22 @@ def test_a_step_end_hook_that_pauses_ends_the_stage_and_a_replay_goes_on_past_it
     resumed = executor.run(again)
     assert resumed.ok, resumed.summary
     assert (run.workspace / "b.txt").read_text() == "y" and log.read_text() == "ran\n"
+
+
+def test_a_hook_whose_intent_was_recorded_but_not_its_result_is_not_run_again(stack: Stack, tmp_path: Path) -> None:
+    """The stage was killed while the hook ran: the replay finds the intent alone, fails the
+    hook closed (outcome unknown) and does not run it a second time."""
+    log = tmp_path / "log"
+    run = stack.stage("executor", [call("write_file", path="a.txt", content="x"), done()], plan(step("S1")),
+                      hooks=HookSettings(pre_tool=[script(counted(log))]))
+    session = run.ctx.session_id
+    key = f"{session}:e1:T1/S1:t1:c0"  # the write's key, as the executor makes it
+    run.ctx.commit([HookStarted(id=hooks.started_id(session, "pre_tool", key, 0), session_id=session, at=1.0,
+                                point="pre_tool", hook="pre_tool[0]", occurrence=key)])
+    again, _ = run.again()  # dispatched again: its replay index holds the intent
+
+    executor.run(again)
+
+    assert not log.exists() and not (run.workspace / "a.txt").exists()
+    [ran] = [e for e in run.events() if isinstance(e, HookRan)]
+    assert ran.decision == "deny" and "its outcome is unknown" in ran.failed
