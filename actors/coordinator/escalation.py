@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import msgspec
 
 from actors.stages.anomalies import ADVICE, verify_repeat
+from protocol import volatile
 from protocol.anomalies import Anomaly, AnomalyThresholds, VerifySeen
 from protocol.session import Feedback, FeedbackItem, SessionSnapshot
 from protocol.stages import PauseKind, ResumeMode, Stage
@@ -131,21 +132,9 @@ def command(session_id: str, kind: PauseKind, *, stage: Stage | None = None, cod
     return resume
 
 
-_VOLATILE = [  # what differs between two runs of the same failing check
-    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
-    (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "<time>"),
-    (re.compile(r"(/private)?(/tmp|/var/folders|/var/tmp)/[^\s'\":]*"), "<tmp>"),
-    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|µs|us|ns|min)\b"), "<duration>"),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
-    (re.compile(r"\bpid[ =:]*\d+\b", re.IGNORECASE), "pid <n>"),
-]
-
-
 def normalise(text: str) -> str:
     """``text`` without timestamps, temp-dir paths, durations, addresses and pids, spaces collapsed."""
-    for pattern, placeholder in _VOLATILE:
-        text = pattern.sub(placeholder, text)
-    return " ".join(text.split())
+    return volatile.normalise(text)
 
 
 def fingerprint(failures: list[tuple[str, str]]) -> str:

@@ -41,6 +41,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import NamedTuple
 
+from protocol import volatile
 from protocol.anomalies import (
     BASE_SCORE,
     KINDS,
@@ -75,17 +76,6 @@ class VerifyAttempt(NamedTuple):
     changed: bool  # the workspace changed since the verification before
 
 
-# what differs between two runs of the same failure (the coordinator's loop detection drops the same)
-_VOLATILE = [
-    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
-    (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "<time>"),
-    (re.compile(r"(/private)?(/tmp|/var/folders|/var/tmp)/[^\s'\":]*"), "<tmp>"),
-    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|µs|us|ns|min)\b"), "<duration>"),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
-    (re.compile(r"\bpid[ =:]*\d+\b", re.IGNORECASE), "pid <n>"),
-    (re.compile(r"\b(line|column|col|char|offset)\s+\d+", re.IGNORECASE), r"\1 <n>"),
-    (re.compile(r"(\.\w{1,6}):\d+(:\d+)?\b"), r"\1:<n>"),  # file.py:12:5, as tracebacks and linters say it
-]
 _DIGITS = re.compile(r"\d+")
 
 
@@ -93,11 +83,10 @@ def normalise(text: str, *, loose: bool = False) -> str:
     """``text`` without what differs between two sightings of the same thing: times,
     temp paths, durations, addresses, pids, line and column numbers; spaces collapsed.
     ``loose`` (a model's answer): every number and letter case too."""
-    for pattern, placeholder in _VOLATILE:
-        text = pattern.sub(placeholder, text)
+    text = volatile.normalise(text, (*volatile.VOLATILE, *volatile.POSITIONS))
     if loose:
         text = _DIGITS.sub("#", text).lower()
-    return " ".join(text.split())
+    return text
 
 
 def fingerprint(text: str, *, loose: bool = False) -> str:

@@ -202,3 +202,15 @@ def json_lines(stdout: str) -> list[Any]:
         assert next(iter(data)) == "schema_version" and data.pop("schema_version") == SCHEMA_VERSION, line
         lines.append(data)
     return lines
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    """The last JSON line of a --json command (``acode run``'s: the session and its figures)."""
+    return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])  # type: ignore[no-any-return]
+
+
+def shown_json(acode: Acode, session: str) -> dict[str, Any]:
+    """``acode show SESSION --json``, which must succeed."""
+    shown = acode("show", session, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)  # type: ignore[no-any-return]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.conftest import Acode, running
+from tests.system.conftest import Acode, last_json, running, shown_json
 
 pytestmark = pytest.mark.system
 
@@ -58,16 +58,6 @@ def _script(tmp_path: Path) -> Path:
     return path
 
 
-def _last(stdout: str) -> dict[str, Any]:
-    return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])  # type: ignore[no-any-return]
-
-
-def _shown(acode: Acode, session: str) -> dict[str, Any]:
-    shown = acode("show", session, "--json")
-    assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)  # type: ignore[no-any-return]
-
-
 def test_a_model_running_the_same_failing_test_is_noted_then_paused_and_resume_goes_on(
         acode: Acode, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
@@ -79,7 +69,7 @@ def test_a_model_running_the_same_failing_test_is_noted_then_paused_and_resume_g
                 "--provider", "scripted", "--script", str(_script(tmp_path)), "--json", timeout=180)
 
     assert run.returncode == 25, run.stdout + run.stderr
-    session = _last(run.stdout)["session"]
+    session = last_json(run.stdout)["session"]
     sid = session["id"]
     pause = session["pause"]
     assert (pause["kind"], pause["code"], pause["stage"], pause["task"], pause["step"]) == (
@@ -88,7 +78,7 @@ def test_a_model_running_the_same_failing_test_is_noted_then_paused_and_resume_g
     assert "step T1/S1: the model went off the rails (repeated_error, score 80): run_terminal failed 3 times with " \
            "the same error (exit 1, with 2 different arguments; step T1/S1 turns 7, 8, 9)" in pause["message"]
     assert pause["message"].endswith(f"`acode resume {sid}` runs the step afresh")
-    shown = _shown(acode, sid)
+    shown = shown_json(acode, sid)
     found = [(e["kind"], e["response"], e.get("turns")) for e in shown["events"] if e["type"] == "anomaly_detected"]
     assert ("repeated_error", "note", [1, 2, 3]) in found and ("repeated_error", "fresh_window", [4, 5, 6]) in found
     assert found[-1] == ("repeated_error", "pause", [7, 8, 9])
@@ -111,7 +101,7 @@ def test_a_model_running_the_same_failing_test_is_noted_then_paused_and_resume_g
 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (ws / "calc.py").read_text() == FIXED
-    shown = _shown(acode, sid)
+    shown = shown_json(acode, sid)
     assert shown["session"]["status"] == "completed"
     steps = [e for e in shown["events"] if e["type"] == "step_finished"]
     assert [(e["step"], e["status"]) for e in steps] == [("S1", "failed"), ("S1", "completed")]
@@ -123,7 +113,7 @@ def test_the_shipped_example_finds_no_anomaly(acode: Acode) -> None:
         shutil.rmtree(kept, ignore_errors=True)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     [sid] = re.findall(r"`acode show ([0-9a-f-]{36})`", demo.stdout)
-    shown = _shown(acode, sid)
+    shown = shown_json(acode, sid)
     assert shown["session"]["status"] == "completed"
     assert [e for e in shown["events"] if e["type"] == "anomaly_detected"] == []
     assert shown["health"] == 100

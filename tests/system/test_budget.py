@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness import wait_until
 from tests.system import workloads as w
-from tests.system.conftest import Acode, running, wait_exit
+from tests.system.conftest import Acode, last_json, running, shown_json, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -55,26 +55,16 @@ def _run(acode: Acode, tmp_path: Path, *flags: str) -> tuple[Path, Any]:
     return ws, run
 
 
-def _last(stdout: str) -> dict[str, Any]:
-    return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])  # type: ignore[no-any-return]
-
-
-def _shown(acode: Acode, session: str) -> dict[str, Any]:
-    shown = acode("show", session, "--json")
-    assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)  # type: ignore[no-any-return]
-
-
 def test_a_spent_tool_call_budget_pauses_at_the_call_and_resume_makes_it(acode: Acode, tmp_path: Path) -> None:
     ws, run = _run(acode, tmp_path, "--budget-tool-calls", "1")
     assert run.returncode == 24, run.stderr
-    session = _last(run.stdout)["session"]
+    session = last_json(run.stdout)["session"]
     pause = session["pause"]
     assert (pause["kind"], pause["code"], pause["stage"]) == ("budget_exhausted", "ACODE-ORCH-013", "executor")
     assert "before write_file b.txt (1 of 1 tool calls)" in pause["message"]
     assert pause["command"] == f"acode resume {session['id']} --budget-tool-calls +50%"
     assert (ws / "a.txt").read_text() == "a\n" and not (ws / "b.txt").exists()  # the call that would cross: not made
-    shown = _shown(acode, session["id"])
+    shown = shown_json(acode, session["id"])
     assert shown["budget"]["spent"]["tool_calls"] == 1
     warnings = [e for e in shown["events"] if e["type"] == "budget_warning"]
     assert [(w["kind"], w["limit"]) for w in warnings] == [("tool_calls", 1)]
@@ -85,7 +75,7 @@ def test_a_spent_tool_call_budget_pauses_at_the_call_and_resume_makes_it(acode: 
     resumed = acode("resume", session["id"], "--budget-tool-calls", "+2", "--json", timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert (ws / "b.txt").read_text() == "b\n"
-    shown = _shown(acode, session["id"])
+    shown = shown_json(acode, session["id"])
     assert shown["session"]["status"] == "completed" and shown["budget"]["spent"]["tool_calls"] == 3  # and the check
     assert shown["session"]["settings"]["budget"]["tool_calls"] == 3
     warnings = [(e["kind"], e["limit"]) for e in shown["events"] if e["type"] == "budget_warning"]
@@ -102,7 +92,7 @@ def test_spent_tokens_or_minutes_pause_before_the_first_model_call_and_resume_co
         acode: Acode, tmp_path: Path, flag: str, limit: str, kind: str, extend: str) -> None:
     ws, run = _run(acode, tmp_path, flag, limit)
     assert run.returncode == 24, run.stderr
-    session = _last(run.stdout)["session"]
+    session = last_json(run.stdout)["session"]
     assert session["pause"]["kind"] == "budget_exhausted" and session["pause"]["stage"] == "planner"
     assert f"the session's {kind} budget is spent before model call" in session["pause"]["message"]
     assert session["pause"]["command"].endswith(f"{flag} +50%")
@@ -122,7 +112,7 @@ def test_a_killed_executor_neither_resets_nor_doubles_a_count(acode: Acode, tmp_
     (tmp_path / "calm").mkdir()
     _, run = _run(acode, tmp_path / "calm")
     assert run.returncode == 0, run.stderr
-    expected = _shown(acode, _last(run.stdout)["session"]["id"])["budget"]["spent"]
+    expected = shown_json(acode, last_json(run.stdout)["session"]["id"])["budget"]["spent"]
 
     root = tmp_path / "killed"
     root.mkdir()
@@ -134,7 +124,7 @@ def test_a_killed_executor_neither_resets_nor_doubles_a_count(acode: Acode, tmp_
     acode.kill("executor")
     code, out, err = wait_exit(proc, timeout=120)
     assert code == 0, err
-    spent = _shown(acode, _last(out)["session"]["id"])["budget"]["spent"]
+    spent = shown_json(acode, last_json(out)["session"]["id"])["budget"]["spent"]
     assert (spent["tool_calls"], spent["tokens_in"], spent["tokens_out"]) == (
         expected["tool_calls"], expected["tokens_in"], expected["tokens_out"])
 
@@ -142,7 +132,7 @@ def test_a_killed_executor_neither_resets_nor_doubles_a_count(acode: Acode, tmp_
 def test_spent_model_time_pauses_before_the_next_live_model_call(acode: Acode, tmp_path: Path) -> None:
     ws, run = _run(acode, tmp_path, "--budget-model-minutes", "0.000001")  # the planner's answer spends it
     assert run.returncode == 24, run.stderr
-    session = _last(run.stdout)["session"]
+    session = last_json(run.stdout)["session"]
     assert session["pause"]["stage"] == "executor"
     assert "the session's model_minutes budget is spent before model call" in session["pause"]["message"]
     assert session["pause"]["command"].endswith("--budget-model-minutes +50%")
