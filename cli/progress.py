@@ -115,7 +115,7 @@ class Progress:
             case BudgetWarning(kind=kind, used=used, limit=limit):
                 return (f"budget warning: the session has used {used / limit:.0%} of its {kind} budget ({used:,.10g} "
                         f"of {limit:,.10g}); a call that would cross it pauses the session until `acode resume "
-                        f"{event.session_id} {FLAGS.get(kind, '--budget-' + kind)} +50%`")  # type: ignore[call-overload]
+                        f"{event.session_id} {FLAGS.get(kind, '--budget-' + kind)} +50%`")
             case HookRan(point=point, hook=hook, decision=decision, reason=reason, failed=broke):
                 if decision in ("continue", "allow") and not broke:
                     return None  # a hook that decided nothing says nothing

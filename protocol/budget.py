@@ -31,7 +31,7 @@ __all__ = ["FLAGS", "KINDS", "WARN_AT", "Budget", "BudgetChange", "BudgetKind", 
 
 BudgetKind = Literal["tokens", "tool_calls", "wall_minutes", "model_minutes"]
 KINDS: tuple[BudgetKind, ...] = ("tokens", "tool_calls", "wall_minutes", "model_minutes")
-FLAGS: dict[BudgetKind, str] = {"tokens": "--budget-tokens", "tool_calls": "--budget-tool-calls",  # run, resume
+FLAGS: dict[str, str] = {"tokens": "--budget-tokens", "tool_calls": "--budget-tool-calls",  # run, resume
                                 "wall_minutes": "--budget-minutes", "model_minutes": "--budget-model-minutes"}
 WARN_AT = 0.8
 

@@ -195,11 +195,9 @@ class Orchestrator:
             self.reply(request, SessionAccepted(session=session.snapshot))
         session.waiters.clear()
         self._tell_work(session, decision)
-        if decision.dispatch:  # the hooks a transition triggers answer before the stage starts
-            snapshot = session.snapshot
-            self.hooks.committed(snapshot, decision.events, lambda: self._dispatch_held(session, snapshot))
-        else:
-            self.hooks.committed(session.snapshot, decision.events)
+        snapshot = session.snapshot  # the hooks a transition triggers answer before the stage starts
+        self.hooks.committed(snapshot, decision.events,
+                             (lambda: self._dispatch_held(session, snapshot)) if decision.dispatch else None)
         if not decision.dispatch and session.snapshot.status != "running":
             pause = session.snapshot.pause
             self.log.info("session_settled", session_id=session.id, status=session.snapshot.status,
@@ -302,11 +300,10 @@ class Orchestrator:
     def _dispatch_held(self, session: Session, snapshot: SessionSnapshot) -> None:
         """The dispatch a decision made, once its hooks answered: unless the session moved on
         meanwhile (a pause, a cancel, another dispatch)."""
-        if session.snapshot is snapshot or (session.snapshot.status == "running" and session.dispatch is None
-                                             and session.snapshot.attempt == snapshot.attempt
-                                             and session.snapshot.stage == snapshot.stage):
-            if session.dispatch is None:
-                self._dispatch(session)
+        current = session.snapshot
+        if session.dispatch is None and current.status == "running" \
+                and (current.stage, current.attempt) == (snapshot.stage, snapshot.attempt):
+            self._dispatch(session)
 
     def _dispatch(self, session: Session) -> None:
         snap = session.snapshot
