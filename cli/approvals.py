@@ -20,16 +20,15 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from cli.connection import Connection
-from cli.follow import follow_and_print, read_events
+from acode.client import Client
+from acode.stream import read_events
+from cli.follow import follow_and_print
 from cli.render import always_lines, echo, request_lines
 from protocol.autonomy import ApprovalRequest
-from protocol.errors import CliError
 from protocol.events import HookRan
-from protocol.messages import ApprovePlan, DecideApproval, Message, ResumeSession
 from protocol.session import SessionSnapshot
 
-__all__ = ["PROMPT", "decision_for", "interactive", "prompt_loop"]
+__all__ = ["PROMPT", "interactive", "prompt_loop"]
 
 PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
 
@@ -37,27 +36,6 @@ PROMPT = "approve? [y]es [n]o [a]lways [d]iff [q]uit: "
 def interactive() -> bool:
     """Whether a human is at this terminal to answer a prompt."""
     return sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def decision_for(snapshot: SessionSnapshot, decision: Literal["approve", "deny"], *, always: bool = False,
-                 reason: str = "", by: str) -> Message:
-    """What ``acode approve``/``acode deny`` send, by what the session waits for."""
-    kind = snapshot.pause.kind if snapshot.pause is not None and snapshot.status == "paused" else None
-    match kind:
-        case "awaiting_approval":
-            key = snapshot.approval.key if snapshot.approval is not None else ""
-            return DecideApproval(session_id=snapshot.id, decision=decision, always=always, reason=reason, by=by,
-                                  key=key)
-        case "plan_review" if decision == "approve":
-            return ApprovePlan(session_id=snapshot.id)
-        case "plan_review":
-            raise CliError(f"session {snapshot.id} waits for the review of its plan: send it back with your feedback, "
-                           f'`acode replan {snapshot.id[:8]} "what to change"`, or `acode cancel {snapshot.id[:8]}`',
-                           code="ACODE-CLI-004")
-        case _:
-            state = f"paused ({kind})" if kind else snapshot.status
-            raise CliError(f"session {snapshot.id} is {state}: there is nothing to {decision}; see `acode show "
-                           f"{snapshot.id}`", code="ACODE-CLI-004")
 
 
 def _ask(request: ApprovalRequest) -> tuple[str, str]:
@@ -87,10 +65,10 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
                 echo("answer y, n, a, d or q")
 
 
-def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
+def prompt_loop(client: Client, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
     """While the session waits for approval, or for the answer to a ``confirm`` hook, ask
     here, send the decision, follow it on."""
-    session = _confirm(connection, session, json_out)
+    session = _confirm(client, session, json_out)
     while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
             and session.approval is not None:
         request = session.approval
@@ -102,20 +80,20 @@ def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: b
                  f"call, `acode deny {session.id} --reason TEXT` refuses it")
             return session
         verdict: Literal["approve", "deny"] = "deny" if choice == "deny" else "approve"
-        events = read_events(connection, session.id)
-        body = decision_for(session, verdict, always=choice == "always", reason=reason or "denied at the prompt"
-                            if verdict == "deny" else "", by="the inline prompt")
-        connection.coordinator(body)  # the follow below shows the approval_decided event
-        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
-        session = _confirm(connection, session, json_out)
+        events = read_events(client.connection, session.id)
+        body = client.decision(session.id, verdict, always=choice == "always", reason=reason or
+                               "denied at the prompt" if verdict == "deny" else "", by="the inline prompt")
+        client.send(body)  # the follow below shows the approval_decided event
+        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
+        session = _confirm(client, session, json_out)
     return session
 
 
-def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool) -> SessionSnapshot:
+def _confirm(client: Client, session: SessionSnapshot, json_out: bool) -> SessionSnapshot:
     """A session paused by a ``confirm`` hook (README "Hooks"): ask whether to go on; yes
     resumes it (as ``acode resume``) and follows it; anything else leaves it paused."""
     while session.status == "paused" and session.pause is not None and session.pause.kind == "hook":
-        events = read_events(connection, session.id)
+        events = read_events(client.connection, session.id)
         asked = next((e for e in reversed(events) if isinstance(e, HookRan) and e.decision == "pause"), None)
         if asked is None or asked.action != "confirm":
             return session
@@ -124,7 +102,7 @@ def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool) -
         if sys.stdin.readline().strip().lower()[:1] != "y":
             echo(f"the session stays paused; `acode resume {session.id}` goes on")
             return session
-        connection.coordinator(ResumeSession(session_id=session.id))
-        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq)
+        client.resume(session.id)
+        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq)
     return session
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from acode.connection import Connection, coordinator_pid
 from actors.paths import RunPaths
-from cli.connection import Connection, coordinator_pid
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
 from protocol.spec import ActorSpec

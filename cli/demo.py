@@ -17,13 +17,14 @@ from pathlib import Path
 
 import msgspec
 
+from acode.client import Client
+from acode.config.loader import resolve
+from acode.config.settings import session_settings, up_options
+from acode.connection import coordinator_pid
 from actors.paths import RunPaths
 from cli import daemon
-from cli.config import resolve
-from cli.connection import Connection, coordinator_pid
 from cli.follow import follow_and_print
 from cli.render import echo
-from cli.settings import session_settings, up_options
 from protocol.ids import new_id
 from protocol.messages import SubmitTask
 
@@ -58,11 +59,11 @@ def run_demo(paths: RunPaths, *, keep_running: bool = False) -> int:
         path = os.pathsep.join([os.path.dirname(sys.executable), settings.sandbox.path or os.defpath])
         settings = msgspec.structs.replace(settings, sandbox=msgspec.structs.replace(settings.sandbox, path=path))
         echo(f"task: {TASK}\nworkspace: {workspace}\n")
-        with Connection(paths.home) as connection:
+        with Client(paths.home) as client:
             session_id = new_id()
-            connection.coordinator(SubmitTask(session_id=session_id, task=TASK, workspace=str(workspace),
-                                              settings=settings), timeout=30.0)
-            session = follow_and_print(connection, session_id)
+            client.connection.coordinator(SubmitTask(session_id=session_id, task=TASK, workspace=str(workspace),
+                                                     settings=settings), timeout=30.0)
+            session = follow_and_print(client, session_id)
         after = _manifest(workspace)
         changed = sorted(p for p in after if before.get(p) != after[p])
         echo(f"\nresult: {session.status} (exit {session.exit_code})")

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import msgspec
 
+from acode.config.loader import resolve
+from acode.config.settings import provider_spec, sandbox_policy, session_settings
+from acode.connection import Connection, coordinator_pid
 from actors import private
 from actors.paths import RunPaths
-from cli.config import resolve
-from cli.connection import Connection, coordinator_pid
 from cli.render import echo
-from cli.settings import provider_spec, sandbox_policy, session_settings
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
 from protocol.session import ScriptedProvider
@@ -53,7 +53,7 @@ def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
     for notice in notices:
         if "ACODE-CFG-005" not in notice:
             echo(f"acode: {notice}", err=True)  # a deprecation, as every command prints it
-    if ignored:  # a workspace file that would loosen the user's safety settings (cli.trust)
+    if ignored:  # a workspace file that would loosen the user's safety settings (acode.config.trust)
         checks = [Check(name="config", ok=True, warning=True,
                         detail=f"resolved for workspace {workspace}; its .agent/config.yml would loosen "
                                f"{', '.join(ignored)}: ignored (ACODE-CFG-005)",

@@ -25,19 +25,17 @@ import sys
 from typing import TextIO
 
 from protocol.printable import printable
-from protocol.progress import ModelProgress
+from protocol.progress import INTERVAL_ENV, ModelProgress
 
 __all__ = ["INTERVAL_ENV", "OFF_TERMINAL_EVERY", "ThinkingLine", "thinking_text"]
 
 OFF_TERMINAL_EVERY = 10.0  # seconds between two plain progress lines off a terminal
-INTERVAL_ENV = "ACODE_PROGRESS_INTERVAL_S"  # replaces it (tests, a log that wants more or fewer lines)
 _CLEAR = "\r\x1b[K"  # back to the line's start, erase to its end
 
 
 def thinking_text(progress: ModelProgress) -> str:
     """``[PLANNER]   thinking… 812 tokens, 14.2 s``: the text starts where a progress line's
-    does (``cli.progress``'s stage tag and one space; not imported, as ``cli.config`` loads
-    this module at every start)."""
+    does (``cli.progress``'s stage tag and one space; not imported: a thinking line stays light)."""
     tag = f"[{progress.stage.upper()}]".ljust(11)  # `[PLANNER]   thinking…`, `[EXECUTOR]  thinking…`
     tokens = f"{progress.tokens:,} token{'s' * (progress.tokens != 1)}"
     return f"{tag} thinking… {tokens}, {progress.elapsed_s:.1f} s"

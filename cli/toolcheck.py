@@ -18,9 +18,9 @@ from pathlib import Path
 
 import msgspec
 
+from acode.config.loader import resolve
+from acode.config.settings import sandbox_policy
 from actors.paths import RunPaths
-from cli.config import resolve
-from cli.settings import sandbox_policy
 from protocol.errors import AcodeError
 
 __all__ = ["python_tests", "toolchain_checks"]

@@ -13,7 +13,7 @@ approved by them when the reviewer's model is this one; ``model``: the reviewer'
 judges every change).
 
 It is resolved once, when the session is submitted (:func:`profile_for`, called by
-:func:`cli.settings.session_settings`), and travels in :class:`protocol.session.SessionSettings`,
+:func:`acode.config.settings.session_settings`), and travels in :class:`protocol.session.SessionSettings`,
 so a replayed stage offers the same tools in the same words. The choice, for the model
 answering the executor:
 

@@ -17,7 +17,9 @@ import msgspec
 
 from protocol.stages import Stage
 
-__all__ = ["ModelProgress"]
+__all__ = ["INTERVAL_ENV", "ModelProgress"]
+
+INTERVAL_ENV = "ACODE_PROGRESS_INTERVAL_S"  # seconds between two plain progress lines off a terminal (cli.thinking)
 
 
 class ModelProgress(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type",

@@ -17,12 +17,12 @@ from typing import Any
 
 import psutil
 
+from acode.config.loader import resolve
+from acode.config.settings import session_settings, up_options
+from acode.connection import Connection
+from acode.stream import follow
 from actors.paths import RunPaths
 from cli import daemon
-from cli.config import resolve
-from cli.connection import Connection
-from cli.follow import follow
-from cli.settings import session_settings, up_options
 from protocol.ids import new_id
 from protocol.messages import GetEvents, SubmitTask
 

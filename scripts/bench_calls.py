@@ -25,14 +25,14 @@ import structlog
 import zmq
 from bench_actorset import Acode, percentile
 
+from acode.connection import Connection
+from acode.stream import follow
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.paths import RunPaths
 from actors.stages import executor
 from actors.stages.context import StageContext
 from broker.threads import ThreadClients
-from cli.connection import Connection
-from cli.follow import follow
 from protocol import codec
 from protocol.ids import new_id
 from protocol.messages import Commit, GetStatus, Message, RunStage, RunTool, ToolDone

@@ -17,9 +17,10 @@ from typing import Annotated, Any
 
 import typer
 
+from acode.checkpoints import checkpoint_store, listed
+from acode.client import Client
+from acode.config.loader import resolve
 from cli.commands.home import Json, home, run_paths
-from cli.config import resolve
-from cli.connection import Connection
 from cli.follow import print_json
 from cli.render import echo
 from protocol.errors import CliError
@@ -32,52 +33,12 @@ Force = Annotated[bool, typer.Option(
     "--force", help="also put back what someone else changed since (your own edits included)")]
 
 
-def _store_of(session: str) -> tuple[str, str, str, list[Any]]:
-    """The session (full id) whose id starts with ``session``, its workspace, its store, and
-    every record of that store, from the stores in acode's home."""
-    from actors.paths import checkpoint_stores
-    from actors.sandbox.workspace.checkpoints import Checkpoints
-
-    found: dict[str, tuple[str, str, list[Any]]] = {}
-    for directory, workspace in checkpoint_stores(run_paths().checkpoints):
-        records = Checkpoints(directory, workspace).records()
-        for record in records:
-            if record.meta.session.startswith(session):
-                found[record.meta.session] = (workspace, directory, records)
-    if not found:
-        raise CliError(f"no checkpoints of a session starting with {session!r}; a session has them once it has "
-                       "made a call that can change its workspace (`acode sessions` lists sessions)",
-                       code="ACODE-CLI-002")
-    if len(found) > 1:
-        raise CliError(f"{len(found)} sessions with checkpoints start with {session!r}; give more characters",
-                       code="ACODE-CLI-002")
-    [(full, (workspace, directory, records))] = found.items()
-    return full, workspace, directory, records
-
-
-def listed(session: str, records: list[Any]) -> list[dict[str, Any]]:
-    """The session's checkpoints as ``acode checkpoints`` shows them: the start, one before
-    each call, one before each undo; ``files``: changed since the previous one listed."""
-    rows: list[dict[str, Any]] = []
-    changed = 0
-    for record in records:
-        changed += record.files
-        if record.meta.session != session or record.meta.kind == "after":
-            continue
-        meta = record.meta
-        rows.append({"id": record.id, "kind": meta.kind, "stage": meta.stage, "task": meta.task, "step": meta.step,
-                     "call": meta.call, "key": meta.key, "at": record.at, "took_ms": record.took_ms,
-                     "files": changed if rows else record.files, "skipped": record.skipped})
-        changed = 0
-    return rows
-
-
 def checkpoints(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     json_out: Json = False,
 ) -> None:
     """List a session's checkpoints: one before each call that could change the workspace."""
-    full, workspace, _, records = _store_of(session)
+    full, workspace, _, records = checkpoint_store(run_paths().home, session)
     rows = listed(full, records)
     if json_out:
         for row in rows:
@@ -105,11 +66,11 @@ def undo(
 
     if to and last:
         raise CliError("give --to CHECKPOINT or --last, not both", code="ACODE-CLI-003")
-    with Connection(home()) as connection:
-        session_id, snapshot = _paused(connection, session, "undo")
-        body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=to or "", last=last,
+    with Client(home()) as client:
+        snapshot = client.paused(session, "undo")
+        body = RestoreWorkspace(session_id=snapshot.id, workspace=snapshot.workspace, to=to or "", last=last,
                                 force=force, policy=snapshot.settings.sandbox)  # what its checkpoints covered
-        done = _restore(connection, body, yes=yes, question="Restore?")
+        done = _restore(client, body, yes=yes, question="Restore?")
     _report(done, json_out, nothing=not done.applied)
 
 
@@ -123,59 +84,30 @@ def rewind(
     json_out: Json = False,
 ) -> None:
     """Put the workspace back at a checkpoint and continue the session from that step."""
-    from actors.paths import checkpoint_store
-    from actors.sandbox.workspace.checkpoints import Checkpoints
     from cli.commands.sessions import follow_resumed
-    from protocol.errors import NotFoundError
-    from protocol.messages import RestoreWorkspace, RewindSession
+    from protocol.messages import RestoreWorkspace
 
-    with Connection(home()) as connection:
-        session_id, snapshot = _paused(connection, session, "rewind")
-        try:
-            record = Checkpoints(checkpoint_store(run_paths().checkpoints, snapshot.workspace),
-                                 snapshot.workspace).find(to)
-        except NotFoundError as exc:
-            raise CliError(str(exc), code="ACODE-CLI-003") from exc
+    with Client(home()) as client:
+        snapshot = client.paused(session, "rewind")
+        record = client.rewind_target(snapshot.id, to)
         meta = record.meta
-        if meta.session != session_id or not (meta.kind == "start" or meta.stage == "executor" and meta.task):
-            raise CliError(f"checkpoint {to!r} is not one the session can go on from: rewind goes to the session's "
-                           f"start or to a checkpoint its executor took before a step (`acode checkpoints "
-                           f"{session_id[:8]}` lists them, with the stage); `acode undo --to {to}` only puts the "
-                           "workspace back", code="ACODE-CLI-003")
-        body = RestoreWorkspace(session_id=session_id, workspace=snapshot.workspace, to=record.id, force=force,
+        body = RestoreWorkspace(session_id=snapshot.id, workspace=snapshot.workspace, to=record.id, force=force,
                                 by="rewind", policy=snapshot.settings.sandbox)
-        done = _restore(connection, body, yes=yes, question="Restore and continue from there?")
+        done = _restore(client, body, yes=yes, question="Restore and continue from there?")
         if not json_out:
             _report(done, json_out, nothing=not done.applied)
         where = f"{meta.task}/{meta.step}" if meta.task else "the first step"
-        follow_resumed(connection, session_id, RewindSession(session_id=session_id, checkpoint=record.id,
-                                                             task=meta.task, step=meta.step, steering=steer or ""),
+        follow_resumed(client, snapshot.id, client.rewind_body(snapshot.id, record, steer),
                        detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}")
 
 
-def _paused(connection: Connection, session: str, what: str) -> tuple[str, Any]:
-    """The session's full id and snapshot; ACODE-CLI-010 while it runs (its calls would race ``what``)."""
-    from cli.commands.sessions import full_session_id
-    from protocol.messages import GetSession
-
-    session_id = full_session_id(connection, session)
-    snapshot = connection.persistence(GetSession(session_id=session_id)).session
-    if snapshot.status == "running":
-        raise CliError(f"session {session_id} is running: its calls would race the {what}; pause it first "
-                       f"(`acode pause {session_id[:8]}`), then {what}", code="ACODE-CLI-010")
-    return session_id, snapshot
-
-
-def _restore(connection: Connection, body: Any, *, yes: bool, question: str) -> Any:
+def _restore(client: Client, body: Any, *, yes: bool, question: str) -> Any:
     """Ask the sandbox for ``body``'s plan, show it and ask ``question`` on a terminal
     (``yes``: do not ask; off a terminal it must be given), then have it applied; the
     plan itself (not applied) when there is nothing to change."""
     import msgspec
 
-    from protocol.messages import Restored
-
-    plan = connection.sandbox(body)
-    assert isinstance(plan, Restored)
+    plan = client.restore(body)
     if not (plan.write or plan.delete):
         return plan
     if not yes:
@@ -185,9 +117,7 @@ def _restore(connection: Connection, body: Any, *, yes: bool, question: str) -> 
         echo(_changes(plan, body.workspace))
         if not typer.confirm(question, default=False):
             raise typer.Exit(1)
-    done = connection.sandbox(msgspec.structs.replace(body, apply=True), timeout=300)
-    assert isinstance(done, Restored)
-    return done
+    return client.restore(msgspec.structs.replace(body, apply=True))
 
 
 def _changes(plan: Any, workspace: str) -> str:

@@ -6,18 +6,20 @@ from typing import Annotated, Any
 
 import typer
 
+from acode.client import Client
+from acode.config.loader import resolve
+from acode.config.settings import up_options
+from acode.connection import coordinator_pid
+from acode.events import typed
+from acode.stream import read_events
 from cli import daemon, render
 from cli.commands.home import Json, home, run_paths
-from cli.config import resolve
-from cli.connection import Connection, coordinator_pid
-from cli.follow import print_json, read_events
+from cli.follow import print_json
 from cli.render import echo
-from cli.settings import up_options
-from protocol.budget import Spent
 from protocol.errors import CliError
 from protocol.events import StepStarted
 from protocol.health import session_health
-from protocol.messages import GetEvents, GetPlan, GetSession, GetStatus, ListSessions, SessionFound
+from protocol.messages import GetPlan
 from protocol.plan import TaskPlan
 from protocol.session import SessionSnapshot
 from protocol.stages import STAGES
@@ -79,16 +81,16 @@ def status(
     then the sessions running or paused, with their stage and step, budget use and health."""
     from cli.doctor import configured_paths
 
-    with Connection(home()) as connection:
-        report = connection.coordinator(GetStatus())
+    with Client(home()) as client:
+        report = client.status()
         if json_out:
             print_json(report)
             return
-        active = connection.persistence(ListSessions(statuses=["running", "paused"], limit=1_000)).sessions
-        where = {s.id: _where(connection, s) for s in active}
-        spent = {s.id: _spent(connection, s) for s in active}
-        health = {s.id: session_health(connection.persistence(GetEvents(session_id=s.id)).events,
-                                       s.settings.budget, spent[s.id]) for s in active}
+        active = client.sessions(["running", "paused"], limit=1_000)
+        where = {s.id: _where(client, s) for s in active}
+        spent = {s.id: client.spent(s.id) for s in active}
+        health = {s.id: session_health(typed(read_events(client.connection, s.id)), s.settings.budget, spent[s.id])
+                  for s in active}
     echo(render.status_table(report))
     echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
     echo(_store_size(run_paths().checkpoints))
@@ -121,13 +123,7 @@ def _store_size(root: Path) -> str:
     return f"checkpoints: {size / 1e6:.1f} MB in {len(found)} workspace store(s) ({root}; `acode gc` trims)"
 
 
-def _spent(connection: Connection, session: SessionSnapshot) -> Spent:
-    """What ``session`` spent against its budget (persistence's count, the coordinator's running time)."""
-    found: SessionFound = connection.persistence(GetSession(session_id=session.id))
-    return found.spent or Spent(running_s=session.running_s)
-
-
-def _where(connection: Connection, session: SessionSnapshot) -> str:
+def _where(client: Client, session: SessionSnapshot) -> str:
     """Where a session stands: ``executor T2/S3, step 5 of 9``, ``verifier (visit 2)``, ``paused (user)``."""
     if session.status == "paused":
         kind = session.pause.kind if session.pause else "?"
@@ -136,11 +132,11 @@ def _where(connection: Connection, session: SessionSnapshot) -> str:
     where = f"{session.stage}" + (f" (visit {session.visit})" if session.visit > 1 else "")
     if session.stage != "executor" or not session.plan_version:
         return where + pausing
-    started = [e for e in read_events(connection, session.id) if isinstance(e, StepStarted)]
+    started = [e for e in read_events(client.connection, session.id) if isinstance(e, StepStarted)]
     if not started:
         return where + pausing
     last = started[-1]
-    plan: TaskPlan = connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
+    plan: TaskPlan = client.connection.persistence(GetPlan(session_id=session.id, version=session.plan_version)).plan
     order = [(task.label, step.label) for task in plan.tasks for step in task.steps]
     number = order.index((last.task, last.step)) + 1 if (last.task, last.step) in order else 0
     return f"executor {last.task}/{last.step}" + (f", step {number} of {len(order)}" if number else "") + pausing

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from acode.config.loader import resolve
 from cli.commands.home import Json, run_paths
-from cli.config import resolve
 from cli.follow import print_json
 from cli.render import echo
 from protocol.errors import CliError
@@ -39,8 +39,8 @@ def trust(
     revoke: Annotated[bool, typer.Option("--revoke", help="stop trusting DIR's file")] = False,
 ) -> None:
     """Trust DIR/.agent/config.yml as it is now: its settings may then loosen yours (README 'Configuration')."""
-    from cli import trust as trusting
-    from cli.config import decode_file
+    from acode.config import trust as trusting
+    from acode.config.loader import decode_file
 
     home = run_paths().home
     store = trusting.load_store(home)

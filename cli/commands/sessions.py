@@ -10,57 +10,22 @@ outcome paused the session: 30 step failed, 31 turn limit, 32 sandbox violation,
 """
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import msgspec
 import typer
 
+from acode.client import Client
+from acode.events import typed
+from acode.stream import read_events
 from cli import approvals, render
 from cli.commands.home import Json, home, run_paths
-from cli.config import resolve
-from cli.connection import Connection
 from cli.follow import attach_and_print, follow_and_print, print_json
 from cli.progress import session_detail
 from cli.render import echo
-from cli.settings import provider_spec, session_settings
-from protocol.budget import FLAGS, BudgetChange, BudgetKind, Spent, parse_change
-from protocol.errors import CliError, ModelError
-from protocol.health import session_health
-from protocol.ids import new_id
-from protocol.messages import (
-    CancelSession,
-    GetEvents,
-    GetPlan,
-    GetSession,
-    ListSessions,
-    Message,
-    ResumeSession,
-    SubmitTask,
-)
-from protocol.plan import TaskPlan, with_status
-from protocol.script import load_script
-from protocol.session import ProviderSpec, ScriptedProvider, SessionSnapshot, SettingsOverride
-from protocol.stages import STAGES, Stage
-from protocol.task import check_task
-from protocol.text import find_bad_text
+from protocol.errors import CliError
+from protocol.messages import Message, ResumeSession
 
-__all__ = ["PROVIDERS", "attach", "cancel", "follow_resumed", "full_session_id", "real_status", "resume", "run",
-           "sessions", "show"]
-
-PROVIDERS = ("ollama", "openai", "scripted")
-
-
-def full_session_id(connection: Connection, given: str) -> str:
-    """Accept a full session id or a unique prefix of one."""
-    if len(given) >= 36:
-        return given
-    reply = connection.persistence(ListSessions(limit=100_000))
-    matches: list[str] = [s.id for s in reply.sessions if s.id.startswith(given)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise CliError(f"no session starts with {given!r}; list them with `acode sessions`", code="ACODE-CLI-002")
-    raise CliError(f"{len(matches)} sessions start with {given!r}; give more characters", code="ACODE-CLI-002")
+__all__ = ["attach", "cancel", "follow_resumed", "resume", "run", "sessions", "show"]
 
 
 def run(
@@ -97,51 +62,28 @@ def run(
     A call the session's autonomy level does not allow pauses it ``awaiting_approval``: on a
     terminal ``acode run`` asks inline; off one, ``approvals.non_interactive_policy`` decides;
     with ``--detach`` the session waits for ``acode approve``/``acode deny``."""
+    paths = run_paths()
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise CliError(f"workspace {str(workspace)!r} is not a directory; create it or pass --workspace DIR")
-    bad = find_bad_text(str(root))
-    if bad is not None:  # a path's bytes that are not UTF-8 arrive as lone surrogates, which no message carries
-        raise CliError(f"workspace {str(root)!r} is not a UTF-8 path (the byte \\x{ord(bad.char) & 0xff:02x} at "
-                       f"character {bad.offset}); rename the directory to a UTF-8 name")
-    if provider is not None and provider not in PROVIDERS:
-        raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
-                         code="ACODE-LLM-001")
-    check_task(task)
-    flags: dict[str, Any] = {"model.provider": provider, "model.script": str(script.resolve()) if script else None,
-                             "model.model": model, "model.base_url": base_url,
-                             "orchestration.cycle_limit": cycle_limit, "executor.max_turns_per_step": max_turns,
-                             "autonomy": autonomy, "budget.tokens": budget_tokens,
-                             "budget.tool_calls": budget_tool_calls, "budget.wall_minutes": budget_minutes,
-                             "budget.model_minutes": budget_model_minutes}
-    for stage in STAGES:
-        flags[f"orchestration.{stage}_timeout"] = stage_timeout
-    paths = run_paths()
     if paths.home.resolve().is_relative_to(root):
         echo(f"acode: warning: the workspace {root} contains acode's home {paths.home}; the model's file tools "
-                   "refuse it (ACODE-SBX-013) and commands see it masked, but a narrower workspace (-w) is safer",
-                   err=True)
-    settings = session_settings(resolve(home=paths.home, workspace=root, flags=flags), home=paths.home)
-    if approve_plan:
-        settings = msgspec.structs.replace(settings, plan_review=True)
+             "refuse it (ACODE-SBX-013) and commands see it masked, but a narrower workspace (-w) is safer", err=True)
     # who decides a prompt, fixed now: a human (the inline prompt, or `acode approve` after --detach), else the policy
-    mode = "wait" if detach or approvals.interactive() else settings.approvals.non_interactive_policy
-    settings = msgspec.structs.replace(settings, approval_mode=mode)
-    if settings.provider is None:
-        raise ModelError("no model configured; pass --provider ollama --model NAME (or --provider scripted "
-                         "--script FILE), or set model: in .agent/config.yml (README 'Models')",
-                         code="ACODE-LLM-001")
-    with Connection(paths.home) as connection:
-        connection.require_running()
-        session_id = new_id()
-        connection.coordinator(SubmitTask(session_id=session_id, task=task, workspace=str(root),
-                                          settings=settings, force=force), timeout=30.0)
+    wait = detach or approvals.interactive()
+    with Client(paths.home) as client:
+        session_id = client.submit(
+            task, root, approvals="wait" if wait else "policy", force=force, approve_plan=approve_plan,
+            provider=provider, model=model, base_url=base_url, script=script, stage_timeout=stage_timeout,
+            cycle_limit=cycle_limit, max_turns=max_turns, autonomy=autonomy, budget_tokens=budget_tokens,
+            budget_tool_calls=budget_tool_calls, budget_minutes=budget_minutes,
+            budget_model_minutes=budget_model_minutes).id
         if detach:
             echo(session_id)
             return
-        session = follow_and_print(connection, session_id, json_out=json_out)
-        if mode == "wait":
-            session = approvals.prompt_loop(connection, session, json_out=json_out)
+        session = follow_and_print(client, session_id, json_out=json_out)
+        if wait:
+            session = approvals.prompt_loop(client, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -151,12 +93,11 @@ def attach(
     json_out: Json = False,
 ) -> None:
     """Follow a running or paused session again: its recent progress, then live (any number of terminals)."""
-    with Connection(home()) as connection:
-        connection.require_running()
-        session = attach_and_print(connection, full_session_id(connection, session_id), replay=replay,
-                                   json_out=json_out)
+    with Client(home()) as client:
+        client.connection.require_running()
+        session = attach_and_print(client, client.session_id(session_id), replay=replay, json_out=json_out)
         if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
-            session = approvals.prompt_loop(connection, session, json_out=json_out)
+            session = approvals.prompt_loop(client, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -166,12 +107,12 @@ def sessions(
     limit: Annotated[int, typer.Option("--limit")] = 50,
 ) -> None:
     """List sessions, newest first."""
-    with Connection(home()) as connection:
-        reply = connection.persistence(ListSessions(statuses=status_filter or [], limit=limit))
+    with Client(home()) as client:
+        found = client.sessions(status_filter, limit=limit)
     if json_out:
-        print_json(reply.sessions)
+        print_json(found)
     else:
-        echo(render.sessions_table(reply.sessions))
+        echo(render.sessions_table(found))
 
 
 def show(
@@ -179,28 +120,19 @@ def show(
     json_out: Json = False,
 ) -> None:
     """One session: state, budget use, health, every transition with timing, files changed."""
-    with Connection(home()) as connection:
-        session_id = full_session_id(connection, session)
-        found = connection.persistence(GetSession(session_id=session_id))
-        snapshot = found.session
-        spent = found.spent or Spent(running_s=snapshot.running_s)
-        events = connection.persistence(GetEvents(session_id=session_id)).events
-        plan = None
-        if snapshot.plan_version:
-            plan = real_status(connection, snapshot, connection.persistence(GetPlan(session_id=session_id)).plan)
+    with Client(home()) as client:
+        view = client.show(session)
     if json_out:
-        print_json({"session": snapshot, "plan": plan, "events": events,
-                    "budget": {"limits": snapshot.settings.budget, "spent": spent},
-                    "health": session_health(events, snapshot.settings.budget, spent)})
+        print_json(view)
     else:
-        echo(session_detail(snapshot, events, spent))
+        echo(session_detail(view.session, typed(view.events), view.budget.spent))
 
 
 def cancel(session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")]) -> None:
     """Cancel a running or paused session (exit code 23 for its `acode run`)."""
-    with Connection(home()) as connection:
-        reply = connection.coordinator(CancelSession(session_id=full_session_id(connection, session)))
-    echo(f"session {reply.session.id} {reply.session.status}")
+    with Client(home()) as client:
+        cancelled = client.cancel(session)
+    echo(f"session {cancelled.id} {cancelled.status}")
 
 
 def resume(
@@ -233,106 +165,28 @@ def resume(
     Finished steps stay finished; what stopped it gets a fresh round. The options change
     the session's settings from now on (recorded as an event): only a human raises a limit.
     """
-    timeouts: dict[Stage, float | None] = {"planner": planner_timeout, "executor": executor_timeout,
-                                           "verifier": verifier_timeout, "reviewer": reviewer_timeout}
-    given = {"--stage-timeout": stage_timeout, "--step-timeout": step_timeout,
-             **{f"--{s}-timeout": t for s, t in timeouts.items()}}
-    for flag, value in given.items():
-        if value is not None and not 0 < value <= 86_400:
-            raise CliError(f"{flag} {value:g} is out of range; give seconds above 0, at most 86400")
-    if cycle_limit is not None and not 0 <= cycle_limit <= 10:
-        raise CliError(f"--cycle-limit {cycle_limit} is out of range; give 0 to 10 cycles per kind")
-    if max_turns is not None and not 1 <= max_turns <= 100:
-        raise CliError(f"--max-turns {max_turns} is out of range; give 1 to 100 turns per step")
-    if provider is not None and provider not in PROVIDERS:
-        raise ModelError(f"provider {provider!r} is not available; available: {', '.join(PROVIDERS)}",
-                         code="ACODE-LLM-001")
-    budget = _budget_changes({"tokens": budget_tokens, "tool_calls": budget_tool_calls,
-                              "wall_minutes": budget_minutes, "model_minutes": budget_model_minutes})
-    with Connection(home()) as connection:
-        session_id = full_session_id(connection, session)
-        snapshot: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
-        spec = None
-        if provider or model or base_url or script:
-            spec = _provider_override(snapshot, provider=provider, model=model, base_url=base_url, script=script)
-        stages: dict[Stage, float] = dict.fromkeys(STAGES, stage_timeout) if stage_timeout else {}
-        stages.update({s: t for s, t in timeouts.items() if t is not None})
-        overrides = SettingsOverride(
-            stage_timeouts=stages,
-            step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec,
-            budget=budget)
+    with Client(home()) as client:
+        session_id = client.session_id(session)
+        overrides = client.overrides(
+            session_id, stage_timeout=stage_timeout, planner_timeout=planner_timeout,
+            executor_timeout=executor_timeout, verifier_timeout=verifier_timeout, reviewer_timeout=reviewer_timeout,
+            step_timeout=step_timeout, cycle_limit=cycle_limit, max_turns=max_turns, provider=provider, model=model,
+            base_url=base_url, script=script, budget_tokens=budget_tokens, budget_tool_calls=budget_tool_calls,
+            budget_minutes=budget_minutes, budget_model_minutes=budget_model_minutes)
         body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
-        follow_resumed(connection, session_id, body, detach=detach, json_out=json_out)
+        follow_resumed(client, session_id, body, detach=detach, json_out=json_out)
 
 
-def _budget_changes(given: dict[BudgetKind, str | None]) -> dict[BudgetKind, BudgetChange]:
-    """``--budget-…`` of ``acode resume``: each a new limit, ``+N`` or ``+N%`` (ACODE-CLI-003 otherwise)."""
-    changes: dict[BudgetKind, BudgetChange] = {}
-    for kind, text in given.items():
-        if text is None:
-            continue
-        try:
-            changes[kind] = parse_change(text)
-        except ValueError as exc:
-            raise CliError(f"{FLAGS[kind]} {exc}", code="ACODE-CLI-003") from exc
-    return changes
-
-
-def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model: str | None, base_url: str | None,
-                       script: Path | None) -> ProviderSpec:
-    """The session's model with ``--provider/--model/--base-url/--script`` applied: the same
-    kind keeps its other settings; another kind is resolved from the configuration."""
-    current = snapshot.settings.provider
-    kind = provider or (current.__struct_config__.tag if current is not None else None)
-    if kind == "scripted":
-        if model or base_url:
-            raise CliError("--model and --base-url are for the ollama and openai providers; the scripted one "
-                           "takes --script FILE")
-        if script is None:
-            if isinstance(current, ScriptedProvider):
-                return current
-            raise CliError("--provider scripted needs --script FILE")
-        text = script.read_text(errors="surrogateescape")  # bytes that are not UTF-8: load_script says so
-        load_script(text, name=str(script))  # a bad file is refused here, before the session goes on
-        return ScriptedProvider(script_yaml=text, script_name=str(script.resolve()))
-    if script is not None:
-        raise CliError("--script is for --provider scripted")
-    if current is not None and not isinstance(current, ScriptedProvider) and kind == current.__struct_config__.tag:
-        from actors.llm.locality import check_base_url
-
-        changed = msgspec.structs.replace(current, **{k: v for k, v in (("model", model), ("base_url", base_url))
-                                                       if v is not None})
-        check_base_url(changed.base_url, allow_remote=changed.allow_remote)
-        return changed
-    flags = {"model.provider": kind, "model.model": model, "model.base_url": base_url}
-    spec = provider_spec(resolve(home=run_paths().home, workspace=Path(snapshot.workspace), flags=flags))
-    if spec is None:
-        raise ModelError("no model given; pass --provider ollama --model NAME", code="ACODE-LLM-001")
-    return spec
-
-
-def follow_resumed(connection: Connection, session_id: str, body: Message, *, detach: bool,
-                    json_out: bool, done: str = "resumed") -> None:
-    before = connection.persistence(GetEvents(session_id=session_id)).events
-    connection.coordinator(body)
+def follow_resumed(client: Client, session_id: str, body: Message, *, detach: bool,
+                   json_out: bool, done: str = "resumed") -> None:
+    before = read_events(client.connection, session_id)
+    client.send(body)
     if detach:
         echo(f"session {session_id} {done}")
         return
     # the events before count too: the files changed and the per-stage figures are the session's
-    snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
+    snapshot = follow_and_print(client, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
                                 earlier=before)
     if approvals.interactive() and snapshot.settings.approval_mode == "wait":
-        snapshot = approvals.prompt_loop(connection, snapshot, json_out=json_out)
+        snapshot = approvals.prompt_loop(client, snapshot, json_out=json_out)
     raise typer.Exit(snapshot.exit_code or 0)
-
-
-def real_status(connection: Connection, snapshot: SessionSnapshot, plan: TaskPlan) -> TaskPlan:
-    """``plan`` with each task's status as the session has it now: a plan version is stored
-    as the planner made it; the session's verifications complete its tasks. For the current
-    version that is the session's ``completed_tasks``; for an older one, the tasks the next
-    version carried over as completed (same id)."""
-    if plan.version >= snapshot.plan_version:
-        return with_status(plan, snapshot.completed_tasks)
-    after = connection.persistence(GetPlan(session_id=snapshot.id, version=plan.version + 1)).plan
-    carried = {t.id for t in after.tasks if t.status == "completed"}
-    return with_status(plan, [t.label for t in plan.tasks if t.id in carried or t.status == "completed"])

@@ -3,9 +3,9 @@ choice, never as "no answer came in time", which only the clarification timeout 
 
 from __future__ import annotations
 
+from acode.inputs import collect_answers
 from actors.coordinator.orchestrator import default_answers
 from actors.stages import gather
-from cli.commands.steering import collect_answers
 from protocol.plan import Question, TaskPlan
 
 PLAN = TaskPlan(goal="greet", status="needs_clarification", questions=[

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import resolve
-from cli.settings import session_settings, up_options
+from acode.config.loader import resolve
+from acode.config.settings import session_settings, up_options
 from protocol.errors import ConfigError, ModelError
 from protocol.session import OllamaProvider, OpenAIProvider, ScriptedProvider
 

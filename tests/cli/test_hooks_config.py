@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cli import trust
-from cli.config import resolve
-from cli.settings import session_settings
+from acode.config import trust
+from acode.config.loader import resolve
+from acode.config.settings import session_settings
 from protocol.errors import ConfigError
 from protocol.hooks import HookSpec
 

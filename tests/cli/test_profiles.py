@@ -12,8 +12,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cli.config import resolve
-from cli.settings import session_settings
+from acode.config.loader import resolve
+from acode.config.settings import session_settings
 from protocol.errors import ConfigError
 from protocol.profiles import ModelProfile, ProfileOverride, model_size, offered_tools, profile_for, tool_surface
 from protocol.session import OllamaProvider, OpenAIProvider, SessionSettings

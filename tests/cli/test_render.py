@@ -211,7 +211,8 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
     rest print through ``render.echo``, which escapes what a model or a command wrote."""
     calls = re.compile(r"\b(?:typer\.echo|typer\.secho|click\.echo|print|sys\.std(?:out|err)\.write|"
                        r"stream\.write)\(")
-    files = [path for path in (REPO / "cli").rglob("*.py") if "example" not in path.parts]  # cli/commands/ too
+    files = [path for root in ("cli", "acode") for path in (REPO / root).rglob("*.py")
+             if "example" not in path.parts]  # cli/commands/ too, and the client the CLI is built on
     found = {(path.name, line.strip()) for path in files
              for line in path.read_text().splitlines() if calls.search(line)}
     assert found == {
@@ -221,7 +222,7 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
         ("thinking.py", "self.stream.write(_CLEAR)"),
         ("thinking.py", "self.stream.write(_CLEAR + printable(thinking_text(progress)))"),
         ("thinking.py", 'self.stream.write(printable(thinking_text(progress)) + "\\n")'),
-        ("config.py", 'print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace\'s words, escaped'),
+        ("loader.py", 'print(printable(f"acode: {notice}"), file=sys.stderr)  # a workspace\'s words, escaped'),
         ("daemon.py", 'print(f"acode: the coordinator (pid {pid}) is still running after {timeout:g}s; sending "'),
     }
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.commands.sessions import _provider_override
+from acode.inputs import provider_override as _provider_override
 from protocol.errors import AcodeError, CliError
 from protocol.session import OllamaProvider, ScriptedProvider, SessionSettings, SessionSnapshot
 
@@ -50,8 +50,8 @@ def test_a_bad_script_is_refused_before_the_session_goes_on(tmp_path: Path) -> N
 
 
 def test_the_ladders_config_keys_reach_the_session_settings(tmp_path: Path) -> None:
-    from cli.config import resolve
-    from cli.settings import session_settings
+    from acode.config.loader import resolve
+    from acode.config.settings import session_settings
 
     (tmp_path / ".agent").mkdir()
     (tmp_path / ".agent" / "config.yml").write_text(

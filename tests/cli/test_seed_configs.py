@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import resolve
-from cli.settings import session_settings
+from acode.config.loader import resolve
+from acode.config.settings import session_settings
 from protocol.errors import ConfigError
 
 SAMPLES = Path(__file__).parent / "seed_configs"

@@ -41,7 +41,8 @@ def test_help_renders_without_rich() -> None:
 
 def test_resolving_a_run_settings_loads_no_sandbox_actor_or_coordinator(tmp_path: Path) -> None:
     """What ``acode run`` does before it talks to the coordinator: resolve the settings."""
-    code = (f"from pathlib import Path\nfrom cli.config import resolve\nfrom cli.settings import session_settings\n"
+    code = ("from pathlib import Path\nfrom acode.config.loader import resolve\n"
+            "from acode.config.settings import session_settings\n"
             f"session_settings(resolve(home=Path({str(tmp_path / 'home')!r}), workspace=Path({str(tmp_path)!r}), "
             "env={}))")
     loaded = _modules_after(code)

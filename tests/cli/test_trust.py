@@ -10,10 +10,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cli import trust
-from cli.config import resolve
-from cli.config_schema import AcodeConfig, StageOptions
-from cli.settings import session_settings
+from acode.config import trust
+from acode.config.loader import resolve
+from acode.config.schema import AcodeConfig, StageOptions
+from acode.config.settings import session_settings
 from protocol.autonomy import Approvals
 from protocol.errors import ModelError
 from protocol.sandbox import SandboxPolicy
@@ -85,7 +85,7 @@ def test_every_setting_is_either_tighten_only_or_workspace_configurable_never_bo
     keys = _all_keys()
     tables = [set(trust.TIGHTEN_ONLY), trust.WORKSPACE_OK, trust.MIXED]
     unclassified = [k for k in keys if not any(k in table for table in tables)]
-    assert unclassified == [], "classify each new setting in cli/trust.py"
+    assert unclassified == [], "classify each new setting in acode/config/trust.py"
     assert [sum(k in table for table in tables) for k in keys] == [1] * len(keys)
     assert set().union(*tables) == set(keys)  # nothing stale either
     assert trust.STAGE_TIGHTEN_ONLY | trust.STAGE_WORKSPACE_OK == set(StageOptions.__struct_fields__)

@@ -25,7 +25,7 @@ import msgspec
 import psutil
 import pytest
 
-from cli.connection import Connection
+from acode.connection import Connection
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus
 from tests.harness import wait_until

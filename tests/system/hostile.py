@@ -53,8 +53,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from acode.connection import Connection
 from actors.sandbox.confinement.isolation import Level, choose
-from cli.connection import Connection
 from protocol.errors import SandboxError
 from protocol.messages import CancelSession, GetEvents, GetSession
 from protocol.results import ToolResult

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from acode.connection import Connection
 from broker.client import Client
-from cli.connection import Connection
 from protocol import codec
 from protocol.messages import GetSession, RunTool
 from tests.harness import wait_until

@@ -40,7 +40,7 @@ def _loaded_by(acode: Acode, tmp_path: Path, *args: str) -> tuple[str, set[str]]
 
 
 # ... except the checks ``run`` and ``status`` make before anything is submitted: the
-# sandbox's policy for the configured read and write paths (cli.settings.sandbox_policy) and
+# sandbox's policy for the configured read and write paths (acode.config.settings.sandbox_policy) and
 # whether a model server's base URL is local (actors.llm.locality)
 _CHECKS = {"actors.sandbox", "actors.sandbox.confinement", "actors.sandbox.confinement.isolation",
            "actors.sandbox.confinement.visible", "actors.llm", "actors.llm.locality"}

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from cli.connection import Connection
+from acode.connection import Connection
 from protocol.messages import GetSession
 from tests.harness import wait_until
 from tests.system import hostile as h

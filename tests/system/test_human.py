@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from cli.connection import Connection
+from acode.connection import Connection
 from protocol.events import Event, PauseRequested, SessionPaused, Steered, Transitioned
 from protocol.messages import GetEvents, GetSession
 from protocol.session import SessionSnapshot

@@ -143,7 +143,7 @@ def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(shar
     assert code == 0, out + err
     assert "-> planner (review cycle 1): needs a third file" in out
     session_id = _session_id(out)
-    from cli.connection import Connection
+    from acode.connection import Connection
     from protocol.messages import GetPlan
     with Connection(shared.home) as connection:
         v1 = connection.persistence(GetPlan(session_id=session_id, version=1)).plan

@@ -155,8 +155,8 @@ def test_a_missing_python_is_named_with_its_code(tmp_path: Path) -> None:
 
 def test_the_session_carries_the_clients_path_and_no_config_file_can_set_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cli.config import resolve
-    from cli.settings import session_settings
+    from acode.config.loader import resolve
+    from acode.config.settings import session_settings
     from protocol.errors import ConfigError
 
     monkeypatch.setenv("PATH", f"{tmp_path / 'mine' / 'bin'}:/usr/bin")

@@ -3,14 +3,14 @@
 Precedence (highest first): CLI flags > ``ACODE_<SECTION>__<KEY>`` environment >
 workspace ``.agent/config.yml`` > user ``$ACODE_HOME/config.yml`` > defaults. The
 workspace's own file may only tighten safety settings unless the user trusts it
-(:mod:`cli.trust`, ``acode trust``): flags, environment and the user file are the user's.
+(:mod:`acode.config.trust`, ``acode trust``): flags, environment and the user file are the user's.
 
-Files are YAML decoded into the Structs of :mod:`cli.config_schema`, which forbid unknown
+Files are YAML decoded into the Structs of :mod:`acode.config.schema`, which forbid unknown
 keys, so a typo fails loudly with the file, the key and what is valid. Every field is
 optional in a file; a layer only overrides what it sets. ``acode up`` uses the user config,
 environment and flags (supervision, storage, workers); ``acode run`` adds the workspace
 config (orchestration, planner, executor, verification, sandbox, model). What the resolved
-configuration becomes (a session's settings, the coordinator's options) is :mod:`cli.settings`.
+configuration becomes (a session's settings, the coordinator's options) is :mod:`acode.config.settings`.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 import msgspec
 import msgspec.yaml
 
+from acode.config import trust
+from acode.config.schema import AcodeConfig, Hooks, Section
 from actors.private import USER_UMASK_ENV
-from cli import trust
-from cli.config_schema import AcodeConfig, Hooks, Section
-from cli.thinking import INTERVAL_ENV
 from protocol.conditions import ConditionError, compile_condition
 from protocol.errors import ConfigError
 from protocol.hooks import FACTS, POINTS
 from protocol.printable import printable
+from protocol.progress import INTERVAL_ENV
 
 __all__ = ["ALIASES", "check_hooks", "decode_file", "load_file", "resolve", "workspace_layer"]
 
@@ -184,7 +184,7 @@ def check_hooks(hooks: Hooks, path: Path) -> None:
 
 def workspace_layer(home: Path, workspace: Path, user: AcodeConfig,
                     notices: list[str]) -> tuple[AcodeConfig, bytes | None]:
-    """``workspace``'s own ``.agent/config.yml`` as it may apply (:mod:`cli.trust`): whole
+    """``workspace``'s own ``.agent/config.yml`` as it may apply (:mod:`acode.config.trust`): whole
     when the user trusts these exact bytes, otherwise without what would loosen ``user``
     (every layer the user controls), one notice per key dropped. Also the bytes read (None:
     no file), so what is judged is what was hashed."""

@@ -1,4 +1,4 @@
-"""What a resolved configuration (:func:`cli.config.resolve`) becomes: the settings a session
+"""What a resolved configuration (:func:`acode.config.loader.resolve`) becomes: the settings a session
 is submitted with (:func:`session_settings`: its model, its sandbox policy, its limits), and
 the coordinator's options for ``acode up`` (:func:`up_options`).
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cli.config_schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
+from acode.config.schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
 from protocol.anomalies import AnomalyThresholds
 from protocol.autonomy import Approvals
 from protocol.budget import Budget

@@ -2,7 +2,7 @@
 
 A repository the user clones, or a command the model ran, can write
 ``WORKSPACE/.agent/config.yml``; it must not grant itself more than the user gives. So
-every setting of :class:`~cli.config_schema.AcodeConfig` is classified, in exactly one of two
+every setting of :class:`~acode.config.schema.AcodeConfig` is classified, in exactly one of two
 tables (a test fails when a new setting is in neither):
 
 - :data:`TIGHTEN_ONLY`: safety settings. The workspace file's value is kept only when it
@@ -54,7 +54,7 @@ from protocol.hooks import POINTS
 from protocol.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
-    from cli.config_schema import AcodeConfig
+    from acode.config.schema import AcodeConfig
 
 __all__ = ["CLIENT_SET", "MIXED", "STAGE_TIGHTEN_ONLY", "STAGE_WORKSPACE_OK", "STORE_NAME", "TIGHTEN_ONLY",
            "WORKSPACE_OK", "TrustStore", "config_file", "digest", "grants", "load_store", "save_store", "tighten",

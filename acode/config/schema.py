@@ -3,7 +3,7 @@
 
 Every Struct forbids unknown keys, so a typo fails loudly with the file, the key and what is
 valid; every field is optional (None: not set), so a layer overrides only what it sets
-(:mod:`cli.config` merges the layers); every number has its bounds.
+(:mod:`acode.config.loader` merges the layers); every number has its bounds.
 """
 
 from __future__ import annotations

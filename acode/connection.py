@@ -1,4 +1,4 @@
-"""A CLI's link to a running actor set: the broker's endpoint, a client, liveness checks.
+"""The link to a running actor set: the broker's endpoint, a broker client, liveness checks.
 
 ZeroMQ, the broker client and the codec are imported when a connection is made, not with
 this module: ``acode --help`` and a command that fails its checks never pay for them
@@ -16,6 +16,8 @@ from protocol.messages import Message
 
 if TYPE_CHECKING:
     import zmq
+
+    from protocol.codec import TypedDecoder
 
 __all__ = ["Connection", "coordinator_pid"]
 
@@ -74,6 +76,11 @@ class Connection:
         if pid is None:
             raise NotRunning(f"acode is not running for {self.paths.home}; start it with `acode up --detach`")
         return pid
+
+    def call(self, service: str, body: Message, *, decoder: TypedDecoder[Any], timeout: float = 15.0) -> Any:
+        """``body`` to ``service``, its reply decoded by ``decoder`` (an ``Error`` reply is raised)."""
+        self.require_running()
+        return self.client.call(service, body, timeout=timeout, decoder=decoder)
 
     def coordinator(self, body: Message, *, timeout: float = 15.0) -> Any:
         from protocol import codec
