@@ -1,6 +1,6 @@
 """The reference follows the code: every command and option of the CLI is in the README's
-command table and in docs/commands.md, and docs/events.md describes every event type a
-session's log can hold, and no other."""
+command table and in docs/commands.md, docs/events.md describes every event type a
+session's log can hold, and docs/errors.md every error code acode emits, each with no other."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import typer.main
 
 from cli.app import app
+from protocol.errors import CODES
 from protocol.events import Event
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,3 +60,9 @@ def test_the_events_doc_has_a_row_for_every_event_type_and_no_other() -> None:
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.M))
     rows -= {"type", "id", "session_id", "seq", "at"}  # the fields every event has
     assert sorted(rows) == sorted(tags)
+
+
+def test_the_error_codes_doc_has_a_row_for_every_code_and_no_other() -> None:
+    text = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(ACODE-[A-Z]+-\d{3})` \|", text, flags=re.M)
+    assert sorted(rows) == sorted(CODES)
