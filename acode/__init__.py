@@ -9,17 +9,19 @@
         kinds = [type(event).__name__ for event in session.events()]  # typed, in order, each once
         final = session.wait()                          # completed, failed, cancelled or paused
 
-:class:`Client` is what the ``acode`` command itself is built on (README "Using acode
+:class:`Client` is what the ``acode`` command itself is built on; :class:`AsyncClient`
+is its asyncio twin (README "Using acode
 from Python"). Errors are :class:`AcodeError` and its subclasses, each with a stable
 ``code`` (``ACODE-…``). Every event is a type of :mod:`protocol.events` (its JSON Schema is
 ``protocol/schema/events-v1.json``); an event this version does not know arrives as a
 :class:`GenericEvent`.
 """
 
+from acode.aio import AsyncClient, AsyncSession
 from acode.client import Client, Session, SessionView
 from acode.events import AnyEvent, GenericEvent, kind
 from protocol.errors import AcodeError, CliError, ModelError, NotRunning, RequestTimeout
 from protocol.schema import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "AcodeError", "AnyEvent", "CliError", "Client", "GenericEvent", "ModelError",
-           "NotRunning", "RequestTimeout", "Session", "SessionView", "kind"]
+__all__ = ["SCHEMA_VERSION", "AcodeError", "AnyEvent", "AsyncClient", "AsyncSession", "CliError", "Client",
+           "GenericEvent", "ModelError", "NotRunning", "RequestTimeout", "Session", "SessionView", "kind"]

@@ -182,6 +182,30 @@ def test_a_headless_session_never_waits_for_a_human(shared: Acode, tmp_path: Pat
     assert final.exit_code == 33
 
 
+def test_the_asyncio_twin_streams_and_approves_while_it_streams(shared: Acode, tmp_path: Path) -> None:
+    import asyncio
+
+    async def main(server: ModelServer) -> tuple[list[Any], Any]:
+        async with acode.AsyncClient(shared.home) as client:
+            session = await client.submit(TASK, _workspace(tmp_path), provider="ollama", model="test-model",
+                                          base_url=server.url, autonomy=0, approvals="wait")
+            seen: list[Any] = []
+            while True:
+                seen += [event async for event in session.events(after_seq=seen[-1].seq if seen else 0)]
+                state = await session.snapshot()
+                if state.status != "paused":
+                    return seen, state
+                await session.approve()
+
+    with ModelServer() as server:
+        server.responder = ByStage(planner=[plan()], executor=[write(), done()], verifier=[VERDICT],
+                                   reviewer=[APPROVE])
+        events, final = asyncio.run(main(server))
+    assert (final.status, final.exit_code) == ("completed", 0)
+    assert _numbered(events) == list(range(1, len(events) + 1)) and kind(events[-1]) == "session_finished"
+    assert [kind(e) for e in events].count("approval_decided") == 2  # the write, then the check
+
+
 def _readme_example() -> str:
     text = (REPO / "README.md").read_text()
     section = text.split("## Using acode from Python", 1)[1].split("\n## ", 1)[0]
