@@ -1,7 +1,10 @@
 """structlog, configured once per process: JSON lines when stderr is not a terminal.
 
 Every line carries ``actor``, ``instance`` and ``pid``; handlers bind ``session_id`` and
-``trace_id`` per message. Event names are snake_case facts (``actor_restarted``).
+``trace_id`` per message (:class:`broker.worker.Worker` binds them while a handler runs).
+A line that names a session carries that session's trace id (:func:`add_trace_id`), however
+it named it, so ``acode logs --session`` finds every line of a session in every actor's log
+by one of the two. Event names are snake_case facts (``actor_restarted``).
 
 No line drives a terminal it is shown on: on a terminal every string value has its control
 and bidi characters escaped (:func:`printable_values`); a JSON line has them all as ``\\u``
@@ -24,8 +27,9 @@ from structlog.typing import EventDict
 
 from protocol.printable import json_printable, printable
 from protocol.redact import Redactor, default_redactor
+from protocol.tracing import trace_id
 
-__all__ = ["configure", "get_logger", "printable_values", "redact_secrets", "render_json"]
+__all__ = ["add_trace_id", "configure", "get_logger", "printable_values", "redact_secrets", "render_json"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -47,6 +51,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_id,
             add_identity,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -61,6 +66,15 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
+
+
+def add_trace_id(logger: Any, method: str, event: EventDict) -> EventDict:
+    """A structlog processor: a line with a ``session_id`` gets that session's ``trace_id``
+    (:func:`protocol.tracing.trace_id`), also when it was bound for another request's."""
+    session_id = event.get("session_id")
+    if session_id and isinstance(session_id, str):
+        event["trace_id"] = trace_id(session_id)
+    return event
 
 
 def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:

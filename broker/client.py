@@ -26,11 +26,11 @@ from typing import Any
 
 import zmq
 
-from broker import wire
+from broker import tracing, wire
 from protocol import codec, frames
 from protocol.codec import TypedDecoder
 from protocol.errors import AcodeError, ProtocolError, RequestTimeout, from_info
-from protocol.ids import new_id, new_span_id, new_trace_id
+from protocol.ids import new_id, new_span_id
 from protocol.messages import Envelope, Error, Message
 
 __all__ = ["Client", "ReplyCallback"]
@@ -94,11 +94,14 @@ class Client:
              session_id: str | None = None, trace_id: str | None = None, attempt: int = 1,
              retry_on_lost: bool = True) -> str:
         """Send a request; ``on_reply(reply, error)`` runs once, from :meth:`on_readable`
-        or :meth:`tick`. Returns the request id."""
+        or :meth:`tick`. Returns the request id. The envelope names the request's session
+        and its trace: ``session_id`` and ``trace_id`` if given, else as
+        :func:`broker.tracing.stamp` finds them (the body's session, the request being served)."""
         now = self.clock()
         request_id = request_id or new_id()
         wall_ms = time.time_ns() // 1_000_000
-        header = Envelope(id=request_id, session_id=session_id, trace_id=trace_id or new_trace_id(),
+        session_id, trace_id = tracing.stamp(body, session_id, trace_id)
+        header = Envelope(id=request_id, session_id=session_id, trace_id=trace_id,
                           span_id=new_span_id(), sender=self.sender, epoch=self.epoch,
                           sent_at_ms=wall_ms, deadline_ms=wall_ms + int(timeout * 1000),
                           attempt=attempt)

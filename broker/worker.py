@@ -8,6 +8,10 @@ Duplicates are absorbed here: a request id already being handled only updates wh
 the reply goes; a request id answered recently is answered again from a cache of the
 last replies, without running the handler twice. (Across a restart of this process the
 cache is gone; handlers are idempotent by id for that case.)
+
+While a handler runs, its request is the current one (:func:`broker.tracing.serving`): the
+calls it makes carry its session and trace, and every line it logs has its ``session_id``
+and ``trace_id`` (structlog context variables, on the thread that runs the handler).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import structlog
 import zmq
 
-from broker import wire
+from broker import tracing, wire
 from protocol import codec, frames
 from protocol.errors import AcodeError, ProtocolError
 from protocol.ids import new_id
@@ -49,6 +54,9 @@ class Request:
 
 
 Handler = Callable[[Request], Message]
+
+_bind = structlog.contextvars.bind_contextvars
+_unbind = structlog.contextvars.reset_contextvars
 
 
 class Worker:
@@ -178,6 +186,8 @@ class Worker:
         self.actor.loop.call_soon_threadsafe(lambda: self._finish(request, result))
 
     def _run(self, request: Request, handle: Callable[[Request], Any] | None = None) -> Any:
+        (session_id, trace_id), token = tracing.serving(request.envelope)
+        bound = _bind(session_id=session_id, trace_id=trace_id) if session_id else _bind(trace_id=trace_id)
         try:
             return (handle or self.handle)(request)
         except AcodeError as exc:
@@ -186,6 +196,9 @@ class Worker:
             self.actor.log.exception("handler_failed", service=self.service, request_id=request.id)
             return Error(error=AcodeError(
                 f"internal error in {self.service}: {type(exc).__name__}: {exc}").info())
+        finally:
+            _unbind(**bound)
+            tracing.done(token)
 
     def _finish(self, request: Request, result: Message) -> None:
         if result is DEFERRED:

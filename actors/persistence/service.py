@@ -321,6 +321,10 @@ class PersistenceActor(Actor):
                 self._parked.append((request, body, since.get(request.id, now)))
                 continue
             self.worker.reply(request, reply)
+            if isinstance(body, Commit) and body.snapshot is not None and not isinstance(reply, Error):
+                # one line per transition (a dozen a session): what `acode logs --session` shows of this actor
+                self.log.info("transition_stored", session_id=body.session_id, status=body.snapshot.status,
+                              stage=body.snapshot.stage, events=len(body.events))
         self._publish(inserted)
         if len(group) > 1:
             self.log.debug("group_committed", requests=len(group), events=len(inserted))

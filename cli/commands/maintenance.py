@@ -1,6 +1,6 @@
 """Looking after the setup: ``acode doctor`` checks the model server, the model, the sandbox
 and the actors; ``trust`` lets a workspace's config loosen yours; ``logs`` shows an actor's
-log; ``demo`` runs the shipped example end to end."""
+log, or one session's lines from every actor's log; ``demo`` runs the shipped example end to end."""
 
 import os
 from pathlib import Path
@@ -81,10 +81,17 @@ def trust(
 
 def logs(
     instance: Annotated[str | None, typer.Argument(help="actor instance, e.g. executor")] = None,
-    lines: Annotated[int, typer.Option("--lines", "-n")] = 40,
+    lines: Annotated[int | None, typer.Option("--lines", "-n", help="the last N lines (default 40; "
+                                                                     "with --session: all)")] = None,
+    session: Annotated[str | None, typer.Option(
+        "--session", help="one session's lines from every actor's log, in time order (id or unique prefix)")] = None,
+    json_out: Json = False,
 ) -> None:
-    """Show an actor's log tail (or list the log files)."""
+    """Show an actor's log tail (or list the log files), or one session's lines from every log."""
     paths = run_paths()
+    if session is not None:
+        _session_logs(paths.logs, session, instance, lines, json_out)
+        return
     if instance is None:
         names = sorted(p.stem for p in paths.logs.glob("*.log")) if paths.logs.exists() else []
         echo(f"logs in {paths.logs}: {', '.join(names) if names else 'none yet'}")
@@ -92,11 +99,30 @@ def logs(
     path = paths.log_file(instance)
     if not path.exists():
         raise CliError(f"no log for {instance!r} in {paths.logs}; `acode logs` lists them")
+    lines = 40 if lines is None else lines
     with open(path, "rb") as handle:
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - 256 * lines))
         text = handle.read().decode(errors="replace").splitlines()[-lines:]
     echo("\n".join(text))
+
+
+def _session_logs(logs: Path, given: str, instance: str | None, last: int | None, json_out: bool) -> None:
+    """``acode logs --session``: reads the log files only, so it works with acode down."""
+    from cli.sessionlogs import render, session_lines
+
+    log = session_lines(logs, given, instance)
+    found = log.lines
+    if last is not None:
+        found = found[-last:] if last > 0 else []
+    if json_out:
+        for line in found:
+            print_json(line.fields)
+        return
+    actors = sorted({line.instance for line in found})
+    echo(f"session {log.session_id or '?'} (trace {log.trace_id}): {len(found)} lines from {', '.join(actors)}")
+    width = max((len(line.instance) for line in found), default=0)
+    echo("\n".join(render(line, width) for line in found))
 
 
 def demo(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from actors import logs
 from protocol import redact
 from protocol.errors import ErrorInfo
+from protocol.tracing import trace_id
 
 GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"
 KNOWN = "Zq8-" + "wX4vY2" * 4  # the value of a secret in the environment
@@ -119,3 +120,17 @@ def test_no_line_drives_the_terminal_it_is_shown_on(lines: Callable[[], str]) ->
     event = buffer.getvalue().splitlines()[-1]
     assert "\x1b" not in event and "\x9b" not in event and "\u202e" not in event
     assert "\\x1b]52;c;Y3VybA==\\x07\\x9b2J\\u202eevil" in event
+
+
+def test_a_line_that_names_a_session_carries_its_trace_id(lines: Callable[[], str]) -> None:
+    session, other = "0196f3a2-7c1e-7d4b-8a5f-3e2b1c0d9e8f", "0196f3a2-0000-7d4b-8a5f-3e2b1c0d9e8f"
+    log = logs.get_logger()
+    log.info("stage_dispatched", session_id=session)
+    with structlog.contextvars.bound_contextvars(session_id=other, trace_id=trace_id(other)):
+        log.info("handled")  # the request's ids, bound by the worker
+        log.info("hold_overridden", session_id=session)  # another session named: its own trace
+    log.info("actor_ready")
+    parsed = [json.loads(line) for line in lines().splitlines()]
+    assert [(line.get("session_id"), line.get("trace_id")) for line in parsed] == [
+        (session, "0196f3a27c1e7d4b8a5f3e2b1c0d9e8f"), (other, trace_id(other)),
+        (session, "0196f3a27c1e7d4b8a5f3e2b1c0d9e8f"), (None, None)]
