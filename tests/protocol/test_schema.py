@@ -41,3 +41,22 @@ def test_versioned_puts_the_version_first_in_each_object() -> None:
     assert schema.versioned([{"a": 1}, 2]) == [{"schema_version": schema.SCHEMA_VERSION, "a": 1}, 2]
     assert schema.versioned("text") == "text"
     assert msgspec.json.decode(msgspec.json.encode(schema.versioned({"x": 1})))["schema_version"] == 1
+
+
+def test_the_docs_show_one_valid_line_of_every_event_type() -> None:
+    """docs/events.md "One line of each type": one JSON line per event type, at the current
+    schema version, decoding strictly to its type, and exactly what acode prints for it."""
+    from pathlib import Path
+
+    from protocol import codec
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "events.md").read_text()
+    block = text.split("## One line of each type", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    shown: list[str] = []
+    for line in block.splitlines():
+        data = json.loads(line)
+        assert data.pop("schema_version") == schema.SCHEMA_VERSION, line[:80]
+        event = msgspec.convert(data, Event, strict=True)
+        assert json.loads(codec.to_json(event)) == data, line[:80]
+        shown.append(data["type"])
+    assert shown == [t.__struct_config__.tag for t in typing.get_args(Event)], "each type once, in the table's order"
