@@ -22,6 +22,7 @@ from typing import Literal
 
 from cli.connection import Connection
 from cli.follow import follow_and_print, read_events
+from cli.modeltext import ModelText
 from cli.render import always_lines, echo, request_lines
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import CliError
@@ -87,10 +88,11 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
                 echo("answer y, n, a, d or q")
 
 
-def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
+def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: bool = False,
+                model_text: ModelText | None = None) -> SessionSnapshot:
     """While the session waits for approval, or for the answer to a ``confirm`` hook, ask
-    here, send the decision, follow it on."""
-    session = _confirm(connection, session, json_out)
+    here, send the decision, follow it on (``model_text``: ``--verbose``'s, going on)."""
+    session = _confirm(connection, session, json_out, model_text)
     while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
             and session.approval is not None:
         request = session.approval
@@ -106,12 +108,14 @@ def prompt_loop(connection: Connection, session: SessionSnapshot, *, json_out: b
         body = decision_for(session, verdict, always=choice == "always", reason=reason or "denied at the prompt"
                             if verdict == "deny" else "", by="the inline prompt")
         connection.coordinator(body)  # the follow below shows the approval_decided event
-        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
-        session = _confirm(connection, session, json_out)
+        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0,
+                                   model_text=model_text)
+        session = _confirm(connection, session, json_out, model_text)
     return session
 
 
-def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool) -> SessionSnapshot:
+def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool,
+             model_text: ModelText | None = None) -> SessionSnapshot:
     """A session paused by a ``confirm`` hook (README "Hooks"): ask whether to go on; yes
     resumes it (as ``acode resume``) and follows it; anything else leaves it paused."""
     while session.status == "paused" and session.pause is not None and session.pause.kind == "hook":
@@ -125,6 +129,7 @@ def _confirm(connection: Connection, session: SessionSnapshot, json_out: bool) -
             echo(f"the session stays paused; `acode resume {session.id}` goes on")
             return session
         connection.coordinator(ResumeSession(session_id=session.id))
-        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq)
+        session = follow_and_print(connection, session.id, json_out=json_out, after_seq=events[-1].seq,
+                                   model_text=model_text)
     return session
 

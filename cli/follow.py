@@ -23,6 +23,7 @@ import typer
 
 from cli import render
 from cli.connection import Connection
+from cli.modeltext import ModelText
 from cli.progress import Progress, files_changed, stage_table, stage_totals
 from cli.render import echo
 from cli.thinking import ThinkingLine
@@ -126,10 +127,12 @@ def read_events(connection: Connection, session_id: str, after_seq: int = 0) -> 
 
 
 def attach_and_print(connection: Connection, session_id: str, *, replay: int = 20,
-                     json_out: bool = False) -> SessionSnapshot:
+                     json_out: bool = False, verbose: bool = False) -> SessionSnapshot:
     """``acode attach``: show a session's last ``replay`` progress lines (or events, as JSON),
-    then follow it live as ``acode run`` does. Any number of terminals may attach at once:
-    each has its own subscription. A session that is not running is shown and left."""
+    then follow it live as ``acode run`` does (``verbose``: with the model's text from now
+    on, :mod:`cli.modeltext`). Any number of terminals may attach at once: each has its own
+    subscription. A session that is not running is shown and left."""
+    model_text = ModelText(connection, session_id) if verbose else None  # what is recorded now is the past
     session: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
     events = read_events(connection, session_id)
     progress = Progress()
@@ -146,7 +149,7 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
     if session.status == "running":
         last = events[-1].seq if events else 0
         return follow_and_print(connection, session_id, json_out=json_out, after_seq=last, progress=progress,
-                                earlier=events)
+                                earlier=events, model_text=model_text)
     if json_out:
         print_json({"session": session, "stages": stage_totals(events)})
     elif session.pause is not None and session.pause.kind == "plan_review":
@@ -162,10 +165,11 @@ def attach_and_print(connection: Connection, session_id: str, *, replay: int = 2
 
 def follow_and_print(connection: Connection, session_id: str, *, json_out: bool = False,
                      after_seq: int = 0, progress: Progress | None = None,
-                     earlier: list[Event] | None = None) -> SessionSnapshot:
+                     earlier: list[Event] | None = None, model_text: ModelText | None = None) -> SessionSnapshot:
     """Follow a session printing one line per event (or JSON lines), then the files changed
     (``earlier``: events already shown, counted in the files changed; ``progress``: the
-    renderer that showed them).
+    renderer that showed them; ``model_text``: ``--verbose``, the model's text under its
+    turns and stages, :mod:`cli.modeltext`).
 
     While a model answers, a thinking line shows it is alive (``cli.thinking``; not with
     ``--json``, whose output is the committed events only). The end adds the per-stage
@@ -188,6 +192,8 @@ def follow_and_print(connection: Connection, session_id: str, *, json_out: bool 
             if thinking is not None:
                 thinking.clear()
             echo(line)
+        if model_text is not None:
+            model_text.after(event)
 
     try:
         try:

@@ -47,7 +47,7 @@ from protocol.events import (
     Transitioned,
     TurnAnswered,
 )
-from protocol.stages import STAGES
+from protocol.stages import STAGES, Stage
 
 __all__ = ["Attempt", "Check", "Cycle", "Pause", "StageVisit", "StepTiming", "ToolCall", "check_stage", "cycles",
            "cycles_numbered", "step_timings", "visits"]
@@ -63,7 +63,8 @@ class StepTiming:
     task: str
     step: str
     title: str = ""
-    status: str = "running"  # completed, failed, blocked; running: no step_finished (yet)
+    status: str = "running"  # completed, failed, blocked; running: not finished yet; interrupted: not finished
+    # when the session paused, ended or left the visit (a retried attempt finishes it later)
     summary: str = ""
     started_at: float | None = None
     finished_at: float | None = None
@@ -169,11 +170,12 @@ class Cycle:
     visits: list[StageVisit] = field(default_factory=list)
 
 
-def check_stage(stage: str) -> str:
+def check_stage(stage: str) -> Stage:
     """``stage`` if it names a stage, else CliError (ACODE-CLI-012) listing the stages."""
-    if stage not in STAGES:
-        raise CliError(f"--stage {stage!r} is not a stage; give one of {', '.join(STAGES)}", code=VIEW_CODE)
-    return stage
+    for known in STAGES:
+        if stage == known:
+            return known
+    raise CliError(f"--stage {stage!r} is not a stage; give one of {', '.join(STAGES)}", code=VIEW_CODE)
 
 
 def visits(events: Iterable[Event]) -> list[StageVisit]:
@@ -183,6 +185,8 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
     steps: dict[str, StepTiming] = {}  # the current executor visit's, by label
     running: StepTiming | None = None  # the step whose tool calls come now
     for event in events:
+        if isinstance(event, Transitioned | SessionPaused | SessionFinished):
+            _interrupt(steps.values())
         if isinstance(event, Transitioned):
             if current is not None:
                 current.left_at, current.next = event.at, event.target
@@ -253,12 +257,19 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
                 if current.pauses and current.pauses[-1].resumed_at is None:
                     current.pauses[-1].resumed_at, current.pauses[-1].resumed = event.at, event.reason
                 current.left_at, current.next = None, ""
+                for step in steps.values():
+                    step.status = "running" if step.status == "interrupted" else step.status
             case ApprovalDecided():
                 verb = "approved" if event.decision == "approve" else "denied"
                 current.approvals.append(f"{event.tool} {event.target} ({event.risk}) {verb} by {event.by}")
             case SessionFinished():
                 current.left_at, current.next = event.at, event.status
     return found
+
+
+def _interrupt(steps: Iterable[StepTiming]) -> None:
+    for step in steps:
+        step.status = "interrupted" if step.status == "running" else step.status
 
 
 def step_timings(events: Iterable[Event]) -> list[StepTiming]:
@@ -291,6 +302,7 @@ def cycles_numbered(events: list[Event], number: int, *, session_id: str) -> lis
     if not chosen:
         reached = sorted({part.cycle for part in every})
         kinds = ", ".join(f"{part.kind} {part.cycle}" for part in every if part.kind) or "none"
+        some = ", ".join(map(str, reached[:-1])) + " or " if len(reached) > 1 else ""
         raise CliError(f"session {session_id} never reached cycle {number}: its cycles are {kinds}; give --cycle "
-                       f"{' or '.join(map(str, reached))} (0: the first pass)", code=VIEW_CODE)
+                       f"{some}{reached[-1]} (0: the first pass)", code=VIEW_CODE)
     return chosen

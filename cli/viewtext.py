@@ -1,7 +1,8 @@
 """The views of :mod:`cli.views` in words: ``acode show --stage``, ``--cycle`` and the step
-table of the default view. Times are seconds since the session's first event (``+1.234s``),
-as the default view's transitions are; the text goes out through :func:`cli.render.echo`,
-which escapes what a model or a command put in it.
+table of the default view (:mod:`cli.show` prints the one asked for). Times are seconds
+since the session's first event (``+1.234s``), as the default view's transitions are; the
+text goes out through :func:`cli.render.echo`, which escapes what a model or a command put
+in it.
 """
 
 from __future__ import annotations
@@ -107,3 +108,4 @@ def cycle_text(chosen: list[Cycle], start: float, session_id: str, stage: str | 
         for visit in shown:
             lines += ["", *["  " + line for line in visit_lines(visit, start)]]
     return "\n".join(lines)
+

@@ -19,10 +19,13 @@ from cli import approvals, render
 from cli.commands.home import Json, home, run_paths
 from cli.config import resolve
 from cli.connection import Connection
-from cli.follow import attach_and_print, follow_and_print, print_json
+from cli.follow import attach_and_print, follow_and_print, print_json, read_events
+from cli.modeltext import ModelText
 from cli.progress import session_detail
 from cli.render import echo
 from cli.settings import provider_spec, session_settings
+from cli.show import print_view
+from cli.views import step_timings
 from protocol.budget import FLAGS, BudgetChange, BudgetKind, Spent, parse_change
 from protocol.errors import CliError, ModelError
 from protocol.health import session_health
@@ -48,6 +51,8 @@ __all__ = ["PROVIDERS", "attach", "cancel", "follow_resumed", "full_session_id",
            "sessions", "show"]
 
 PROVIDERS = ("ollama", "openai", "scripted")
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="show the model's text under each turn and stage as the session runs")]
 
 
 def full_session_id(connection: Connection, given: str) -> str:
@@ -91,12 +96,14 @@ def run(
         "--budget-minutes", min=0, help="minutes the session may run (not paused); 0: no limit")] = None,
     budget_model_minutes: Annotated[float | None, typer.Option(
         "--budget-model-minutes", min=0, help="minutes of waiting for the model; 0: no limit")] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Submit a task and follow it through every stage to a final state.
 
     A call the session's autonomy level does not allow pauses it ``awaiting_approval``: on a
     terminal ``acode run`` asks inline; off one, ``approvals.non_interactive_policy`` decides;
     with ``--detach`` the session waits for ``acode approve``/``acode deny``."""
+    _check_verbose(verbose, json_out)
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise CliError(f"workspace {str(workspace)!r} is not a directory; create it or pass --workspace DIR")
@@ -139,9 +146,10 @@ def run(
         if detach:
             echo(session_id)
             return
-        session = follow_and_print(connection, session_id, json_out=json_out)
+        model_text = ModelText(connection, session_id, fresh=True) if verbose else None
+        session = follow_and_print(connection, session_id, json_out=json_out, model_text=model_text)
         if mode == "wait":
-            session = approvals.prompt_loop(connection, session, json_out=json_out)
+            session = approvals.prompt_loop(connection, session, json_out=json_out, model_text=model_text)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -149,12 +157,14 @@ def attach(
     session_id: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     replay: Annotated[int, typer.Option("--replay", min=0, help="progress lines of the past shown first")] = 20,
     json_out: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Follow a running or paused session again: its recent progress, then live (any number of terminals)."""
+    _check_verbose(verbose, json_out)
     with Connection(home()) as connection:
         connection.require_running()
         session = attach_and_print(connection, full_session_id(connection, session_id), replay=replay,
-                                   json_out=json_out)
+                                   json_out=json_out, verbose=verbose)
         if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
             session = approvals.prompt_loop(connection, session, json_out=json_out)
     raise typer.Exit(session.exit_code or 0)
@@ -177,21 +187,31 @@ def sessions(
 def show(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     json_out: Json = False,
+    stage: Annotated[str | None, typer.Option(
+        "--stage", help="every visit of this stage: planner, executor, verifier or reviewer")] = None,
+    cycle: Annotated[int | None, typer.Option(
+        "--cycle", help="what happened in cycle N (0: the first pass, up to the first cycle)")] = None,
+    answers: Annotated[bool, typer.Option(
+        "--answers", help="the model's recorded answers in full (with --stage: that stage's)")] = False,
 ) -> None:
-    """One session: state, budget use, health, every transition with timing, files changed."""
+    """One session: state, budget use, health, every transition with timing, each step's time, files changed."""
     with Connection(home()) as connection:
         session_id = full_session_id(connection, session)
         found = connection.persistence(GetSession(session_id=session_id))
         snapshot = found.session
         spent = found.spent or Spent(running_s=snapshot.running_s)
-        events = connection.persistence(GetEvents(session_id=session_id)).events
+        events = read_events(connection, session_id)
+        if stage is not None or cycle is not None or answers:
+            print_view(connection, session_id, events, stage=stage, cycle=cycle, answers=answers, json_out=json_out)
+            return
         plan = None
         if snapshot.plan_version:
             plan = real_status(connection, snapshot, connection.persistence(GetPlan(session_id=session_id)).plan)
     if json_out:
         print_json({"session": snapshot, "plan": plan, "events": events,
                     "budget": {"limits": snapshot.settings.budget, "spent": spent},
-                    "health": session_health(events, snapshot.settings.budget, spent)})
+                    "health": session_health(events, snapshot.settings.budget, spent),
+                    "steps": step_timings(events)})
     else:
         echo(session_detail(snapshot, events, spent))
 
@@ -227,12 +247,14 @@ def resume(
         "--budget-model-minutes", help="its model-time limit in minutes: N, +N or +N%")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Continue a paused or failed session from where it stopped, and follow it.
 
     Finished steps stay finished; what stopped it gets a fresh round. The options change
     the session's settings from now on (recorded as an event): only a human raises a limit.
     """
+    _check_verbose(verbose, json_out)
     timeouts: dict[Stage, float | None] = {"planner": planner_timeout, "executor": executor_timeout,
                                            "verifier": verifier_timeout, "reviewer": reviewer_timeout}
     given = {"--stage-timeout": stage_timeout, "--step-timeout": step_timeout,
@@ -262,7 +284,14 @@ def resume(
             step_timeout_s=step_timeout, cycle_limit=cycle_limit, max_turns_per_step=max_turns, provider=spec,
             budget=budget)
         body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
-        follow_resumed(connection, session_id, body, detach=detach, json_out=json_out)
+        follow_resumed(connection, session_id, body, detach=detach, json_out=json_out, verbose=verbose)
+
+
+def _check_verbose(verbose: bool, json_out: bool) -> None:
+    if verbose and json_out:
+        raise CliError("--verbose shows the model's text on the terminal, and --json prints the session's events "
+                       "only; drop one of them (`acode show SESSION --answers --json` gives the answers as JSON)",
+                       code="ACODE-CLI-003")
 
 
 def _budget_changes(given: dict[BudgetKind, str | None]) -> dict[BudgetKind, BudgetChange]:
@@ -312,17 +341,18 @@ def _provider_override(snapshot: SessionSnapshot, *, provider: str | None, model
 
 
 def follow_resumed(connection: Connection, session_id: str, body: Message, *, detach: bool,
-                    json_out: bool, done: str = "resumed") -> None:
+                    json_out: bool, done: str = "resumed", verbose: bool = False) -> None:
     before = connection.persistence(GetEvents(session_id=session_id)).events
+    model_text = ModelText(connection, session_id) if verbose and not detach else None  # before it goes on
     connection.coordinator(body)
     if detach:
         echo(f"session {session_id} {done}")
         return
     # the events before count too: the files changed and the per-stage figures are the session's
     snapshot = follow_and_print(connection, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
-                                earlier=before)
+                                earlier=before, model_text=model_text)
     if approvals.interactive() and snapshot.settings.approval_mode == "wait":
-        snapshot = approvals.prompt_loop(connection, snapshot, json_out=json_out)
+        snapshot = approvals.prompt_loop(connection, snapshot, json_out=json_out, model_text=model_text)
     raise typer.Exit(snapshot.exit_code or 0)
 
 
