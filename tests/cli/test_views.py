@@ -134,5 +134,6 @@ def test_a_models_answer_is_shown_cut_with_the_command_that_shows_all_of_it() ->
     assert lines[0] == " " * 12 + "> line 0" and len(lines) == MAX_LINES + 1
     assert lines[-1].endswith("> [... 6 more line(s): `acode show 01a2b3c4 --answers --stage executor` has every "
                               "answer in full]")
-    short = answer_lines(RecordedAnswer(stage="executor", seq=0, answer=msgspec.structs.replace(answer, content="ok")), "S")
+    brief = msgspec.structs.replace(answer, content="ok")
+    short = answer_lines(RecordedAnswer(stage="executor", seq=0, answer=brief), "S")
     assert [line.strip() for line in short] == ["> ok", '> [call] write_file {"content": "x", "path": "a.txt"}']
