@@ -249,6 +249,25 @@ def test_an_exhausted_script_pauses_the_session_naming_the_stage(shared: Acode, 
     assert "(ACODE-LLM-002)" in out
 
 
+def test_resume_verbose_shows_the_models_text_from_the_resume_on_not_what_it_wrote_before(
+        shared: Acode, tmp_path: Path) -> None:
+    workspace = w.workspace(tmp_path / "w")
+    short = w.workload()
+    short["executor"] = short["executor"][:4]  # S1 and S2; the script runs out at S3
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", short), "--verbose")
+    assert code == 22, out + err
+    assert '            > [call] run_terminal {"command": "python slow.py"}' in out.splitlines()
+    full = w.script(tmp_path / "full.yaml", w.workload())
+    resumed = shared("resume", _session_id(out), "--script", str(full), "--verbose")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    shown = [line.strip() for line in resumed.stdout.splitlines() if line.startswith("            > ")]
+    assert shown == ['> [call] write_file {"content": "beta\\n", "path": "b.txt"}',
+                     '> [call] step_complete {"summary": "wrote b.txt"}',
+                     '> {"passed":true,"summary":"tidy","criteria":[{"label":"A2","passed":true,"evidence":'
+                     '"looks tidy"}]}',
+                     '> {"decision":"approve","summary":"all there","issues":[]}'], resumed.stdout
+
+
 def test_a_stage_past_its_timeout_is_retried_then_pauses_with_exit_20(acode: Acode, tmp_path: Path) -> None:
     acode.up()
     workspace = w.workspace(tmp_path / "w")
