@@ -183,7 +183,6 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
     found: list[StageVisit] = []
     current: StageVisit | None = None
     steps: dict[str, StepTiming] = {}  # the current executor visit's, by label
-    running: StepTiming | None = None  # the step whose tool calls come now
     for event in events:
         if isinstance(event, Transitioned | SessionPaused | SessionFinished):
             _interrupt(steps.values())
@@ -192,7 +191,7 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
                 current.left_at, current.next = event.at, event.target
                 if event.cycle_kind:
                     current.next += f" ({event.cycle_kind} cycle {event.cycle})"
-            current, steps, running = None, {}, None
+            current, steps = None, {}
             if event.target != "completed":
                 current = StageVisit(stage=event.target, visit=event.visit, entered_at=event.at, source=event.source,
                                      reason=event.reason, cycle_kind=event.cycle_kind, cycle=event.cycle)
@@ -216,9 +215,9 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
             case PlanRecorded():
                 current.plan = f"plan v{event.version}: {event.tasks} task(s), {event.steps} step(s) ({event.status})"
             case StepStarted():
-                running = steps[f"{event.task}/{event.step}"] = StepTiming(
+                started = steps[f"{event.task}/{event.step}"] = StepTiming(
                     visit=event.visit, task=event.task, step=event.step, title=event.title, started_at=event.at)
-                current.steps.append(running)
+                current.steps.append(started)
             case TurnAnswered():
                 step = steps.get(f"{event.task}/{event.step}")
                 if step is not None:
@@ -240,7 +239,6 @@ def visits(events: Iterable[Event]) -> list[StageVisit]:
                 step.status, step.summary, step.finished_at = event.status, event.summary, event.at
                 if step.started_at is not None:
                     step.duration_s = round(max(0.0, event.at - step.started_at), 3)
-                running = None if running is step else running
             case ToolCalled():
                 current.tool_calls.append(ToolCall(at=event.at, tool=event.tool, target=event.target, ok=event.ok,
                                                    outcome=event.outcome, risk=event.risk,

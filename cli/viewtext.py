@@ -10,6 +10,7 @@ from __future__ import annotations
 from cli.render import one_line, table
 from cli.views import Cycle, StageVisit, StepTiming
 from protocol.errors import with_code
+from protocol.stages import STAGES
 
 __all__ = ["cycle_text", "stage_text", "step_table", "visit_lines"]
 
@@ -40,8 +41,11 @@ def step_table(steps: list[StepTiming], *, indent: str = "  ", visit: bool = Tru
 def visit_lines(visit: StageVisit, start: float) -> list[str]:
     """A stage visit: how it began, its figures, each attempt's end, and what happened in it."""
     cycle = f", {visit.cycle_kind} cycle {visit.cycle}" if visit.cycle_kind else ""
-    went = f"; left +{visit.left_at - start:.3f}s for {visit.next}" if visit.left_at is not None and visit.next \
-        else "; still in it"
+    went = "; still in it"
+    if visit.left_at is not None and visit.next:
+        when = f"+{visit.left_at - start:.3f}s"
+        went = f"; left {when} for {visit.next}" if visit.next.split()[0] in STAGES else \
+            f"; session {visit.next} {when}"
     lines = [f"{visit.stage} visit {visit.visit}: entered +{visit.entered_at - start:.3f}s from {visit.source}"
              f"{cycle} ({one_line(visit.reason, 120)}){went}"]
     wall = f", wall {visit.wall_s:.3f}s" if visit.wall_s is not None else ""
@@ -69,7 +73,8 @@ def visit_lines(visit: StageVisit, start: float) -> list[str]:
         lines.append(f"  tool calls ({len(visit.tool_calls)}):")
         for call in visit.tool_calls:
             mark = "ok" if call.ok else ("UNKNOWN" if call.outcome == "unknown" else "error")
-            lines.append(f"    +{call.at - start:.3f}s {call.tool} {one_line(call.target, 60)} ({call.risk}) -> "
+            target = f" {one_line(call.target, 60)}" if call.target else ""
+            lines.append(f"    +{call.at - start:.3f}s {call.tool}{target} ({call.risk}) -> "
                          f"{mark} in {call.duration_ms:.0f} ms: {one_line(call.summary, 100)}")
     for approval in visit.approvals:
         lines.append(f"  {one_line(approval, 200)}")

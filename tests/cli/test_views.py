@@ -96,7 +96,9 @@ def test_a_step_the_pause_cut_short_is_interrupted_and_the_visit_says_it_paused(
     assert [(s.label, s.status, s.duration_s) for s in last.steps] == [("T1/S1", "interrupted", None)]
     assert [(p.kind, p.code, p.resumed_at) for p in last.pauses] == [("escalation", "ACODE-LLM-002", None)]
     text = stage_text("executor", [v for v in visits(paused) if v.stage == "executor"], paused[0].at, "S")
-    assert "executor visit 3: entered" in text and "left" in text.split("executor visit 3")[1].split("\n")[0]
+    head = text.split("executor visit 3: ", 1)[1].split("\n")[0]
+    assert last.left_at is not None and head.startswith("entered +")
+    assert head.endswith(f"session paused (escalation) +{last.left_at - paused[0].at:.3f}s")
     assert "paused +" in text and "(ACODE-LLM-002); not resumed" in text
 
 
