@@ -127,12 +127,11 @@ def read_events(connection: Connection, session_id: str, after_seq: int = 0) -> 
 
 
 def attach_and_print(connection: Connection, session_id: str, *, replay: int = 20,
-                     json_out: bool = False, verbose: bool = False) -> SessionSnapshot:
+                     json_out: bool = False, model_text: ModelText | None = None) -> SessionSnapshot:
     """``acode attach``: show a session's last ``replay`` progress lines (or events, as JSON),
-    then follow it live as ``acode run`` does (``verbose``: with the model's text from now
-    on, :mod:`cli.modeltext`). Any number of terminals may attach at once: each has its own
-    subscription. A session that is not running is shown and left."""
-    model_text = ModelText(connection, session_id) if verbose else None  # what is recorded now is the past
+    then follow it live as ``acode run`` does (``model_text``: ``--verbose``, the model's text
+    from when it was made, :mod:`cli.modeltext`). Any number of terminals may attach at once:
+    each has its own subscription. A session that is not running is shown and left."""
     session: SessionSnapshot = connection.persistence(GetSession(session_id=session_id)).session
     events = read_events(connection, session_id)
     progress = Progress()

@@ -163,10 +163,11 @@ def attach(
     _check_verbose(verbose, json_out)
     with Connection(home()) as connection:
         connection.require_running()
-        session = attach_and_print(connection, full_session_id(connection, session_id), replay=replay,
-                                   json_out=json_out, verbose=verbose)
+        session_id = full_session_id(connection, session_id)
+        model_text = ModelText(connection, session_id) if verbose else None  # what is recorded now is the past
+        session = attach_and_print(connection, session_id, replay=replay, json_out=json_out, model_text=model_text)
         if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
-            session = approvals.prompt_loop(connection, session, json_out=json_out)
+            session = approvals.prompt_loop(connection, session, json_out=json_out, model_text=model_text)
     raise typer.Exit(session.exit_code or 0)
 
 
