@@ -23,6 +23,7 @@ from typing import Literal
 from acode.client import Client
 from acode.stream import read_events
 from cli.follow import follow_and_print
+from cli.modeltext import ModelText
 from cli.render import always_lines, echo, request_lines
 from protocol.autonomy import ApprovalRequest
 from protocol.events import HookRan
@@ -65,10 +66,11 @@ def _ask(request: ApprovalRequest) -> tuple[str, str]:
                 echo("answer y, n, a, d or q")
 
 
-def prompt_loop(client: Client, session: SessionSnapshot, *, json_out: bool = False) -> SessionSnapshot:
+def prompt_loop(client: Client, session: SessionSnapshot, *, json_out: bool = False,
+                model_text: ModelText | None = None) -> SessionSnapshot:
     """While the session waits for approval, or for the answer to a ``confirm`` hook, ask
-    here, send the decision, follow it on."""
-    session = _confirm(client, session, json_out)
+    here, send the decision, follow it on (``model_text``: ``--verbose``'s, going on)."""
+    session = _confirm(client, session, json_out, model_text)
     while session.status == "paused" and session.pause is not None and session.pause.kind == "awaiting_approval" \
             and session.approval is not None:
         request = session.approval
@@ -84,12 +86,14 @@ def prompt_loop(client: Client, session: SessionSnapshot, *, json_out: bool = Fa
         body = client.decision(session.id, verdict, always=choice == "always", reason=reason or
                                "denied at the prompt" if verdict == "deny" else "", by="the inline prompt")
         client.send(body)  # the follow below shows the approval_decided event
-        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0)
-        session = _confirm(client, session, json_out)
+        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0,
+                                   model_text=model_text)
+        session = _confirm(client, session, json_out, model_text)
     return session
 
 
-def _confirm(client: Client, session: SessionSnapshot, json_out: bool) -> SessionSnapshot:
+def _confirm(client: Client, session: SessionSnapshot, json_out: bool,
+             model_text: ModelText | None = None) -> SessionSnapshot:
     """A session paused by a ``confirm`` hook (README "Hooks"): ask whether to go on; yes
     resumes it (as ``acode resume``) and follows it; anything else leaves it paused."""
     while session.status == "paused" and session.pause is not None and session.pause.kind == "hook":
@@ -103,6 +107,7 @@ def _confirm(client: Client, session: SessionSnapshot, json_out: bool) -> Sessio
             echo(f"the session stays paused; `acode resume {session.id}` goes on")
             return session
         client.resume(session.id)
-        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq)
+        session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq,
+                                   model_text=model_text)
     return session
 

@@ -14,6 +14,7 @@ from acode.client import Client
 from acode.events import AnyEvent, GenericEvent, typed
 from acode.stream import follow, read_events
 from cli import render
+from cli.modeltext import ModelText
 from cli.progress import Progress, files_changed, stage_table, stage_totals
 from cli.render import echo
 from cli.thinking import ThinkingLine
@@ -53,9 +54,10 @@ def plain(value: Any) -> Any:
 
 
 def attach_and_print(client: Client, session_id: str, *, replay: int = 20,
-                     json_out: bool = False) -> SessionSnapshot:
+                     json_out: bool = False, model_text: ModelText | None = None) -> SessionSnapshot:
     """``acode attach``: show a session's last ``replay`` progress lines (or events, as JSON),
-    then follow it live as ``acode run`` does. Any number of terminals may attach at once:
+    then follow it live as ``acode run`` does (``model_text``: ``--verbose``, the model's text
+    from when it was made, :mod:`cli.modeltext`). Any number of terminals may attach at once:
     each has its own subscription. A session that is not running is shown and left."""
     session = client.session(session_id)
     events = read_events(client.connection, session_id)
@@ -74,7 +76,7 @@ def attach_and_print(client: Client, session_id: str, *, replay: int = 20,
     if session.status == "running":
         last = events[-1].seq if events else 0
         return follow_and_print(client, session_id, json_out=json_out, after_seq=last, progress=progress,
-                                earlier=events)
+                                earlier=events, model_text=model_text)
     if json_out:
         print_json({"session": session, "stages": stage_totals(known)})
     elif session.pause is not None and session.pause.kind == "plan_review":
@@ -90,10 +92,11 @@ def attach_and_print(client: Client, session_id: str, *, replay: int = 20,
 
 def follow_and_print(client: Client, session_id: str, *, json_out: bool = False,
                      after_seq: int = 0, progress: Progress | None = None,
-                     earlier: list[AnyEvent] | None = None) -> SessionSnapshot:
+                     earlier: list[AnyEvent] | None = None, model_text: ModelText | None = None) -> SessionSnapshot:
     """Follow a session printing one line per event (or JSON lines), then the files changed
     (``earlier``: events already shown, counted in the files changed; ``progress``: the
-    renderer that showed them).
+    renderer that showed them; ``model_text``: ``--verbose``, the model's text under its
+    turns and stages, :mod:`cli.modeltext`).
 
     While a model answers, a thinking line shows it is alive (``cli.thinking``; not with
     ``--json``, whose output is the committed events only). The end adds the per-stage
@@ -116,6 +119,8 @@ def follow_and_print(client: Client, session_id: str, *, json_out: bool = False,
             if thinking is not None:
                 thinking.clear()
             echo(line)
+        if model_text is not None and not isinstance(event, GenericEvent):
+            model_text.after(event)
 
     try:
         try:

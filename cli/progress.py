@@ -1,8 +1,8 @@
 """A session's events in words, for humans: :class:`Progress` turns each event into the
 line ``acode run`` and ``acode attach`` print as it comes; :func:`files_changed` and the
 per-stage figures (:func:`stage_totals`, :func:`stage_table`) sum a session up at its end;
-:func:`session_detail` is ``acode show``. The text goes out through :func:`cli.render.echo`,
-which escapes what a model or a command put in it.
+:func:`session_detail` is ``acode show`` (its step timing from :mod:`cli.views`). The text
+goes out through :func:`cli.render.echo`, which escapes what a model or a command put in it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cli.render import budget_line, one_line, request_lines, table
+from cli.views import step_timings
+from cli.viewtext import step_table
 from protocol.budget import FLAGS, Spent
 from protocol.errors import with_code
 from protocol.events import (
@@ -354,11 +356,16 @@ def session_detail(session: SessionSnapshot, events: list[Event], spent: Spent |
                                 ApprovalDecided, AnomalyDetected)):
             text = Progress().line(event) or ""
             lines.append(f"  +{event.at - start:8.3f}s  {text.splitlines()[0] if text else type(event).__name__}")
+    steps = step_table(step_timings(events))
+    if steps:  # the executor's steps, visit by visit: `--stage executor` has each visit's detail
+        lines += ["", "steps (time from start to finish, turns, the model's tool calls, tokens in+out; ~ estimated):",
+                  *steps]
     lines.append("")
     lines.append(f"files changed: {files_changed(events)}")
     taken = [e for e in events if isinstance(e, CheckpointTaken) and e.key]  # the start checkpoint has no call
     if taken:
         lines.append(f"checkpoints: {len(taken)} before calls, {sum(e.took_ms for e in taken):.0f} ms in all "
                      f"(`acode checkpoints {session.id[:8]}`; `acode undo {session.id[:8]}` takes the session back)")
-    lines.append(f"events: {len(events)} (see --json for all)")
+    lines.append(f"events: {len(events)} (see --json for all; --stage STAGE and --cycle N for a stage's visits "
+                 "and a cycle, --answers for the model's text)")
     return "\n".join(lines)

@@ -383,6 +383,33 @@ class ToolCallState(Message, frozen=True, tag="tool_call_state", kw_only=True):
     result: ToolResult | None = None
 
 
+class GetModelAnswers(Message, frozen=True, tag="get_model_answers", kw_only=True):
+    """The answers recorded for a session's model requests (``acode run --verbose``, ``acode
+    show --answers``): of ``stage`` (every stage when None), with a place after
+    ``after_seq``, at most ``limit`` (0: none, only :attr:`ModelAnswerList.last`). One
+    stage's come in their places' order; every stage's, in the order they were claimed."""
+
+    session_id: Id
+    stage: Stage | None = None
+    after_seq: Annotated[int, msgspec.Meta(ge=-1)] = -1
+    limit: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 100
+
+
+class RecordedAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One recorded answer: its stage, its place in the stage's sequence, the answer (redacted as stored)."""
+
+    stage: Stage
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    answer: ModelAnswer
+
+
+class ModelAnswerList(Message, frozen=True, tag="model_answer_list", kw_only=True):
+    """``last``: each stage's highest place with an answer recorded (a stage with none is absent)."""
+
+    answers: list[RecordedAnswer] = []
+    last: dict[Stage, int] = {}
+
+
 class ModelAnswerClaim(Message, frozen=True, tag="model_answer_claim", kw_only=True):
     seq: Annotated[int, msgspec.Meta(ge=0)]
     answer: ModelAnswer | None = None
@@ -390,11 +417,11 @@ class ModelAnswerClaim(Message, frozen=True, tag="model_answer_claim", kw_only=T
 
 PersistenceRequest = (
     Commit | GetSession | ListSessions | GetEvents | GetPlan | GetSteps | BeginToolCall
-    | FinishToolCall | ClaimModelAnswer | RecordModelAnswer | GetReplayIndex
+    | FinishToolCall | ClaimModelAnswer | RecordModelAnswer | GetReplayIndex | GetModelAnswers
 )
 PersistenceReply = (
     Committed | SessionFound | SessionList | EventList | PlanFound | StepList | ToolCallState
-    | ModelAnswerClaim | ReplayIndex | Ack | Error
+    | ModelAnswerClaim | ReplayIndex | ModelAnswerList | Ack | Error
 )
 
 

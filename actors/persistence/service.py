@@ -85,6 +85,7 @@ from protocol.messages import (
     EventList,
     FinishToolCall,
     GetEvents,
+    GetModelAnswers,
     GetPlan,
     GetReplayIndex,
     GetSession,
@@ -174,6 +175,8 @@ def dispatch(store: Store, request: PersistenceRequest) -> tuple[PersistenceRepl
             return StepList(steps=store.steps(request.session_id, request.visit)), []
         case GetReplayIndex():
             return store.replay_index(request.session_id, request.stage), []
+        case GetModelAnswers():
+            return store.model_answers(request.session_id, request.stage, request.after_seq, request.limit), []
         case _:
             assert_never(request)
 
@@ -227,7 +230,7 @@ def _relaxed(request: PersistenceRequest) -> bool:
         case Commit():
             return progress_only(request)
         case RecordModelAnswer() | GetSession() | ListSessions() | GetEvents() | GetPlan() \
-                | GetSteps() | GetReplayIndex():
+                | GetSteps() | GetReplayIndex() | GetModelAnswers():
             return True
         case _:
             return False

@@ -58,7 +58,15 @@ from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
 from protocol.events import AnomalyDetected, Event, HookRan, ToolCalled
 from protocol.health import session_health
-from protocol.messages import JournaledRead, ModelAnswerClaim, RecordModelAnswer, ReplayIndex, ToolCallState
+from protocol.messages import (
+    JournaledRead,
+    ModelAnswerClaim,
+    ModelAnswerList,
+    RecordedAnswer,
+    RecordModelAnswer,
+    ReplayIndex,
+    ToolCallState,
+)
 from protocol.plan import TaskPlan
 from protocol.redact import Redactor, default_redactor
 from protocol.results import ModelAnswer, Requirement, StepRecord, ToolResult
@@ -482,6 +490,22 @@ class Store:
             begun = [key for (key,) in conn.execute(
                 "SELECT id FROM events WHERE session_id = ? AND type = 'hook_started'", (session_id,))]
         return ReplayIndex(claims=claims, tool_keys=keys, steps=steps, spent=spent, hooks=hooks, hooks_started=begun)
+
+    def model_answers(self, session_id: str, stage: Stage | None = None, after_seq: int = -1,
+                      limit: int = 100) -> ModelAnswerList:
+        """The answers recorded for a session's model requests (a claim without an answer is
+        left out): of ``stage`` in their places' order, or of every stage in the order they were
+        claimed; with each stage's highest answered place (``last``)."""
+        with self._read(f"reading the model answers of session {session_id}") as conn:
+            where, wanted = ("AND stage = ? ", (stage,)) if stage is not None else ("", ())
+            order = "seq" if stage is not None else "rowid"
+            rows = conn.execute(f"SELECT stage, seq, answer FROM model_answers WHERE session_id = ? {where}"
+                                f"AND seq > ? AND answer IS NOT NULL ORDER BY {order} LIMIT ?",
+                                (session_id, *wanted, after_seq, limit)).fetchall() if limit else []
+            last = dict(conn.execute("SELECT stage, MAX(seq) FROM model_answers WHERE session_id = ? "
+                                     "AND answer IS NOT NULL GROUP BY stage", (session_id,)).fetchall())
+        return ModelAnswerList(answers=[RecordedAnswer(stage=row_stage, seq=seq, answer=_ANSWER.decode(blob))
+                                        for row_stage, seq, blob in rows], last=last)
 
     def spent(self, session_id: str) -> Spent:
         """What the session's records say it spent (protocol.budget; ``running_s`` is the snapshot's)."""

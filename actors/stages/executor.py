@@ -150,8 +150,8 @@ def run(ctx: StageContext) -> StageResult:
             else:
                 ctx.commit([StepStarted(id=stable_id(request.session_id, "executor", request.visit, task.label,
                                                      step.label, "started"),
-                                        session_id=request.session_id, visit=request.visit, task=task.label,
-                                        step=step.label, title=step.title)])
+                                        session_id=request.session_id, at=time.time(), visit=request.visit,
+                                        task=task.label, step=step.label, title=step.title)])
                 earlier_failure = before if before is not None and before.status == "failed" else None
                 occurrence = f"e{request.visit}:{task.label}/{step.label}"
                 try:

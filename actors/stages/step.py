@@ -703,8 +703,8 @@ def record_step(ctx: StageContext, task: PlanTask, step: PlanStep, status: StepS
                         files_changed=files, at=time.time(), code=code, streak=list(streak or []))
     ctx.commit([StepFinished(id=stable_id(request.session_id, "executor", request.visit, task.label, step.label,
                                           "finished"),
-                             session_id=request.session_id, visit=request.visit, task=task.label, step=step.label,
-                             status=status, summary=summary)],
+                             session_id=request.session_id, at=record.at, visit=request.visit, task=task.label,
+                             step=step.label, status=status, summary=summary)],
                step=record, wait=False)  # the next step's turn overlaps its round trip
     return record
 

@@ -20,12 +20,18 @@ from acode.stream import read_events
 from cli import approvals, render
 from cli.commands.home import Json, home, run_paths
 from cli.follow import attach_and_print, follow_and_print, print_json
+from cli.modeltext import ModelText
 from cli.progress import session_detail
 from cli.render import echo
+from cli.show import print_view
+from cli.views import step_timings
 from protocol.errors import CliError
 from protocol.messages import Message, ResumeSession
 
 __all__ = ["attach", "cancel", "follow_resumed", "resume", "run", "sessions", "show"]
+
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="show the model's text under each turn and stage as the session runs")]
 
 
 def run(
@@ -56,12 +62,14 @@ def run(
         "--budget-minutes", min=0, help="minutes the session may run (not paused); 0: no limit")] = None,
     budget_model_minutes: Annotated[float | None, typer.Option(
         "--budget-model-minutes", min=0, help="minutes of waiting for the model; 0: no limit")] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Submit a task and follow it through every stage to a final state.
 
     A call the session's autonomy level does not allow pauses it ``awaiting_approval``: on a
     terminal ``acode run`` asks inline; off one, ``approvals.non_interactive_policy`` decides;
     with ``--detach`` the session waits for ``acode approve``/``acode deny``."""
+    _check_verbose(verbose, json_out)
     paths = run_paths()
     root = workspace.expanduser().resolve()
     if not root.is_dir():
@@ -81,9 +89,10 @@ def run(
         if detach:
             echo(session_id)
             return
-        session = follow_and_print(client, session_id, json_out=json_out)
+        model_text = ModelText(client.connection, session_id, fresh=True) if verbose else None
+        session = follow_and_print(client, session_id, json_out=json_out, model_text=model_text)
         if wait:
-            session = approvals.prompt_loop(client, session, json_out=json_out)
+            session = approvals.prompt_loop(client, session, json_out=json_out, model_text=model_text)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -91,13 +100,17 @@ def attach(
     session_id: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     replay: Annotated[int, typer.Option("--replay", min=0, help="progress lines of the past shown first")] = 20,
     json_out: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Follow a running or paused session again: its recent progress, then live (any number of terminals)."""
+    _check_verbose(verbose, json_out)
     with Client(home()) as client:
         client.connection.require_running()
-        session = attach_and_print(client, client.session_id(session_id), replay=replay, json_out=json_out)
+        session_id = client.session_id(session_id)
+        model_text = ModelText(client.connection, session_id) if verbose else None  # what is recorded now is the past
+        session = attach_and_print(client, session_id, replay=replay, json_out=json_out, model_text=model_text)
         if approvals.interactive() and session.settings.approval_mode == "wait":  # a call waits: ask here too
-            session = approvals.prompt_loop(client, session, json_out=json_out)
+            session = approvals.prompt_loop(client, session, json_out=json_out, model_text=model_text)
     raise typer.Exit(session.exit_code or 0)
 
 
@@ -118,12 +131,24 @@ def sessions(
 def show(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     json_out: Json = False,
+    stage: Annotated[str | None, typer.Option(
+        "--stage", help="every visit of this stage: planner, executor, verifier or reviewer")] = None,
+    cycle: Annotated[int | None, typer.Option(
+        "--cycle", help="what happened in cycle N (0: the first pass, up to the first cycle)")] = None,
+    answers: Annotated[bool, typer.Option(
+        "--answers", help="the model's recorded answers in full (with --stage: that stage's)")] = False,
 ) -> None:
-    """One session: state, budget use, health, every transition with timing, files changed."""
+    """One session: state, budget use, health, every transition with timing, each step's time, files changed."""
     with Client(home()) as client:
+        if stage is not None or cycle is not None or answers:
+            session_id = client.session_id(session)
+            events = typed(read_events(client.connection, session_id))
+            print_view(client.connection, session_id, events, stage=stage, cycle=cycle, answers=answers,
+                       json_out=json_out)
+            return
         view = client.show(session)
     if json_out:
-        print_json(view)
+        print_json({**{f: getattr(view, f) for f in view.__struct_fields__}, "steps": step_timings(typed(view.events))})
     else:
         echo(session_detail(view.session, typed(view.events), view.budget.spent))
 
@@ -159,12 +184,14 @@ def resume(
         "--budget-model-minutes", help="its model-time limit in minutes: N, +N or +N%")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
     json_out: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Continue a paused or failed session from where it stopped, and follow it.
 
     Finished steps stay finished; what stopped it gets a fresh round. The options change
     the session's settings from now on (recorded as an event): only a human raises a limit.
     """
+    _check_verbose(verbose, json_out)
     with Client(home()) as client:
         session_id = client.session_id(session)
         overrides = client.overrides(
@@ -174,19 +201,27 @@ def resume(
             base_url=base_url, script=script, budget_tokens=budget_tokens, budget_tool_calls=budget_tool_calls,
             budget_minutes=budget_minutes, budget_model_minutes=budget_model_minutes)
         body = ResumeSession(session_id=session_id, overrides=None if overrides.is_empty() else overrides)
-        follow_resumed(client, session_id, body, detach=detach, json_out=json_out)
+        follow_resumed(client, session_id, body, detach=detach, json_out=json_out, verbose=verbose)
+
+
+def _check_verbose(verbose: bool, json_out: bool) -> None:
+    if verbose and json_out:
+        raise CliError("--verbose shows the model's text on the terminal, and --json prints the session's events "
+                       "only; drop one of them (`acode show SESSION --answers --json` gives the answers as JSON)",
+                       code="ACODE-CLI-003")
 
 
 def follow_resumed(client: Client, session_id: str, body: Message, *, detach: bool,
-                   json_out: bool, done: str = "resumed") -> None:
+                   json_out: bool, done: str = "resumed", verbose: bool = False) -> None:
     before = read_events(client.connection, session_id)
+    model_text = ModelText(client.connection, session_id) if verbose and not detach else None  # before it goes on
     client.send(body)
     if detach:
         echo(f"session {session_id} {done}")
         return
     # the events before count too: the files changed and the per-stage figures are the session's
     snapshot = follow_and_print(client, session_id, json_out=json_out, after_seq=before[-1].seq if before else 0,
-                                earlier=before)
+                                earlier=before, model_text=model_text)
     if approvals.interactive() and snapshot.settings.approval_mode == "wait":
-        snapshot = approvals.prompt_loop(client, snapshot, json_out=json_out)
+        snapshot = approvals.prompt_loop(client, snapshot, json_out=json_out, model_text=model_text)
     raise typer.Exit(snapshot.exit_code or 0)

@@ -443,6 +443,10 @@ commits = struct(m.Commit, {"session_id": ids}, events=_few(events), snapshot=st
                  reads=_few(journaled_reads), index_for=st.none() | stages,
                  requires=st.none() | requirements)
 struct(m.GetReplayIndex, {"session_id": ids, "stage": stages})
+struct(m.GetModelAnswers, {"session_id": ids}, stage=st.none() | stages, after_seq=st.integers(-1, INT64),
+       limit=st.integers(0, 10_000))
+recorded_answers = struct(m.RecordedAnswer, {"stage": stages, "seq": naturals, "answer": model_answers})
+struct(m.ModelAnswerList, answers=_few(recorded_answers), last=st.dictionaries(stages, naturals, max_size=2))
 replay_indexes = struct(m.ReplayIndex, claims=st.dictionaries(ids, naturals, max_size=3), tool_keys=_few(ids),
                         steps=_few(step_records), spent=spents,
                         hooks=st.dictionaries(ids, hook_decisions, max_size=2), hooks_started=_few(ids))

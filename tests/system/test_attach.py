@@ -75,6 +75,7 @@ def test_two_attached_terminals_see_the_same_events_live_to_the_end(shared: Acod
     session_id = out.strip()
     first = shared.start("attach", session_id, "--json", "--replay", "1000")
     second = shared.start("attach", session_id[:13], "--json", "--replay", "1000")
+    verbose = shared.start("attach", session_id, "--verbose", "--replay", "0")  # and the model's text
     results = [wait_exit(first), wait_exit(second)]
     streams = []
     for returncode, stdout, stderr in results:
@@ -84,6 +85,12 @@ def test_two_attached_terminals_see_the_same_events_live_to_the_end(shared: Acod
         streams.append(lines[:-1])
     assert streams[0] == streams[1] == _events(shared, session_id)
     assert [e["seq"] for e in streams[0]] == list(range(1, len(streams[0]) + 1))
+    returncode, stdout, stderr = wait_exit(verbose)
+    assert returncode == 0, stdout + stderr
+    lines = stdout.splitlines()  # the planner's answer takes 2 s: the rest comes after the attach
+    after_s3 = lines.index("[EXECUTOR]  T1/S3 turn 1: 1 tool call") + 1
+    assert lines[after_s3] == '            > [call] write_file {"content": "beta\\n", "path": "b.txt"}'
+    assert '            > {"decision":"approve","summary":"all there","issues":[]}' in lines
 
     text = shared("attach", session_id, "--replay", "2")  # a finished session: shown, then left
     assert text.returncode == 0, text.stderr

@@ -16,7 +16,7 @@ import pytest
 from actors.paths import RunPaths
 from tests.harness import wait_until
 from tests.system import workloads as w
-from tests.system.conftest import Acode, wait_exit
+from tests.system.conftest import Acode, json_lines, wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -126,6 +126,68 @@ def test_a_verify_failure_cycles_back_to_the_executor_and_the_second_verificatio
     assert (workspace / "log.txt").read_text() == "ran\n"  # the second visit did not run slow.py again
 
 
+def test_show_has_each_stage_visit_each_cycle_and_step_and_run_verbose_shows_the_models_text(
+        shared: Acode, tmp_path: Path) -> None:
+    """Issue 29 part 3: ``run --verbose`` prints the scripted model's text (escaped) under its
+    turns and stages; ``show --stage``, ``--cycle``, ``--answers`` and the step timing."""
+    workspace = w.workspace(tmp_path / "w")
+    responses = w.workload()
+    responses["executor"][0] = {**responses["executor"][0], "content": "First a.txt.\nThen \x1b[31mslow.py."}
+    responses["executor"][4] = w.call("write_file", path="b.txt", content="wrong\n")
+    responses["executor"] += [w.done("a.txt fine"), w.done("slow.py ran already"),
+                              w.call("write_file", path="b.txt", content="beta\n"), w.done("fixed b.txt")]
+    responses["verifier"] *= 2
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", responses), "--verbose")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    turn = lines.index("[EXECUTOR]  T1/S1 turn 1: 1 tool call")
+    assert lines[turn + 1:turn + 4] == ["            > First a.txt.", "            > Then \\x1b[31mslow.py.",
+                                        '            > [call] write_file {"content": "alpha\\n", "path": "a.txt"}']
+    assert "\x1b" not in out  # the model's escape sequence is shown, never sent to the terminal
+    assert '            > [call] step_complete {"summary": "fixed b.txt"}' in lines
+    assert any(line.startswith('            > {"passed":true,"summary":"tidy"') for line in lines)  # the verifier's
+    session_id = _session_id(out)
+
+    default = shared("show", session_id).stdout.splitlines()
+    table = default.index("  VISIT  STEP   STATUS     TIME    TRIES  TURNS  CALLS  TOKENS")
+    slow = default[table + 2].split()  # visit 1's T1/S2 ran slow.py, which sleeps a second
+    assert slow[:3] == ["1", "T1/S2", "completed"] and 1.0 <= float(slow[3].rstrip("s")) < 10
+    assert [row.split()[:2] for row in default[table + 1:table + 7]] == [
+        ["1", "T1/S1"], ["1", "T1/S2"], ["1", "T1/S3"], ["2", "T1/S1"], ["2", "T1/S2"], ["2", "T1/S3"]]
+    steps = _show(shared, session_id)["steps"]
+    assert [(s["visit"], s["step"], s["turns"], s["tool_calls"]) for s in steps][:2] == [(1, "S1", 2, 2),
+                                                                                       (1, "S2", 2, 2)]
+
+    stage = shared("show", session_id, "--stage", "executor")
+    assert stage.returncode == 0, stage.stderr
+    assert "executor, 2 visit(s)" in stage.stdout and "executor visit 2: entered" in stage.stdout
+    assert "from verifier, verify cycle 1" in stage.stdout and "run_terminal python slow.py (execute) -> ok" in \
+        stage.stdout
+    visits = json_lines(shared("show", session_id, "--stage", "executor", "--json").stdout)[0]["visits"]
+    assert [(v["visit"], v["next"], len(v["steps"])) for v in visits] == [(1, "verifier", 3), (2, "verifier", 3)]
+
+    cycle = shared("show", session_id, "--cycle", "1")
+    assert cycle.returncode == 0, cycle.stderr
+    assert "verify cycle 1: from +" in cycle.stdout and "verifier -> executor" in cycle.stdout
+    assert "executor visit 2" in cycle.stdout and "reviewer visit 1" in cycle.stdout
+    assert "executor visit 1" not in cycle.stdout and "A1 `python check.py` passed (exit 0)" in cycle.stdout
+    part = json_lines(shared("show", session_id, "--cycle", "1", "--json").stdout)[0]["parts"][0]
+    assert (part["kind"], [(v["stage"], v["visit"]) for v in part["visits"]]) == (
+        "verify", [("executor", 2), ("verifier", 2), ("reviewer", 1)])
+
+    never = shared("show", session_id, "--cycle", "2")
+    assert never.returncode == 1 and never.stderr.strip() == (
+        f"acode: session {session_id} never reached cycle 2: its cycles are verify 1; give --cycle 0 or 1 "
+        "(0: the first pass) (ACODE-CLI-012)")
+    wrong = shared("show", session_id, "--stage", "executer")
+    assert wrong.returncode == 1 and "'executer' is not a stage; give one of planner, executor" in wrong.stderr
+    assert "(ACODE-CLI-012)" in wrong.stderr
+    full = shared("show", session_id, "--answers", "--stage", "executor").stdout
+    assert full.startswith("executor answer 1:\n  First a.txt.\n  Then \\x1b[31mslow.py.\n")
+    both = shared("run", "x", "--verbose", "--json")
+    assert both.returncode == 1 and "drop one of them" in both.stderr and "(ACODE-CLI-003)" in both.stderr
+
+
 def test_a_replan_review_cycles_to_the_planner_and_keeps_both_plan_versions(shared: Acode, tmp_path: Path) -> None:
     workspace = w.workspace(tmp_path / "w")
     responses = w.workload()
@@ -185,6 +247,25 @@ def test_an_exhausted_script_pauses_the_session_naming_the_stage(shared: Acode, 
     assert f"continue with: acode resume {_session_id(out)}" in out
     assert "the scripted model has no response left for the reviewer (it has 0, this is request 1" in out
     assert "(ACODE-LLM-002)" in out
+
+
+def test_resume_verbose_shows_the_models_text_from_the_resume_on_not_what_it_wrote_before(
+        shared: Acode, tmp_path: Path) -> None:
+    workspace = w.workspace(tmp_path / "w")
+    short = w.workload()
+    short["executor"] = short["executor"][:4]  # S1 and S2; the script runs out at S3
+    code, out, err = _run(shared, workspace, w.script(tmp_path / "s.yaml", short), "--verbose")
+    assert code == 22, out + err
+    assert '            > [call] run_terminal {"command": "python slow.py"}' in out.splitlines()
+    full = w.script(tmp_path / "full.yaml", w.workload())
+    resumed = shared("resume", _session_id(out), "--script", str(full), "--verbose")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    shown = [line.strip() for line in resumed.stdout.splitlines() if line.startswith("            > ")]
+    assert shown == ['> [call] write_file {"content": "beta\\n", "path": "b.txt"}',
+                     '> [call] step_complete {"summary": "wrote b.txt"}',
+                     '> {"passed":true,"summary":"tidy","criteria":[{"label":"A2","passed":true,"evidence":'
+                     '"looks tidy"}]}',
+                     '> {"decision":"approve","summary":"all there","issues":[]}'], resumed.stdout
 
 
 def test_a_stage_past_its_timeout_is_retried_then_pauses_with_exit_20(acode: Acode, tmp_path: Path) -> None:

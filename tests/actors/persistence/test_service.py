@@ -22,6 +22,7 @@ from protocol.messages import (
     EventList,
     FinishToolCall,
     GetEvents,
+    GetModelAnswers,
     GetPlan,
     GetReplayIndex,
     GetSession,
@@ -30,6 +31,7 @@ from protocol.messages import (
     ListSessions,
     Message,
     ModelAnswerClaim,
+    ModelAnswerList,
     PersistenceRequest,
     PlanFound,
     RecordModelAnswer,
@@ -54,6 +56,7 @@ MINIMAL: dict[type[Message], tuple[Callable[[], Message], type[Message]]] = {
     GetPlan: (lambda: GetPlan(session_id=SESSION), PlanFound),
     GetSteps: (lambda: GetSteps(session_id=SESSION, visit=1), StepList),
     GetReplayIndex: (lambda: GetReplayIndex(session_id=SESSION, stage="executor"), ReplayIndex),
+    GetModelAnswers: (lambda: GetModelAnswers(session_id=SESSION), ModelAnswerList),
     BeginToolCall: (lambda: BeginToolCall(key="k1", session_id=SESSION, tool="read_file"), ToolCallState),
     FinishToolCall: (lambda: FinishToolCall(key="k2", session_id=SESSION, result=records.tool_result("k2"),
                                             event=records.tool_called(SESSION, "k2")), Committed),
@@ -185,3 +188,26 @@ def test_answers_carried_by_a_commit_or_a_claim_are_recorded_with_it_and_an_uncl
     assert isinstance(claim, ModelAnswerClaim) and claim.answer == records.answer("first")  # the first stays
     claim, _ = dispatch(store, ClaimModelAnswer(request_hash="never-claimed", session_id=SESSION, stage="planner"))
     assert isinstance(claim, ModelAnswerClaim) and claim.answer is None and claim.seq == 2
+
+
+def test_get_model_answers_reads_the_recorded_answers_by_stage_and_place_leaving_claims_without_one(
+        store: Store) -> None:
+    """``acode run --verbose`` and ``acode show --answers``: answers after a place, each stage's last place."""
+    for seq, text in enumerate(["first", "second"]):
+        store.record_model_answers([RecordModelAnswer(request_hash=f"e{seq}", answer=ModelAnswer(content=text),
+                                                      seq=seq, session_id=SESSION, stage="executor")])
+    store.claim_model_answer("e-pending", session_id=SESSION, stage="executor")  # place 2, no answer yet
+    store.record_model_answer("h0", ModelAnswer(content="the plan"))  # the fixture's planner claim, place 0
+
+    reply, published = dispatch(store, GetModelAnswers(session_id=SESSION, stage="executor"))
+    assert isinstance(reply, ModelAnswerList) and published == []
+    assert [(a.stage, a.seq, a.answer.content) for a in reply.answers] == [("executor", 0, "first"),
+                                                                          ("executor", 1, "second")]
+    assert reply.last == {"executor": 1, "planner": 0}
+    after, _ = dispatch(store, GetModelAnswers(session_id=SESSION, stage="executor", after_seq=0))
+    assert isinstance(after, ModelAnswerList) and [a.answer.content for a in after.answers] == ["second"]
+    every, _ = dispatch(store, GetModelAnswers(session_id=SESSION))  # in the order claimed
+    assert isinstance(every, ModelAnswerList)
+    assert [a.answer.content for a in every.answers] == ["the plan", "first", "second"]
+    only_last, _ = dispatch(store, GetModelAnswers(session_id=SESSION, limit=0))
+    assert only_last == ModelAnswerList(last={"executor": 1, "planner": 0})

@@ -243,3 +243,20 @@ def test_turns_with_calls_are_events_without_a_correction(stack: Stack) -> None:
     assert executor.run(run.ctx).ok
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
     assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [(1, 1, ""), (2, 1, "")]
+
+
+def test_a_steps_start_and_finish_are_stamped_when_they_happen_not_when_their_held_write_lands(
+        stack: Stack) -> None:
+    """``acode show``'s step timing (issue 29 part 3): ``step_started`` is held until the
+    stage's next write, after the model's slow first answer; its time is the step's start."""
+    from protocol.events import StepStarted, TurnAnswered
+
+    slow = {**call("write_file", path="a.txt", content="a\n"), "delay_s": 0.3}
+    run = stack.stage("executor", [slow, done()], plan(step("S1")))
+    assert executor.run(run.ctx).ok
+    events = run.events()
+    started = next(e for e in events if isinstance(e, StepStarted))
+    first = next(e for e in events if isinstance(e, TurnAnswered))
+    finished = next(e for e in events if isinstance(e, StepFinished))
+    assert started.at <= first.at - 0.3 < finished.at
+    assert finished.at - started.at >= 0.3
