@@ -1,0 +1,1 @@
+"""acode as a library."""
