@@ -60,7 +60,7 @@ def _detail(span: Span) -> str:
     if operation == "chat":
         parts.append(_tokens(a))
         if a.get("gen_ai.response.time_to_first_chunk"):
-            parts.append(f"first token {a['gen_ai.response.time_to_first_chunk']} s")
+            parts.append(f"first token {float(a['gen_ai.response.time_to_first_chunk']):.3f} s")  # type: ignore[arg-type]
         if a.get("acode.model.summed"):
             parts.append(f"{a.get('acode.model.calls', 0)} call(s) summed")
         if a.get("acode.replayed"):
