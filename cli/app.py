@@ -33,7 +33,7 @@ for command in (
     sessions.run, sessions.attach, sessions.sessions, sessions.show, sessions.cancel, sessions.resume,
     steering.pause, steering.steer, steering.approve, steering.deny, steering.replan, steering.answer,
     checkpoints.checkpoints, checkpoints.undo, checkpoints.rewind, checkpoints.gc,
-    telemetry.trace, telemetry.metrics,
+    telemetry.trace, telemetry.metrics, telemetry.export,
     maintenance.doctor, maintenance.trust, maintenance.logs, maintenance.demo,
 ):
     app.command()(command)

@@ -182,6 +182,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-009": "steering or feedback text empty or too long",
     "ACODE-CLI-010": "undo refused: the session is running (pause it first)",
     "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
+    "ACODE-CLI-012": "the OpenTelemetry collector did not take an exported trace (acode export)",
 }
 
 

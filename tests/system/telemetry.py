@@ -13,6 +13,7 @@ import msgspec
 from acode.telemetry import SessionRecord
 from protocol.events import Event
 from protocol.session import SessionSnapshot
+from tests.acode.telemetry.collector import Collector
 from tests.acode.telemetry.test_metrics import matches_show, samples
 from tests.system.conftest import Acode, shown_json
 
@@ -37,7 +38,8 @@ def _one_tree(spans: list[dict[str, Any]]) -> None:
 
 def check_trace_and_metrics(acode: Acode, session_id: str, *, restarted: str) -> None:
     """``acode trace --json`` is one connected tree holding the kill and the resume;
-    ``acode metrics`` parses and its counters are what ``acode show`` reports."""
+    ``acode metrics`` parses and its counters are what ``acode show`` reports; ``acode
+    export`` sends the same spans to a collector."""
     traced = acode("trace", session_id[:8], "--json")
     assert traced.returncode == 0, traced.stderr
     document = json.loads(traced.stdout)
@@ -61,3 +63,10 @@ def check_trace_and_metrics(acode: Acode, session_id: str, *, restarted: str) ->
     matches_show(measured.stdout, [record])  # the only session of this acode
     restarts = samples(measured.stdout)["acode_actor_restarts_total"]
     assert sum(v for k, v in restarts.items() if dict(k)["actor"] == restarted) == 1, restarts
+
+    with Collector() as collector:  # the opt-in exporter: the same spans, through the OpenTelemetry SDK
+        (acode.home / "telemetry.yml").write_text(f"endpoint: {collector.endpoint}\n")
+        exported = acode("export", "--once", "--all")
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert f"session {session_id} completed: {len(spans)} spans sent" in exported.stdout
+    assert sorted(s.span_id.hex() for s in collector.spans) == sorted(s["spanId"] for s in spans)
