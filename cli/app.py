@@ -16,7 +16,7 @@ import msgspec
 import typer
 
 from actors import private
-from cli.commands import checkpoints, lifecycle, maintenance, sessions, steering
+from cli.commands import checkpoints, lifecycle, maintenance, sessions, steering, telemetry
 from cli.commands.home import set_home
 from cli.render import echo
 from protocol.errors import AcodeError
@@ -33,6 +33,7 @@ for command in (
     sessions.run, sessions.attach, sessions.sessions, sessions.show, sessions.cancel, sessions.resume,
     steering.pause, steering.steer, steering.approve, steering.deny, steering.replan, steering.answer,
     checkpoints.checkpoints, checkpoints.undo, checkpoints.rewind, checkpoints.gc,
+    telemetry.trace, telemetry.metrics, telemetry.export,
     maintenance.doctor, maintenance.trust, maintenance.logs, maintenance.demo,
 ):
     app.command()(command)

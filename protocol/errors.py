@@ -183,6 +183,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-010": "undo refused: the session is running (pause it first)",
     "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-CLI-012": "acode show: no such stage, or a cycle the session never reached",
+    "ACODE-CLI-013": "the OpenTelemetry collector did not take an exported trace (acode export)",
 }
 
 

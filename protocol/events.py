@@ -105,6 +105,12 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
     model_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     # The verifier's and the reviewer's: the workspace against the session's baseline
     changes: WorkspaceChanges | None = None
+    # The model the stage asked (its provider's kind and the model's name; a scripted
+    # model is "scripted"), and how many calls it made, of them answered from the record
+    provider: str = ""
+    model: str = ""
+    model_calls: Annotated[int, msgspec.Meta(ge=0)] = 0
+    replayed_model_calls: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
@@ -153,7 +159,9 @@ class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
     turn made no call that could run (no call at all, broken JSON, output the server could
     not parse), or the first refusal when every call it made was refused before running (an
     unknown tool, invalid arguments). Token counts and ``finish_reason`` are the server's
-    (``estimated``: acode's)."""
+    (``estimated``: acode's). ``provider`` and ``model`` name the model asked; the call took
+    ``duration_ms``, its first piece of answer arrived after ``first_token_ms`` (0: not
+    streamed); ``replayed``: answered from the record (after a crash), taking no model time."""
 
     visit: Visit
     task: str
@@ -165,6 +173,11 @@ class TurnAnswered(EventBase, frozen=True, tag="turn_answered", kw_only=True):
     estimated: bool = False
     finish_reason: str = ""
     correction: str = ""
+    provider: str = ""
+    model: str = ""
+    duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    first_token_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    replayed: bool = False
 
 
 class StepFinished(EventBase, frozen=True, tag="step_finished", kw_only=True):

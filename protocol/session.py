@@ -57,6 +57,7 @@ __all__ = [
     "SessionStatus",
     "Stage",
     "SteeringNote",
+    "model_of",
 ]
 
 
@@ -80,6 +81,10 @@ class ScriptedProvider(_Wire, frozen=True, tag="scripted", tag_field="kind", kw_
 
     script_yaml: Annotated[str, msgspec.Meta(max_length=5_000_000)]
     script_name: str = ""
+
+    def model_for(self, stage: Stage) -> str:
+        """What stands for a model's name in traces and metrics: ``scripted``."""
+        return "scripted"
 
 
 class _HttpProvider(_Wire, frozen=True, kw_only=True):
@@ -139,6 +144,13 @@ class OpenAIProvider(_HttpProvider, frozen=True, tag="openai", tag_field="kind",
 
 
 ProviderSpec = ScriptedProvider | OllamaProvider | OpenAIProvider
+
+
+def model_of(provider: ProviderSpec | None, stage: Stage) -> tuple[str, str]:
+    """The provider's kind and the model's name ``stage`` asks (``("", "")``: none set)."""
+    if provider is None:
+        return "", ""
+    return str(provider.__struct_config__.tag), provider.model_for(stage)
 
 
 class SessionSettings(_Wire, frozen=True, kw_only=True):

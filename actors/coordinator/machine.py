@@ -89,6 +89,7 @@ from protocol.session import (
     PauseInfo,
     SessionSettings,
     SessionSnapshot,
+    model_of,
 )
 from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
@@ -292,13 +293,15 @@ def on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decisio
 def _on_result(snap: SessionSnapshot, result: StageResult, now: float) -> Decision:
     stage = snap.stage
     assert stage is not None and result.stage == stage
+    provider, model = model_of(snap.settings.provider, stage)  # the settings the attempt was dispatched with
     events: list[Event] = [new_event(
         StageFinished, snap, now, stage=stage, visit=result.visit, attempt=result.attempt, ok=result.ok,
         duration_ms=result.metrics.duration_ms, summary=result.summary, error=result.error,
         tokens_est=result.metrics.prompt_tokens_est, largest_prompt_est=result.metrics.largest_prompt_est,
         budget_tokens=result.metrics.budget_tokens, tokens_in=result.metrics.tokens_in,
         tokens_out=result.metrics.tokens_out, tokens_cached=result.metrics.tokens_cached,
-        model_ms=result.metrics.model_ms, changes=result.changes)]
+        model_ms=result.metrics.model_ms, changes=result.changes, provider=provider, model=model,
+        model_calls=result.metrics.model_calls, replayed_model_calls=result.metrics.replayed_model_calls)]
     if result.changes is not None:  # the workspace against its baseline, as the verifier or reviewer saw it
         snap = updated(snap, now, changes=result.changes)
     if not result.ok and result.error is not None and result.error.code == "ACODE-ORCH-010":

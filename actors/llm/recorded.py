@@ -73,6 +73,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
@@ -85,7 +86,18 @@ from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer
 
-__all__ = ["CallWatcher", "DeadlinePassed", "RecordedModel", "WatchedCall", "prompt_tokens", "request_hash"]
+__all__ = ["CallTiming", "CallWatcher", "DeadlinePassed", "RecordedModel", "WatchedCall", "prompt_tokens",
+           "request_hash"]
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One call's time: all of it, and until the first piece of the answer arrived (0: the
+    provider does not stream); a replayed answer took none."""
+
+    duration_ms: float = 0.0
+    first_token_ms: float = 0.0
+    replayed: bool = False
 
 
 class DeadlinePassed(ModelError):
@@ -209,6 +221,7 @@ class RecordedModel:
         self.prompt_tokens_est = 0  # acode's estimate of every prompt, replayed or not
         self.largest_prompt_est = 0
         self.model_ms = 0.0  # time spent waiting for the provider's answers (replays count 0)
+        self.last_call = CallTiming()  # the latest call's timing (the executor's turn event carries it)
         self._pending: list[RecordModelAnswer] = []  # recorded with the next write (see the module)
         self._pending_lock = threading.Lock()  # tool calls (which flush) may come from helper threads
 
@@ -249,6 +262,7 @@ class RecordedModel:
         self.calls += 1
         if claim.answer is not None:
             self.replayed += 1
+            self.last_call = CallTiming(replayed=True)
             return claim.answer
         if self.spend is not None:
             self.spend.check(estimated, where=f"model call {request.call_site}")
@@ -262,6 +276,9 @@ class RecordedModel:
             meter.finish()
             took_ms = meter.elapsed() * 1000
             self.model_ms += took_ms
+            first = meter.first_heard
+            self.last_call = CallTiming(duration_ms=round(took_ms, 1), first_token_ms=round(
+                (first - meter.started) * 1000, 1) if first is not None else 0.0)
         with self._pending_lock:
             self._pending.append(RecordModelAnswer(request_hash=digest, answer=answer, seq=claim.seq,
                                                    session_id=self.session_id, stage=request.stage,

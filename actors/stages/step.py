@@ -145,7 +145,7 @@ from protocol.ids import stable_id
 from protocol.plan import PlanStep, PlanTask
 from protocol.profiles import offered_tools, tool_surface
 from protocol.results import ModelAnswer, ModelToolCall, StepRecord, ToolResult, Usage
-from protocol.session import SessionSettings
+from protocol.session import SessionSettings, model_of
 from protocol.stages import StepStatus
 from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
 
@@ -505,12 +505,16 @@ class Step:
         request = self.ctx.request
         task, step = self.task.label, self.step.label
         usage = answer.usage
+        provider, model = model_of(request.settings.provider, "executor")
+        timing = self.ctx.model.last_call
         self.ctx.commit([TurnAnswered(
             id=stable_id(request.session_id, "executor", request.visit, task, step,
                          f"turn{turn}" if self.attempt == 1 else f"try{self.attempt}/turn{turn}"),
             session_id=request.session_id, at=time.time(), visit=request.visit, task=task, step=step, turn=turn,
             tool_calls=calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            estimated=usage.estimated, finish_reason=answer.finish_reason, correction=correction[:500])])
+            estimated=usage.estimated, finish_reason=answer.finish_reason, correction=correction[:500],
+            provider=provider, model=model, duration_ms=timing.duration_ms, first_token_ms=timing.first_token_ms,
+            replayed=timing.replayed)])
 
     def _ignored(self, turns: int, dropped: bool) -> ModelError:
         where = f"step {self.task.label}/{self.step.label}"

@@ -354,7 +354,8 @@ _event(ev.StageFinished, {"stage": stages, "visit": visits, "attempt": visits, "
        duration_ms=floats, summary=texts, error=st.none() | error_infos, tokens_est=naturals,
        largest_prompt_est=naturals, budget_tokens=naturals, tokens_in=naturals, tokens_out=naturals,
        tokens_cached=naturals,
-       model_ms=non_negative, changes=st.none() | workspace_changes)
+       model_ms=non_negative, changes=st.none() | workspace_changes, provider=short, model=short,
+       model_calls=naturals, replayed_model_calls=naturals)
 _event(ev.ReworkChosen, {"visit": visits, "rule": rule_names}, reason=texts, rerun=_few(short), kept=_few(short),
        completed_tasks=_few(short))
 _event(ev.PlanRecorded, {"version": st.integers(1, INT64), "goal": texts, "tasks": signed, "steps": signed},
@@ -365,7 +366,8 @@ tool_called_events = _event(ev.ToolCalled, {"key": ids, "tool": short}, target=s
        counted=st.booleans())
 _event(ev.TurnAnswered, {"visit": visits, "task": short, "step": short, "turn": visits},
        tool_calls=small_counts, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
-       finish_reason=short, correction=texts)
+       finish_reason=short, correction=texts, provider=short, model=short, duration_ms=non_negative,
+       first_token_ms=non_negative, replayed=st.booleans())
 _event(ev.StepFinished, {"visit": visits, "task": short, "step": short,
                          "status": st.sampled_from(["completed", "failed", "blocked"])}, summary=texts)
 _event(ev.CheckRan, {"visit": visits, "label": short, "command": texts, "passed": st.booleans()},

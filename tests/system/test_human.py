@@ -27,6 +27,7 @@ from protocol.session import SessionSnapshot
 from tests.harness import wait_until
 from tests.modelserver import ByStage, ModelServer, Received, Reply
 from tests.system.conftest import Acode, wait_exit
+from tests.system.telemetry import check_trace_and_metrics
 from tests.system.test_models import APPROVE, VERDICT, _configure, _stages, _workspace, done, plan, write
 
 pytestmark = pytest.mark.system
@@ -277,6 +278,7 @@ def test_a_stage_actor_killed_while_a_pause_is_on_its_way_leaves_the_session_pau
         resumed = acode("resume", session_id)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (workspace / "greet.txt").read_text() == "hello\n"
+    check_trace_and_metrics(acode, session_id, restarted="executor")
 
 
 def _alive(pid: int) -> bool:

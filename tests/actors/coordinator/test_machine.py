@@ -9,10 +9,18 @@ from hypothesis import strategies as st
 
 from actors.coordinator import human, machine
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageRetried, Transitioned
+from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageFinished, StageRetried, Transitioned
 from protocol.plan import Question, TaskPlan
-from protocol.results import CriterionVerdict, ReviewerAnswer, ReviewIssue, Rework, StageResult, VerifierAnswer
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.results import (
+    CriterionVerdict,
+    ReviewerAnswer,
+    ReviewIssue,
+    Rework,
+    StageMetrics,
+    StageResult,
+    VerifierAnswer,
+)
+from protocol.session import OllamaProvider, SessionSettings, SessionSnapshot
 from tests.actors.coordinator.stage_results import NOW, PLAN
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result
@@ -57,6 +65,14 @@ def test_the_planner_result_carries_the_plan_to_persist() -> None:
     decision = machine.on_result(_new(), _ok(_new()), NOW)
     assert decision.plan == PLAN
     assert decision.snapshot.plan_version == 1 and decision.snapshot.stage == "executor"
+
+
+def test_a_stage_finished_event_names_the_model_asked_and_counts_its_calls() -> None:
+    settings = SessionSettings(provider=OllamaProvider(model="qwen", stage_models={"planner": "big"}))
+    snap = machine.create("s1", "task", "/w", settings, NOW).snapshot
+    result = msgspec.structs.replace(_ok(snap), metrics=StageMetrics(model_calls=3, replayed_model_calls=1))
+    finished = [e for e in machine.on_result(snap, result, NOW).events if isinstance(e, StageFinished)]
+    assert [(e.provider, e.model, e.model_calls, e.replayed_model_calls) for e in finished] == [("ollama", "big", 3, 1)]
 
 
 def test_a_verify_failure_cycles_to_the_executor_with_the_failures_as_feedback() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
-from actors.llm.recorded import RecordedModel, request_hash
+from actors.llm.recorded import CallTiming, RecordedModel, request_hash
 from protocol import codec
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
 from protocol.results import ModelAnswer, ModelToolCall, Usage
@@ -88,6 +88,39 @@ def test_model_time_sums_the_calls_the_model_answered_and_a_replay_counts_none()
                           watch=watched.append, clock=clock)  # a re-dispatched stage
     again.complete(_request("plan"))
     assert (again.replayed, again.model_ms, len(watched)) == (1, 0.0, 2), "a replay: no model time, no progress"
+
+
+class _StreamingModel(_SlowModel):
+    """Sends its first piece after ``first`` seconds, the rest by ``seconds``."""
+
+    def __init__(self, clock: _Clock, first: float, seconds: float):
+        super().__init__(clock, seconds, tokens=3)
+        self.first = first
+
+    def complete(self, request: ModelRequest, *, seq: int, cancel: threading.Event,
+                 meter: Meter | None = None) -> ModelAnswer:
+        assert meter is not None
+        self.clock.now += self.first
+        meter.hear()
+        self.clock.now += self.seconds - self.first
+        return ModelAnswer(content="ok")
+
+
+def test_the_last_call_says_its_time_and_first_token_time_and_a_replay_none() -> None:
+    clock, record = _Clock(), _Record()
+    recorded = RecordedModel(_StreamingModel(clock, first=0.25, seconds=2.0), record, session_id="s", visit=1,
+                             cancel=threading.Event(), clock=clock)
+    recorded.complete(_request("plan"))
+    assert recorded.last_call == CallTiming(duration_ms=2_000.0, first_token_ms=250.0)
+    recorded.complete(_request("plan/2"))
+    assert recorded.last_call.first_token_ms == 250.0
+    recorded.flush()
+    again = RecordedModel(_SlowModel(clock, 1.0, 1), record, session_id="s", visit=1, cancel=threading.Event(),
+                          clock=clock)
+    again.complete(_request("plan"))
+    assert again.last_call == CallTiming(replayed=True)
+    again.complete(_request("plan/new"))
+    assert again.last_call == CallTiming(duration_ms=1_000.0), "no stream: no first-token time"
 
 
 def _reference_hash(session_id: str, visit: int, request: ModelRequest) -> str:

@@ -243,6 +243,10 @@ def test_turns_with_calls_are_events_without_a_correction(stack: Stack) -> None:
     assert executor.run(run.ctx).ok
     turns = [e for e in run.events() if isinstance(e, TurnAnswered)]
     assert [(t.turn, t.tool_calls, t.correction) for t in turns] == [(1, 1, ""), (2, 1, "")]
+    # what a trace's model call needs: which model, how long (the scripted model does not stream)
+    assert [(t.provider, t.model, t.replayed, t.first_token_ms) for t in turns] \
+        == [("scripted", "scripted", False, 0.0)] * 2
+    assert all(t.duration_ms >= 0 for t in turns)
 
 
 def test_a_steps_start_and_finish_are_stamped_when_they_happen_not_when_their_held_write_lands(
