@@ -17,11 +17,25 @@ from Python"). Errors are :class:`AcodeError` and its subclasses, each with a st
 :class:`GenericEvent`.
 """
 
-from acode.aio import AsyncClient, AsyncSession
+from typing import TYPE_CHECKING, Any
+
 from acode.client import Client, Session, SessionView
 from acode.events import AnyEvent, GenericEvent, kind
 from protocol.errors import AcodeError, CliError, ModelError, NotRunning, RequestTimeout
 from protocol.schema import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from acode.aio import AsyncClient, AsyncSession
+
 __all__ = ["SCHEMA_VERSION", "AcodeError", "AnyEvent", "AsyncClient", "AsyncSession", "CliError", "Client",
            "GenericEvent", "ModelError", "NotRunning", "RequestTimeout", "Session", "SessionView", "kind"]
+
+
+def __getattr__(name: str) -> Any:
+    """The asyncio twin is imported when first named: asyncio costs every ``acode`` command
+    start-up time it has no use for."""
+    if name in ("AsyncClient", "AsyncSession"):
+        from acode import aio
+
+        return getattr(aio, name)
+    raise AttributeError(f"module 'acode' has no attribute {name!r}")

@@ -16,7 +16,7 @@ event left as raw bytes (:data:`EVENT_LIST`), then each event on its own
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -25,6 +25,7 @@ from protocol.errors import ProtocolError
 from protocol.events import Event
 from protocol.messages import Error
 from protocol.progress import ModelProgress
+from protocol.schema import SCHEMA_VERSION
 
 __all__ = ["EVENT_LIST", "AnyEvent", "GenericEvent", "RawEventList", "decode_event", "decode_stream", "kind", "typed"]
 
@@ -32,6 +33,8 @@ __all__ = ["EVENT_LIST", "AnyEvent", "GenericEvent", "RawEventList", "decode_eve
 class GenericEvent(msgspec.Struct, frozen=True, kw_only=True):
     """An event of a type (or with a value) this client does not know: ``type``, ``seq`` and
     the rest as sent in ``data`` (every field, ``type`` and ``seq`` included)."""
+
+    schema_version: ClassVar[int] = SCHEMA_VERSION  # the schema this client reads (the event is of a later one)
 
     type: str
     seq: int

@@ -10,13 +10,14 @@ stored, never replayed, without a ``seq`` (decode the stream with ``codec.STREAM
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
 from protocol.anomalies import Kind, Response
 from protocol.errors import ErrorInfo
 from protocol.results import WorkspaceChanges
+from protocol.schema import SCHEMA_VERSION
 from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
@@ -55,6 +56,7 @@ Visit = Annotated[int, msgspec.Meta(ge=1, le=1_000)]
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
+    schema_version: ClassVar[int] = SCHEMA_VERSION  # the event schema this type is of (not a field: JSON lines add it)
     id: str
     session_id: str
     seq: Annotated[int, msgspec.Meta(ge=0)] = 0

@@ -33,6 +33,8 @@ def test_a_known_event_is_typed_and_an_unknown_one_is_generic_with_everything_it
     assert extra == KNOWN, "a field this version does not know is ignored, the event stays typed"
     assert [kind(e) for e in (KNOWN, newer)] == ["step_started", "plan_simulated"]
     assert typed([KNOWN, newer]) == [KNOWN]
+    assert KNOWN.schema_version == newer.schema_version == 1, "every event a client gets says its schema version"
+    assert "schema_version" not in msgspec.to_builtins(KNOWN), "a class attribute, not a field on the wire"
 
 
 def test_a_whole_event_list_with_an_unknown_event_decodes_without_a_gap() -> None:
