@@ -17,11 +17,11 @@ import msgspec
 from protocol.anomalies import Kind, Response
 from protocol.errors import ErrorInfo
 from protocol.results import WorkspaceChanges
-from protocol.schema import SCHEMA_VERSION
 from protocol.session import Clarification
 from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
 
 __all__ = [
+    "SCHEMA_VERSION",
     "AnomalyDetected",
     "ApprovalDecided",
     "BudgetWarning",
@@ -53,6 +53,11 @@ __all__ = [
 ]
 
 Visit = Annotated[int, msgspec.Meta(ge=1, le=1_000)]
+
+
+# The major version of the event schema these types make (protocol.schema commits its JSON
+# Schema as events-v<N>.json): raised only for a change that is not additive.
+SCHEMA_VERSION = 1
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):

@@ -25,7 +25,8 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "generate", "path", "versioned"]
 
-SCHEMA_VERSION = 1
+from protocol.events import SCHEMA_VERSION  # the types' own version: they say it (Event.schema_version)
+
 _HERE = Path(__file__).resolve().parent
 
 
