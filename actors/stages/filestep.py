@@ -336,9 +336,13 @@ class FileStyleStep(Step):
             if time.monotonic() - started <= timeout:
                 self.turns += 1
                 warmer = _WARMER if warm and self._temperature() < _WARMER else None
-                answer = self._ask(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
-                                                nonce=self.ctx.fence.nonce, temperature=warmer,
-                                                messages=self.conversation.messages(self.budget)), started, timeout)
+                asked = self._asked(ModelRequest(stage="executor", call_site=f"{site}/turn{turn}",
+                                                 nonce=self.ctx.fence.nonce, temperature=warmer,
+                                                 messages=self.conversation.messages(self.budget)), started, timeout,
+                                    turn)
+                if isinstance(asked, Outcome):
+                    return asked
+                answer = asked
             if answer is None:
                 return Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "

@@ -92,7 +92,8 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   :mod:`actors.stages.callwatch`), or when the model
   makes the same tool call with the same arguments, or sends the same invalid answer,
   three times in a row (ACODE-EXEC-008,
-  the third is not run). A failed try is followed by another, up to
+  the third is not run), or when an answer runs on to the token limit (ACODE-LLM-012: a
+  small model looping; the session paused on it before). A failed try is followed by another, up to
   ``step_retry_limit`` tries, each from a fresh window that states what failed and why
   (a ``step_retried`` event says so too); the workspace keeps what earlier tries wrote.
   A step out of tries is ``failed`` and aborts its task: the steps that depend on it
@@ -365,7 +366,10 @@ class Step:
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
                 self.turns += 1
-                answer = self._ask(model_request, started, timeout)
+                asked = self._asked(model_request, started, timeout, turn)
+                if isinstance(asked, Outcome):
+                    return asked
+                answer = asked
             if answer is None:
                 return Outcome("failed", f"the step took more than {timeout:g}s "
                                           f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
@@ -499,6 +503,20 @@ class Step:
             return self.ctx.model.complete(request, deadline=deadline, limit=limit)
         except DeadlinePassed:
             return None
+
+    def _asked(self, request: ModelRequest, started: float, timeout: float, turn: int) -> ModelAnswer | Outcome | None:
+        """:meth:`_ask`, with an answer that ran on to the token limit as the end of the try
+        (ACODE-LLM-012): a small model looping (a line repeated, a whole file twice) is not
+        worth correcting in the same window, nor worth a pause; the next try starts from a
+        fresh one that says so (seen on Qwen2.5-Coder-1.5B: the session paused on it)."""
+        try:
+            return self._ask(request, started, timeout)
+        except ModelError as exc:
+            if exc.code != "ACODE-LLM-012":
+                raise
+            return Outcome("failed", f"turn {turn}'s answer ran on to the token limit without ending "
+                                     "(ACODE-LLM-012); answer with what the step asks and nothing around it",
+                           code="ACODE-LLM-012")
 
     def _turn(self, turn: int, answer: ModelAnswer, calls: int, correction: str) -> None:
         """The turn as an event (``acode run`` shows each one)."""

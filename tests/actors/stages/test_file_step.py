@@ -382,3 +382,23 @@ def test_the_run_time_of_a_failure_is_left_out_so_the_same_failure_reads_the_sam
         "FAILED t.py::test_x - AssertionError\n1 failed\n")
     assert filestep.steady("== 1 failed, 2 passed, 1 warning in 3.41s ==") == "== 1 failed, 2 passed, 1 warning =="
     assert filestep.steady("slept 2 times in 0.5s") == "slept 2 times in 0.5s"  # only the runner's summary
+
+
+def test_an_answer_cut_at_the_token_limit_ends_the_try_and_the_next_writes_the_file(
+        stack: Stack, server: ModelServer) -> None:
+    """edit/add-test on the real model: try 2's first whole-file answer ran to the 4,096-token
+    limit (ACODE-LLM-012) and the session paused as an escalation. Now the try ends and the
+    next one, from a fresh window that says why, writes the file."""
+    server.queue(Text("```python\n" + HEAD + "    return a + b\n" * 600, finish="length", usage=(900, 4_096)))
+    server.queue(Text(f"```python\n{RIGHT}```"))
+    run = _stage(stack, server)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == RIGHT
+    first, second = server.chats
+    told = str(second.messages[-1]["content"])
+    assert "This is try 2 of " in told and "ran on to the token limit" in told, told[-600:]
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert record.status == "completed"

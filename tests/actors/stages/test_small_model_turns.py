@@ -305,3 +305,27 @@ def test_a_native_call_refused_twice_the_same_way_is_answered_per_call_then_show
     assert str(third[3]["content"]).startswith("error: arguments must be a JSON object")
     assert str(third[4]["content"]).startswith("error: you sent the same invalid answer again (arguments must be")
     assert str(third[4]["content"]).endswith(toolcalls.example_call("write_file", "solution.py"))
+
+
+def test_an_answer_that_runs_on_to_the_token_limit_ends_the_try_not_the_session(
+        stack: Stack, server: ModelServer) -> None:
+    """edit/add-test on Qwen2.5-Coder-1.5B: after ten failed rewrites of a test, the second
+    try's first answer ran to the 4,096-token limit (ACODE-LLM-012) and the session paused
+    as an escalation. It is the model looping: the try ends, and the next starts from a
+    fresh window that says what happened."""
+    looping = "self.assertEqual(average_length(counts), 4.0)\n" * 400
+    run = _run(stack, server, [Text(looping, finish="length", usage=(900, 4_096)),
+                               TextToolCalls([("write_file", {"path": "solution.py", "content": SOLUTION})],
+                                             style="json"),
+                               _done("wrote f")], SOLVE, files={"solution.py": "def f(x):\n    pass\n"})
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "solution.py").read_text() == SOLUTION
+    first, second, _ = server.chats
+    told = str(second.messages[1]["content"])
+    assert "This is try 2 of " in told and "ran on to the token limit" in told and "ACODE-LLM-012" in told
+    assert len(second.messages) == 2, "a fresh window: the looping answer is not carried into it"
+    [record] = result.execution.steps  # type: ignore[union-attr]
+    assert record.status == "completed"
