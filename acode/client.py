@@ -67,7 +67,7 @@ class SessionView(msgspec.Struct, frozen=True, kw_only=True):
     plan: TaskPlan | None
     events: list[AnyEvent]
     budget: BudgetView
-    health: Any  # protocol.health.Health
+    health: int  # 0-100 (protocol.health.session_health)
 
 
 class BudgetView(msgspec.Struct, frozen=True, kw_only=True):

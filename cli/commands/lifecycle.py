@@ -83,14 +83,17 @@ def status(
 
     with Client(home()) as client:
         report = client.status()
-        if json_out:
-            print_json(report)
-            return
         active = client.sessions(["running", "paused"], limit=1_000)
         where = {s.id: _where(client, s) for s in active}
         spent = {s.id: client.spent(s.id) for s in active}
         health = {s.id: session_health(typed(read_events(client.connection, s.id)), s.settings.budget, spent[s.id])
                   for s in active}
+    if json_out:  # the coordinator's report, then each session in progress as the text shows it
+        print_json({"type": "status_report", **{f: getattr(report, f) for f in report.__struct_fields__},
+                    "sessions": [{"session": s, "where": where[s.id],
+                                  "budget": {"limits": s.settings.budget, "spent": spent[s.id]},
+                                  "health": health[s.id]} for s in active]})
+        return
     echo(render.status_table(report))
     echo(configured_paths(run_paths(), workspace.expanduser().resolve()))
     echo(_store_size(run_paths().checkpoints))

@@ -8,6 +8,7 @@ the test process, as a user's program would, against the actor set of the test's
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -127,6 +128,10 @@ def test_plan_review_replan_steer_answer_pause_resume_and_cancel(shared: Acode, 
         session.answer({"Q1": "1"})
         review = session.wait(timeout=60)
         assert review.pause is not None and review.pause.kind == "plan_review"
+        shown = json.loads(shared("status", "--json").stdout)  # the CLI, on the client: where each session stands
+        [mine] = [s for s in shown["sessions"] if s["session"]["id"] == session.id]
+        assert mine["where"] == "paused (plan_review) in planner" and 0 <= mine["health"] <= 100
+        assert shown["actors"] and mine["budget"]["spent"]["tool_calls"] >= 0
         with pytest.raises(CliError) as nothing:
             session.deny()
         assert nothing.value.code == "ACODE-CLI-004"
