@@ -287,7 +287,7 @@ class _Gatherer:
         terms = task_terms(task)[:MAX_TERMS]
         if not terms:
             return
-        files = [e for e in entries if not e.endswith(("/", "@"))]
+        files = [e for e in entries if not e.endswith(("/", "@")) and not compiled(e)]
         scores: dict[str, int] = {}
         hits: dict[str, list[str]] = {}
         named_missing: list[str] = []
@@ -323,7 +323,7 @@ class _Gatherer:
                     kept.append(f"{hit.group(2)}: {hit.group(3)}")
             for path, count in per_file.items():
                 scores[path] = scores.get(path, 0) + weight * min(count, 3)
-        ranked = sorted((p for p in scores if p not in shown and not self.excludes.match_file(p)
+        ranked = sorted((p for p in scores if p not in shown and not compiled(p) and not self.excludes.match_file(p)
                          and (self.includes is None or self.includes.match_file(p))), key=lambda p: (-scores[p], p))
         for index, path in enumerate(ranked):
             if index >= MAX_MATCH_FILES:
@@ -348,6 +348,16 @@ class _Gatherer:
         if named_missing:
             self.budget.take(self.fenced("match", "missing", "Named in the task but not in the workspace tree:",
                                          "file names", "\n".join(named_missing)))
+
+
+_COMPILED = (".pyc", ".pyo", ".class", ".o", ".so", ".dylib", ".dll", ".exe", ".wasm")
+
+
+def compiled(path: str) -> bool:
+    """A build product, never worth a read: ``__pycache__/greet.cpython-311.pyc`` matched the
+    task's ``greet.py`` by name and cost the planner two failed reads (binary) on the shipped
+    example."""
+    return "__pycache__/" in path or path.endswith(_COMPILED)
 
 
 def _tree_call() -> tuple[str, str, dict[str, Any]]:

@@ -353,3 +353,15 @@ def test_first_calls_are_the_calls_prepare_makes_whatever_their_results(shop: Pa
     assert [call for call in tools.calls if call in first] == first
     assert [name for _, name, _ in first] == ["list_directory", "search_code_terms"][:len(first)]
     assert len(first) == (2 if task == TASK else 1)
+
+
+def test_compiled_files_are_not_read_though_their_names_match(shop: Path, terminal: Terminal) -> None:
+    """The shipped example with a ``__pycache__`` (it had been run): the planner read both
+    ``.pyc`` files because their names hold ``greet``, and both reads failed as binary."""
+    (shop / "src" / "__pycache__").mkdir()
+    (shop / "src" / "__pycache__" / "greet.cpython-311.pyc").write_bytes(b"\x00\x01greet farewell")
+    (shop / "src" / "greet.o").write_bytes(b"\x7fELF\x00farewell")
+    tools = LocalTools(shop, terminal)
+    prepared = _prepare(tools)
+    assert not [p for p in tools.paths_read() if "__pycache__" in p or p.endswith(".o")], tools.paths_read()
+    assert ("match", "src/greet.py") in [(s.kind, s.name) for s in prepared.sections]
