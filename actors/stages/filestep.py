@@ -34,6 +34,7 @@ from actors.llm import toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
 from actors.stages.conversation import Conversation
+from actors.stages.definitions import named_definitions
 from actors.stages.judge import judge
 from actors.stages.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
 from actors.stages.turnwatch import Watched, unnumbered
@@ -163,15 +164,22 @@ def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files
     return "\n\n".join([*lines, _answer(path)])
 
 
-def render_plain(plan: TaskPlan, step: PlanStep, path: str, current: str | None, fence: Fence) -> str:
+def render_plain(plan: TaskPlan, step: PlanStep, path: str, current: str | None, fence: Fence,
+                 files: Sequence[tuple[str, str | None]] = ()) -> str:
     """The plain ask: the request, the step when it says more, ``path`` as the step found it
     and what to answer; no other file, no check, no failure. The file step asks it every
     other time it asks afresh after a failed answer (:class:`FileStyleStep`):
     the model alone, asked this way in one turn, solves problems the full ask sends it the
     wrong way on (HumanEval/8: shown its test and failure it answered ``product(numbers)``,
     an undefined name, 12 times over, at temperature 0 and 0.6), and the checks judge
-    either answer alike."""
-    return "\n\n".join([*_request(plan, step), *_now(path, current, fence), _answer(path)])
+    either answer alike. What the step names from the other ``files`` it read is one line
+    each (:func:`actors.stages.definitions.named_definitions`): a name alone, the model
+    guessed the arguments."""
+    lines = _request(plan, step)
+    named = named_definitions(" ".join((plan.goal, step.title, step.description or "")), files, skip=path)
+    if named:
+        lines.append("Defined in the workspace:\n" + fence.wrap("definitions", "\n".join(named)))
+    return "\n\n".join([*lines, *_now(path, current, fence), _answer(path)])
 
 
 # pytest's "1 failed, 2 passed in 0.12s": the one part of the same failure that differs run to run
@@ -317,7 +325,8 @@ class FileStyleStep(Step):
             a later one would answer as that one did; the full ask, after a repeated answer."""
             self.fresh_asks += 1
             plain = self.fresh_asks % 2 == 1
-            self.conversation = Conversation(system, render_plain(plan, self.step, path, original, self.ctx.fence)
+            self.conversation = Conversation(system, render_plain(plan, self.step, path, original, self.ctx.fence,
+                                                                          view)
                                              ) if plain else fresh(failing, EARLIER)
             return self.fresh_asks > 1 if plain else repeated
 

@@ -402,3 +402,34 @@ def test_an_answer_cut_at_the_token_limit_ends_the_try_and_the_next_writes_the_f
     assert "This is try 2 of " in told and "ran on to the token limit" in told, told[-600:]
     [record] = result.execution.steps  # type: ignore[union-attr]
     assert record.status == "completed"
+
+
+CORE = ('def average_length(counts):\n    """The average length of the words counted."""\n'
+        '    return sum(len(w) * n for w, n in counts.items()) / sum(counts.values())\n')
+TEST_CORE = "from wordcount.core import average_length\n"
+WRONG_TEST = TEST_CORE + "\n\ndef test_average_length():\n    assert average_length('a bb') == 1.5\n"
+RIGHT_TEST = TEST_CORE + "\n\ndef test_average_length():\n    assert average_length({'a': 1, 'bb': 1}) == 1.5\n"
+RUNNER = "import test_core\n\nfor name, test in vars(test_core).items():\n    if name[:5] == 'test_':\n        test()\nprint('ok')\n"
+
+
+def test_the_plain_ask_says_how_the_function_the_step_names_is_called(stack: Stack, server: ModelServer) -> None:
+    """edit/add-test on the real model: twenty answers called ``average_length(text)``; every
+    other ask was the plain one, which showed test_core.py alone. It now carries the
+    signature of the function the step names, from the file the step read."""
+    the_plan = {"goal": "Add a test of average_length to test_core.py.", "status": "ready", "tasks": [{
+        "label": "T1", "title": "the task", "resources": {"read": ["wordcount/core.py"], "write": ["test_core.py"]},
+        "steps": [{"label": "S1", "title": "Add a test of average_length to test_core.py", "action": "modify_file"}],
+        "acceptance": [{"label": "A1", "description": "the tests pass",
+                        "check": {"command": "python run_tests.py", "expect_output": "ok"}}]}]}
+    server.queue(Text(f"```python\n{WRONG_TEST}```"))
+    server.queue(Text(f"```python\n{RIGHT_TEST}```"))
+    run = _stage(stack, server, the_plan, files={"wordcount/__init__.py": "", "wordcount/core.py": CORE,
+                                                 "test_core.py": TEST_CORE, "run_tests.py": RUNNER})
+
+    result = executor.run(run.ctx)
+    assert result.ok, result.summary
+    assert (run.workspace / "test_core.py").read_text() == RIGHT_TEST
+    first, plain = (str(chat.messages[-1]["content"]) for chat in server.chats)
+    assert "wordcount/core.py, for reference" in first, "the full ask shows the file"
+    assert "for reference" not in plain and "AttributeError" not in plain, "the plain ask is still plain"
+    assert "wordcount/core.py: def average_length(counts)  # The average length of the words counted." in plain
