@@ -409,7 +409,8 @@ CORE = ('def average_length(counts):\n    """The average length of the words cou
 TEST_CORE = "from wordcount.core import average_length\n"
 WRONG_TEST = TEST_CORE + "\n\ndef test_average_length():\n    assert average_length('a bb') == 1.5\n"
 RIGHT_TEST = TEST_CORE + "\n\ndef test_average_length():\n    assert average_length({'a': 1, 'bb': 1}) == 1.5\n"
-RUNNER = "import test_core\n\nfor name, test in vars(test_core).items():\n    if name[:5] == 'test_':\n        test()\nprint('ok')\n"
+RUNNER = ("import test_core\n\nfor name, test in vars(test_core).items():\n    if name[:5] == 'test_':\n"
+          "        test()\nprint('ok')\n")
 
 
 def test_the_plain_ask_says_how_the_function_the_step_names_is_called(stack: Stack, server: ModelServer) -> None:
