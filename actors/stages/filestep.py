@@ -24,6 +24,7 @@ syntax error, code left out), and the messages that answer a turn. The loop is
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import time
@@ -219,7 +220,9 @@ def problem(content: str | None, current: str | None, path: str,
     """Why ``content`` (the answered file; None: no block) is not written over ``current``
     (None: no file yet), or '': no code block, the file as it is, another file shown for
     reference (``others``: the model copied the test file), Python that does not compile
-    (compiled only, never run), a line standing for code left out of a file that had more."""
+    (compiled only, never run), a line standing for code left out of a file that had more,
+    fewer ``test_*`` functions than the file has (edit/add-test on the real model: the new
+    test alone, the old ones gone, and every check passed)."""
     if content is None or not content.strip():
         return "no_block"
     if current is not None and content.strip() == current.strip():
@@ -237,7 +240,21 @@ def problem(content: str | None, current: str | None, path: str,
             return f"syntax:{type(error).__name__}: {error}"
     if current is not None and _LEFT_OUT.search(content) and not _LEFT_OUT.search(current):
         return "left_out"
+    if current is not None and path.endswith(".py"):
+        gone = _tests(current) - _tests(content)
+        if gone and len(_tests(content)) < len(_tests(current)):  # a rename keeps the count
+            return "dropped:" + ", ".join(sorted(gone))
     return ""
+
+
+def _tests(source: str) -> set[str]:
+    """The top-level ``test_*`` functions of ``source`` (none when it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    return {node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")}
 
 
 def render_problem(kind: str, path: str, request: str = "") -> str:
@@ -255,6 +272,9 @@ def render_problem(kind: str, path: str, request: str = "") -> str:
     if kind == "left_out":
         return (f"Your code block leaves part of {path} out (a comment stands for the rest), so it was not "
                 f"written: it would delete that code. {ask} Give every line.")
+    if kind.startswith("dropped:"):
+        return (f"Your code block was not written: it deletes tests that {path} has ({kind[8:]}). Keep every "
+                f"test that is there and add yours. {ask}")
     assert kind.startswith("syntax:")
     return f"Your code block was not written: it is not valid Python: {kind[7:]}. {ask}"
 

@@ -434,3 +434,37 @@ def test_the_plain_ask_says_how_the_function_the_step_names_is_called(stack: Sta
     assert "wordcount/core.py, for reference" in first, "the full ask shows the file"
     assert "for reference" not in plain and "AttributeError" not in plain, "the plain ask is still plain"
     assert "wordcount/core.py: def average_length(counts)  # The average length of the words counted." in plain
+
+
+TWO_TESTS = (TEST_CORE + "\n\ndef test_one():\n    assert average_length({'a': 2}) == 1\n"
+             "\n\ndef test_two():\n    assert average_length({'ab': 1}) == 2\n")
+
+
+def test_an_answer_that_deletes_the_files_tests_is_not_written(stack: Stack, server: ModelServer) -> None:
+    """edit/add-test on the real model: the session completed with test_core.py holding the
+    new test alone (its checks passed: fewer tests fail less). Such an answer is refused."""
+    the_plan = {"goal": "Add a test of average_length to test_core.py.", "status": "ready", "tasks": [{
+        "label": "T1", "title": "the task", "resources": {"read": ["wordcount/core.py"], "write": ["test_core.py"]},
+        "steps": [{"label": "S1", "title": "Add a test of average_length to test_core.py", "action": "modify_file"}],
+        "acceptance": [{"label": "A1", "description": "the tests pass",
+                        "check": {"command": "python run_tests.py", "expect_output": "ok"}}]}]}
+    kept = TWO_TESTS + "\n\ndef test_average_length():\n    assert average_length({'a': 1, 'bb': 1}) == 1.5\n"
+    server.queue(Text(f"```python\n{RIGHT_TEST}```"))  # the new test alone
+    server.queue(Text(f"```python\n{kept}```"))
+    run = _stage(stack, server, the_plan, files={"wordcount/__init__.py": "", "wordcount/core.py": CORE,
+                                                 "test_core.py": TWO_TESTS, "run_tests.py": RUNNER})
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "test_core.py").read_text() == kept
+    told = _said(server, 1)
+    assert told.startswith("Your code block was not written: it deletes tests that test_core.py has (test_one, "
+                           "test_two)."), told
+
+
+def test_a_renamed_test_is_not_a_deleted_one() -> None:
+    renamed = TWO_TESTS.replace("test_one", "test_first")
+    assert filestep.problem(renamed, TWO_TESTS, "test_core.py") == ""
+    assert filestep.problem(RIGHT_TEST, TWO_TESTS, "test_core.py") == "dropped:test_one, test_two"
+    assert filestep.problem(RIGHT_TEST, TWO_TESTS, "notes.txt") == ""
