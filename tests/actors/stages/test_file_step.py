@@ -413,19 +413,26 @@ RUNNER = ("import test_core\n\nfor name, test in vars(test_core).items():\n    i
           "        test()\nprint('ok')\n")
 
 
+ADD_TEST_PLAN = {"goal": "Add a test of average_length to test_core.py.", "status": "ready", "tasks": [{
+    "label": "T1", "title": "the task", "resources": {"read": ["wordcount/core.py"], "write": ["test_core.py"]},
+    "steps": [{"label": "S1", "title": "Add a test of average_length to test_core.py", "action": "modify_file"}],
+    "acceptance": [{"label": "A1", "description": "the tests pass",
+                    "check": {"command": "python run_tests.py", "expect_output": "ok"}}]}]}
+
+
+def _add_test(stack: Stack, server: ModelServer, tests: str) -> Run:
+    """edit/add-test in small: wordcount/core.py read for reference, test_core.py to change."""
+    return _stage(stack, server, ADD_TEST_PLAN, files={"wordcount/__init__.py": "", "wordcount/core.py": CORE,
+                                                       "test_core.py": tests, "run_tests.py": RUNNER})
+
+
 def test_the_plain_ask_says_how_the_function_the_step_names_is_called(stack: Stack, server: ModelServer) -> None:
     """edit/add-test on the real model: twenty answers called ``average_length(text)``; every
     other ask was the plain one, which showed test_core.py alone. It now carries the
     signature of the function the step names, from the file the step read."""
-    the_plan = {"goal": "Add a test of average_length to test_core.py.", "status": "ready", "tasks": [{
-        "label": "T1", "title": "the task", "resources": {"read": ["wordcount/core.py"], "write": ["test_core.py"]},
-        "steps": [{"label": "S1", "title": "Add a test of average_length to test_core.py", "action": "modify_file"}],
-        "acceptance": [{"label": "A1", "description": "the tests pass",
-                        "check": {"command": "python run_tests.py", "expect_output": "ok"}}]}]}
     server.queue(Text(f"```python\n{WRONG_TEST}```"))
     server.queue(Text(f"```python\n{RIGHT_TEST}```"))
-    run = _stage(stack, server, the_plan, files={"wordcount/__init__.py": "", "wordcount/core.py": CORE,
-                                                 "test_core.py": TEST_CORE, "run_tests.py": RUNNER})
+    run = _add_test(stack, server, TEST_CORE)
 
     result = executor.run(run.ctx)
     assert result.ok, result.summary
@@ -443,16 +450,10 @@ TWO_TESTS = (TEST_CORE + "\n\ndef test_one():\n    assert average_length({'a': 2
 def test_an_answer_that_deletes_the_files_tests_is_not_written(stack: Stack, server: ModelServer) -> None:
     """edit/add-test on the real model: the session completed with test_core.py holding the
     new test alone (its checks passed: fewer tests fail less). Such an answer is refused."""
-    the_plan = {"goal": "Add a test of average_length to test_core.py.", "status": "ready", "tasks": [{
-        "label": "T1", "title": "the task", "resources": {"read": ["wordcount/core.py"], "write": ["test_core.py"]},
-        "steps": [{"label": "S1", "title": "Add a test of average_length to test_core.py", "action": "modify_file"}],
-        "acceptance": [{"label": "A1", "description": "the tests pass",
-                        "check": {"command": "python run_tests.py", "expect_output": "ok"}}]}]}
     kept = TWO_TESTS + "\n\ndef test_average_length():\n    assert average_length({'a': 1, 'bb': 1}) == 1.5\n"
     server.queue(Text(f"```python\n{RIGHT_TEST}```"))  # the new test alone
     server.queue(Text(f"```python\n{kept}```"))
-    run = _stage(stack, server, the_plan, files={"wordcount/__init__.py": "", "wordcount/core.py": CORE,
-                                                 "test_core.py": TWO_TESTS, "run_tests.py": RUNNER})
+    run = _add_test(stack, server, TWO_TESTS)
 
     result = executor.run(run.ctx)
 
