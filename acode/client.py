@@ -283,12 +283,12 @@ class Client:
         reply = self.connection.coordinator(body)
         return getattr(reply, "session", None)
 
-    def decision(self, session: str, decision: Literal["approve", "deny"], *, always: bool = False,
+    @staticmethod
+    def decision(current: SessionSnapshot, decision: Literal["approve", "deny"], *, always: bool = False,
                  reason: str = "", by: str = "") -> Message:
-        """What an approve or deny sends for what the session waits on: the call it shows
-        (``awaiting_approval``) or, for an approve, the plan under review (ACODE-CLI-004
-        when it waits on neither)."""
-        current = snapshot(self.connection, self.session_id(session))
+        """What an approve or deny sends for what the session (as ``current`` has it) waits on:
+        the call it shows (``awaiting_approval``) or, for an approve, the plan under review
+        (ACODE-CLI-004 when it waits on neither)."""
         kind = current.pause.kind if current.pause is not None and current.status == "paused" else None
         match kind:
             case "awaiting_approval":
@@ -309,11 +309,11 @@ class Client:
     def approve(self, session: str, *, always: bool = False) -> SessionSnapshot | None:
         """Approve the call (or the plan) the session waits for; it goes on. ``always``:
         later calls of the same rule in this session too."""
-        return self.send(self.decision(session, "approve", always=always, by="acode.Client"))
+        return self.send(self.decision(self.session(session), "approve", always=always, by="acode.Client"))
 
     def deny(self, session: str, reason: str = "denied by the user") -> SessionSnapshot | None:
         """Deny the call the session waits for: the model is told "the user denied this: REASON"."""
-        return self.send(self.decision(session, "deny", reason=reason, by="acode.Client"))
+        return self.send(self.decision(self.session(session), "deny", reason=reason, by="acode.Client"))
 
     def pause(self, session: str, *, wait: bool = False, timeout: float = 600.0) -> SessionSnapshot:
         """Pause the session at its next safe point; ``wait``: until it has stopped (at most
@@ -451,15 +451,15 @@ class Client:
         assert isinstance(done, Restored)
         return done
 
-    def rewind_target(self, session: str, to: str) -> Any:
-        """The checkpoint ``to`` names, checked to be one the session can go on from: its start
-        or one its executor took before a step (ACODE-CLI-003 otherwise)."""
+    def rewind_target(self, current: SessionSnapshot, to: str) -> Any:
+        """The checkpoint ``to`` names, checked to be one the session (``current``, as
+        :meth:`paused` gave it) can go on from: its start or one its executor took before a
+        step (ACODE-CLI-003 otherwise)."""
         from actors.paths import RunPaths
         from actors.paths import checkpoint_store as store_of
         from actors.sandbox.workspace.checkpoints import Checkpoints
         from protocol.errors import NotFoundError
 
-        current = self.paused(session, "rewind")
         try:
             record = Checkpoints(store_of(RunPaths.for_home(self.home).checkpoints, current.workspace),
                                  current.workspace).find(to)
@@ -478,8 +478,8 @@ class Client:
         (``steer``: guidance for the work redone)."""
         from protocol.messages import RestoreWorkspace
 
-        record = self.rewind_target(session, to)
         current = self.paused(session, "rewind")
+        record = self.rewind_target(current, to)
         self.restore(RestoreWorkspace(session_id=current.id, workspace=current.workspace, to=record.id,
                                       force=force, by="rewind", policy=current.settings.sandbox, apply=True))
         return self.send(self.rewind_body(current.id, record, steer))

@@ -83,7 +83,7 @@ def prompt_loop(client: Client, session: SessionSnapshot, *, json_out: bool = Fa
             return session
         verdict: Literal["approve", "deny"] = "deny" if choice == "deny" else "approve"
         events = read_events(client.connection, session.id)
-        body = client.decision(session.id, verdict, always=choice == "always", reason=reason or
+        body = client.decision(session, verdict, always=choice == "always", reason=reason or
                                "denied at the prompt" if verdict == "deny" else "", by="the inline prompt")
         client.send(body)  # the follow below shows the approval_decided event
         session = follow_and_print(client, session.id, json_out=json_out, after_seq=events[-1].seq if events else 0,

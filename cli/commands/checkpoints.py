@@ -89,7 +89,7 @@ def rewind(
 
     with Client(home()) as client:
         snapshot = client.paused(session, "rewind")
-        record = client.rewind_target(snapshot.id, to)
+        record = client.rewind_target(snapshot, to)
         meta = record.meta
         body = RestoreWorkspace(session_id=snapshot.id, workspace=snapshot.workspace, to=record.id, force=force,
                                 by="rewind", policy=snapshot.settings.sandbox)

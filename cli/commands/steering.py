@@ -79,7 +79,7 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
     with Client(home()) as client:
         session_id = client.session_id(session)
         snapshot = client.session(session_id)
-        body = client.decision(session_id, decision, always=always, reason=reason, by=f"acode {decision}")
+        body = client.decision(snapshot, decision, always=always, reason=reason, by=f"acode {decision}")
         if isinstance(body, DecideApproval) and snapshot.approval is not None:
             echo("\n".join(render.request_lines(snapshot.approval)))
             if always:
