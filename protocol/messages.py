@@ -13,6 +13,7 @@ service               requests                    replies
 ``persistence``       :data:`PersistenceRequest`  :data:`PersistenceReply`
 ``planner`` …         :class:`RunStage`           :data:`StageReply`
 ``sandbox``           :data:`SandboxRequest`      :data:`SandboxReply`
+``mcp``               :data:`McpRequest`          :data:`McpReply`
 supervision channel   :data:`SupervisorUp`        :data:`SupervisorDown`
 ====================  ==========================  ===========================
 
@@ -33,6 +34,7 @@ from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.hooks import HookDecision
+from protocol.mcp import McpServerConfig, McpToolDef
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
@@ -530,6 +532,94 @@ class ToolDone(Message, frozen=True, tag="tool_done", kw_only=True):
 
 SandboxRequest = RunTool | RestoreWorkspace
 SandboxReply = ToolDone | Restored | Error
+
+
+# --- mcp (the actor that talks to the user's MCP servers: protocol.mcp) --------------------
+
+
+class McpServerRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A server as the session's settings name it, with its whole configuration: the actor
+    keeps no configuration of its own (a stdio server runs once per name, configuration and
+    workspace; an HTTP server once per name and configuration)."""
+
+    name: str
+    config: McpServerConfig
+
+
+class McpListTools(Message, frozen=True, tag="mcp_list_tools", kw_only=True):
+    """The tools of ``servers`` for a session in ``workspace``: starts the servers not yet
+    running (a dead one is restarted, with backoff, and listed again)."""
+
+    session_id: str = ""
+    workspace: str
+    servers: list[McpServerRef] = []
+
+
+class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One listed tool: ``name`` is what the model sees (``mcp__SERVER__TOOL``); ``hash``
+    the definition's (protocol.mcp.definition_hash), ``pinned`` the approved one ("" none).
+    ``state``: ``offered``; ``changed`` (pinned to another definition: not offered until a
+    human approves the new one); ``filtered`` (the user's enabled/disabled lists)."""
+
+    name: str
+    definition: McpToolDef
+    risk: Risk
+    rerun_safe: bool = False
+    hash: str
+    pinned: str = ""
+    state: Literal["offered", "changed", "filtered"] = "offered"
+
+
+class McpServerState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A server as the actor sees it (``acode doctor`` prints one line each)."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    state: Literal["starting", "ready", "restarting", "failed", "stopped"]
+    tools: int = 0
+    isolation: str = ""
+    restarts: int = 0
+    error: ErrorInfo | None = None
+
+
+class McpTools(Message, frozen=True, tag="mcp_tools", kw_only=True):
+    tools: list[McpToolInfo] = []
+    servers: list[McpServerState] = []
+
+
+class McpCallTool(Message, frozen=True, tag="mcp_call_tool", kw_only=True):
+    """Call one tool once: never re-sent by the actor; ``hash`` is the definition the call
+    was approved against (a server now listing another definition refuses it, ACODE-MCP-004)."""
+
+    key: Id
+    session_id: str = ""
+    workspace: str
+    server: McpServerRef
+    tool: str
+    arguments: dict[str, Any] = {}
+    hash: str = ""
+    output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] = 64_000
+
+
+class McpCalled(Message, frozen=True, tag="mcp_called", kw_only=True):
+    """The call's outcome: ``output`` is the tool's content as text (capped); ``ok`` false
+    with ``error`` for a failure acode names (a dead server: the call is not re-run)."""
+
+    ok: bool
+    output: str = ""
+    error: ErrorInfo | None = None
+
+
+class McpPin(Message, frozen=True, tag="mcp_pin", kw_only=True):
+    """A human approves the definition ``hash`` of ``server``'s ``tool`` (``acode mcp approve``)."""
+
+    server: str
+    tool: str
+    hash: str
+
+
+McpRequest = McpListTools | McpCallTool | McpPin
+McpReply = McpTools | McpCalled | Ack | Error
 
 
 # --- supervision channel (child <-> coordinator, not through the broker) -----------------
