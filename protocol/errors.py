@@ -184,6 +184,13 @@ CODES: dict[str, str] = {
     "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-CLI-012": "acode show: no such stage, or a cycle the session never reached",
     "ACODE-CLI-013": "the OpenTelemetry collector did not take an exported trace (acode export)",
+    # MCP tools in the pipeline (the session's servers, the executor, the sandbox, `acode mcp approve`)
+    "ACODE-MCP-010": "the session names MCP servers but the MCP extra is not installed (pip install acode[mcp])",
+    "ACODE-MCP-011": "an MCP call was interrupted (sandbox or mcp actor died): outcome unknown, not run again",
+    "ACODE-MCP-012": "MCP tools unavailable this turn (the mcp service is down or a server failed)",
+    "ACODE-MCP-013": "MCP call refused: not a tool of the session's servers, or arguments not a JSON object",
+    "ACODE-MCP-014": "acode mcp approve: no such server or tool, or nothing changed to approve",
+    "ACODE-MCP-015": "acode mcp approve needs a confirmation: run it on a terminal, or pass --yes",
 }
 
 

@@ -34,7 +34,7 @@ from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.hooks import HookDecision
-from protocol.mcp import McpServerConfig, McpToolDef
+from protocol.mcp import McpServerRef, McpToolDef
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
@@ -486,6 +486,9 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
     held: bool = False
     site: CallSite | None = None  # where the call comes from: labels the checkpoint taken before it
+    # an MCP tool's call (``mcp__S__T``): the hash of the definition it was offered and approved
+    # with (protocol.mcp.definition_hash); the sandbox and the mcp actor hold the call to it
+    mcp_hash: str = ""
 
 
 class RestoreWorkspace(Message, frozen=True, tag="restore_workspace", kw_only=True):
@@ -535,15 +538,6 @@ SandboxReply = ToolDone | Restored | Error
 
 
 # --- mcp (the actor that talks to the user's MCP servers: protocol.mcp) --------------------
-
-
-class McpServerRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A server as the session's settings name it, with its whole configuration: the actor
-    keeps no configuration of its own (a stdio server runs once per name, configuration and
-    workspace; an HTTP server once per name and configuration)."""
-
-    name: str
-    config: McpServerConfig
 
 
 class McpListTools(Message, frozen=True, tag="mcp_list_tools", kw_only=True):

@@ -61,6 +61,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   naming the argument and the character offset); the answer itself was made storable
   before it was recorded (:func:`actors.llm.toolcalls.storable_answer`), so a replay
   refuses it the same way and the step goes on.
+- MCP tools (issue 30, :mod:`actors.stages.mcptools`): a session with MCP servers lists
+  their tools before each turn and offers them beside its own (``mcp__SERVER__TOOL``, the
+  description fenced as untrusted); a call of one passes the same pipeline, its class
+  from its definition and the session's stored server configuration; a server that is
+  unavailable is left out of the turn, and the model told once.
 - Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
   with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
   when the server's prompt counts show it left the tool definitions out
@@ -136,6 +141,7 @@ from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_la
 from actors.stages.callwatch import turn_deadline
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
+from actors.stages.mcptools import McpOffer, is_mcp
 from actors.stages.pipeline import CallPipeline
 from actors.stages.terms import task_terms
 from actors.stages.turnwatch import Streak, TurnWatch, Watched, invalid_text
@@ -229,7 +235,8 @@ class Step:
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
-        self.pipeline = CallPipeline(ctx)
+        self.mcp = McpOffer(ctx)  # the session's MCP tools, listed before each turn (none: nothing asked)
+        self.pipeline = CallPipeline(ctx, self.mcp)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
         self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
         self.slowest_check_ms = 0.0  # the file style (actors.stages.filestep): its checks' slowest run so far
@@ -359,9 +366,12 @@ class Step:
         for turn in range(1, turns + 1):
             elapsed = time.monotonic() - started
             answer = None
+            for note in self.mcp.refresh():  # a server unavailable: said once, the turn goes on without it
+                self.conversation.reply_user(note)
             model_request = ModelRequest(
                 stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
-                messages=self.conversation.messages(self.budget), tools=self.tools,
+                messages=self.conversation.messages(max(self.budget - self.mcp.chars, 0)),
+                tools=self.tools + self.mcp.definitions,
                 temperature=0.0 if self.lower_temperature and self._temperature() > 0 else None)
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
@@ -394,7 +404,8 @@ class Step:
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
                     live_silent += 1
                     dropped = dropped or tools_left_out(model_request, answer.usage)
-            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [toolcalls.check(c) for c in calls]
+            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [
+                self.mcp.check(c) if is_mcp(c.name) else toolcalls.check(c) for c in calls]
             refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
             # an attempted call that could not run (an answer without any call is not counted)
             attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
