@@ -562,6 +562,9 @@ class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     hash: str
     pinned: str = ""
     state: Literal["offered", "changed", "filtered"] = "offered"
+    # the definition that was approved (``pinned``), when the pins keep it: what ``acode mcp
+    # approve`` shows the change against (None: only its hash is known)
+    pinned_definition: McpToolDef | None = None
 
 
 class McpServerState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
