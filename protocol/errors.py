@@ -25,6 +25,7 @@ An error says what happened, the offending value and what to do; its code
     ├── StorageError(AcodeError)                          ACODE-STORE-…
     │   └── NotFoundError(StorageError, LookupError)
     ├── SupervisionError(AcodeError)                      ACODE-SUP-…
+    ├── McpError(AcodeError)                              ACODE-MCP-…
     └── CliError(AcodeError)                              ACODE-CLI-…
 
 Errors cross process boundaries as :class:`ErrorInfo` (code, message, retryable) and
@@ -51,6 +52,7 @@ __all__ = [
     "ErrorInfo",
     "ExecutionError",
     "HookStopped",
+    "McpError",
     "ModelError",
     "NotFoundError",
     "NotRunning",
@@ -165,6 +167,15 @@ CODES: dict[str, str] = {
     "ACODE-STORE-004": "a record this commit depends on is not durable yet",
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
+    "ACODE-MCP-001": "an MCP server could not be started or reached",
+    "ACODE-MCP-002": "an MCP server exited during a call: the call was not re-run",
+    "ACODE-MCP-003": "an MCP tool call did not finish within the server's timeout_s",
+    "ACODE-MCP-004": "an MCP tool's definition changed since it was approved: refused until `acode mcp approve`",
+    "ACODE-MCP-005": "no such MCP tool on the server (not listed, filtered out, or its name cannot be offered)",
+    "ACODE-MCP-006": "invalid mcp.servers entry in the user config",
+    "ACODE-MCP-007": "the mcp actor restarted during a call: the call was not re-run",
+    "ACODE-MCP-008": "MCP support is not installed (pip install acode[mcp])",
+    "ACODE-MCP-009": "the MCP pins file cannot be read or written",
     "ACODE-CFG-001": "invalid configuration",
     "ACODE-CFG-002": "configuration contradicts itself",
     "ACODE-CFG-003": "setting acode cannot honour",
@@ -326,6 +337,10 @@ class SupervisionError(AcodeError):
     default_code = "ACODE-SUP-001"
 
 
+class McpError(AcodeError):
+    default_code = "ACODE-MCP-001"
+
+
 class CliError(AcodeError):
     default_code = "ACODE-CLI-003"
 
@@ -341,6 +356,7 @@ _BY_AREA: dict[str, type[AcodeError]] = {
     "LLM": ModelError,
     "STORE": StorageError,
     "SUP": SupervisionError,
+    "MCP": McpError,
     "CLI": CliError,
 }
 _BY_CODE: dict[str, type[AcodeError]] = {
