@@ -34,7 +34,8 @@ from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.hooks import HookDecision
-from protocol.mcp import McpServerRef, McpToolDef
+from protocol.mcp import McpServerRef as McpServerRef  # re-exported: it was defined here first
+from protocol.mcp import McpToolDef
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy

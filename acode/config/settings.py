@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from acode.config.schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
+from acode.config.schema import mcp_servers as schema_mcp_servers
 from protocol.anomalies import AnomalyThresholds
 from protocol.autonomy import Approvals
 from protocol.budget import Budget
@@ -149,10 +150,8 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
 
 def mcp_servers(config: AcodeConfig) -> list[McpServerRef]:
     """The enabled servers of the resolved config's ``mcp.servers``, by name (what a session
-    is submitted with; see the module)."""
-    section = getattr(config, "mcp", None)
-    servers = getattr(section, "servers", None) or {}
-    return [McpServerRef(name=name, config=server) for name, server in sorted(servers.items()) if server.enabled]
+    is submitted with; see the module and :func:`acode.config.schema.mcp_servers`)."""
+    return schema_mcp_servers(config)
 
 
 def model_profile(config: AcodeConfig, provider: ProviderSpec | None) -> ModelProfile:
