@@ -199,7 +199,7 @@ CODES: dict[str, str] = {
     "ACODE-MCP-010": "the session names MCP servers but the MCP extra is not installed (pip install acode[mcp])",
     "ACODE-MCP-011": "an MCP call was interrupted (sandbox or mcp actor died): outcome unknown, not run again",
     "ACODE-MCP-012": "MCP tools unavailable this turn (the mcp service is down or a server failed)",
-    "ACODE-MCP-013": "MCP call refused: not a tool of the session's servers, or arguments not a JSON object",
+    "ACODE-MCP-013": "MCP call refused: no server of the session lists that tool",
     "ACODE-MCP-014": "acode mcp approve: no such server or tool, or nothing changed to approve",
     "ACODE-MCP-015": "acode mcp approve needs a confirmation: run it on a terminal, or pass --yes",
 }

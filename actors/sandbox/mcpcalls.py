@@ -149,9 +149,11 @@ class McpCalls:
             called = self._call(body, target.server.config.timeout_s + CALL_MARGIN_S)
         except AcodeError as exc:
             if exc.code in ("ACODE-NET-001", "ACODE-NET-002"):  # it may have run: say so, never send it again
+                lost = "the mcp actor was lost during the call" if exc.code == "ACODE-NET-002" \
+                    else "the mcp actor did not answer in time"
                 return Outcome(error=ErrorInfo(code="ACODE-MCP-011", message=(
-                    f"{request.tool} was interrupted ({exc.message}); it may or may not have taken effect and is "
-                    "not run again; check its effect before calling it again")))
+                    f"{request.tool} was interrupted ({lost}, {exc.code}); it may or may not have taken effect and "
+                    "is not run again; check its effect before calling it again")))
             return Outcome(error=exc.info())
         if not called.ok:
             error = called.error or ErrorInfo(code="ACODE-MCP-013", message=f"{request.tool} failed")
