@@ -99,9 +99,15 @@ def test_a_trusted_read_only_tool_runs_without_approval_and_the_model_sees_its_o
     shared.env["ACODE_HOOKS__PRE_TOOL"] = json.dumps([{
         "action": "script", "condition": 'tool matches "^mcp__"',
         "run": [sys.executable, "-c", f"import sys; open({str(seen)!r}, 'a').write(sys.stdin.read() + '\\n')"]}])
+    workspace = _workspace(tmp_path)
+    listed = shared("mcp", "list", "--workspace", str(workspace))  # starts the server (the SDK's import is slow)
+    assert listed.returncode == 0, listed.stderr
+    assert "notes  stdio  ready  4 tool(s)" in listed.stdout
+    assert [line.split()[:3] for line in listed.stdout.splitlines() if "mcp__notes__lookup" in line] == [
+        ["mcp__notes__lookup", "offered", "read"]]
     server.by_stage(planner=[_plan()], executor=[ToolCalls([("mcp__notes__lookup", {"text": "acode"})]), done()],
                     verifier=[VERDICT], reviewer=[APPROVE])
-    code, out, session = _run(shared, _workspace(tmp_path))
+    code, out, session = _run(shared, workspace)
     assert code == 0, out
     first, second = [r for r in server.chats if r.stage == "executor"][:2]
     assert "mcp__notes__lookup" in _offered(first) and "mcp__notes__delete_note" in _offered(first)
@@ -147,6 +153,8 @@ def test_an_unannotated_tool_at_autonomy_2_waits_for_an_approval_and_then_runs_o
     approved = shared("approve", session, timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert 'wants to run mcp__notes__delete_note (destructive): {"name": "old"}' in approved.stdout
+    shown = '  MCP server: notes  tool: delete_note\n  arguments:\n    {\n      "name": "old"\n    }'
+    assert shown in approved.stdout
     assert "completed (exit 0)" in approved.stdout
     assert _called(shared)[before:] == ["delete_note old"]
     called = [e for e in _mcp_events(shared, session) if e["type"] == "tool_called"]
