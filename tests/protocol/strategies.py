@@ -20,6 +20,7 @@ from protocol import budget as bd
 from protocol import checkpoints as ck
 from protocol import events as ev
 from protocol import hooks as hk
+from protocol import mcp as mc
 from protocol import messages as m
 from protocol import plan as pl
 from protocol import profiles as pf
@@ -170,6 +171,13 @@ observations = struct(an.Observation, {"step": short, "turn": st.integers(0, 1_0
                       invalid=st.none() | invalids, calls=_few(calls_seen).map(tuple))
 verifications_seen = struct(an.VerifySeen, {"attempt": visits}, failed=_few(short), changed=st.booleans(),
                             after=small_counts)
+mcp_server_configs = struct(mc.McpServerConfig, command=short, args=_few(short), env=st.dictionaries(short, short,
+                                                                                                   max_size=2),
+                            url=short, enabled_tools=_few(short), disabled_tools=_few(short),
+                            timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
+                            trusted=st.booleans(), risk=st.dictionaries(short, risks, max_size=2),
+                            network=st.booleans(), writes=st.booleans(), enabled=st.booleans())
+mcp_server_refs = struct(mc.McpServerRef, {"name": short, "config": mcp_server_configs})
 settings = struct(
     ss.SessionSettings,
     autonomy=st.integers(0, 3),
@@ -201,6 +209,7 @@ settings = struct(
     budget=budgets,
     hooks=hook_settings,
     anomalies=thresholds,
+    mcp_servers=_few(mcp_server_refs),
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
@@ -485,7 +494,7 @@ struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": sh
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
        output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits,
-       approval=short, held=st.booleans(), site=st.none() | call_sites)
+       approval=short, held=st.booleans(), site=st.none() | call_sites, mcp_hash=short)
 struct(m.ToolDone, {"result": tool_results}, event=st.none() | tool_called_events)
 struct(m.RestoreWorkspace, {"session_id": ids, "workspace": texts}, to=short, last=st.booleans(),
        force=st.booleans(), apply=st.booleans(), by=st.sampled_from(["undo", "rewind"]), policy=sandbox_policies)
