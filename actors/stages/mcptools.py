@@ -8,7 +8,8 @@ its restart is offered again at the next turn.
 
 - **Offered**: the tools in state ``offered``, each as a function definition named
   ``mcp__SERVER__TOOL``. Its description is the server's, untrusted: hidden characters
-  stripped, cut to :data:`DESCRIPTION_CHARS`, fenced with the dispatch's nonce
+  stripped, cut to :data:`DESCRIPTION_CHARS` (:data:`COMPACT_DESCRIPTION_CHARS` when the
+  session's definitions are compact: a small context), fenced with the dispatch's nonce
   (:mod:`actors.stages.untrusted`) after one line acode writes naming the server. Its input
   schema passes through (its strings stripped the same way) unless it is larger than
   :data:`SCHEMA_CHARS`, when a bare object schema stands in for it (the server validates
@@ -40,12 +41,14 @@ from protocol import codec
 from protocol.errors import AcodeError
 from protocol.mcp import PREFIX, McpServerRef, McpToolDef, definition_hash, parse_tool_name, risk_of_tool, tool_name
 from protocol.messages import McpListTools, McpTools
+from protocol.profiles import compact_tools
 from protocol.results import ModelToolCall
 from protocol.tools import Risk
 
-__all__ = ["DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
+__all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
 
 DESCRIPTION_CHARS = 1_000
+COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
 SCHEMA_CHARS = 8_000
 FIRST_LIST_TIMEOUT_S = 30.0  # the first listing of a stage may start the servers
 LIST_TIMEOUT_S = 5.0
@@ -89,6 +92,7 @@ class McpOffer:
         self._told: set[str] = set()  # servers the model was told are unavailable (until they come back)
         self._answered = False  # the service answered a listing of this stage
         self._down = False  # the last listing got no answer
+        self._cap = COMPACT_DESCRIPTION_CHARS if compact_tools(ctx.request.settings) else DESCRIPTION_CHARS
 
     @property
     def risks(self) -> dict[str, Risk]:
@@ -145,8 +149,8 @@ class McpOffer:
     def _definition(self, name: str, definition: McpToolDef) -> dict[str, Any]:
         nonce = self.ctx.fence.nonce
         text = strip_hidden(definition.description)
-        if len(text) > DESCRIPTION_CHARS:
-            text = text[:DESCRIPTION_CHARS] + f"… [{len(text) - DESCRIPTION_CHARS} more characters cut]"
+        if len(text) > self._cap:
+            text = text[:self._cap] + f"… [{len(text) - self._cap} more characters cut]"
         schema: dict[str, Any] = _clean(definition.input_schema, nonce) if isinstance(definition.input_schema,
                                                                                      dict) else {}
         note = ""
@@ -185,6 +189,10 @@ class McpOffer:
             offered = ", ".join(d["function"]["name"] for d in self.definitions) or "none now"
             return f"tool {call.name[:80]!r} is not available ({where}); MCP tools offered: {offered} (ACODE-MCP-013)"
         return None
+
+    def names(self) -> frozenset[str]:
+        """The names offered now (what a call written as text may name)."""
+        return frozenset(d["function"]["name"] for d in self.definitions)
 
     def hash_of(self, name: str) -> str:
         listed = self.listed.get(name)

@@ -203,11 +203,13 @@ def _tools_chars(settings: SessionSettings) -> int:
 
 class Project:
     """What the steps of one executor visit share: the workspace's AGENTS.md (None: not read
-    yet) and the run of failed turns across steps (the error streak: :mod:`actors.stages.turnwatch`)."""
+    yet), the run of failed turns across steps (the error streak: :mod:`actors.stages.turnwatch`)
+    and the session's MCP tools (:mod:`actors.stages.mcptools`)."""
 
     def __init__(self) -> None:
         self.instructions: str | None = None
         self.streak = Streak()
+        self.mcp: McpOffer | None = None  # the session's MCP tools, listed before each turn of every step
 
 
 class Step:
@@ -235,7 +237,9 @@ class Step:
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
-        self.mcp = McpOffer(ctx)  # the session's MCP tools, listed before each turn (none: nothing asked)
+        if self.project.mcp is None:  # one per visit: a server's unavailability is told once
+            self.project.mcp = McpOffer(ctx)
+        self.mcp = self.project.mcp  # the session's MCP tools, listed before each turn (no servers: nothing asked)
         self.pipeline = CallPipeline(ctx, self.mcp)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
         self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
@@ -367,7 +371,7 @@ class Step:
             elapsed = time.monotonic() - started
             answer = None
             for note in self.mcp.refresh():  # a server unavailable: said once, the turn goes on without it
-                self.conversation.reply_user(note)
+                self.conversation.tell(note)
             model_request = ModelRequest(
                 stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
                 messages=self.conversation.messages(max(self.budget - self.mcp.chars, 0)),
@@ -388,7 +392,7 @@ class Step:
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
-            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks)
+            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks, also=self.mcp.names())
             correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
                 correction = f"error: {calls.message}"
@@ -631,16 +635,17 @@ def raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) ->
             f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 
-def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False) -> tuple[
+def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False, also: frozenset[str] = frozenset()) -> tuple[
         list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int], frozenset[int]]:
     """The answer's calls (native ones, else those written as text, with ``file_blocks``
     its file blocks as write_file calls), broken JSON repaired where it can be
-    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks."""
+    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks.
+    ``also``: more tool names a call written as text may name (the MCP tools offered)."""
     if answer.tool_calls:
         calls = [toolcalls.repair_native(call) or call for call in answer.tool_calls]
         return calls, frozenset(i for i, (new, old) in enumerate(zip(calls, answer.tool_calls, strict=True))
                                 if new is not old), frozenset()
-    parsed = toolcalls.parse(answer.content, _TOOL_NAMES, blocks=file_blocks)
+    parsed = toolcalls.parse(answer.content, _TOOL_NAMES | also, blocks=file_blocks)
     if parsed.problem is not None:
         return parsed.problem, frozenset(), frozenset()
     return (parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired),

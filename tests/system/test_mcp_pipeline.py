@@ -30,7 +30,7 @@ import pytest
 from acode.connection import Connection
 from protocol.messages import GetSession
 from tests.harness import wait_until
-from tests.modelserver import Json, ModelServer, ToolCalls
+from tests.modelserver import Json, ModelServer, TextToolCalls, ToolCalls
 from tests.system.conftest import Acode, shown_json
 from tests.system.test_models import APPROVE, _configure, done
 
@@ -63,9 +63,9 @@ def _workspace(tmp_path: Path) -> Path:
     return root
 
 
-def _servers(acode: Acode, *, trusted: bool = True, **extra: Any) -> None:
+def _servers(acode: Acode, *, trusted: bool = True, more: dict[str, Any] | None = None, **extra: Any) -> None:
     config = {"command": sys.executable, "args": ["notes_server.py"], "trusted": trusted, "timeout_s": 60, **extra}
-    acode.env["ACODE_MCP__SERVERS"] = json.dumps({"notes": config})
+    acode.env["ACODE_MCP__SERVERS"] = json.dumps({"notes": config, **(more or {})})
 
 
 def _called(acode: Acode) -> list[str]:
@@ -124,6 +124,26 @@ def test_a_trusted_read_only_tool_runs_without_approval_and_the_model_sees_its_o
     assert [(h["tool"], h["risk"], json.loads(h["args"])) for h in hooked] == [
         ("mcp__notes__lookup", "read", {"text": "acode"})]
     assert shown_json(shared, session)["budget"]["spent"]["tool_calls"] == 1, "an MCP call counts as a tool call"
+
+
+def test_a_failed_server_is_left_out_and_the_model_told_once_and_a_call_written_as_text_runs(
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
+    _servers(shared, more={"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}})
+    before = len(_called(shared))
+    server.by_stage(planner=[_plan()], executor=[TextToolCalls([("mcp__notes__lookup", {"text": "text"})]),
+                                                 ToolCalls([("mcp__broken__anything", {})]), done()],
+                    verifier=[VERDICT], reviewer=[APPROVE])
+    code, out, _ = _run(shared, _workspace(tmp_path))
+    assert code == 0, out
+    assert _called(shared)[before:] == ["lookup text"], "a call written as text names an offered MCP tool"
+    requests = [r for r in server.chats if r.stage == "executor"][-3:]
+    assert all(not any(name.startswith("mcp__broken__") for name in _offered(r)) for r in requests)
+    notes = [m["content"] for m in requests[-1].body["messages"] if "MCP server broken is unavailable" in
+             str(m.get("content"))]
+    assert len(notes) == 1 and "(ACODE-MCP-012)" in notes[0], "told once, not at every turn"
+    refused = json.dumps(requests[-1].body["messages"])
+    assert "mcp__broken__anything" in refused and "(ACODE-MCP-013)" in refused
 
 
 def _paused(acode: Acode, session: str) -> Any:
