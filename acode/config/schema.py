@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.hooks import HookSpec
+from protocol.mcp import McpServerConfig
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage",
-           "Supervision", "Verification", "Workers"]
+           "Hooks", "Mcp", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions",
+           "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -227,6 +228,14 @@ class AnomaliesSection(Section, frozen=True):
     verify_repeats: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
 
 
+class Mcp(Section, frozen=True):
+    """The user's MCP servers (README "MCP servers"; docs/mcp.md): ``servers.NAME`` is a
+    :class:`~protocol.mcp.McpServerConfig`, checked further (its name, one transport) by
+    :func:`acode.config.mcp.servers`."""
+
+    servers: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], McpServerConfig] | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -245,3 +254,4 @@ class AcodeConfig(Section, frozen=True):
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()
     anomalies: AnomaliesSection = AnomaliesSection()
+    mcp: Mcp = Mcp()
