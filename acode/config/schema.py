@@ -12,14 +12,13 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from protocol.errors import ConfigError
 from protocol.hooks import HookSpec
-from protocol.mcp import SERVER_NAME, McpServerConfig, McpServerRef
+from protocol.mcp import McpServerConfig
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "McpSection", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
-           "StageOptions", "Storage", "Supervision", "Verification", "Workers", "mcp_servers"]
+           "Hooks", "Mcp", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions",
+           "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -229,12 +228,12 @@ class AnomaliesSection(Section, frozen=True):
     verify_repeats: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
 
 
-class McpSection(Section, frozen=True):
-    """The user's MCP servers (docs/mcp.md): ``servers.NAME`` is a server's whole
-    configuration (:class:`protocol.mcp.McpServerConfig`: ``command``/``args``/``env`` or
-    ``url``, filters, ``timeout_s``, ``trusted``, ``risk``, ``network``, ``writes``)."""
+class Mcp(Section, frozen=True):
+    """The user's MCP servers (README "MCP servers"; docs/mcp.md): ``servers.NAME`` is a
+    :class:`~protocol.mcp.McpServerConfig`, checked further (its name, one transport) by
+    :func:`acode.config.mcp.servers`."""
 
-    servers: dict[str, McpServerConfig] | None = None
+    servers: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], McpServerConfig] | None = None
 
 
 class AcodeConfig(Section, frozen=True):
@@ -255,21 +254,4 @@ class AcodeConfig(Section, frozen=True):
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()
     anomalies: AnomaliesSection = AnomaliesSection()
-    mcp: McpSection = McpSection()
-
-
-def mcp_servers(config: AcodeConfig) -> list[McpServerRef]:
-    """The enabled servers of ``mcp.servers``, by name; a name that cannot be one (lower-case
-    letters, digits and ``-``) or an entry with both or neither of ``command`` and ``url`` is
-    refused (ACODE-MCP-006)."""
-    refs = []
-    for name, server in sorted((config.mcp.servers or {}).items()):
-        if not SERVER_NAME.fullmatch(name):
-            raise ConfigError(f"mcp.servers.{name}: a server's name is lower-case letters, digits and '-' (at most "
-                              "31, no '_'); rename it", code="ACODE-MCP-006")
-        if bool(server.command) == bool(server.url):
-            raise ConfigError(f"mcp.servers.{name}: give exactly one of command (a stdio server) and url (a "
-                              "streamable HTTP server)", code="ACODE-MCP-006")
-        if server.enabled:
-            refs.append(McpServerRef(name=name, config=server))
-    return refs
+    mcp: Mcp = Mcp()

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from acode.config.schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
-from acode.config.schema import mcp_servers as schema_mcp_servers
 from protocol.anomalies import AnomalyThresholds
 from protocol.autonomy import Approvals
 from protocol.budget import Budget
@@ -149,9 +148,11 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
 
 
 def mcp_servers(config: AcodeConfig) -> list[McpServerRef]:
-    """The enabled servers of the resolved config's ``mcp.servers``, by name (what a session
-    is submitted with; see the module and :func:`acode.config.schema.mcp_servers`)."""
-    return schema_mcp_servers(config)
+    """The enabled servers of the resolved config's ``mcp.servers``, by name, each checked
+    (:func:`acode.config.mcp.servers`, ACODE-MCP-006): what a session is submitted with."""
+    from acode.config.mcp import servers  # here: the loader is imported by it
+
+    return [ref for ref in servers(config, "your configuration") if ref.config.enabled]
 
 
 def model_profile(config: AcodeConfig, provider: ProviderSpec | None) -> ModelProfile:

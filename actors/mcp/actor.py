@@ -85,7 +85,8 @@ class McpActor(Actor):
         return worker.busy() if worker is not None else []
 
     def info(self) -> dict[str, str]:
-        return {"servers": "started at the first listing"}
+        runtime: Runtime | None = getattr(self, "runtime", None)
+        return {"servers": runtime.summary()} if runtime is not None else {}
 
     def handle(self, request: Request) -> Message:
         """One request, on a pool thread; a body that does not decode is ACODE-PROTO-002."""

@@ -55,6 +55,7 @@ class Hub:
         self._hidden = hidden
         self._log_dir = log_dir
         self._log = log
+        self.summary = "none started"  # for `acode status`, read from another thread (one str, replaced whole)
 
     def server(self, ref: McpServerRef, workspace: str) -> Server:
         key = _key(ref, workspace)
@@ -79,7 +80,14 @@ class Hub:
             states.append(McpServerState(name=server.name, transport=server.config.transport, state=server.state,
                                          tools=len(listed), isolation=server.isolation, restarts=server.restarts,
                                          error=server.error))
+        self._summarize()
         return McpTools(tools=tools, servers=states)
+
+    def _summarize(self) -> None:
+        counts: dict[str, int] = {}
+        for server in self.servers.values():
+            counts[server.state] = counts.get(server.state, 0) + 1
+        self.summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "none started"
 
     async def _listed(self, server: Server) -> None:
         if server.ready:

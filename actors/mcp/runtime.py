@@ -59,6 +59,10 @@ class Runtime:
             self._hub = self._make_hub()
         return self._hub
 
+    def summary(self) -> str:
+        """The servers' states in a few words (``acode status``), from any thread."""
+        return self._hub.summary if self._hub is not None else "none started (the MCP SDK not loaded yet)"
+
     def run(self, work: Callable[[Hub], Coroutine[Any, Any, T]], timeout: float) -> T:
         """Run ``work(hub)`` on the loop, from any other thread; wait at most ``timeout`` s."""
         if self._loop is None or self._closed:

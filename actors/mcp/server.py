@@ -185,15 +185,19 @@ class Server:
             self._settled.set()
 
     def _failed(self, exc: BaseException, became_ready: bool) -> None:
+        exc = _leaf(exc)
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, McpError):
             self.error = exc.info()
             return
         tail = self._log_tail()
+        if self.config.transport == "stdio":
+            check = "check its mcp.servers entry (command, args, env) and that it runs by hand"
+        else:
+            check = f"check that the server is running and serves MCP at {self.config.url}"
         self.error = ErrorInfo(code="ACODE-MCP-001", message=(
             f"MCP server {self.name} {'failed' if became_ready else 'could not be started'} ({what})"
-            + (f"; the end of its log {self._log_path()}: {tail}" if tail else "")
-            + "; check its mcp.servers entry (command, args, env, url) and that it runs by hand"))
+            + (f"; the end of its log {self._log_path()}: {tail}" if tail else "") + f"; {check}"))
 
     def _after(self, started: float, became_ready: bool) -> None:
         """The session ended: stopped for good, or to be started again after a backoff."""
@@ -312,6 +316,13 @@ class Server:
             f"MCP server {self.name} exited during the call to {tool}; it was not re-run (its effects, if any, are "
             "unknown); the server is restarted and its tools listed again before the next turn"
             + (f"; its log: {self._log_path()}" if self.config.transport == "stdio" else "")))
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside task groups' exception groups: what actually went wrong."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _relay(source: Any, sink: Any, closed: anyio.Event) -> None:

@@ -87,7 +87,7 @@ def test_a_trusted_workspace_adds_its_servers(tmp_path: Path) -> None:
 def test_a_bad_server_name_is_refused(tmp_path: Path) -> None:
     home, workspace = _setup(tmp_path, "{}\n")
     (home / "config.yml").write_text("mcp:\n  servers:\n    My_Server:\n      command: x\n")
-    with pytest.raises(ConfigError, match=r"mcp.servers.My_Server: .*\(ACODE-MCP-006\)"):
+    with pytest.raises(ConfigError, match=r"mcp.servers.My_Server in your configuration: .*\(ACODE-MCP-006\)"):
         _servers(home, workspace)
 
 

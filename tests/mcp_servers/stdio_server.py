@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
 
@@ -63,7 +64,7 @@ def described(token: str) -> str:
 def fail(token: str) -> str:
     """Always fails."""
     _called("fail", token)
-    raise ValueError("this tool always fails")
+    raise ToolError("this tool always fails")
 
 
 @server.tool()
