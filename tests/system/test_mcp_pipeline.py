@@ -13,18 +13,23 @@ a ``pre_tool`` hook matching ``^mcp__`` sees the call and it counts in the tool-
 an unannotated tool at autonomy 2 waits for ``acode approve`` and then runs once; a changed
 definition is not offered, a call naming it is refused until ``acode mcp approve``; a kill
 -9 of the ``mcp`` actor or of the sandbox mid-call leaves the call's outcome unknown
-(ACODE-MCP-011) and it never runs again.
+(ACODE-MCP-011) and it never runs again; a server killed mid-call fails that call once
+(ACODE-MCP-002, not re-run) and its tools are offered again at the next turn; a server that
+fails to start is left out, the model told once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from acode.connection import Connection
@@ -144,6 +149,40 @@ def test_a_failed_server_is_left_out_and_the_model_told_once_and_a_call_written_
     assert len(notes) == 1 and "(ACODE-MCP-012)" in notes[0], "told once, not at every turn"
     refused = json.dumps(requests[-1].body["messages"])
     assert "mcp__broken__anything" in refused and "(ACODE-MCP-013)" in refused
+
+
+def _server_pids(acode: Acode) -> list[int]:
+    """The notes server's processes (the bubblewrap wrapper left out), children of the mcp actor."""
+    found = []
+    for process in psutil.Process(acode.actor("mcp")["pid"]).children(recursive=True):
+        try:
+            line = process.cmdline()
+        except psutil.NoSuchProcess:
+            continue
+        if line and line[-1] == "notes_server.py" and "bwrap" not in os.path.basename(line[0]):
+            found.append(process.pid)
+    return found
+
+
+def test_a_server_killed_mid_call_reports_the_call_once_and_its_tools_are_back_at_the_next_turn(
+        shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    _configure(shared, server)
+    _servers(shared, risk={"slow": "write"})
+    before = len(_called(shared))
+    server.by_stage(planner=[_plan()], executor=[
+        ToolCalls([("mcp__notes__slow", {"seconds": 20, "token": "killed"})]),
+        ToolCalls([("mcp__notes__lookup", {"text": "again"})]), done()], verifier=[VERDICT], reviewer=[APPROVE])
+    run = shared.start("run", TASK, "--workspace", str(_workspace(tmp_path)))
+    wait_until(lambda: "slow killed" in _called(shared)[before:], 120, interval=0.1, what="the call in flight")
+    for pid in _server_pids(shared):
+        os.kill(pid, signal.SIGKILL)
+    out, err = run.communicate(timeout=180)
+    assert run.returncode == 0, out + err
+    assert _called(shared)[before:] == ["slow killed", "lookup again"], "not re-run; the restarted server answered"
+    second, third = [r for r in server.chats if r.stage == "executor"][-2:]
+    assert "mcp__notes__lookup" in _offered(second) and "mcp__notes__slow" in _offered(second)
+    told = json.dumps(second.body["messages"])
+    assert "ACODE-MCP-002" in told and "MCP-NOTE-42" in json.dumps(third.body["messages"])
 
 
 def _paused(acode: Acode, session: str) -> Any:
