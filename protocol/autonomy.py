@@ -201,9 +201,12 @@ def gate(level: int, approvals: Approvals, risk: Risk, mode: ApprovalMode = "wai
     return verdict, rule
 
 
-def call_hash(tool: str, arguments: dict[str, Any]) -> str:
-    """The exact call: its tool and its arguments in canonical JSON."""
-    text = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
+def call_hash(tool: str, arguments: dict[str, Any], definition: str = "") -> str:
+    """The exact call: its tool and its arguments in canonical JSON; an MCP tool's also the
+    hash of the definition it was offered with (``definition``), so an approval given for
+    one definition does not approve the call against another."""
+    call: list[Any] = [tool, arguments, definition] if definition else [tool, arguments]
+    text = json.dumps(call, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -94,7 +94,7 @@ class ApprovalGate:
                                 code="ACODE-SBX-020")
         if request.approval:
             snapshot = self._snapshot(request.session_id)
-            digest = call_hash(request.tool, request.arguments)
+            digest = call_hash(request.tool, request.arguments, request.mcp_hash if is_mcp else "")
             rule = rule_of(request.tool, request.arguments, risk)
             for decision in snapshot.approvals if snapshot is not None else []:
                 if decision.id == request.approval:

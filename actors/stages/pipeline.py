@@ -138,7 +138,8 @@ class CallPipeline:
             verdict, why = "prompt", f"hook {hooked.hook} asks: {hooked.reason or 'a human should decide'}"
         if verdict == "auto" or refused_by_policy(call.name, call.arguments, self.ctx.request.settings.sandbox):
             return Verdict(run=True)  # a command the sandbox's policy refuses runs nowhere: no one is asked
-        digest = call_hash(call.name, call.arguments)
+        digest = call_hash(call.name, call.arguments,
+                           self.mcp.hash_of(call.name) if self.mcp is not None and is_mcp(call.name) else "")
         rule = rule_of(call.name, call.arguments, risk)
         if verdict == "deny":
             reason = f"the session's {why}"

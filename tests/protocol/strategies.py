@@ -202,7 +202,7 @@ settings = struct(
     budget=budgets,
     hooks=hook_settings,
     anomalies=thresholds,
-    mcp_servers=_few(st.deferred(lambda: mcp_refs)),  # defined with the mcp service's messages below
+    mcp_servers=_few(st.deferred(lambda: STRATEGIES[m.McpServerRef])),  # registered below
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),

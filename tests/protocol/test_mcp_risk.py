@@ -89,3 +89,14 @@ def test_the_docs_risk_table_is_the_codes() -> None:
             for line in section.splitlines() if re.match(r"^\| \d \|", line)]
     assert len(code) == 8
     assert [(r[0], " ".join(r[1].split()), r[2]) for r in rows] == [(n, w.replace("``", "`"), c) for n, w, c in code]
+
+
+def test_an_approval_of_an_mcp_call_binds_the_definition_it_was_offered_with() -> None:
+    args = {"title": "a"}
+    digest = call_hash(NAME, args, "def-a")
+    approved = ApprovalDecision(id="d1", key="k1", call_hash=digest, tool=NAME, risk="destructive",
+                                rule=rule_of(NAME, args, "destructive"), decision="approve")
+    rule = rule_of(NAME, args, "destructive")
+    assert decision_of([approved], "k1", call_hash(NAME, args, "def-a"), rule) is approved
+    assert decision_of([approved], "k1", call_hash(NAME, args, "def-b"), rule) is None, "another definition asks again"
+    assert call_hash("write_file", {"path": "a"}) == call_hash("write_file", {"path": "a"}, ""), "others unchanged"
