@@ -7,7 +7,8 @@ socket is woken by the context's termination (ETERM), which this module translat
 a :class:`~protocol.errors.TransportError`, like every other ZeroMQ error. So the
 context can terminate without waiting for idle threads that will never touch it again.
 A short-lived helper thread calls :meth:`ThreadClients.release` before it ends, so its
-socket is closed then rather than kept until the actor stops.
+socket is closed then rather than kept until the actor stops. ``resend_interval`` sets the
+clients' (the sandbox's MCP calls use one longer than any deadline: sent once, never resent).
 """
 
 from __future__ import annotations
