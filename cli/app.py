@@ -17,8 +17,8 @@ import typer
 
 from actors import private
 from cli.commands import checkpoints, lifecycle, maintenance, sessions, steering, telemetry
-from cli.commands.mcp import mcp_app
 from cli.commands.home import set_home
+from cli.commands.mcp import mcp_app
 from cli.render import echo
 from protocol.errors import AcodeError
 

@@ -262,6 +262,6 @@ def build_server(tools: AcodeTools) -> MCPServer[Any]:
     if tools.allow_approvals:
         entries += [(tools.approve, _hints("Approve what an acode session waits for", destructive=True)),
                     (tools.deny, _hints("Deny the call an acode session waits for"))]
-    for method, annotations in entries:
-        server.add_tool(_answering(method), name=method.__name__, annotations=annotations)
+    for method, hints in entries:
+        server.add_tool(_answering(method), name=method.__name__, annotations=hints)
     return server

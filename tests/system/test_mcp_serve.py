@@ -130,7 +130,7 @@ def test_a_session_is_steered_paused_and_cancelled_over_mcp(shared: Acode, tmp_p
                     "executor")
         server.responder = gate
 
-        async def body(session: ClientSession) -> tuple[dict[str, Any], ...]:
+        async def body(session: ClientSession) -> tuple[Any, ...]:
             submitted = await call(session, "submit_task", task=TASK, workspace=str(workspace), autonomy=2)
             session_id = submitted["session"]
             try:
