@@ -41,8 +41,9 @@ from protocol.errors import AcodeError
 from protocol.schema import versioned
 from protocol.session import PauseInfo, SessionSnapshot
 
-__all__ = ["MAX_WAIT_S", "AcodeTools", "build_server"]
+__all__ = ["BY", "MAX_WAIT_S", "AcodeTools", "build_server"]
 
+BY = "acode mcp serve"  # who decided, in the approval_decided event of an approve/deny over MCP
 MAX_WAIT_S = 60.0  # session_events waits at most this long (a caller's request stays well inside its timeout)
 _MAX_EVENTS = 500
 _EVENT_BYTES = 256_000  # a page of events stops here (one event always fits, however large)
@@ -151,17 +152,20 @@ class AcodeTools:
 
     def approve(self, session: SessionArg) -> dict[str, Any]:
         """Approve the call (or the plan under review) a paused session waits for; it goes on."""
-        with self._client() as client:
-            client.approve(session)
-            return self._status(client, client.session(session))
+        return self._decide(session, "approve")
 
     def deny(self, session: SessionArg,
              reason: Annotated[str, Field(description="why; the model is told", min_length=1,
                                           max_length=4_000)] = "denied by the delegating agent") -> dict[str, Any]:
         """Deny the call a paused session waits for: its model is told "the user denied this: REASON"."""
+        return self._decide(session, "deny", reason)
+
+    def _decide(self, session: str, decision: Literal["approve", "deny"], reason: str = "") -> dict[str, Any]:
+        """The decision, recorded as the delegating agent's (``by``: the audit record says who)."""
         with self._client() as client:
-            client.deny(session, reason)
-            return self._status(client, client.session(session))
+            current = client.session(session)
+            client.send(client.decision(current, decision, reason=reason, by=BY))
+            return self._status(client, client.session(current.id))
 
     def _status(self, client: Client, current: SessionSnapshot) -> dict[str, Any]:
         spent = client.spent(current.id)

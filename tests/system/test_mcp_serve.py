@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -72,17 +73,23 @@ async def refused(session: ClientSession, tool: str, /, **arguments: Any) -> str
     return text.text
 
 
-async def follow(session: ClientSession, session_id: str) -> list[dict[str, Any]]:
-    """Every event, page by page, waiting for new ones, until the one that says it stopped."""
+async def follow(session: ClientSession, session_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """Every event after ``after_seq``, page by page, waiting for new ones, until the one that
+    says the session stopped (finished or paused)."""
     events: list[dict[str, Any]] = []
     while True:
-        page = await call(session, "session_events", session=session_id, after_seq=events[-1]["seq"] if events
-                          else 0, limit=7, wait_s=10)
+        last = events[-1]["seq"] if events else after_seq
+        page = await call(session, "session_events", session=session_id, after_seq=last, limit=7, wait_s=10)
         assert page["session"] == session_id
         events += page["events"]
-        assert page["last_seq"] == (events[-1]["seq"] if events else 0)
+        assert page["last_seq"] == (events[-1]["seq"] if events else after_seq)
         if page["finished"]:
             return events
+
+
+async def _open_later(gate: Gate) -> None:
+    await anyio.sleep(0.5)
+    gate.open()
 
 
 def _allow_approvals(home: Path, allowed: bool | None) -> None:
@@ -96,17 +103,21 @@ def _allow_approvals(home: Path, allowed: bool | None) -> None:
 def test_a_task_submitted_over_mcp_is_followed_to_its_end_and_reads_completed(shared: Acode, tmp_path: Path) -> None:
     workspace = _workspace(tmp_path)
 
-    async def body(session: ClientSession) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], str]:
+    async def body(session: ClientSession) -> tuple[Any, ...]:
         submitted = await call(session, "submit_task", task=TASK, workspace=str(workspace))
         events = await follow(session, submitted["session"])
         status = await call(session, "session_status", session=submitted["session"][:8])
+        started = time.monotonic()
+        idle = await call(session, "session_events", session=submitted["session"], after_seq=events[-1]["seq"],
+                          wait_s=30)
+        idle_s = time.monotonic() - started
         unknown = await refused(session, "session_status", session="zzzz")
-        return submitted, events, status, unknown
+        return submitted, events, status, idle, idle_s, unknown
 
     with ModelServer() as server:
         server.responder = ByStage(planner=[plan()], executor=[write(), done()], verifier=[VERDICT],
                                    reviewer=[APPROVE])
-        submitted, events, status, unknown = drive(shared.home, body, server)
+        submitted, events, status, idle, idle_s, unknown = drive(shared.home, body, server)
 
     assert submitted["status"] == "running" and submitted["workspace"] == str(workspace.resolve())
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), "each event once, in order"
@@ -119,6 +130,9 @@ def test_a_task_submitted_over_mcp_is_followed_to_its_end_and_reads_completed(sh
     assert status["spent"]["tool_calls"] >= 2 and status["spent"]["tokens_in"] > 0
     assert status["budget"]["tool_calls"] == 500
     assert (workspace / "greet.txt").read_text() == "hello\n"
+    assert (idle["events"], idle["last_seq"], idle["finished"], idle["status"]) == ([], events[-1]["seq"], False,
+                                                                                     "completed")
+    assert idle_s < 10, "a finished session has nothing more to wait for"
     assert unknown.endswith("no session starts with 'zzzz'; list them with `acode sessions` (ACODE-CLI-002)")
 
 
@@ -139,9 +153,16 @@ def test_a_session_is_steered_paused_and_cancelled_over_mcp(shared: Acode, tmp_p
                         await anyio.sleep(0.05)
                 steered = await call(session, "steer", session=session_id, text="keep it to one line")
                 pausing = await call(session, "pause", session=session_id)
+                stored = await call(session, "session_events", session=session_id, limit=500)
+                async with anyio.create_task_group() as group:  # the answer comes half a second into the wait
+                    group.start_soon(_open_later, gate)
+                    waited = await call(session, "session_events", session=session_id,
+                                        after_seq=stored["last_seq"], wait_s=30)
             finally:
                 gate.open()
             events = await follow(session, session_id)  # to the pause
+            assert waited["events"] and waited["events"][0]["seq"] == stored["last_seq"] + 1, waited
+            assert waited["events"] == events[stored["last_seq"]:stored["last_seq"] + len(waited["events"])]
             paused = await call(session, "session_status", session=session_id)
             cancelled = await call(session, "cancel", session=session_id)
             empty = await refused(session, "steer", session=session_id, text="  ")
@@ -188,3 +209,39 @@ def test_a_tool_called_while_acode_is_not_running_says_to_run_acode_up(tmp_path:
     text = drive(tmp_path / "home", body)
     assert text.endswith(f"acode is not running for {tmp_path / 'home'}; start it with `acode up --detach` "
                          "(ACODE-NET-003)")
+
+
+def test_with_approvals_allowed_the_other_agent_approves_each_call_the_session_waits_for(
+        shared: Acode, tmp_path: Path) -> None:
+    """At autonomy 0 the write and the check each ask; the status shows the call and who may
+    decide it, and the agent's approve lets the session go on to its end."""
+    workspace = _workspace(tmp_path)
+
+    async def body(session: ClientSession) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+        submitted = await call(session, "submit_task", task=TASK, workspace=str(workspace), autonomy=0)
+        session_id, asked = submitted["session"], []
+        events = await follow(session, session_id)
+        while events[-1]["type"] == "session_paused":
+            waiting = await call(session, "session_status", session=session_id)
+            assert waiting["pause"]["kind"] == "awaiting_approval", waiting
+            assert waiting["next"] == (f"a human decides: `acode approve {session_id[:8]}` or `acode deny "
+                                       f"{session_id[:8]}` on a terminal or this server's approve/deny tools; "
+                                       "`acode show` shows what it waits for")
+            asked.append(waiting["approval"]["tool"])
+            await call(session, "approve", session=session_id)
+            events += await follow(session, session_id, events[-1]["seq"])
+        return events, asked, await call(session, "session_status", session=session_id)
+
+    with ModelServer() as server:
+        server.responder = ByStage(planner=[plan()], executor=[write(), done()], verifier=[VERDICT],
+                                   reviewer=[APPROVE])
+        _allow_approvals(shared.home, True)
+        try:
+            events, asked, final = drive(shared.home, body, server)
+        finally:
+            _allow_approvals(shared.home, None)
+    assert asked == ["write_file", "run_terminal"]
+    decided = [(e["decision"], e["by"]) for e in events if e["type"] == "approval_decided"]
+    assert decided == [("approve", "acode mcp serve")] * 2, "the audit record says who decided"
+    assert (final["status"], final["exit_code"]) == ("completed", 0)
+    assert (workspace / "greet.txt").read_text() == "hello\n"
