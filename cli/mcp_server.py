@@ -67,7 +67,9 @@ class AcodeTools:
     def submit_task(
         self,
         task: Annotated[str, Field(description="what to do, in plain words", min_length=1)],
-        workspace: Annotated[str, Field(description="the project directory to work in (an absolute path)")],
+        workspace: Annotated[str, Field(description="the project directory to work in: an absolute path (a "
+                                        "relative one is taken from the directory the server runs in)",
+                                        min_length=1)],
         autonomy: Annotated[int | None, Field(description="0 ask before anything but reads, 1 edits run, 2 "
                                               "allowlisted commands run too, 3 everything the sandbox allows "
                                               "(default: the user's config, else 2)", ge=0, le=3)] = None,
@@ -234,6 +236,8 @@ def _answering(method: Callable[..., dict[str, Any]]) -> Callable[..., dict[str,
             return method(*args, **kwargs)
         except AcodeError as exc:
             raise ToolError(str(exc)) from exc
+        except msgspec.ValidationError as exc:  # as the command line says it (cli.app.main)
+            raise ToolError(f"invalid input: {exc} (ACODE-CLI-003)") from exc
     return call
 
 
