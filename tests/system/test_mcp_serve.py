@@ -182,16 +182,20 @@ def test_a_session_is_steered_paused_and_cancelled_over_mcp(shared: Acode, tmp_p
 
 
 def test_approve_and_deny_are_offered_only_when_the_user_config_allows_them(shared: Acode) -> None:
-    async def names(session: ClientSession) -> list[tuple[str, Any]]:
-        return sorted((t.name, t.annotations) for t in (await session.list_tools()).tools)
+    async def names(session: ClientSession) -> tuple[list[tuple[str, Any]], str]:
+        listing = sorted((t.name, t.annotations) for t in (await session.list_tools()).tools)
+        if "approve" in dict(listing):
+            return listing, ""
+        return listing, await refused(session, "approve", session="0123abcd")  # not listed, not callable
 
-    listed = {}
+    listed, unknown = {}, {}
     try:
         for allowed in (None, False, True):
             _allow_approvals(shared.home, allowed)
-            listed[allowed] = drive(shared.home, names)
+            listed[allowed], unknown[allowed] = drive(shared.home, names)
     finally:
         _allow_approvals(shared.home, None)
+    assert unknown[None] == unknown[False] == "Unknown tool: approve"
     assert [name for name, _ in listed[None]] == TOOLS == [name for name, _ in listed[False]]
     assert [name for name, _ in listed[True]] == sorted([*TOOLS, "approve", "deny"])
     hints = dict(listed[True])
