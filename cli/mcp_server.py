@@ -104,7 +104,8 @@ class AcodeTools:
     def session_events(
         self,
         session: SessionArg,
-        after_seq: Annotated[int, Field(description="the last seq already read (0: from the start)", ge=0)] = 0,
+        after_seq: Annotated[int, Field(description="the last seq already read (0: from the start)", ge=0,
+                                        le=10**9)] = 0,
         limit: Annotated[int, Field(description="at most this many events", ge=1, le=_MAX_EVENTS)] = 100,
         wait_s: Annotated[float, Field(description="when there is none yet, wait up to this many seconds "
                                        "for new events", ge=0, le=MAX_WAIT_S)] = 0.0,
@@ -191,10 +192,14 @@ class AcodeTools:
     def _next(self, session_id: str, pause: PauseInfo) -> str:
         """What continues a paused session, and whose it is to do."""
         short = session_id[:8]
-        if pause.kind in ("awaiting_approval", "plan_review"):
+        if pause.kind == "awaiting_approval":
             by_tool = " or this server's approve/deny tools" if self.allow_approvals else ""
             return (f"a human decides: `acode approve {short}` or `acode deny {short}` on a terminal{by_tool}; "
                     "`acode show` shows what it waits for")
+        if pause.kind == "plan_review":
+            by_tool = " or this server's approve tool" if self.allow_approvals else ""
+            return (f"a human reviews the plan: `acode approve {short}` or `acode replan {short} \"what to "
+                    f"change\"` on a terminal{by_tool}; `acode plan show {short}` shows it")
         command = pause.command or f"acode resume {short}"
         return f"a human continues it: {command}" + (f" (first: {pause.fix})" if pause.fix else "")
 
