@@ -25,6 +25,7 @@ An error says what happened, the offending value and what to do; its code
     ├── StorageError(AcodeError)                          ACODE-STORE-…
     │   └── NotFoundError(StorageError, LookupError)
     ├── SupervisionError(AcodeError)                      ACODE-SUP-…
+    ├── McpError(AcodeError)                              ACODE-MCP-…
     └── CliError(AcodeError)                              ACODE-CLI-…
 
 Errors cross process boundaries as :class:`ErrorInfo` (code, message, retryable) and
@@ -51,6 +52,7 @@ __all__ = [
     "ErrorInfo",
     "ExecutionError",
     "HookStopped",
+    "McpError",
     "ModelError",
     "NotFoundError",
     "NotRunning",
@@ -184,6 +186,7 @@ CODES: dict[str, str] = {
     "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-CLI-012": "acode show: no such stage, or a cycle the session never reached",
     "ACODE-CLI-013": "the OpenTelemetry collector did not take an exported trace (acode export)",
+    "ACODE-MCP-020": "acode mcp serve: the MCP SDK is not installed (pip install acode[mcp])",
 }
 
 
@@ -319,6 +322,10 @@ class SupervisionError(AcodeError):
     default_code = "ACODE-SUP-001"
 
 
+class McpError(AcodeError):
+    default_code = "ACODE-MCP-020"
+
+
 class CliError(AcodeError):
     default_code = "ACODE-CLI-003"
 
@@ -335,6 +342,7 @@ _BY_AREA: dict[str, type[AcodeError]] = {
     "STORE": StorageError,
     "SUP": SupervisionError,
     "CLI": CliError,
+    "MCP": McpError,
 }
 _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-NET-001": RequestTimeout,

@@ -16,7 +16,8 @@ from protocol.hooks import HookSpec
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage",
+           "Hooks", "McpSection", "McpServe",
+           "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage",
            "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
@@ -227,6 +228,17 @@ class AnomaliesSection(Section, frozen=True):
     verify_repeats: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
 
 
+class McpServe(Section, frozen=True):
+    """``acode mcp serve`` (read from the user's own file only): ``allow_approvals`` offers the
+    delegating agent ``approve``/``deny``; unset or false, approvals stay a human's."""
+
+    allow_approvals: bool | None = None
+
+
+class McpSection(Section, frozen=True):
+    serve: McpServe | None = None
+
+
 class AcodeConfig(Section, frozen=True):
     # 0 ask before anything but reads, 1 edits run, 2 allowlisted commands run too (default),
     # 3 everything the sandbox allows runs; read when a session starts, stored with it
@@ -245,3 +257,4 @@ class AcodeConfig(Section, frozen=True):
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()
     anomalies: AnomaliesSection = AnomaliesSection()
+    mcp: McpSection = McpSection()
