@@ -16,8 +16,9 @@ import msgspec
 import typer
 
 from actors import private
-from cli.commands import checkpoints, lifecycle, maintenance, mcp, sessions, steering, telemetry
+from cli.commands import checkpoints, lifecycle, maintenance, sessions, steering, telemetry
 from cli.commands.home import set_home
+from cli.commands.mcp import mcp_app
 from cli.render import echo
 from protocol.errors import AcodeError
 
@@ -42,7 +43,7 @@ plan_app = typer.Typer(help="The plans of a session (every version is kept).", n
                        rich_markup_mode=None)
 plan_app.command("show")(steering.plan_show)
 app.add_typer(plan_app, name="plan")
-app.add_typer(mcp.mcp_app, name="mcp")
+app.add_typer(mcp_app, name="mcp")
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from protocol.mcp import McpServerConfig
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "Mcp", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions",
-           "Storage", "Supervision", "Verification", "Workers"]
+           "Hooks", "Mcp", "McpServe", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
+           "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -228,12 +228,20 @@ class AnomaliesSection(Section, frozen=True):
     verify_repeats: Annotated[int, msgspec.Meta(ge=2, le=1_000)] | None = None
 
 
+class McpServe(Section, frozen=True):
+    """``acode mcp serve`` (read from the user's own file only): ``allow_approvals`` offers the
+    delegating agent ``approve``/``deny``; unset or false, approvals stay a human's."""
+
+    allow_approvals: bool | None = None
+
+
 class Mcp(Section, frozen=True):
-    """The user's MCP servers (README "MCP servers"; docs/mcp.md): ``servers.NAME`` is a
+    """MCP (README "MCP servers"; docs/mcp.md): the user's servers, ``servers.NAME`` a
     :class:`~protocol.mcp.McpServerConfig`, checked further (its name, one transport) by
-    :func:`acode.config.mcp.servers`."""
+    :func:`acode.config.mcp.servers`; and ``serve``, the options of ``acode mcp serve``."""
 
     servers: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], McpServerConfig] | None = None
+    serve: McpServe | None = None
 
 
 class AcodeConfig(Section, frozen=True):

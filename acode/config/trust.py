@@ -252,6 +252,8 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),
+    # whether another agent may approve calls through `acode mcp serve`: the user's alone
+    "mcp.serve": (_none, None),
 }
 
 #: fields of the session's policy that the client sets and no config file can (the config

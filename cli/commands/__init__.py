@@ -4,7 +4,9 @@ starts, stops and shows the actor set (``up``, ``down``, ``status``);
 ``sessions``, ``show``, ``cancel``, ``resume``); :mod:`~cli.commands.steering` is a human's
 hand on a session (``pause``, ``steer``, ``approve``, ``deny``, ``replan``, ``answer``,
 ``plan show``); :mod:`~cli.commands.maintenance` looks after the setup (``doctor``,
-``trust``, ``logs``, ``demo``). :mod:`~cli.commands.home` holds what they share: the
+``trust``, ``logs``, ``demo``); :mod:`~cli.commands.mcp` is the ``acode mcp`` group
+(``mcp serve``: :mod:`~cli.commands.mcp_serve`, acode as an MCP server for another agent).
+:mod:`~cli.commands.home` holds what they share: the
 ``--home`` option and its paths, ``--json``. The commands are plain functions; ``cli.app``
 registers them on its one typer app, in the order ``acode --help`` lists them.
 """

@@ -1,5 +1,6 @@
-"""``acode mcp``: the user's MCP servers and their tools (docs/mcp.md).
+"""``acode mcp``: acode and the Model Context Protocol (issue 30; docs/mcp.md).
 
+- ``acode mcp serve``: acode's sessions served to another agent (:mod:`cli.commands.mcp_serve`).
 - ``acode mcp list``: each configured server (the user config, and a trusted workspace's,
   as ``acode run`` resolves them for ``--workspace``) with its state, and each tool with its
   state (``offered``, ``changed``, ``filtered``), risk class and pin.
@@ -8,8 +9,8 @@
   (description, input schema, annotations), asks on a terminal (``--yes`` off one), then
   sends :class:`~protocol.messages.McpPin` to the ``mcp`` actor, which keeps the pins.
 
-Both ask the ``mcp`` service (``acode up`` must be running); neither imports the SDK.
-``mcp_app`` is the group other ``acode mcp`` commands (``serve``) register on too.
+``list`` and ``approve`` ask the ``mcp`` service (``acode up`` must be running); neither
+imports the SDK.
 """
 
 import difflib
@@ -23,6 +24,7 @@ import msgspec
 import typer
 
 from acode.config.loader import resolve
+from cli.commands import mcp_serve
 from cli.commands.home import Json, home, run_paths
 from cli.follow import print_json
 from cli.render import echo
@@ -30,8 +32,9 @@ from protocol.errors import CliError
 
 __all__ = ["approve", "definition_text", "list_tools", "mcp_app"]
 
-mcp_app = typer.Typer(help="MCP servers: their tools, risk classes and pins (docs/mcp.md).", no_args_is_help=True,
-                      rich_markup_mode=None)
+mcp_app = typer.Typer(help="acode and MCP: your MCP servers' tools, risk classes and pins; acode as an MCP server "
+                           "for another agent (docs/mcp.md).", no_args_is_help=True, rich_markup_mode=None)
+mcp_app.command("serve")(mcp_serve.serve)
 
 LIST_TIMEOUT_S = 60.0  # a listing may start the servers
 Workspace = Annotated[Path | None, typer.Option(

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Packages a client command (help, status, run --detach) never needs: the sandbox, the
 # coordinator and the stage actors run in their own processes; structlog (and the rich
 # renderer its dev module loads) is for the actors' logs; httpx only talks to models.
-_HEAVY = ("actors.sandbox", "actors.coordinator", "actors.stages", "actors.llm", "structlog", "rich", "httpx")
+_HEAVY = ("actors.sandbox", "actors.coordinator", "actors.stages", "actors.llm", "structlog", "rich", "httpx",
+          "mcp", "pydantic")  # the MCP SDK: `acode mcp serve` and the mcp actor only (pip install acode[mcp])
 
 
 def _modules_after(code: str) -> set[str]:

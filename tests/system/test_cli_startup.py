@@ -22,7 +22,8 @@ from tests.system.workloads import script, workload, workspace
 # structlog (and rich, which its dev module loads) is for the actors' logs, httpx talks to
 # models, psutil is replaced by /proc on Linux, sqlite3 is persistence's.
 _HEAVY = ("actors.sandbox", "actors.coordinator", "actors.stages", "actors.llm", "actors.persistence",
-          "structlog", "rich", "httpx", "psutil", "sqlite3", "logging", "asyncio")
+          "structlog", "rich", "httpx", "psutil", "sqlite3", "logging", "asyncio",
+          "mcp", "pydantic")  # the MCP SDK: `acode mcp serve` and the mcp actor only
 
 
 def _loaded_by(acode: Acode, tmp_path: Path, *args: str) -> tuple[str, set[str]]:
