@@ -219,6 +219,8 @@ def test_an_unannotated_tool_at_autonomy_2_waits_for_an_approval_and_then_runs_o
     called = [e for e in _mcp_events(shared, session) if e["type"] == "tool_called"]
     assert [(e["risk"], e["ok"]) for e in called] == [("destructive", True)]
     assert shared("checkpoints", session).stdout.count("mcp__notes__delete_note") == 1, "a checkpoint before it"
+    stored = shown_json(shared, session)["session"]["settings"]["mcp_servers"]
+    assert [(ref["name"], ref["config"]["args"]) for ref in stored] == [("notes", ["notes_server.py"])]
 
 
 def test_a_changed_definition_is_refused_until_acode_mcp_approve(
