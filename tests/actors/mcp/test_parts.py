@@ -148,3 +148,10 @@ def test_the_users_servers_are_read_in_name_order(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         user_servers(tmp_path)
     assert "mcp.servers.git" in info.value.message and "timeout" in info.value.message
+
+
+def test_the_actor_refuses_a_server_reference_the_config_would_have_refused() -> None:
+    assert listing.config_problem("git", McpServerConfig(command="x")) is None
+    assert "'my_git' is not" in (listing.config_problem("my_git", McpServerConfig(command="x")) or "")
+    assert "exactly one of command" in (listing.config_problem("git", McpServerConfig()) or "")
+    assert "exactly one of command" in (listing.config_problem("git", McpServerConfig(command="x", url="u")) or "")
