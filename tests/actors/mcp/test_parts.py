@@ -126,6 +126,7 @@ def test_a_missing_command_says_so(tmp_path: Path) -> None:
     ("srv: {url: 'ftp://h/mcp'}", "give an http:// or https:// URL"),
     ("srv: {url: 'http://h/mcp', args: [a]}", "mcp.servers.srv.args"),
     ("srv: {command: x, env: {'A B': c}}", "not an environment variable name"),
+    ("off: {command: x}", "has the key False, not a name (YAML reads off, on, yes, no"),
 ])
 def test_an_invalid_server_entry_names_its_key(tmp_path: Path, entry: str, says: str) -> None:
     (tmp_path / "config.yml").write_text(f"mcp:\n  servers:\n    {entry}\n")
