@@ -50,7 +50,7 @@ from protocol.mcp import McpServerConfig, McpToolDef
 __all__ = ["BACKGROUND_RESTARTS", "START_TIMEOUT_S", "Server", "backoff"]
 
 START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 3.0
+STOP_TIMEOUT_S = 2.5  # the SDK closes stdin, waits 2 s, then kills the group; the actor stops within 5 s
 STABLE_AFTER_S = 60.0  # a server that lived this long starts its backoff over
 BACKOFF_INITIAL_S = 0.2
 BACKOFF_MAX_S = 30.0
