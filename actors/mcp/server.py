@@ -299,13 +299,18 @@ class Server:
                     "it needs longer"))
             if exc.code == mcp_types.CONNECTION_CLOSED or self._session is not session:
                 return False, "", self._died(tool)
-            return False, "", ErrorInfo(code="ACODE-MCP-002" if self._session is not session else "ACODE-MCP-001",
-                                        message=f"MCP server {self.name} answered the call to {tool} with an error: "
-                                                f"{exc.error.message} (JSON-RPC {exc.code})")
+            # a protocol error the server answered (invalid arguments, say): the model reads it and may correct it
+            return False, f"MCP server {self.name} refused the call to {tool}: {exc.error.message} (JSON-RPC " \
+                          f"{exc.code})", None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._log.warning("mcp_call_transport_failed", tool=tool, error=f"{type(exc).__name__}: {exc}")
             await self._end_session()
             return False, "", self._died(tool)
+        except Exception as exc:  # noqa: BLE001 - an answer the SDK could not use (a result off its schema, say)
+            self._log.warning("mcp_call_answer_unusable", tool=tool, error=f"{type(exc).__name__}: {exc}")
+            return False, "", ErrorInfo(code="ACODE-MCP-001", message=(
+                f"MCP server {self.name} answered the call to {tool}, but the answer could not be used "
+                f"({type(exc).__name__}: {exc}); the call was not re-run"))
         output = listing.text(list(result.content), result.structured_content, limit)
         if result.is_error:
             return False, output, None

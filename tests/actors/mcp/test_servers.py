@@ -119,7 +119,8 @@ def test_an_http_server_gone_is_failed_with_the_reason_and_connected_again_once_
     _run(tmp_path, detect, work)
 
 
-def test_a_call_past_its_timeout_fails_once_and_a_long_result_is_capped(tmp_path: Path, workspace: Path) -> None:
+def test_a_call_past_its_timeout_fails_once_a_long_result_is_capped_and_bad_arguments_are_the_models(
+        tmp_path: Path, workspace: Path) -> None:
     ref = McpServerRef(name="tst", config=McpServerConfig(command=sys.executable, args=["stdio_server.py"],
                                                           timeout_s=1))
 
@@ -131,6 +132,9 @@ def test_a_call_past_its_timeout_fails_once_and_a_long_result_is_capped(tmp_path
         long = await hub.call(McpCallTool(key="e", workspace=str(workspace), server=ref, tool="echo",
                                           arguments={"text": "x" * 5_000}, output_limit_bytes=1_024))
         assert long.ok and len(long.output.encode()) <= 1_024 and long.output.endswith("of 5006 bytes]")
+        wrong = await hub.call(McpCallTool(key="w", workspace=str(workspace), server=ref, tool="echo",
+                                           arguments={"txet": "x"}))
+        assert (wrong.ok, wrong.error) == (False, None) and "text" in wrong.output, wrong  # the model may correct it
         await asyncio.sleep(2.5)  # the slow call would have finished by now, had it run again
         assert (tmp_path / "logs" / "mcp-tst.log").read_text().count("CALLED slow t1") == 1
 
