@@ -230,6 +230,8 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     # hooks run the user's programs on the host: a workspace's only when the user trusts the file
     **{f"hooks.{point}": (_none, None) for point in POINTS},
     "hooks.allow_hosts": (_none, None),
+    # an MCP server is a program run (or a host reached) for the user: a workspace's only when the user trusts the file
+    "mcp.servers": (_none, None),
     # anomaly thresholds: a workspace may make them stricter (lower) or leave them, never looser
     **{f"anomalies.{field}": (_at_most, getattr(AnomalyThresholds(), field))
        for field in AnomalyThresholds.__struct_fields__},
