@@ -3,11 +3,13 @@
 Requests through the broker are delivered at least once: a client resends a request until
 it is answered, and when the worker handling it dies the broker tells the client, which
 resends at once. For an MCP call that would run the call again in the restarted actor,
-and a call is a side effect acode cannot undo. So before a call is sent to its server its
-request id is appended here (fsync'd); a request whose id is already here is a resend of
-a call that began in an earlier life of the actor, and is answered ACODE-MCP-007 ("not
-re-run") without calling anything. Within one life the worker's own duplicate handling
-(:mod:`broker.worker`) already absorbs resends.
+and a call is a side effect acode cannot undo. So right before a call is sent to its
+server its request id is appended here (fsync'd); a request whose id is already here is a
+resend of a call that began in an earlier life of the actor, and is answered ACODE-MCP-007
+("not re-run") without calling anything. A call refused before it was sent (a changed
+definition, a server that would not start) is not recorded: its resend is answered afresh.
+Within one life the worker's own duplicate handling (:mod:`broker.worker`) already absorbs
+resends.
 
 The file (``$ACODE_HOME/run/mcp-calls``) is one id a line; past :data:`KEEP` × 2 lines it
 is rewritten atomically with the newest :data:`KEEP` (a resend comes within a request's
@@ -41,6 +43,11 @@ class Begun:
             pass
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def seen(self, request_id: str) -> bool:
+        """Whether ``request_id`` was begun (in this life or an earlier one)."""
+        with self._lock:
+            return request_id.replace("\n", " ") in self._ids
 
     def begin(self, request_id: str) -> bool:
         """Record ``request_id`` as begun, durably; False when it already was (a resend)."""

@@ -101,7 +101,9 @@ class Hub:
             await server.refresh()  # a dead server found here is started again by ensure()
         await server.ensure(WAIT_FOR_BACKOFF_S)
 
-    async def call(self, request: McpCallTool) -> McpCalled:
+    async def call(self, request: McpCallTool, sending: Callable[[], object] = lambda: None) -> McpCalled:
+        """Check the tool, pin it if it has no pin, then send the call once (``sending`` runs,
+        off the loop, right before: the actor records the call as begun)."""
         problem = config_problem(request.server.name, request.server.config)
         if problem is not None:
             return McpCalled(ok=False, error=ErrorInfo(code="ACODE-MCP-006", message=problem))
@@ -129,7 +131,8 @@ class Hub:
         if not pinned:
             self.pins.set(server.name, request.tool, digest)
         try:
-            ok, output, error = await server.call(request.tool, request.arguments, request.output_limit_bytes)
+            ok, output, error = await server.call(request.tool, request.arguments, request.output_limit_bytes,
+                                                  sending)
         except McpError as exc:
             return McpCalled(ok=False, error=exc.info())
         return McpCalled(ok=ok, output=output, error=error)

@@ -283,12 +283,16 @@ class Server:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
 
-    async def call(self, tool: str, arguments: dict[str, Any], limit: int) -> tuple[bool, str, ErrorInfo | None]:
-        """``(ok, output, error)`` of one call, sent once."""
-        session = self._session
-        if session is None:
+    async def call(self, tool: str, arguments: dict[str, Any], limit: int,
+                   sending: Callable[[], object] = lambda: None) -> tuple[bool, str, ErrorInfo | None]:
+        """``(ok, output, error)`` of one call, sent once (``sending`` runs, on a thread, just before)."""
+        if self._session is None:
             raise McpError(f"MCP server {self.name} is not running ({self.state}); the call was not sent",
                            code="ACODE-MCP-001")
+        await asyncio.to_thread(sending)
+        session = self._session
+        if session is None:
+            return False, "", self._died(tool)  # it died while the call was being recorded: not sent, but begun
         try:
             result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout_s)
         except MCPError as exc:

@@ -75,7 +75,8 @@ def test_pins_survive_a_new_instance_and_a_corrupt_file_refuses(tmp_path: Path) 
 def test_a_call_begun_in_an_earlier_life_is_known_and_the_record_stays_bounded(tmp_path: Path) -> None:
     path = tmp_path / "mcp-calls"
     begun = Begun(path)
-    assert begun.begin("r1") and not begun.begin("r1")
+    assert not begun.seen("r1")
+    assert begun.begin("r1") and not begun.begin("r1") and begun.seen("r1")
     begun.close()
     again = Begun(path)  # the actor restarted
     assert not again.begin("r1") and again.begin("r2")
