@@ -31,8 +31,9 @@ KEEP = 2_048
 class Begun:
     """The ids of the calls begun (by this actor and its predecessors)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, keep: int = KEEP):
         self.path = path
+        self.keep = keep
         self._lock = threading.Lock()
         self._ids: OrderedDict[str, None] = OrderedDict()
         try:
@@ -58,12 +59,12 @@ class Begun:
             self._ids[line] = None
             os.write(self._fd, (line + "\n").encode())
             os.fsync(self._fd)
-            if len(self._ids) > 2 * KEEP:
+            if len(self._ids) > 2 * self.keep:
                 self._compact()
             return True
 
     def _compact(self) -> None:
-        while len(self._ids) > KEEP:
+        while len(self._ids) > self.keep:
             self._ids.popitem(last=False)
         temporary = self.path.with_name(f".{self.path.name}.tmp")
         with open(temporary, "w") as handle:

@@ -78,12 +78,13 @@ def test_a_call_begun_in_an_earlier_life_is_known_and_the_record_stays_bounded(t
     assert not begun.seen("r1")
     assert begun.begin("r1") and not begun.begin("r1") and begun.seen("r1")
     begun.close()
-    again = Begun(path)  # the actor restarted
+    again = Begun(path, keep=8)  # the actor restarted
     assert not again.begin("r1") and again.begin("r2")
-    for number in range(2 * KEEP + 1):
+    for number in range(17):
         again.begin(f"x{number}")
-    assert len(path.read_text().splitlines()) <= 2 * KEEP
-    assert not again.begin(f"x{2 * KEEP}")
+    assert len(path.read_text().splitlines()) <= 16 and not again.begin("x16")
+    assert Begun(path).seen("x16") and not Begun(path).seen("r1")  # the oldest went
+    assert KEEP >= 1_000
     again.close()
 
 
