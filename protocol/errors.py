@@ -167,7 +167,7 @@ CODES: dict[str, str] = {
     "ACODE-STORE-004": "a record this commit depends on is not durable yet",
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
-    "ACODE-MCP-001": "an MCP server could not be started or reached",
+    "ACODE-MCP-001": "an MCP server could not be started, reached or understood",
     "ACODE-MCP-002": "an MCP server exited during a call: the call was not re-run",
     "ACODE-MCP-003": "an MCP tool call did not finish within the server's timeout_s",
     "ACODE-MCP-004": "an MCP tool's definition changed since it was approved: refused until `acode mcp approve`",

@@ -88,6 +88,9 @@ def _name_the_entry(path: Path, error: ConfigError) -> None:
     if not isinstance(entries, dict):
         return
     for name, entry in entries.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"mcp.servers in {path} has the key {name!r}, not a name (YAML reads off, on, yes, no "
+                              "and numbers as other things); quote it, e.g. 'off':", code="ACODE-MCP-006") from error
         try:
             msgspec.convert(entry, McpServerConfig)
         except msgspec.ValidationError as exc:

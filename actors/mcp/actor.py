@@ -7,8 +7,8 @@ configuration (:class:`~protocol.messages.McpServerRef`, from the session's sett
 - :class:`~protocol.messages.McpListTools` → :class:`~protocol.messages.McpTools`
   (servers started at first, restarted when dead: :mod:`actors.mcp.server`);
 - :class:`~protocol.messages.McpCallTool` → :class:`~protocol.messages.McpCalled`, at most
-  once: its request id is recorded before the call is sent (:mod:`actors.mcp.begun`), so a
-  resend after this actor was killed mid-call is answered ACODE-MCP-007, never re-run;
+  once: its request id is recorded right before the call is sent (:mod:`actors.mcp.begun`),
+  so a resend after this actor was killed mid-call is answered ACODE-MCP-007, never re-run;
 - :class:`~protocol.messages.McpPin` → ``Ack``: a human approved a changed definition
   (:mod:`actors.mcp.pins`).
 
@@ -98,12 +98,14 @@ class McpActor(Actor):
                 return tools
             case McpCallTool():
                 log = self.log.bind(server=body.server.name, tool=body.tool, key=body.key)
-                if not self.begun.begin(request.id):
+                if self.begun.seen(request.id):
                     log.warning("mcp_call_not_rerun", request_id=request.id)
                     return McpCalled(ok=False, error=ErrorInfo(code="ACODE-MCP-007", message=(
                         f"the mcp actor restarted while the call to {body.tool} of server {body.server.name} was in "
                         "flight; it was not re-run (its effects, if any, are unknown)")))
-                called = self.runtime.run(lambda hub: hub.call(body), body.server.config.timeout_s + CALL_MARGIN_S)
+                sending = functools.partial(self.begun.begin, request.id)  # recorded right before it is sent
+                called = self.runtime.run(lambda hub: hub.call(body, sending),
+                                          body.server.config.timeout_s + CALL_MARGIN_S)
                 log.info("mcp_tool_called", ok=called.ok, error=called.error.code if called.error else None)
                 return called
             case McpPin():

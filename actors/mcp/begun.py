@@ -3,11 +3,13 @@
 Requests through the broker are delivered at least once: a client resends a request until
 it is answered, and when the worker handling it dies the broker tells the client, which
 resends at once. For an MCP call that would run the call again in the restarted actor,
-and a call is a side effect acode cannot undo. So before a call is sent to its server its
-request id is appended here (fsync'd); a request whose id is already here is a resend of
-a call that began in an earlier life of the actor, and is answered ACODE-MCP-007 ("not
-re-run") without calling anything. Within one life the worker's own duplicate handling
-(:mod:`broker.worker`) already absorbs resends.
+and a call is a side effect acode cannot undo. So right before a call is sent to its
+server its request id is appended here (fsync'd); a request whose id is already here is a
+resend of a call that began in an earlier life of the actor, and is answered ACODE-MCP-007
+("not re-run") without calling anything. A call refused before it was sent (a changed
+definition, a server that would not start) is not recorded: its resend is answered afresh.
+Within one life the worker's own duplicate handling (:mod:`broker.worker`) already absorbs
+resends.
 
 The file (``$ACODE_HOME/run/mcp-calls``) is one id a line; past :data:`KEEP` × 2 lines it
 is rewritten atomically with the newest :data:`KEEP` (a resend comes within a request's
@@ -29,8 +31,9 @@ KEEP = 2_048
 class Begun:
     """The ids of the calls begun (by this actor and its predecessors)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, keep: int = KEEP):
         self.path = path
+        self.keep = keep
         self._lock = threading.Lock()
         self._ids: OrderedDict[str, None] = OrderedDict()
         try:
@@ -42,6 +45,11 @@ class Begun:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
+    def seen(self, request_id: str) -> bool:
+        """Whether ``request_id`` was begun (in this life or an earlier one)."""
+        with self._lock:
+            return request_id.replace("\n", " ") in self._ids
+
     def begin(self, request_id: str) -> bool:
         """Record ``request_id`` as begun, durably; False when it already was (a resend)."""
         line = request_id.replace("\n", " ")
@@ -51,12 +59,12 @@ class Begun:
             self._ids[line] = None
             os.write(self._fd, (line + "\n").encode())
             os.fsync(self._fd)
-            if len(self._ids) > 2 * KEEP:
+            if len(self._ids) > 2 * self.keep:
                 self._compact()
             return True
 
     def _compact(self) -> None:
-        while len(self._ids) > KEEP:
+        while len(self._ids) > self.keep:
             self._ids.popitem(last=False)
         temporary = self.path.with_name(f".{self.path.name}.tmp")
         with open(temporary, "w") as handle:

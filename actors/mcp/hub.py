@@ -25,12 +25,12 @@ from typing import Any
 
 import msgspec
 
-from actors.mcp.listing import info
+from actors.mcp.listing import config_problem, info
 from actors.mcp.pins import Pins
 from actors.mcp.server import START_TIMEOUT_S, Server
 from actors.sandbox.confinement.isolation import Isolation
 from protocol.errors import ErrorInfo, McpError
-from protocol.mcp import definition_hash
+from protocol.mcp import definition_hash, tool_name
 from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef, McpServerState, McpToolInfo, McpTools
 
 __all__ = ["Hub"]
@@ -66,11 +66,18 @@ class Hub:
         return found
 
     async def list(self, request: McpListTools) -> McpTools:
-        refs = [ref for ref in request.servers if ref.config.enabled]
-        servers = [self.server(ref, request.workspace) for ref in refs]
-        await asyncio.gather(*(self._listed(server) for server in servers))
         tools: list[McpToolInfo] = []
         states: list[McpServerState] = []
+        refs: list[McpServerRef] = []
+        for ref in request.servers:
+            problem = config_problem(ref.name, ref.config)
+            if problem is not None:
+                states.append(McpServerState(name=ref.name, transport=ref.config.transport, state="failed",
+                                             error=ErrorInfo(code="ACODE-MCP-006", message=problem)))
+            elif ref.config.enabled:
+                refs.append(ref)
+        servers = [self.server(ref, request.workspace) for ref in refs]
+        await asyncio.gather(*(self._listed(server) for server in servers))
         for server in servers:
             pins = self.pins.of(server.name)
             found = [info(server.name, server.config, tool, pins.get(tool.name, ""))
@@ -94,15 +101,23 @@ class Hub:
             await server.refresh()  # a dead server found here is started again by ensure()
         await server.ensure(WAIT_FOR_BACKOFF_S)
 
-    async def call(self, request: McpCallTool) -> McpCalled:
+    async def call(self, request: McpCallTool, sending: Callable[[], object] = lambda: None) -> McpCalled:
+        """Check the tool, pin it if it has no pin, then send the call once (``sending`` runs,
+        off the loop, right before: the actor records the call as begun)."""
+        problem = config_problem(request.server.name, request.server.config)
+        if problem is not None:
+            return McpCalled(ok=False, error=ErrorInfo(code="ACODE-MCP-006", message=problem))
         server = self.server(request.server, request.workspace)
+        if server.ready:
+            await server.refresh()  # the definition as the server lists it now, not at the turn's start
         if not await server.ensure(START_TIMEOUT_S):
             why = server.error.message if server.error else f"MCP server {server.name} is {server.state}"
             return McpCalled(ok=False, error=ErrorInfo(code="ACODE-MCP-001", message=(
                 f"{why}; the call to {request.tool} was not sent")))
         tool = server.tools.get(request.tool)
-        if tool is None or not server.config.offers(request.tool):
-            why = "does not list it" if tool is None else "has it filtered out by enabled_tools/disabled_tools"
+        if tool is None or not server.config.offers(request.tool) or tool_name(server.name, request.tool) is None:
+            why = ("does not list it" if tool is None else "has it filtered out by enabled_tools/disabled_tools"
+                   if not server.config.offers(request.tool) else "lists it under a name acode cannot offer")
             return McpCalled(ok=False, error=ErrorInfo(code="ACODE-MCP-005", message=(
                 f"MCP server {server.name} {why}: no tool {request.tool!r} to call; use a tool it offers")))
         digest = definition_hash(tool)
@@ -116,10 +131,12 @@ class Hub:
         if not pinned:
             self.pins.set(server.name, request.tool, digest)
         try:
-            ok, output, error = await server.call(request.tool, request.arguments, request.output_limit_bytes)
+            ok, output, error = await server.call(request.tool, request.arguments, request.output_limit_bytes,
+                                                  sending)
         except McpError as exc:
             return McpCalled(ok=False, error=exc.info())
         return McpCalled(ok=ok, output=output, error=error)
 
     async def close(self) -> None:
+        """Stop every server (at the actor's stop)."""
         await asyncio.gather(*(server.stop() for server in self.servers.values()), return_exceptions=True)

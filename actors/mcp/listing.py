@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from protocol.mcp import (
+    SERVER_NAME,
     McpAnnotations,
     McpServerConfig,
     McpToolDef,
@@ -25,7 +26,19 @@ from protocol.mcp import (
 )
 from protocol.messages import McpToolInfo
 
-__all__ = ["definition", "info", "text"]
+__all__ = ["config_problem", "definition", "info", "text"]
+
+
+def config_problem(name: str, config: McpServerConfig) -> str | None:
+    """What makes a server reference unusable (its name, its transport), or None. The user
+    config is checked with the same rules when read (acode/config/mcp.py); this guards the
+    actor against a request that was not."""
+    if not SERVER_NAME.fullmatch(name):
+        return (f"MCP server name {name!r} is not [a-z0-9][a-z0-9-]* of at most 31 characters; rename "
+                f"mcp.servers.{name}")
+    if bool(config.command) == bool(config.url):
+        return f"MCP server {name} needs exactly one of command (stdio) and url (streamable HTTP)"
+    return None
 
 
 def _annotations(notes: Any) -> McpAnnotations | None:

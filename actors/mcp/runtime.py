@@ -80,7 +80,7 @@ class Runtime:
             raise McpError(f"the mcp actor did not finish the request within {timeout:g}s", code="ACODE-MCP-003") \
                 from exc
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 3.5) -> None:
         """Stop every server, then the loop."""
         if self._closed or self._loop is None:
             return

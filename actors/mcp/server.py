@@ -50,7 +50,7 @@ from protocol.mcp import McpServerConfig, McpToolDef
 __all__ = ["BACKGROUND_RESTARTS", "START_TIMEOUT_S", "Server", "backoff"]
 
 START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 3.0
+STOP_TIMEOUT_S = 2.5  # the SDK closes stdin, waits 2 s, then kills the group; the actor stops within 5 s
 STABLE_AFTER_S = 60.0  # a server that lived this long starts its backoff over
 BACKOFF_INITIAL_S = 0.2
 BACKOFF_MAX_S = 30.0
@@ -283,12 +283,16 @@ class Server:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
 
-    async def call(self, tool: str, arguments: dict[str, Any], limit: int) -> tuple[bool, str, ErrorInfo | None]:
-        """``(ok, output, error)`` of one call, sent once."""
-        session = self._session
-        if session is None:
+    async def call(self, tool: str, arguments: dict[str, Any], limit: int,
+                   sending: Callable[[], object] = lambda: None) -> tuple[bool, str, ErrorInfo | None]:
+        """``(ok, output, error)`` of one call, sent once (``sending`` runs, on a thread, just before)."""
+        if self._session is None:
             raise McpError(f"MCP server {self.name} is not running ({self.state}); the call was not sent",
                            code="ACODE-MCP-001")
+        await asyncio.to_thread(sending)
+        session = self._session
+        if session is None:
+            return False, "", self._died(tool)  # it died while the call was being recorded: not sent, but begun
         try:
             result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout_s)
         except MCPError as exc:
@@ -299,13 +303,18 @@ class Server:
                     "it needs longer"))
             if exc.code == mcp_types.CONNECTION_CLOSED or self._session is not session:
                 return False, "", self._died(tool)
-            return False, "", ErrorInfo(code="ACODE-MCP-002" if self._session is not session else "ACODE-MCP-001",
-                                        message=f"MCP server {self.name} answered the call to {tool} with an error: "
-                                                f"{exc.error.message} (JSON-RPC {exc.code})")
+            # a protocol error the server answered (invalid arguments, say): the model reads it and may correct it
+            return False, f"MCP server {self.name} refused the call to {tool}: {exc.error.message} (JSON-RPC " \
+                          f"{exc.code})", None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._log.warning("mcp_call_transport_failed", tool=tool, error=f"{type(exc).__name__}: {exc}")
             await self._end_session()
             return False, "", self._died(tool)
+        except Exception as exc:  # noqa: BLE001 - an answer the SDK could not use (a result off its schema, say)
+            self._log.warning("mcp_call_answer_unusable", tool=tool, error=f"{type(exc).__name__}: {exc}")
+            return False, "", ErrorInfo(code="ACODE-MCP-001", message=(
+                f"MCP server {self.name} answered the call to {tool}, but the answer could not be used "
+                f"({type(exc).__name__}: {exc}); the call was not re-run"))
         output = listing.text(list(result.content), result.structured_content, limit)
         if result.is_error:
             return False, output, None

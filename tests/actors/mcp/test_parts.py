@@ -75,14 +75,16 @@ def test_pins_survive_a_new_instance_and_a_corrupt_file_refuses(tmp_path: Path) 
 def test_a_call_begun_in_an_earlier_life_is_known_and_the_record_stays_bounded(tmp_path: Path) -> None:
     path = tmp_path / "mcp-calls"
     begun = Begun(path)
-    assert begun.begin("r1") and not begun.begin("r1")
+    assert not begun.seen("r1")
+    assert begun.begin("r1") and not begun.begin("r1") and begun.seen("r1")
     begun.close()
-    again = Begun(path)  # the actor restarted
+    again = Begun(path, keep=8)  # the actor restarted
     assert not again.begin("r1") and again.begin("r2")
-    for number in range(2 * KEEP + 1):
+    for number in range(17):
         again.begin(f"x{number}")
-    assert len(path.read_text().splitlines()) <= 2 * KEEP
-    assert not again.begin(f"x{2 * KEEP}")
+    assert len(path.read_text().splitlines()) <= 16 and not again.begin("x16")
+    assert Begun(path).seen("x16") and not Begun(path).seen("r1")  # the oldest went
+    assert KEEP >= 1_000
     again.close()
 
 
@@ -126,6 +128,7 @@ def test_a_missing_command_says_so(tmp_path: Path) -> None:
     ("srv: {url: 'ftp://h/mcp'}", "give an http:// or https:// URL"),
     ("srv: {url: 'http://h/mcp', args: [a]}", "mcp.servers.srv.args"),
     ("srv: {command: x, env: {'A B': c}}", "not an environment variable name"),
+    ("off: {command: x}", "has the key False, not a name (YAML reads off, on, yes, no"),
 ])
 def test_an_invalid_server_entry_names_its_key(tmp_path: Path, entry: str, says: str) -> None:
     (tmp_path / "config.yml").write_text(f"mcp:\n  servers:\n    {entry}\n")
@@ -148,3 +151,10 @@ def test_the_users_servers_are_read_in_name_order(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         user_servers(tmp_path)
     assert "mcp.servers.git" in info.value.message and "timeout" in info.value.message
+
+
+def test_the_actor_refuses_a_server_reference_the_config_would_have_refused() -> None:
+    assert listing.config_problem("git", McpServerConfig(command="x")) is None
+    assert "'my_git' is not" in (listing.config_problem("my_git", McpServerConfig(command="x")) or "")
+    assert "exactly one of command" in (listing.config_problem("git", McpServerConfig()) or "")
+    assert "exactly one of command" in (listing.config_problem("git", McpServerConfig(command="x", url="u")) or "")

@@ -24,6 +24,7 @@ import structlog
 from actors.mcp import confined
 from actors.mcp.hub import Hub
 from actors.mcp.pins import Pins
+from actors.mcp.server import BACKOFF_MAX_S, backoff
 from actors.sandbox.confinement.isolation import Isolation, detect
 from protocol.mcp import McpServerConfig
 from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef, McpServerState
@@ -119,7 +120,8 @@ def test_an_http_server_gone_is_failed_with_the_reason_and_connected_again_once_
     _run(tmp_path, detect, work)
 
 
-def test_a_call_past_its_timeout_fails_once_and_a_long_result_is_capped(tmp_path: Path, workspace: Path) -> None:
+def test_a_call_past_its_timeout_fails_once_a_long_result_is_capped_and_bad_arguments_are_the_models(
+        tmp_path: Path, workspace: Path) -> None:
     ref = McpServerRef(name="tst", config=McpServerConfig(command=sys.executable, args=["stdio_server.py"],
                                                           timeout_s=1))
 
@@ -131,6 +133,9 @@ def test_a_call_past_its_timeout_fails_once_and_a_long_result_is_capped(tmp_path
         long = await hub.call(McpCallTool(key="e", workspace=str(workspace), server=ref, tool="echo",
                                           arguments={"text": "x" * 5_000}, output_limit_bytes=1_024))
         assert long.ok and len(long.output.encode()) <= 1_024 and long.output.endswith("of 5006 bytes]")
+        wrong = await hub.call(McpCallTool(key="w", workspace=str(workspace), server=ref, tool="echo",
+                                           arguments={"txet": "x"}))
+        assert (wrong.ok, wrong.error) == (False, None) and "text" in wrong.output, wrong  # the model may correct it
         await asyncio.sleep(2.5)  # the slow call would have finished by now, had it run again
         assert (tmp_path / "logs" / "mcp-tst.log").read_text().count("CALLED slow t1") == 1
 
@@ -168,3 +173,45 @@ def test_under_landlock_a_stdio_server_reads_writes_and_connects_only_as_configu
 
     _run(tmp_path, lambda: landlock, work)
     assert not list(Path(tempfile.gettempdir()).glob(f"{confined.SCRATCH_PREFIX}{os.getpid()}-*"))  # removed
+
+
+def test_a_server_that_cannot_start_is_failed_with_the_end_of_its_log_and_retried_with_backoff(
+        tmp_path: Path, workspace: Path) -> None:
+    crash = "import sys; print('missing API token', file=sys.stderr); sys.exit(3)"
+    ref = McpServerRef(name="bad", config=McpServerConfig(command=sys.executable, args=["-c", crash]))
+    listing = McpListTools(workspace=str(workspace), servers=[ref])
+
+    async def work(hub: Hub) -> None:
+        first = _state(await hub.list(listing), "bad")
+        assert first.state == "failed" and first.error is not None and first.error.code == "ACODE-MCP-001"
+        assert "could not be started" in first.error.message and "missing API token" in first.error.message
+        server = next(iter(hub.servers.values()))
+        deadline = time.monotonic() + 20  # background restarts after 0.2, 0.4, 0.8 s (jittered)
+        while server.restarts < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert server.restarts >= 2 and server.state in ("failed", "starting")
+
+    _run(tmp_path, detect, work)
+
+
+def test_backoff_doubles_from_a_fifth_of_a_second_to_half_a_minute_with_jitter() -> None:
+    delays = [backoff(failures, rng=lambda low, high: 1.0) for failures in range(1, 12)]
+    assert delays[:4] == [0.2, 0.4, 0.8, 1.6] and delays[-1] == BACKOFF_MAX_S == 30.0
+    assert all(0.15 <= backoff(1) <= 0.25 for _ in range(50))
+
+
+def test_at_process_level_a_server_still_gets_a_fresh_home_and_only_its_env(tmp_path: Path, workspace: Path) -> None:
+    process = detect(bubblewrap=False, landlock=False)
+    ref = McpServerRef(name="prc", config=McpServerConfig(command=sys.executable, args=["stdio_server.py"],
+                                                          env={"GIVEN": "1"}))
+
+    async def work(hub: Hub) -> None:
+        called = await hub.call(McpCallTool(key="p", workspace=str(workspace), server=ref, tool="probe",
+                                            arguments={"canary": str(workspace / "stdio_server.py"), "port": 9}))
+        seen = json.loads(called.output)
+        assert seen["home_entries"] == [] and seen["home"] != os.path.expanduser("~")
+        assert "GIVEN" in seen["env"] and set(seen["env"]) <= {"GIVEN", "HOME", "PATH", "TMPDIR", "PWD", "LC_CTYPE"}
+        state = _state(await hub.list(McpListTools(workspace=str(workspace), servers=[ref])), "prc")
+        assert state.isolation.startswith("process: reads and network NOT confined")
+
+    _run(tmp_path, lambda: process, work)
