@@ -58,7 +58,7 @@ SKIPPED = ("cli/example/",)
 LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     [("protocol", ("protocol.*",))],
     [("actors' process plumbing", ("actors", "actors._base", "actors.lean", "actors.logs", "actors.private",
-                                   "actors.paths", "actors.spawn"))],
+                                   "actors.paths", "actors.spawn", "actors.mcpkept"))],
     [("broker", ("broker.*",))],
     # the user's hooks (actors/hooks.py) are run by the stages and the coordinator
     [("actors/llm", ("actors.llm.*",)), ("actors/hooks", ("actors.hooks",))],

@@ -141,7 +141,8 @@ class SandboxActor(Actor):
         # MCP calls go to the mcp service once each: their clients never resend (actors.sandbox.mcpcalls)
         self.mcp_clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
                                          epoch=self.spec.epoch, log=self.log, resend_interval=MCP_NO_RESEND_S)
-        self.mcp = McpCalls(stored_servers(self._persistence), self._mcp_list, self._mcp_call)
+        self.mcp = McpCalls(stored_servers(self._persistence), self._mcp_list, self._mcp_call,
+                            definitions=paths.mcp_definitions)
         self.journal = Journal(self._persistence, self.terminal, log=self.log, baselines=Baselines(paths.baselines),
                                hidden=hidden, checkpoints=self.checkpoints, mcp=self.mcp)
         self.gate = ApprovalGate(self._persistence, mcp=self.mcp)

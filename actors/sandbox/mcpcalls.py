@@ -24,6 +24,11 @@ client's resends are off for it (no timer resend, no resend when the worker is l
 an actor that dies mid-call is never asked again by the sandbox; the sandbox answers
 ACODE-MCP-011, outcome unknown, as the journal does for a command interrupted by a crash.
 The output is capped at the request's ``output_limit_bytes``.
+
+**Definitions kept** (:mod:`actors.mcpkept`): before a call is sent, the definition it
+goes with is written to ``$ACODE_HOME/mcp-definitions/<hash>.json`` (once per hash, written
+whole and renamed): a tool is pinned when its first call runs, so the definition a pin names
+is there when ``acode mcp approve`` shows what changed since.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from actors.mcpkept import keep
 from actors.sandbox.tools.output import Outcome, truncate
 from protocol.errors import AcodeError, ErrorInfo, NotFoundError, SandboxError
 from protocol.mcp import (
@@ -91,7 +98,9 @@ class McpTarget(NamedTuple):
 class McpCalls:
     """The sandbox's MCP side: resolves and forwards ``mcp__`` calls (see the module)."""
 
-    def __init__(self, servers_of: ServersOf, list_tools: ListTools, call_tool: CallTool):
+    def __init__(self, servers_of: ServersOf, list_tools: ListTools, call_tool: CallTool, *,
+                 definitions: Path | None = None):
+        self._definitions = definitions  # where the definitions calls go with are kept (None: not kept)
         self._servers_of = servers_of
         self._list = list_tools
         self._call = call_tool
@@ -142,6 +151,11 @@ class McpCalls:
 
     def call(self, target: McpTarget, request: RunTool) -> Outcome:
         """Forward the call once (see the module); its output capped, failures as the outcome's error."""
+        if self._definitions is not None and target.definition is not None:
+            try:
+                keep(self._definitions, target.definition)
+            except OSError:
+                pass  # only `acode mcp approve`'s diff needs it: it then shows the new definition whole
         body = McpCallTool(key=request.key, session_id=request.session_id, workspace=request.workspace,
                            server=target.server, tool=target.tool, arguments=request.arguments, hash=target.hash,
                            output_limit_bytes=request.output_limit_bytes)

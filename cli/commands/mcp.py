@@ -122,7 +122,9 @@ def approve(
     if info.pinned == info.hash:
         echo(f"{info.name}: its definition is the approved one ({info.hash[:12]}); nothing to approve")
         return
-    before = definition_text(info.pinned_definition)
+    from actors.mcpkept import kept  # the definitions calls were sent with
+
+    before = definition_text(info.pinned_definition or kept(run_paths().mcp_definitions, info.pinned))
     after = definition_text(info.definition)
     if info.pinned and not before:
         echo(f"{info.name}: the approved definition ({info.pinned[:12]}) is not kept, only its hash; the current one:")
