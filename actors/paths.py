@@ -12,6 +12,9 @@
     $ACODE_HOME/run/sock/           ipc sockets, mode 0700
     $ACODE_HOME/run/baselines/<session>/  a session's workspace baseline (the sandbox's; 0700)
     $ACODE_HOME/checkpoints/<key>/  a workspace's checkpoints (the sandbox's; actors/sandbox/checkpointing.py)
+    $ACODE_HOME/mcp-pins.json       the approved MCP tool definitions, by hash (the mcp actor's)
+    $ACODE_HOME/run/mcp-calls       the MCP calls begun, by request id (the mcp actor's)
+    $ACODE_HOME/mcp-definitions/<hash>.json  each MCP tool definition a call ran against (the sandbox's)
 
 Everything beneath the home is private to the user who runs acode (directories 0700,
 files 0600; :mod:`actors.private`).
@@ -85,6 +88,22 @@ class RunPaths:
     @property
     def checkpoints(self) -> Path:
         return self.home / "checkpoints"
+
+    @property
+    def mcp_pins(self) -> Path:
+        """The approved MCP tool definitions (the mcp actor's: actors/mcp/pins.py)."""
+        return self.home / "mcp-pins.json"
+
+    @property
+    def mcp_calls(self) -> Path:
+        """The MCP calls the mcp actor began (never begun twice: actors/mcp/begun.py)."""
+        return self.run_dir / "mcp-calls"
+
+    @property
+    def mcp_definitions(self) -> Path:
+        """Each MCP tool definition a call was sent with, by its hash: what ``acode mcp approve``
+        shows a change against (the sandbox's: actors/sandbox/mcpcalls.py)."""
+        return self.home / "mcp-definitions"
 
     @property
     def pid_file(self) -> Path:

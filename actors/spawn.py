@@ -22,6 +22,7 @@ MODULES: dict[str, str] = {
     "broker": "broker",
     "persistence": "actors.persistence",
     "sandbox": "actors.sandbox",
+    "mcp": "actors.mcp",
     "planner": "actors.stages",
     "executor": "actors.stages",
     "verifier": "actors.stages",

@@ -7,7 +7,8 @@ socket is woken by the context's termination (ETERM), which this module translat
 a :class:`~protocol.errors.TransportError`, like every other ZeroMQ error. So the
 context can terminate without waiting for idle threads that will never touch it again.
 A short-lived helper thread calls :meth:`ThreadClients.release` before it ends, so its
-socket is closed then rather than kept until the actor stops.
+socket is closed then rather than kept until the actor stops. ``resend_interval`` sets the
+clients' (the sandbox's MCP calls use one longer than any deadline: sent once, never resent).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class _Slot:
 
 
 class ThreadClients:
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, sender: str, epoch: int = 0, log: Any = None):
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, sender: str, epoch: int = 0, log: Any = None,
+                 resend_interval: float | None = None):
+        self._resend = resend_interval  # None: the client's default
         self._ctx = ctx
         self._endpoint = endpoint
         self._sender = sender
@@ -91,8 +94,10 @@ class ThreadClients:
                 raise TransportError(f"cannot call {service}: this actor is stopping; retry the call")
             slot: _Slot | None = getattr(self._local, "slot", None)
             if slot is None:
-                slot = _Slot(Client(self._ctx, self._endpoint, sender=self._sender, epoch=self._epoch,
-                                    log=self._log))
+                client = Client(self._ctx, self._endpoint, sender=self._sender, epoch=self._epoch, log=self._log)
+                if self._resend is not None:
+                    client.resend_interval = self._resend
+                slot = _Slot(client)
                 self._local.slot = slot
                 self._slots.append(slot)
             slot.busy = True

@@ -9,8 +9,8 @@ what a command may see (the configured ``read_paths``/``write_paths``, ``/opt``,
 toolchain prefixes found on this PATH); files of the workspace with a hard link outside
 it; which ``python`` and ``pytest`` a command in the workspace gets, failing when the
 workspace has Python tests they could not run (:mod:`cli.toolcheck`); who can read
-acode's home and database (modes and owner); and the actors' health. A failed check
-carries a one-line ``fix``.
+acode's home and database (modes and owner); the actors' health; and each configured MCP
+server (:mod:`cli.mcpcheck`). A failed check carries a one-line ``fix``.
 """
 
 from __future__ import annotations
@@ -221,7 +221,16 @@ def diagnose(paths: RunPaths, workspace: Path) -> list[Check]:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = _status(paths)
     return [*_model_checks(paths, workspace), *_sandbox_checks(paths, workspace, report),
-            *_toolchain_checks(paths, workspace), _home_check(paths), *_actor_checks(paths, report)]
+            *_toolchain_checks(paths, workspace), _home_check(paths), *_actor_checks(paths, report),
+            *_mcp_checks(paths, workspace, report)]
+
+
+def _mcp_checks(paths: RunPaths, workspace: Path, report: StatusReport | None) -> list[Check]:
+    """One line per configured MCP server, from the running mcp actor (:mod:`cli.mcpcheck`)."""
+    from cli.mcpcheck import mcp_checks
+
+    return [Check(name=name, ok=ok, detail=detail, fix=fix, warning=warning)
+            for name, ok, detail, fix, warning in mcp_checks(paths, workspace, report)]
 
 
 def _toolchain_checks(paths: RunPaths, workspace: Path) -> list[Check]:

@@ -9,12 +9,14 @@ characters escaped (:mod:`protocol.printable`), never obeyed.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import typer
 
 from protocol import budget as budgets
 from protocol.autonomy import ApprovalRequest
 from protocol.budget import Budget, BudgetKind, Spent
+from protocol.mcp import parse_tool_name
 from protocol.messages import StatusReport
 from protocol.plan import TaskPlan
 from protocol.printable import printable
@@ -169,6 +171,11 @@ def request_lines(request: ApprovalRequest, *, diff: bool = False) -> list[str]:
     where = f"{request.task}/{request.step} " if request.task else ""
     lines = [f"{where}wants to run {request.tool} ({request.risk}): {printable(request.target, lines=False)}",
              f"  why: {printable(request.why, lines=False)}"]
+    mcp = parse_tool_name(request.tool)
+    if mcp is not None:  # an MCP tool: its server, its own name, every argument (the target is cut)
+        lines.append(f"  MCP server: {mcp[0]}  tool: {mcp[1]}")
+        shown = json.dumps(request.arguments, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        lines += ["  arguments:", *[f"    {printable(line, lines=False)}" for line in shown.splitlines()[:200]]]
     if request.argv:
         lines.append(f"  argv: {request.argv}")  # a list's repr: each word quoted, its controls escaped
     if request.cwd:

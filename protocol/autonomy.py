@@ -27,7 +27,11 @@ tool, for commands the program, subcommand and option names, and the risk class)
 approves later calls of the same session with the same rule, and nothing else.
 
 A command's class comes from :mod:`protocol.commands`: destructive unless its program,
-subcommand and options are known to read or only add (see there).
+subcommand and options are known to read or only add (see there). An MCP tool's
+(``mcp__SERVER__TOOL``) comes from :func:`protocol.mcp.risk_of_tool`, which the caller
+computes from the tool's definition as the ``mcp`` actor lists it and the server's
+configuration stored with the session, and passes to :func:`risk_of_call`; its ``--always``
+rule is the tool's full name and class, ``mcp__github__create_issue (destructive)``.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from protocol.commands import REDIRECT, classify, shape
+from protocol.mcp import PREFIX as MCP_PREFIX
 from protocol.tools import Risk, risk_of
 
 __all__ = [
@@ -164,11 +170,16 @@ def command_risk(command: str) -> Risk:
     return classify(command_argv(command))
 
 
-def risk_of_call(tool: str, arguments: dict[str, Any]) -> Risk:
-    """A call's risk class: a command's from what it runs, any other tool's from its kind."""
+def risk_of_call(tool: str, arguments: dict[str, Any], mcp: Mapping[str, Risk] | None = None) -> Risk:
+    """A call's risk class: a command's from what it runs, an MCP tool's (``mcp__S__T``) from
+    ``mcp``, the classes :func:`protocol.mcp.risk_of_tool` gave the tools as the ``mcp``
+    actor lists them under the session's stored server configuration (never anything the
+    model says; a tool not in it is destructive), any other tool's from its kind."""
     if tool == "run_terminal":
         command = arguments.get("command")
         return command_risk(command) if isinstance(command, str) else "execute"
+    if tool.startswith(MCP_PREFIX):
+        return (mcp or {}).get(tool, "destructive")
     return risk_of(tool)
 
 
@@ -190,16 +201,20 @@ def gate(level: int, approvals: Approvals, risk: Risk, mode: ApprovalMode = "wai
     return verdict, rule
 
 
-def call_hash(tool: str, arguments: dict[str, Any]) -> str:
-    """The exact call: its tool and its arguments in canonical JSON."""
-    text = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
+def call_hash(tool: str, arguments: dict[str, Any], definition: str = "") -> str:
+    """The exact call: its tool and its arguments in canonical JSON; an MCP tool's also the
+    hash of the definition it was offered with (``definition``), so an approval given for
+    one definition does not approve the call against another."""
+    call: list[Any] = [tool, arguments, definition] if definition else [tool, arguments]
+    text = json.dumps(call, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def rule_of(tool: str, arguments: dict[str, Any], risk: Risk) -> str:
     """What ``--always`` approves: for a command, its shape (:func:`protocol.commands.shape`:
     program, subcommand, the names of its options) and its risk class, ``run_terminal: git
-    clean --dry-run (execute)``; for another tool, the tool and class, ``write_file (write)``.
+    clean --dry-run (execute)``; for another tool, the tool and class, ``write_file (write)``
+    (an MCP tool: ``mcp__github__create_issue (destructive)``).
     A rule covers a later call only when the two strings are equal, so a destructive call is
     never covered by a rule made from a non-destructive one, and a rule stored in the old
     form (``run_terminal git (execute)``: no colon) covers no command any more."""
@@ -233,7 +248,10 @@ def decision_of(decisions: list[ApprovalDecision], key: str, digest: str, rule: 
 
 
 def target_of(tool: str, arguments: dict[str, Any]) -> str:
-    value = arguments.get("path") or arguments.get("command") or ""
+    if tool.startswith(MCP_PREFIX):  # an MCP tool's arguments are its own: all of them, as JSON
+        value: Any = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str) if arguments else ""
+    else:
+        value = arguments.get("path") or arguments.get("command") or ""
     text = str(value)
     return text if len(text) <= 200 else text[:200] + "…"
 

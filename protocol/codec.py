@@ -17,6 +17,8 @@ from protocol.messages import (
     CoordinatorReply,
     CoordinatorRequest,
     Envelope,
+    McpReply,
+    McpRequest,
     PersistenceReply,
     PersistenceRequest,
     RunStage,
@@ -34,6 +36,8 @@ __all__ = [
     "COORDINATOR_REQUEST",
     "ENVELOPE",
     "EVENT",
+    "MCP_REPLY",
+    "MCP_REQUEST",
     "PERSISTENCE_REPLY",
     "PERSISTENCE_REQUEST",
     "SANDBOX_REPLY",
@@ -120,6 +124,8 @@ STAGE_REQUEST: TypedDecoder[RunStage] = TypedDecoder(RunStage, "stage request")
 STAGE_REPLY: TypedDecoder[StageReply] = TypedDecoder(StageReply, "stage reply")
 SANDBOX_REQUEST: TypedDecoder[SandboxRequest] = TypedDecoder(SandboxRequest, "sandbox request")
 SANDBOX_REPLY: TypedDecoder[SandboxReply] = TypedDecoder(SandboxReply, "sandbox reply")
+MCP_REQUEST: TypedDecoder[McpRequest] = TypedDecoder(McpRequest, "mcp request")
+MCP_REPLY: TypedDecoder[McpReply] = TypedDecoder(McpReply, "mcp reply")
 SUPERVISOR_UP: TypedDecoder[SupervisorUp] = TypedDecoder(SupervisorUp, "heartbeat")
 SUPERVISOR_DOWN: TypedDecoder[SupervisorDown] = TypedDecoder(SupervisorDown, "supervisor command")
 

@@ -167,6 +167,15 @@ CODES: dict[str, str] = {
     "ACODE-STORE-004": "a record this commit depends on is not durable yet",
     "ACODE-SUP-001": "actor failed past its restart intensity",
     "ACODE-SUP-002": "actor did not become ready",
+    "ACODE-MCP-001": "an MCP server could not be started, reached or understood",
+    "ACODE-MCP-002": "an MCP server exited during a call: the call was not re-run",
+    "ACODE-MCP-003": "an MCP tool call did not finish within the server's timeout_s",
+    "ACODE-MCP-004": "an MCP tool's definition changed since it was approved: refused until `acode mcp approve`",
+    "ACODE-MCP-005": "no such MCP tool on the server (not listed, filtered out, or its name cannot be offered)",
+    "ACODE-MCP-006": "invalid mcp.servers entry in the user config",
+    "ACODE-MCP-007": "the mcp actor restarted during a call: the call was not re-run",
+    "ACODE-MCP-008": "MCP support is not installed (pip install acode[mcp])",
+    "ACODE-MCP-009": "the MCP pins file cannot be read or written",
     "ACODE-CFG-001": "invalid configuration",
     "ACODE-CFG-002": "configuration contradicts itself",
     "ACODE-CFG-003": "setting acode cannot honour",
@@ -186,6 +195,13 @@ CODES: dict[str, str] = {
     "ACODE-CLI-011": "undo needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-CLI-012": "acode show: no such stage, or a cycle the session never reached",
     "ACODE-CLI-013": "the OpenTelemetry collector did not take an exported trace (acode export)",
+    # MCP tools in the pipeline (the session's servers, the executor, the sandbox, `acode mcp approve`)
+    "ACODE-MCP-010": "the session names MCP servers but the MCP extra is not installed (pip install acode[mcp])",
+    "ACODE-MCP-011": "an MCP call was interrupted (sandbox or mcp actor died): outcome unknown, not run again",
+    "ACODE-MCP-012": "MCP tools unavailable this turn (the mcp service is down or a server failed)",
+    "ACODE-MCP-013": "MCP call refused: no server of the session lists that tool",
+    "ACODE-MCP-014": "acode mcp approve: no such server or tool, or nothing changed to approve",
+    "ACODE-MCP-015": "acode mcp approve needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-MCP-020": "acode mcp serve: the MCP SDK is not installed (pip install acode[mcp])",
 }
 
@@ -323,7 +339,7 @@ class SupervisionError(AcodeError):
 
 
 class McpError(AcodeError):
-    default_code = "ACODE-MCP-020"
+    default_code = "ACODE-MCP-001"
 
 
 class CliError(AcodeError):
@@ -341,8 +357,8 @@ _BY_AREA: dict[str, type[AcodeError]] = {
     "LLM": ModelError,
     "STORE": StorageError,
     "SUP": SupervisionError,
-    "CLI": CliError,
     "MCP": McpError,
+    "CLI": CliError,
 }
 _BY_CODE: dict[str, type[AcodeError]] = {
     "ACODE-NET-001": RequestTimeout,

@@ -57,6 +57,7 @@ __all__ = [
     "SERVER_NAME",
     "McpAnnotations",
     "McpServerConfig",
+    "McpServerRef",
     "McpToolDef",
     "definition_hash",
     "parse_tool_name",
@@ -108,6 +109,17 @@ class McpServerConfig(_Wire, frozen=True, kw_only=True):
         if tool in self.disabled_tools:
             return False
         return not self.enabled_tools or tool in self.enabled_tools
+
+
+class McpServerRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A server as the session's settings name it, with its whole configuration: the actor
+    keeps no configuration of its own (a stdio server runs once per name, configuration and
+    workspace; an HTTP server once per name and configuration). Stored with the session
+    (``SessionSettings.mcp_servers``), so it lives here, below the session's settings;
+    :mod:`protocol.messages` re-exports it."""
+
+    name: str
+    config: McpServerConfig
 
 
 class McpAnnotations(_Wire, frozen=True, kw_only=True):

@@ -34,7 +34,8 @@ from protocol.checkpoints import CallSite
 from protocol.errors import ErrorInfo
 from protocol.events import Event, ToolCalled
 from protocol.hooks import HookDecision
-from protocol.mcp import McpServerConfig, McpToolDef
+from protocol.mcp import McpServerRef as McpServerRef  # re-exported: it was defined here first
+from protocol.mcp import McpToolDef
 from protocol.plan import TaskPlan
 from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
 from protocol.sandbox import SandboxPolicy
@@ -486,6 +487,9 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     approval: str = ""  # the id of the ApprovalDecision that approves this call (prompt-class calls)
     held: bool = False
     site: CallSite | None = None  # where the call comes from: labels the checkpoint taken before it
+    # an MCP tool's call (``mcp__S__T``): the hash of the definition it was offered and approved
+    # with (protocol.mcp.definition_hash); the sandbox and the mcp actor hold the call to it
+    mcp_hash: str = ""
 
 
 class RestoreWorkspace(Message, frozen=True, tag="restore_workspace", kw_only=True):
@@ -537,15 +541,6 @@ SandboxReply = ToolDone | Restored | Error
 # --- mcp (the actor that talks to the user's MCP servers: protocol.mcp) --------------------
 
 
-class McpServerRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A server as the session's settings name it, with its whole configuration: the actor
-    keeps no configuration of its own (a stdio server runs once per name, configuration and
-    workspace; an HTTP server once per name and configuration)."""
-
-    name: str
-    config: McpServerConfig
-
-
 class McpListTools(Message, frozen=True, tag="mcp_list_tools", kw_only=True):
     """The tools of ``servers`` for a session in ``workspace``: starts the servers not yet
     running (a dead one is restarted, with backoff, and listed again)."""
@@ -568,6 +563,9 @@ class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     hash: str
     pinned: str = ""
     state: Literal["offered", "changed", "filtered"] = "offered"
+    # the definition that was approved (``pinned``), when the pins keep it: what ``acode mcp
+    # approve`` shows the change against (None: only its hash is known)
+    pinned_definition: McpToolDef | None = None
 
 
 class McpServerState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -148,9 +148,14 @@ def offered_tools(profile: ModelProfile) -> frozenset[str]:
 def tool_surface(settings: SessionSettings) -> list[dict[str, Any]]:
     """The executor's tool definitions for a session: its profile's tools, compact when the
     profile says so or, when it does not say, when the model's context is small."""
-    profile = settings.profile
-    compact = profile.compact_tools
+    return tool_definitions(offered_tools(settings.profile), compact=compact_tools(settings))
+
+
+def compact_tools(settings: SessionSettings) -> bool:
+    """Whether a session's tool definitions are compact: the profile says so or, when it
+    does not say, the model's context is small (MCP tools' descriptions are cut shorter too)."""
+    compact = settings.profile.compact_tools
     if compact is None:
         num_ctx = getattr(settings.provider, "num_ctx", None)
         compact = num_ctx is not None and num_ctx <= SMALL_CONTEXT
-    return tool_definitions(offered_tools(profile), compact=compact)
+    return compact

@@ -18,6 +18,7 @@ from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, A
 from protocol.budget import Budget, BudgetChange, BudgetKind
 from protocol.errors import ErrorInfo
 from protocol.hooks import HookSettings
+from protocol.mcp import McpServerRef
 from protocol.profiles import ModelProfile
 from protocol.results import StageResult, WorkspaceChanges
 from protocol.sandbox import SandboxPolicy
@@ -216,6 +217,11 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     hooks: HookSettings = HookSettings()
     # When a model counts as gone off the rails (protocol.anomalies; config ``anomalies:``).
     anomalies: AnomalyThresholds = AnomalyThresholds()
+    # The MCP servers whose tools the executor offers (protocol.mcp), each with its whole
+    # configuration as resolved at submit (the user's ``mcp.servers``, a trusted workspace's):
+    # the risk of every MCP call is computed from this stored copy, never from the model's
+    # words, and a resume keeps it, like the autonomy level.
+    mcp_servers: list[McpServerRef] = []
 
 
 class SettingsOverride(_Wire, frozen=True, kw_only=True):

@@ -58,12 +58,13 @@ SKIPPED = ("cli/example/",)
 LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     [("protocol", ("protocol.*",))],
     [("actors' process plumbing", ("actors", "actors._base", "actors.lean", "actors.logs", "actors.private",
-                                   "actors.paths", "actors.spawn"))],
+                                   "actors.paths", "actors.spawn", "actors.mcpkept"))],
     [("broker", ("broker.*",))],
     # the user's hooks (actors/hooks.py) are run by the stages and the coordinator
     [("actors/llm", ("actors.llm.*",)), ("actors/hooks", ("actors.hooks",))],
     [("actors/sandbox", ("actors.sandbox.*",)), ("actors/persistence", ("actors.persistence.*",))],
-    [("actors/stages", ("actors.stages.*",))],
+    # the mcp actor starts stdio servers through the sandbox's launcher and isolation
+    [("actors/stages", ("actors.stages.*",)), ("actors/mcp", ("actors.mcp.*",))],
     [("actors/coordinator", ("actors.coordinator.*",))],
     [("acode (the public client)", ("acode.*",))],
     [("cli", ("cli.*",))],

@@ -13,12 +13,12 @@ from typing import Annotated, Literal
 import msgspec
 
 from protocol.hooks import HookSpec
+from protocol.mcp import McpServerConfig
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "McpSection", "McpServe",
-           "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName", "StageOptions", "Storage",
-           "Supervision", "Verification", "Workers"]
+           "Hooks", "Mcp", "McpServe", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
+           "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 
@@ -235,7 +235,12 @@ class McpServe(Section, frozen=True):
     allow_approvals: bool | None = None
 
 
-class McpSection(Section, frozen=True):
+class Mcp(Section, frozen=True):
+    """MCP (README "MCP servers"; docs/mcp.md): the user's servers, ``servers.NAME`` a
+    :class:`~protocol.mcp.McpServerConfig`, checked further (its name, one transport) by
+    :func:`acode.config.mcp.servers`; and ``serve``, the options of ``acode mcp serve``."""
+
+    servers: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], McpServerConfig] | None = None
     serve: McpServe | None = None
 
 
@@ -257,4 +262,4 @@ class AcodeConfig(Section, frozen=True):
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()
     anomalies: AnomaliesSection = AnomaliesSection()
-    mcp: McpSection = McpSection()
+    mcp: Mcp = Mcp()

@@ -4,11 +4,19 @@ the coordinator's options for ``acode up`` (:func:`up_options`).
 
 A value acode cannot honour is refused here (ConfigError), before anything starts: a
 per-stage option it does not do, token budgets over 100 %, a remote model server not
-allowed, a secret-looking ``pass_env``, a read or write path that would expose the home.
+allowed, a secret-looking ``pass_env``, a read or write path that would expose the home,
+MCP servers without the MCP extra installed (ACODE-MCP-010: the CLI looks for the ``mcp``
+package, never imports it).
+
+A session's MCP servers (:func:`mcp_servers`) are the resolved config's ``mcp.servers``:
+the user's, and a workspace's only under the trust rule (:mod:`acode.config.trust`: an
+untrusted workspace config adds none and changes none, each ignored entry named in a
+warning); they are stored with the session, whole, and a resume keeps them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +31,7 @@ from protocol.budget import Budget
 from protocol.checkpoints import CheckpointSettings
 from protocol.errors import ConfigError
 from protocol.hooks import HookSettings
+from protocol.mcp import McpServerRef
 from protocol.profiles import ModelProfile, profile_for, unknown_tools
 from protocol.sandbox import SandboxPolicy
 from protocol.script import load_script
@@ -33,7 +42,7 @@ from protocol.tools import OFFER_ORDER
 if TYPE_CHECKING:
     from actors.coordinator.actor import CoordinatorOptions
 
-__all__ = ["CONTEXT_STRATEGIES", "approvals_of", "model_profile", "provider_spec", "sandbox_policy",
+__all__ = ["CONTEXT_STRATEGIES", "approvals_of", "mcp_servers", "model_profile", "provider_spec", "sandbox_policy",
            "session_settings", "up_options"]
 
 
@@ -93,6 +102,12 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
     if profile.temperature is not None and config.model.temperature is None \
             and isinstance(provider, OllamaProvider | OpenAIProvider):
         provider = msgspec.structs.replace(provider, temperature=profile.temperature)
+    servers = mcp_servers(config)
+    if servers and importlib.util.find_spec("mcp") is None:
+        names = ", ".join(ref.name for ref in servers)
+        raise ConfigError(f"the config names MCP servers ({names}), but MCP support is not installed; run "
+                          "`pip install acode[mcp]`, or remove mcp.servers (or set enabled: false) to run without "
+                          "them", code="ACODE-MCP-010")
     return SessionSettings(
         stage_timeouts=timeouts,
         stage_retry_limit=o.stage_retry_limit if o.stage_retry_limit is not None else defaults.stage_retry_limit,
@@ -128,7 +143,16 @@ def session_settings(config: AcodeConfig, *, home: Path | None = None) -> Sessio
                               if getattr(config.hooks, f) is not None}),
         anomalies=AnomalyThresholds(**{f: getattr(config.anomalies, f) for f in AnomalyThresholds.__struct_fields__
                                        if getattr(config.anomalies, f) is not None}),
+        mcp_servers=servers,
     )
+
+
+def mcp_servers(config: AcodeConfig) -> list[McpServerRef]:
+    """The enabled servers of the resolved config's ``mcp.servers``, by name, each checked
+    (:func:`acode.config.mcp.servers`, ACODE-MCP-006): what a session is submitted with."""
+    from acode.config.mcp import servers  # here: the loader is imported by it
+
+    return [ref for ref in servers(config, "your configuration") if ref.config.enabled]
 
 
 def model_profile(config: AcodeConfig, provider: ProviderSpec | None) -> ModelProfile:

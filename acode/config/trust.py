@@ -27,6 +27,10 @@ value is sent to the server) and, when the user allows a remote server, ``model.
 user's do not skip; anomaly thresholds (``anomalies.*``) never higher: a workspace may make
 acode notice a model going off the rails sooner, never later.
 
+``mcp.servers`` (MCP servers run programs and reach services as the user) only entries
+the user's config already has, identical: a workspace adds no server and changes none
+(each dropped entry is named in the warning, ``mcp.servers.NAME``) until it is trusted.
+
 ``acode trust DIR`` records the sha256 of ``DIR/.agent/config.yml`` (by its resolved path)
 in :data:`STORE_NAME` in acode's home, which neither the model's file tools nor its
 commands can reach; a file whose bytes still hash to the recorded value is taken whole.
@@ -151,6 +155,16 @@ def _none(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
     return (None, repr(value)) if value else (value, None)
 
 
+def _servers(base: Any, value: dict[str, Any], user: AcodeConfig) -> tuple[Any, str | None]:
+    """MCP servers run programs and reach services as the user: a workspace may repeat a
+    server of the user's exactly, never add one or change one (its command, its ``trusted``,
+    its ``risk:``)."""
+    mine = base or {}
+    kept = {name: server for name, server in value.items() if mine.get(name) == server}
+    extra = [name for name in value if name not in kept]
+    return (kept or None), (", ".join(f"mcp.servers.{name}" for name in extra) if extra else None)
+
+
 def _base_url(base: Any, value: Any, user: AcodeConfig) -> tuple[Any, str | None]:
     """Where the code goes: checked as local when the user does not allow a remote server."""
     return (None, repr(value)) if user.model.allow_remote and value != base else (value, None)
@@ -233,6 +247,8 @@ TIGHTEN_ONLY: dict[str, tuple[Rule, Any]] = {
     # anomaly thresholds: a workspace may make them stricter (lower) or leave them, never looser
     **{f"anomalies.{field}": (_at_most, getattr(AnomalyThresholds(), field))
        for field in AnomalyThresholds.__struct_fields__},
+    # MCP servers (docs/mcp.md) run programs and reach services: only the user's, or a trusted workspace's
+    "mcp.servers": (_servers, None),
     "model.allow_remote": (_false_unless, False),
     "model.api_key_env": (_own, None),
     "model.base_url": (_base_url, None),

@@ -1,16 +1,18 @@
 """The coordinator process: supervisor of every actor, orchestrator of every session, and
 the ``coordinator`` service the CLI talks to.
 
-Start order: broker, persistence, sandbox, then the stage actors (all spawned at once;
-ZeroMQ connections wait for their peers). When persistence first reports ready, the
-orchestrator recovers unfinished sessions. Stop order is the reverse: stage actors,
-sandbox, persistence, broker. Only one coordinator may run per acode home: it holds an
-exclusive lock on ``run/coordinator.lock`` for its whole life.
+Start order: broker, persistence, sandbox, mcp (when the MCP SDK is installed), then the
+stage actors (all spawned at once; ZeroMQ connections wait for their peers). When
+persistence first reports ready, the orchestrator recovers unfinished sessions. Stop order
+is the reverse: stage actors, sandbox, mcp, persistence, broker. Only one coordinator may
+run per acode home: it holds an exclusive lock on ``run/coordinator.lock`` for its whole
+life.
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import sys
 import time
@@ -50,9 +52,9 @@ from protocol.messages import (
 from protocol.spec import ActorSpec
 from protocol.stages import STAGES
 
-__all__ = ["Coordinator", "CoordinatorOptions", "run_coordinator"]
+__all__ = ["Coordinator", "CoordinatorOptions", "mcp_installed", "run_coordinator"]
 
-STOP_ORDER: list[list[str]] = [list(STAGES), ["sandbox"], ["persistence"], ["broker"]]
+STOP_ORDER: list[list[str]] = [list(STAGES), ["sandbox"], ["mcp"], ["persistence"], ["broker"]]
 
 
 class CoordinatorOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -76,6 +78,8 @@ class Coordinator(Actor):
         self.supervisor.add("persistence", "persistence", database=str(self.paths.database),
                             synchronous=self.options.synchronous)
         self.supervisor.add("sandbox", "sandbox")
+        if mcp_installed():
+            self.supervisor.add("mcp", "mcp")
         for stage in STAGES:
             count = self.options.workers.get(stage, 1)
             for index in range(1, count + 1):
@@ -171,6 +175,12 @@ class Coordinator(Actor):
         return StatusReport(pid=os.getpid(), home=self.spec.home, started_at=self.started_at,
                             degraded=bool(failed), reason="; ".join(f"{c.instance}: {c.reason}" for c in failed),
                             actors=[me, *self.supervisor.statuses()], sessions_active=self.orchestrator.active)
+
+
+def mcp_installed() -> bool:
+    """Whether the MCP SDK (``acode[mcp]``) is installed: only then is the ``mcp`` actor
+    started (found without importing it: no process but that actor imports the SDK)."""
+    return importlib.util.find_spec("mcp") is not None
 
 
 def _lock(paths: RunPaths) -> Any:

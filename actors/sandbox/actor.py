@@ -50,13 +50,23 @@ from actors.sandbox.confinement import visible
 from actors.sandbox.confinement.isolation import FORCE_ENV, READS_NOT_CONFINED, Isolation, choose, command_env
 from actors.sandbox.gate import ApprovalGate, refused
 from actors.sandbox.journal import Journal
+from actors.sandbox.mcpcalls import LIST_TIMEOUT_S, McpCalls, stored_servers
 from actors.sandbox.tools.baseline import Baselines
 from actors.sandbox.tools.terminal import Terminal, command_policy_of
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import ConfigError
-from protocol.messages import Message, RestoreWorkspace, RunTool, ToolDone
+from protocol.messages import (
+    McpCalled,
+    McpCallTool,
+    McpListTools,
+    McpTools,
+    Message,
+    RestoreWorkspace,
+    RunTool,
+    ToolDone,
+)
 from protocol.sandbox import SandboxPolicy
 from protocol.spec import ActorSpec
 
@@ -65,6 +75,7 @@ __all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "describe_
 PERSISTENCE_TIMEOUT_S = 30.0
 CAPACITY = 4
 QUICK_BYTES = 256 * 1024  # a held read_file of a file this size or less runs on the loop thread
+MCP_NO_RESEND_S = 86_400.0  # an MCP call is sent once: no resend within any call's deadline
 
 
 class SandboxOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -127,9 +138,14 @@ class SandboxActor(Actor):
                                          log=self.log)
         for workspace in self.checkpoints.resume():  # a restore a kill interrupted completes first
             self.log.warning("restore_completed_at_start", workspace=workspace)
+        # MCP calls go to the mcp service once each: their clients never resend (actors.sandbox.mcpcalls)
+        self.mcp_clients = ThreadClients(self.ctx, self.spec.endpoints.broker, sender=self.spec.instance,
+                                         epoch=self.spec.epoch, log=self.log, resend_interval=MCP_NO_RESEND_S)
+        self.mcp = McpCalls(stored_servers(self._persistence), self._mcp_list, self._mcp_call,
+                            definitions=paths.mcp_definitions)
         self.journal = Journal(self._persistence, self.terminal, log=self.log, baselines=Baselines(paths.baselines),
-                               hidden=hidden, checkpoints=self.checkpoints)
-        self.gate = ApprovalGate(self._persistence)
+                               hidden=hidden, checkpoints=self.checkpoints, mcp=self.mcp)
+        self.gate = ApprovalGate(self._persistence, mcp=self.mcp)
         # learns each session's policy while the planner's calls run (ApprovalGate.learn)
         self._learner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-gate")
         self._learning: set[str] = set()  # sessions sent to it (loop thread only)
@@ -146,6 +162,7 @@ class SandboxActor(Actor):
                 self.log.warning("commands_killed_at_stop", count=killed, reason=self._stop_reason)
             self.terminal.close()
             self.clients.close()
+            self.mcp_clients.close()
 
     def info(self) -> dict[str, str]:
         terminal: Terminal | None = getattr(self, "terminal", None)
@@ -230,6 +247,15 @@ class SandboxActor(Actor):
             write()
         else:
             worker.after_reply(request, write)
+
+    def _mcp_list(self, body: McpListTools) -> McpTools:
+        reply: McpTools = self.clients.call("mcp", body, timeout=LIST_TIMEOUT_S, decoder=codec.MCP_REPLY)
+        return reply
+
+    def _mcp_call(self, body: McpCallTool, timeout: float) -> McpCalled:
+        reply: McpCalled = self.mcp_clients.call("mcp", body, timeout=timeout, decoder=codec.MCP_REPLY,
+                                                 retry_on_lost=False)
+        return reply
 
     def _persistence(self, body: Message) -> Any:
         return self.clients.call("persistence", body, timeout=PERSISTENCE_TIMEOUT_S,

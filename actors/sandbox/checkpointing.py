@@ -8,8 +8,9 @@ destroy its own undo.
 
 **When.** The journal (:mod:`actors.sandbox.journal`) calls :meth:`Checkpointing.before`
 for every call with side effects it is about to run (every call that is not
-:attr:`~actors.sandbox.dispatch.ToolCall.rerun_safe`: the write-class file tools and
-every command, read-only or not), once the call's intent is journaled and never for a
+:attr:`~actors.sandbox.dispatch.ToolCall.rerun_safe`: the write-class file tools,
+every command, read-only or not, and every MCP call but a trusted read-only one: a server
+with ``writes: true`` may change the workspace), once the call's intent is journaled and never for a
 call answered from the journal; and :meth:`Checkpointing.after` once it ran. Before a
 session's first such call comes its ``start`` checkpoint, what ``acode undo SESSION``
 goes back to: everything the session changed comes after it, and a session that only

@@ -20,6 +20,12 @@ sees the call:
    persistence, that approves this call: same key (or its transient retries) and hash, or
    an ``--always`` rule it matches. Otherwise refused (ACODE-SBX-019).
 
+An MCP tool's call (``mcp__S__T``) is never exempt, and its class is the gate's own:
+:class:`~actors.sandbox.mcpcalls.McpCalls` computes it from the session's stored server
+configuration and the definition the ``mcp`` actor lists (cached per session and
+definition hash), destructive when it cannot (fail closed); nothing the stage sends
+enters it, so a buggy stage cannot lower it.
+
 Why persistence and not a signature: the coordinator writes a decision into the snapshot
 in the same commit as its ``approval_decided`` event, before the retried attempt is
 dispatched, so the record the gate reads is the audited one; a signed token would need a
@@ -37,12 +43,14 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.sandbox.confinement.policy import refused_by_policy
+from actors.sandbox.mcpcalls import McpCalls
 from protocol.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
 from protocol.errors import AcodeError, NotFoundError, SandboxError
+from protocol.mcp import PREFIX as MCP_PREFIX
 from protocol.messages import GetSession, Message, RunTool
 from protocol.results import ToolResult
 from protocol.session import SessionSettings, SessionSnapshot
-from protocol.tools import INTERNAL_TOOLS, SANDBOX_TOOLS
+from protocol.tools import INTERNAL_TOOLS, SANDBOX_TOOLS, Risk
 
 __all__ = ["EXEMPT", "ApprovalGate", "refused"]
 
@@ -64,16 +72,18 @@ def _actor_of(sender: str) -> str:
 
 
 class ApprovalGate:
-    def __init__(self, send: Callable[[Message], Any]):
+    def __init__(self, send: Callable[[Message], Any], mcp: McpCalls | None = None):
         self._send = send
+        self._mcp = mcp
         self._lock = threading.Lock()
         self._settings: dict[str, tuple[int, Approvals, ApprovalMode]] = {}
 
     def check(self, request: RunTool, sender: str) -> SandboxError | None:
         """None when the call may run; else the refusal that becomes its result."""
-        if self.exempt(sender) or request.tool not in SANDBOX_TOOLS | INTERNAL_TOOLS:
+        is_mcp = request.tool.startswith(MCP_PREFIX)
+        if not is_mcp and (self.exempt(sender) or request.tool not in SANDBOX_TOOLS | INTERNAL_TOOLS):
             return None  # an unknown tool is refused by the dispatcher, with the list of tools
-        risk = risk_of_call(request.tool, request.arguments)
+        risk = self._mcp_risk(request) if is_mcp else risk_of_call(request.tool, request.arguments)
         level, approvals, mode = self._policy(request.session_id)
         verdict, why = gate(level, approvals, risk, mode)
         what = f"{request.tool} ({risk})"
@@ -84,7 +94,7 @@ class ApprovalGate:
                                 code="ACODE-SBX-020")
         if request.approval:
             snapshot = self._snapshot(request.session_id)
-            digest = call_hash(request.tool, request.arguments)
+            digest = call_hash(request.tool, request.arguments, request.mcp_hash if is_mcp else "")
             rule = rule_of(request.tool, request.arguments, risk)
             for decision in snapshot.approvals if snapshot is not None else []:
                 if decision.id == request.approval:
@@ -95,6 +105,11 @@ class ApprovalGate:
             else "it carries no approval"
         return SandboxError(f"{what} refused: {why}, and {given}; the session must approve it first "
                             f"(`acode approve {request.session_id}`)", code="ACODE-SBX-019")
+
+    def _mcp_risk(self, request: RunTool) -> Risk:
+        """An MCP call's class, computed here (see the module); destructive without the service."""
+        risk = self._mcp.risk(request) if self._mcp is not None else "destructive"
+        return risk_of_call(request.tool, request.arguments, {request.tool: risk})
 
     def exempt(self, sender: str) -> bool:
         """Whether calls from ``sender`` pass without the session's policy (see the module)."""

@@ -49,7 +49,13 @@ write_file                         file already holds the new content → done, 
                                    otherwise → outcome unknown
 modify_file                        file matches the pre-image → run; else unknown
 run_terminal                       never rerun → outcome unknown
+an MCP tool (``mcp__S__T``)        rerun-safe (trusted read-only or idempotent,
+                                   :func:`protocol.mcp.rerun_safe`) → run again;
+                                   any other → outcome unknown (ACODE-MCP-011)
 =================================  ==================================================
+
+An MCP call with side effects is journaled like a command: intent, checkpoint, call,
+result; only a trusted read-only one skips the intent (:attr:`ToolCall.rerun_safe`).
 
 "Outcome unknown" is a result (ok=False, outcome="unknown", ACODE-SBX-008) that tells the
 model to look at the workspace before retrying. A failure to reach persistence is not a
@@ -68,6 +74,7 @@ import msgspec
 
 from actors.sandbox.checkpointing import Checkpointing
 from actors.sandbox.dispatch import ToolCall
+from actors.sandbox.mcpcalls import McpCalls
 from actors.sandbox.tools import files
 from actors.sandbox.tools.baseline import Baselines
 from actors.sandbox.tools.output import Outcome
@@ -148,8 +155,9 @@ class Journal:
     """Runs tool calls exactly as the journal in persistence allows (see the module docstring)."""
 
     def __init__(self, send: Send, terminal: Terminal, *, log: Any = None, baselines: Baselines | None = None,
-                 hidden: tuple[str, ...] = (), checkpoints: Checkpointing | None = None):
+                 hidden: tuple[str, ...] = (), checkpoints: Checkpointing | None = None, mcp: McpCalls | None = None):
         self._send = send
+        self._mcp = mcp  # MCP tools' calls (actors.sandbox.mcpcalls)
         self._checkpoints = checkpoints
         self._hidden = hidden  # acode's home: no file tool reaches it
         self._terminal = terminal
@@ -163,7 +171,7 @@ class Journal:
     def run_call(self, request: RunTool) -> tuple[ToolResult, ToolCalled | None]:
         """The call's result, and for a call without side effects the stage journals itself
         (``RunTool.held``) its event: nothing was written (see the module)."""
-        with self._keys.hold(request.key), ToolCall(request, hidden=self._hidden) as call:
+        with self._keys.hold(request.key), ToolCall(request, hidden=self._hidden, mcp=self._mcp) as call:
             if call.rerun_safe:
                 if request.held:
                     result = call.run(self._terminal, self._baselines)
@@ -247,6 +255,8 @@ class Journal:
         """Decide what to do with a call whose earlier run was interrupted."""
         if self._log is not None:
             self._log.warning("tool_call_resumed", key=call.request.key, tool=call.request.tool)
+        if call.mcp is not None:  # an MCP call has no pre-image: only a rerun-safe tool runs again
+            return call.run(self._terminal, self._baselines) if call.mcp.rerun_safe else self._unknown(call, None, None)
         match call.args:
             case ReadFile() | ListDirectory() | SearchCode() | SearchCodeTerms() | CreateDirectory() | StepComplete() \
                     | StepFailed() | BaselineWorkspace() | DiffWorkspace() | None:
@@ -274,6 +284,14 @@ class Journal:
 
     def _unknown(self, call: ToolCall, recorded: str | None, current: str | None) -> ToolResult:
         request = call.request
+        if call.mcp is not None:
+            message = (f"{request.tool} {call.target!r} was interrupted before its result was recorded (the sandbox "
+                       "died during the call); it may or may not have taken effect and is not run again; check its "
+                       "effect before calling it again")
+            if self._log is not None:
+                self._log.warning("tool_outcome_unknown", key=request.key, tool=request.tool)
+            result = call.result(Outcome(error=ErrorInfo(code="ACODE-MCP-011", message=message)))
+            return msgspec.structs.replace(result, outcome="unknown")
         if isinstance(call.args, RunTerminal):
             before = "a command has no pre-image"
         elif recorded == files.ABSENT:

@@ -160,10 +160,13 @@ class StageContext:
         return self.sandbox.tools(calls)
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
-                      timeout_s: float | None = None, approval: str = "", site: CallSite | None = None) -> ToolResult:
+                      timeout_s: float | None = None, approval: str = "", site: CallSite | None = None,
+                      mcp_hash: str = "") -> ToolResult:
         """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`
-        (``site``: the task and step, for the checkpoint before the call)."""
-        return self.sandbox.tool_retrying(key, tool, arguments, timeout_s=timeout_s, approval=approval, site=site)
+        (``site``: the task and step, for the checkpoint before the call; ``mcp_hash``: an MCP
+        tool's definition as offered)."""
+        return self.sandbox.tool_retrying(key, tool, arguments, timeout_s=timeout_s, approval=approval, site=site,
+                                          mcp_hash=mcp_hash)
 
     def diff(self, purpose: str) -> tuple[str, WorkspaceChanges | None]:
         """The workspace's diff since the session began and its changed files; ACODE-ORCH-012

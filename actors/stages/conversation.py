@@ -81,6 +81,14 @@ class Conversation:
         """Part of the turn's one user message (parts are joined by a blank line)."""
         self.turns[-1].user.append(text)
 
+    def tell(self, text: str) -> None:
+        """Something the model hears with its next turn: part of the last turn's user message,
+        or of the step's message before the first turn."""
+        if self.turns:
+            self.reply_user(text)
+        else:
+            self.step += f"\n\n{text}"
+
     def note(self, line: str) -> None:
         """What the turn did, in a few words, for when it is no longer shown."""
         self.turns[-1].notes.append(line)

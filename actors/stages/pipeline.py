@@ -12,7 +12,9 @@ step's loop, and the ladder answers between turns (a note, a fresh window, a pau
 is refused for one.
 
 The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
-the session's stored level and approvals (never changed after the session started):
+the session's stored level and approvals (never changed after the session started), and
+the call's class (:func:`protocol.autonomy.risk_of_call`; an MCP tool's from its listed
+definition and the session's stored server configuration, :mod:`actors.stages.mcptools`):
 
 - ``auto``: the call runs.
 - ``deny`` (an ``approvals:`` class set to ``deny``, or ``non_interactive_policy: skip``):
@@ -36,8 +38,10 @@ from typing import Literal, NamedTuple, assert_never
 import msgspec
 
 from actors.sandbox.confinement.policy import refused_by_policy
+from actors.sandbox.mcpcalls import CALL_MARGIN_S
 from actors.stages import preview
 from actors.stages.context import StageContext
+from actors.stages.mcptools import McpOffer, is_mcp
 from actors.stages.stagehooks import StageHooks
 from protocol.autonomy import (
     ApprovalDecision,
@@ -89,8 +93,9 @@ class Verdict(NamedTuple):
 class CallPipeline:
     """The steps one executor tool call passes, for one stage request."""
 
-    def __init__(self, ctx: StageContext):
+    def __init__(self, ctx: StageContext, mcp: McpOffer | None = None):
         self.ctx = ctx
+        self.mcp = mcp  # the session's MCP tools (actors.stages.mcptools): their classes, hashes, timeouts
         self.hooks = StageHooks(ctx)
         settings = ctx.request.settings
         self.level = settings.autonomy
@@ -122,7 +127,7 @@ class CallPipeline:
     def autonomy(self, key: str, call: ModelToolCall, *, task: str, step: str) -> Verdict:
         """The autonomy level's decision, which the user's ``pre_tool`` hooks may tighten
         (:meth:`pre_tool`: deny it, or ask a human first), never loosen."""
-        risk = risk_of_call(call.name, call.arguments)
+        risk = risk_of_call(call.name, call.arguments, self.mcp.risks if self.mcp is not None else None)
         verdict, why = gate(self.level, self.approvals, risk)
         hooked = self.pre_tool(key, call, risk, task=task, step=step)
         if hooked is not None and hooked.decision == "deny":
@@ -133,7 +138,8 @@ class CallPipeline:
             verdict, why = "prompt", f"hook {hooked.hook} asks: {hooked.reason or 'a human should decide'}"
         if verdict == "auto" or refused_by_policy(call.name, call.arguments, self.ctx.request.settings.sandbox):
             return Verdict(run=True)  # a command the sandbox's policy refuses runs nowhere: no one is asked
-        digest = call_hash(call.name, call.arguments)
+        digest = call_hash(call.name, call.arguments,
+                           self.mcp.hash_of(call.name) if self.mcp is not None and is_mcp(call.name) else "")
         rule = rule_of(call.name, call.arguments, risk)
         if verdict == "deny":
             reason = f"the session's {why}"
@@ -198,6 +204,11 @@ class CallPipeline:
         return CallSite(stage=self.ctx.request.stage, task=task, step=step, counted=True)
 
     def execute(self, key: str, call: ModelToolCall, approval: str, site: CallSite | None = None) -> ToolResult:
+        if self.mcp is not None and is_mcp(call.name):  # the definition it was offered with, the server's timeout
+            timeout = self.mcp.timeout_of(call.name)
+            return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval, site=site,
+                                          timeout_s=timeout + CALL_MARGIN_S if timeout else None,
+                                          mcp_hash=self.mcp.hash_of(call.name))
         return self.ctx.tool_retrying(key, call.name, call.arguments, approval=approval, site=site)
 
     def budget_update(self, call: ModelToolCall, result: ToolResult) -> None:

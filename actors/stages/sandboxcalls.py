@@ -95,10 +95,11 @@ class SandboxCalls:
         self._lock = threading.Lock()
 
     def tool(self, key: str, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None,
-             approval: str = "", site: CallSite | None = None) -> ToolResult:
+             approval: str = "", site: CallSite | None = None, mcp_hash: str = "") -> ToolResult:
         """Run one tool call in the sandbox (idempotent by ``key``); ``approval``: the id of
         the decision that approves a prompt-class call (the sandbox checks it); ``site``:
-        where it comes from, for the checkpoint before it (else this stage)."""
+        where it comes from, for the checkpoint before it (else this stage); ``mcp_hash``: an MCP
+        tool's definition, as offered (``RunTool.mcp_hash``)."""
         self.control.safe_point(f"tool call {tool}", first=self.writes.flush)
         settings = self.request.settings
         timeout_s = timeout_s or settings.command_timeout
@@ -107,7 +108,7 @@ class SandboxCalls:
         call = RunTool(key=key, session_id=self.request.session_id, workspace=self.request.workspace, tool=tool,
                        arguments=arguments, timeout_s=timeout_s, output_limit_bytes=settings.output_limit_bytes,
                        policy=settings.sandbox, approval=approval,
-                       site=site or CallSite(stage=self.request.stage))
+                       site=site or CallSite(stage=self.request.stage), mcp_hash=mcp_hash)
         if tool not in RERUN_SAFE_TOOLS:
             self.writes.flush()  # a side effect may follow what was held: durable first
             return _unless_protected_changed(self._run_tool(call))
@@ -140,13 +141,14 @@ class SandboxCalls:
         return self.writes.hold_reads(_answered(calls, outcomes))  # in the order given, whatever order they came in
 
     def tool_retrying(self, key: str, tool: str, arguments: dict[str, Any], *,
-                      timeout_s: float | None = None, approval: str = "", site: CallSite | None = None) -> ToolResult:
+                      timeout_s: float | None = None, approval: str = "", site: CallSite | None = None,
+                      mcp_hash: str = "") -> ToolResult:
         """:meth:`tool`, retrying a transient failure after each of :attr:`retry_waits`.
 
         Returns the first result that is not a transient failure, or the last one. A
         cancelled stage stops waiting and returns what it has.
         """
-        result = self.tool(key, tool, arguments, timeout_s=timeout_s, approval=approval, site=site)
+        result = self.tool(key, tool, arguments, timeout_s=timeout_s, approval=approval, site=site, mcp_hash=mcp_hash)
         for attempt, wait in enumerate(self.retry_waits, start=1):
             if result.error is None or not result.error.retryable:
                 break
@@ -155,7 +157,7 @@ class SandboxCalls:
             if self.cancel.wait(wait):
                 break
             result = self.tool(f"{key}:retry{attempt}", tool, arguments, timeout_s=timeout_s, approval=approval,
-                               site=site)
+                               site=site, mcp_hash=mcp_hash)
         return result
 
     def diff(self, purpose: str) -> tuple[str, WorkspaceChanges | None]:

@@ -61,6 +61,11 @@ call runs in the sandbox and its result goes back to the model; the loop ends wi
   naming the argument and the character offset); the answer itself was made storable
   before it was recorded (:func:`actors.llm.toolcalls.storable_answer`), so a replay
   refuses it the same way and the step goes on.
+- MCP tools (issue 30, :mod:`actors.stages.mcptools`): a session with MCP servers lists
+  their tools before each turn and offers them beside its own (``mcp__SERVER__TOOL``, the
+  description fenced as untrusted); a call of one passes the same pipeline, its class
+  from its definition and the session's stored server configuration; a server that is
+  unavailable is left out of the turn, and the model told once.
 - Tools the server ignores (issue 15): a step whose every turn makes no tool call fails
   with ACODE-LLM-015 and the fix, at its turn limit, or after :data:`_SILENT_TURNS` turns
   when the server's prompt counts show it left the tool definitions out
@@ -136,6 +141,7 @@ from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_la
 from actors.stages.callwatch import turn_deadline
 from actors.stages.context import StageContext
 from actors.stages.conversation import Conversation
+from actors.stages.mcptools import McpOffer, is_mcp
 from actors.stages.pipeline import CallPipeline
 from actors.stages.terms import task_terms
 from actors.stages.turnwatch import Streak, TurnWatch, Watched, invalid_text
@@ -197,11 +203,13 @@ def _tools_chars(settings: SessionSettings) -> int:
 
 class Project:
     """What the steps of one executor visit share: the workspace's AGENTS.md (None: not read
-    yet) and the run of failed turns across steps (the error streak: :mod:`actors.stages.turnwatch`)."""
+    yet), the run of failed turns across steps (the error streak: :mod:`actors.stages.turnwatch`)
+    and the session's MCP tools (:mod:`actors.stages.mcptools`)."""
 
     def __init__(self) -> None:
         self.instructions: str | None = None
         self.streak = Streak()
+        self.mcp: McpOffer | None = None  # the session's MCP tools, listed before each turn of every step
 
 
 class Step:
@@ -229,7 +237,10 @@ class Step:
         self.budget = context_budget(settings)
         self.result_limit = min(settings.tool_result_tokens * 4, self.budget // 2)
         self.base = _base_key(request.session_id, request.visit, task, step)
-        self.pipeline = CallPipeline(ctx)
+        if self.project.mcp is None:  # one per visit: a server's unavailability is told once
+            self.project.mcp = McpOffer(ctx)
+        self.mcp = self.project.mcp  # the session's MCP tools, listed before each turn (no servers: nothing asked)
+        self.pipeline = CallPipeline(ctx, self.mcp)
         self.denied = False  # a call of the current try was denied (by a human or the approvals policy)
         self.instructions = ""  # the AGENTS.md nearest to the step's file (read with the step's context)
         self.slowest_check_ms = 0.0  # the file style (actors.stages.filestep): its checks' slowest run so far
@@ -359,9 +370,12 @@ class Step:
         for turn in range(1, turns + 1):
             elapsed = time.monotonic() - started
             answer = None
+            for note in self.mcp.refresh():  # a server unavailable: said once, the turn goes on without it
+                self.conversation.tell(note)
             model_request = ModelRequest(
                 stage="executor", call_site=f"{site}/turn{turn}", nonce=self.ctx.fence.nonce,
-                messages=self.conversation.messages(self.budget), tools=self.tools,
+                messages=self.conversation.messages(max(self.budget - self.mcp.chars, 0)),
+                tools=self.tools + self.mcp.definitions,
                 temperature=0.0 if self.lower_temperature and self._temperature() > 0 else None)
             replayed = self.ctx.model.replayed
             if elapsed <= timeout:
@@ -378,7 +392,7 @@ class Step:
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
-            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks)
+            calls, repaired, blocks = _calls_of(answer, file_blocks=self.file_blocks, also=self.mcp.names())
             correction = ""
             if isinstance(calls, toolcalls.ParseProblem):
                 correction = f"error: {calls.message}"
@@ -394,7 +408,8 @@ class Step:
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
                     live_silent += 1
                     dropped = dropped or tools_left_out(model_request, answer.usage)
-            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [toolcalls.check(c) for c in calls]
+            problems = [] if isinstance(calls, toolcalls.ParseProblem) else [
+                self.mcp.check(c) if is_mcp(c.name) else toolcalls.check(c) for c in calls]
             refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
             # an attempted call that could not run (an answer without any call is not counted)
             attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
@@ -620,16 +635,17 @@ def raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) ->
             f"{needed:g} or more (executor.step_timeout_seconds, or acode resume --step-timeout {needed:g})")
 
 
-def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False) -> tuple[
+def _calls_of(answer: ModelAnswer, *, file_blocks: bool = False, also: frozenset[str] = frozenset()) -> tuple[
         list[ModelToolCall] | toolcalls.ParseProblem, frozenset[int], frozenset[int]]:
     """The answer's calls (native ones, else those written as text, with ``file_blocks``
     its file blocks as write_file calls), broken JSON repaired where it can be
-    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks."""
+    (:mod:`actors.llm.repair`), the indexes of the repaired ones and of the file blocks.
+    ``also``: more tool names a call written as text may name (the MCP tools offered)."""
     if answer.tool_calls:
         calls = [toolcalls.repair_native(call) or call for call in answer.tool_calls]
         return calls, frozenset(i for i, (new, old) in enumerate(zip(calls, answer.tool_calls, strict=True))
                                 if new is not old), frozenset()
-    parsed = toolcalls.parse(answer.content, _TOOL_NAMES, blocks=file_blocks)
+    parsed = toolcalls.parse(answer.content, _TOOL_NAMES | also, blocks=file_blocks)
     if parsed.problem is not None:
         return parsed.problem, frozenset(), frozenset()
     return (parsed.calls, frozenset(i for i, call in enumerate(parsed.calls) if call.id in parsed.repaired),

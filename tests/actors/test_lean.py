@@ -24,14 +24,18 @@ _UNUSED = {
     "actors.coordinator.__main__": ("httpx", "actors.sandbox", "actors.llm", "actors.persistence.store"),
     # plan checks use the sandbox's command policy, not its tools, terminal or journal; the
     # HTTP providers (httpx) are imported when a session uses one
+    # the MCP SDK (and its pydantic) is imported at the first request, on the actor's asyncio thread
+    "actors.mcp.__main__": ("mcp", "pydantic", "httpx", "actors.sandbox.actor", "actors.sandbox.tools",
+                            "actors.stages", "actors.llm", "actors.persistence", "actors.coordinator"),
     "actors.stages.__main__": ("actors.sandbox.actor", "actors.sandbox.journal", "actors.sandbox.dispatch",
                                "actors.sandbox.tools", "actors.sandbox.workspace",
                                "actors.sandbox.confinement.isolation", "psutil", "httpx",
                                "actors.llm.http", "actors.persistence", "actors.coordinator"),
 }
-# ... and none loads rich, asyncio (structlog imports it: a stand-in, actors.lean) or ssl;
-# only the sandbox, which hashes file contents, loads OpenSSL's digests (_hashlib)
-_NEVER = ("rich", "asyncio", "ssl")
+# ... and none loads rich, asyncio (structlog imports it: a stand-in, actors.lean), ssl or the
+# MCP SDK (only the mcp actor does, once asked); only the sandbox, which hashes file contents,
+# loads OpenSSL's digests (_hashlib)
+_NEVER = ("rich", "asyncio", "ssl", "mcp", "mcp_types")
 _OPENSSL_DIGESTS = {"actors.sandbox.__main__"}
 
 

@@ -42,3 +42,14 @@ def test_importing_every_cli_module_loads_nothing_from_the_stages() -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_importing_every_cli_module_loads_no_mcp_sdk() -> None:
+    """The MCP SDK is the mcp actor's alone (issue 30): the CLI asks that actor (``acode doctor``),
+    and a command that serves MCP imports the SDK when it runs, not when the CLI loads."""
+    code = (f"import sys\nfor name in {MODULES!r}:\n    __import__(name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

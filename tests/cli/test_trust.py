@@ -316,3 +316,18 @@ def test_a_workspace_may_make_anomaly_thresholds_stricter_but_never_looser(tmp_p
         4, 3, 1.2, 2)
     [refused] = [n for n in notices if "anomalies." in n]  # repeated_error 9 > 3: noticed later, so ignored
     assert "anomalies.repeated_error" in refused and "9" in refused
+
+
+def test_a_workspace_config_adds_mcp_servers_only_when_trusted(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "w"
+    home.mkdir()
+    (workspace / ".agent").mkdir(parents=True)
+    (workspace / ".agent" / "config.yml").write_text("mcp:\n  servers:\n    evil: {command: curl}\n")
+    notices: list[str] = []
+    assert resolve(home=home, workspace=workspace, env={}, notices=notices).mcp.servers is None
+    assert any(" sets mcp.servers: " in notice and "ACODE-CFG-005" in notice for notice in notices), notices
+    text = (workspace / ".agent" / "config.yml").read_bytes()
+    path = trust.config_file(workspace)
+    trust.save_store(home, trust.TrustStore(files={str(path): trust.digest(text)}))
+    servers = resolve(home=home, workspace=workspace, env={}, notices=[]).mcp.servers
+    assert servers is not None and list(servers) == ["evil"]

@@ -20,6 +20,7 @@ from protocol import budget as bd
 from protocol import checkpoints as ck
 from protocol import events as ev
 from protocol import hooks as hk
+from protocol import mcp as mc
 from protocol import messages as m
 from protocol import plan as pl
 from protocol import profiles as pf
@@ -201,6 +202,7 @@ settings = struct(
     budget=budgets,
     hooks=hook_settings,
     anomalies=thresholds,
+    mcp_servers=_few(st.deferred(lambda: STRATEGIES[m.McpServerRef])),  # registered below
 )
 overrides = struct(ss.SettingsOverride, stage_timeouts=st.dictionaries(stages, seconds),
                    step_timeout_s=st.none() | seconds, cycle_limit=st.none() | st.integers(0, 10),
@@ -485,12 +487,38 @@ struct(m.RunTool, {"key": ids, "session_id": ids, "workspace": texts, "tool": sh
        arguments=arguments,
        timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
        output_limit_bytes=st.integers(1_024, 10_000_000), policy=sandbox_policies, commit=st.none() | commits,
-       approval=short, held=st.booleans(), site=st.none() | call_sites)
+       approval=short, held=st.booleans(), site=st.none() | call_sites, mcp_hash=short)
 struct(m.ToolDone, {"result": tool_results}, event=st.none() | tool_called_events)
 struct(m.RestoreWorkspace, {"session_id": ids, "workspace": texts}, to=short, last=st.booleans(),
        force=st.booleans(), apply=st.booleans(), by=st.sampled_from(["undo", "rewind"]), policy=sandbox_policies)
 struct(m.Restored, {"target": short}, applied=st.booleans(), write=_few(texts), delete=_few(texts), left=_few(texts),
        kept=_few(texts), checkpoint=short)
+
+hints = st.none() | st.booleans()
+mcp_annotations = struct(mc.McpAnnotations, title=st.none() | short, read_only_hint=hints, destructive_hint=hints,
+                         idempotent_hint=hints, open_world_hint=hints)
+mcp_configs = struct(mc.McpServerConfig, command=short, args=_few(short), env=st.dictionaries(short, texts, max_size=2),
+                     url=short, enabled_tools=_few(short), disabled_tools=_few(short),
+                     timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
+                     trusted=st.booleans(), risk=st.dictionaries(short, risks, max_size=2), network=st.booleans(),
+                     writes=st.booleans(), enabled=st.booleans())
+mcp_tool_defs = struct(mc.McpToolDef, {"server": short, "name": short}, description=texts, input_schema=arguments,
+                       annotations=st.none() | mcp_annotations)
+mcp_refs = struct(m.McpServerRef, {"name": short, "config": mcp_configs})
+struct(m.McpListTools, {"workspace": texts}, session_id=short, servers=_few(mcp_refs))
+mcp_tool_infos = struct(m.McpToolInfo, {"name": short, "definition": mcp_tool_defs, "risk": risks, "hash": short},
+                        rerun_safe=st.booleans(), pinned=short,
+                        state=st.sampled_from(["offered", "changed", "filtered"]),
+                        pinned_definition=st.none() | mcp_tool_defs)
+mcp_states = struct(m.McpServerState, {"name": short, "transport": st.sampled_from(["stdio", "http"]),
+                                       "state": st.sampled_from(["starting", "ready", "restarting", "failed",
+                                                                 "stopped"])},
+                    tools=small_counts, isolation=short, restarts=small_counts, error=st.none() | error_infos)
+struct(m.McpTools, tools=_few(mcp_tool_infos), servers=_few(mcp_states))
+struct(m.McpCallTool, {"key": ids, "workspace": texts, "server": mcp_refs, "tool": short}, session_id=short,
+       arguments=arguments, hash=short, output_limit_bytes=st.integers(1_024, 10_000_000))
+struct(m.McpCalled, {"ok": st.booleans()}, output=texts, error=st.none() | error_infos)
+struct(m.McpPin, {"server": short, "tool": short, "hash": short})
 
 struct(m.Heartbeat, {"instance": short, "actor": short, "pid": signed, "epoch": signed,
                      "state": st.sampled_from(["starting", "ready", "stopping"])}, busy=_few(ids),

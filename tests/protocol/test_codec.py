@@ -19,6 +19,8 @@ from protocol.messages import (
     GetSteps,
     Heartbeat,
     ListSessions,
+    McpReply,
+    McpRequest,
     PersistenceReply,
     PersistenceRequest,
     RunStage,
@@ -49,6 +51,8 @@ DECODERS: dict[str, tuple[codec.TypedDecoder[Any], tuple[type[msgspec.Struct], .
     "stage_reply": (codec.STAGE_REPLY, get_args(StageReply)),
     "sandbox_request": (codec.SANDBOX_REQUEST, get_args(SandboxRequest)),
     "sandbox_reply": (codec.SANDBOX_REPLY, get_args(SandboxReply)),
+    "mcp_request": (codec.MCP_REQUEST, get_args(McpRequest)),
+    "mcp_reply": (codec.MCP_REPLY, get_args(McpReply)),
     "supervisor_up": (codec.SUPERVISOR_UP, (Heartbeat,)),
     "supervisor_down": (codec.SUPERVISOR_DOWN, (Stop,)),
 }

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from actors.coordinator.actor import mcp_installed
 from tests.harness import wait_until
 from tests.modelserver import (
     Json,
@@ -290,7 +291,8 @@ def test_doctor_checks_server_model_probes_sandbox_and_actors(acode: Acode, serv
     assert all(c["ok"] for c in checks.values()), checks
     assert {"config", "server", "model test-model", "tool calls test-model", "structured output test-model",
             "sandbox", "actors"} <= set(checks)
-    assert checks["actors"]["detail"].startswith("8 ready")
+    # the coordinator, broker, persistence, sandbox, four stages; and mcp with the MCP SDK installed
+    assert checks["actors"]["detail"].startswith(f"{8 + mcp_installed()} ready")
     acode.env["ACODE_MODEL__MODEL"] = "missing-model"
     missing = acode("doctor", "-w", str(tmp_path))
     assert missing.returncode == 1 and "ollama pull missing-model" in missing.stdout

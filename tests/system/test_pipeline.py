@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.coordinator.actor import mcp_installed
 from actors.paths import RunPaths
 from tests.harness import wait_until
 from tests.system import workloads as w
@@ -68,7 +69,8 @@ def test_up_run_show_down_completes_a_scripted_task_with_every_transition_record
     assert acode.up().returncode == 0
     status = acode.status()
     assert {a["instance"] for a in status["actors"]} == {
-        "coordinator", "broker", "persistence", "sandbox", "planner", "executor", "verifier", "reviewer"}
+        "coordinator", "broker", "persistence", "sandbox", "planner", "executor", "verifier", "reviewer",
+        *(("mcp",) if mcp_installed() else ())}
     assert all(a["state"] == "ready" and a["pid"] for a in status["actors"])
     workspace = tmp_path / "w"
     workspace.mkdir()

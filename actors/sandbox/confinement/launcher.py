@@ -127,9 +127,10 @@ def landlock_abi() -> int:
         return 0
 
 
-def _landlock(abi: int, readable: Iterable[str], writable: Iterable[str]) -> None:
+def _landlock(abi: int, readable: Iterable[str], writable: Iterable[str], *, network: bool = False) -> None:
     """Confine this process (and what it execs): reads beneath ``readable`` and
-    ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere."""
+    ``writable`` only, writes beneath ``writable`` only; no device nodes made anywhere;
+    no TCP unless ``network`` (an MCP server configured with ``network: true``)."""
     read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     write = _FS_WRITE_FILE | _FS_WRITE_ALL_V1
     if abi >= 2:
@@ -138,7 +139,7 @@ def _landlock(abi: int, readable: Iterable[str], writable: Iterable[str]) -> Non
         write |= _FS_TRUNCATE
     granted_write = write & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)  # a device node would read the raw disk
     handled_fs = read | write | (_FS_IOCTL_DEV if abi >= 5 else 0)
-    attr = _RulesetAttr(handled_fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+    attr = _RulesetAttr(handled_fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 and not network else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall("create", ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
@@ -252,7 +253,7 @@ def _exec(spec: dict[str, Any], exec_w: int) -> None:
         os.set_blocking(exec_w, True)
         if spec.get("landlock_abi", 0) > 0:
             _drop_capabilities()
-            _landlock(spec["landlock_abi"], spec["readable"], spec["writable"])
+            _landlock(spec["landlock_abi"], spec["readable"], spec["writable"], network=spec.get("network", False))
             _deny_unix_sockets()
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
@@ -476,7 +477,9 @@ def main() -> None:
         print(json.dumps(probe()))
         return
     spec = json.loads(sys.argv[1])
-    status_fd = spec["status_fd"]
+    # "stderr": a status line goes to a private copy of stderr, which the command keeps
+    # (an MCP server's launcher, started by the SDK, which passes no other descriptor)
+    status_fd = os.dup(2) if spec["status_fd"] == "stderr" else spec["status_fd"]
     os.set_inheritable(status_fd, False)
     mode = spec["mode"]
     try:

@@ -426,13 +426,14 @@ def _small_file(path: str) -> str | None:
 
 
 def bwrap_argv(bwrap: str, root: str, scratch: Path, view: View, *, network: bool, seal: tuple[str, ...] = (),
-               hidden: Iterable[str] = ()) -> list[str]:
+               hidden: Iterable[str] = (), root_writable: bool = True) -> list[str]:
     """bubblewrap's arguments: an empty root with only what ``view`` names bound into it
     (parents before children, so a read-write workspace beneath a read-only prefix
     stays writable), a fresh /tmp, /dev and /proc, then acode's own paths and the
     credential stores masked wherever a bound directory holds them. Run as root, the
     command gets no capability (bubblewrap would keep them all: with CAP_SYS_ADMIN a
-    command can mount devtmpfs and read the disk beneath every bind)."""
+    command can mount devtmpfs and read the disk beneath every bind). ``root_writable``
+    false binds the workspace read-only (an MCP server not configured to write)."""
     argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:  # as root bwrap keeps every capability: CAP_SYS_ADMIN mounts devtmpfs, the disk
         argv += ["--cap-drop", "ALL"]
@@ -444,7 +445,8 @@ def bwrap_argv(bwrap: str, root: str, scratch: Path, view: View, *, network: boo
     for link, target in view.links:
         argv += ["--symlink", target, link]
     mounts = [(path, "--ro-bind") for path in view.read if path != "/"]
-    mounts += [(path, "--bind") for path in (*view.write, str(scratch), root)]
+    mounts += [(path, "--bind") for path in (*view.write, str(scratch))]
+    mounts.append((root, "--bind" if root_writable else "--ro-bind"))
     for path, how in sorted(mounts, key=lambda mount: mount[0]):  # stable: read-write wins a tie
         argv += [how, path, path]
     argv += seal  # the protected paths, over the read-write binds (actors.sandbox.confinement.sealed)

@@ -1,0 +1,203 @@
+"""The session's MCP tools as the executor offers them: listed before each model turn.
+
+A session submitted with MCP servers (``SessionSettings.mcp_servers``, stored with it)
+has the executor ask the ``mcp`` service for their tools (:class:`McpListTools`) before
+each model turn; a session without any asks nothing. The listing is the actor's (it starts
+and restarts the servers), so a tool that vanished with a dead server and came back after
+its restart is offered again at the next turn.
+
+- **Offered**: the tools in state ``offered``, each as a function definition named
+  ``mcp__SERVER__TOOL``. Its description is the server's, untrusted: hidden characters
+  stripped, cut to :data:`DESCRIPTION_CHARS` (:data:`COMPACT_DESCRIPTION_CHARS` when the
+  session's definitions are compact: a small context), fenced with the dispatch's nonce
+  (:mod:`actors.stages.untrusted`) after one line acode writes naming the server. Its input
+  schema passes through (its strings stripped the same way) unless it is larger than
+  :data:`SCHEMA_CHARS`, when a bare object schema stands in for it (the server validates
+  the arguments either way).
+- **Risk**: each listed tool's class is :func:`protocol.mcp.risk_of_tool` of its definition
+  and the server's configuration as the session stored it (:attr:`McpOffer.risks`), what
+  the autonomy step and the hooks see; the sandbox computes it again for itself.
+- **Refused before the pipeline** (:meth:`McpOffer.check`, answered as a correction, like
+  an unknown tool): arguments that are not a JSON object (ACODE-EXEC-007); a tool whose
+  definition changed since it was pinned (state ``changed``: not offered; the model may still
+  name it), with the ``mcp`` actor's code ACODE-MCP-004 and the command a human runs,
+  ``acode mcp approve SERVER TOOL``; a name no server of the session lists (ACODE-MCP-013).
+- **Unavailable**: when the ``mcp`` service does not answer, or a server is ``failed`` or
+  ``stopped``, the turn goes on without those tools and the model is told once, in a
+  note (ACODE-MCP-012); no pause. A server that comes back is offered again, and told
+  again should it fail again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import msgspec
+
+from actors.stages.context import StageContext
+from actors.stages.untrusted import strip_hidden
+from protocol import codec
+from protocol.errors import AcodeError
+from protocol.mcp import PREFIX, McpServerRef, McpToolDef, definition_hash, parse_tool_name, risk_of_tool, tool_name
+from protocol.messages import McpListTools, McpTools
+from protocol.profiles import compact_tools
+from protocol.results import ModelToolCall
+from protocol.tools import Risk
+
+__all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
+
+DESCRIPTION_CHARS = 1_000
+COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
+SCHEMA_CHARS = 8_000
+FIRST_LIST_TIMEOUT_S = 30.0  # the first listing of a stage may start the servers
+LIST_TIMEOUT_S = 5.0
+DOWN_LIST_TIMEOUT_S = 2.0  # after the service did not answer: a turn waits little for it
+
+
+def is_mcp(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
+class Listed(NamedTuple):
+    """One tool as the last listing had it: its server, its own name, its class and hash."""
+
+    server: str
+    tool: str
+    risk: Risk
+    hash: str
+    state: str
+    timeout_s: float
+
+
+def _clean(value: Any, nonce: str) -> Any:
+    """``value`` (a schema) with every string stripped of hidden characters and the nonce."""
+    if isinstance(value, str):
+        return strip_hidden(value).replace(nonce, "")
+    if isinstance(value, dict):
+        return {_clean(k, nonce): _clean(v, nonce) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v, nonce) for v in value]
+    return value
+
+
+class McpOffer:
+    """The MCP tools of one executor stage request (see the module)."""
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
+        self.servers: dict[str, McpServerRef] = {s.name: s for s in ctx.request.settings.mcp_servers}
+        self.definitions: list[dict[str, Any]] = []
+        self.listed: dict[str, Listed] = {}
+        self._told: set[str] = set()  # servers the model was told are unavailable (until they come back)
+        self._answered = False  # the service answered a listing of this stage
+        self._down = False  # the last listing got no answer
+        self._cap = COMPACT_DESCRIPTION_CHARS if compact_tools(ctx.request.settings) else DESCRIPTION_CHARS
+
+    @property
+    def risks(self) -> dict[str, Risk]:
+        """Each listed tool's class (what :func:`protocol.autonomy.risk_of_call` takes)."""
+        return {name: listed.risk for name, listed in self.listed.items()}
+
+    @property
+    def chars(self) -> int:
+        """What the offered definitions take of the prompt, in characters."""
+        return len(msgspec.json.encode(self.definitions)) if self.definitions else 0
+
+    def refresh(self) -> list[str]:
+        """List the session's tools now (nothing without servers); the notes the model gets
+        this turn about servers newly unavailable."""
+        if not self.servers:
+            return []
+        timeout = DOWN_LIST_TIMEOUT_S if self._down else LIST_TIMEOUT_S if self._answered else FIRST_LIST_TIMEOUT_S
+        request = self.ctx.request
+        try:
+            reply: McpTools = self.ctx.clients.call(
+                "mcp", McpListTools(session_id=request.session_id, workspace=request.workspace,
+                                    servers=list(self.servers.values())),
+                timeout=timeout, decoder=codec.MCP_REPLY, session_id=request.session_id)
+        except AcodeError as exc:
+            self._down = True
+            self.definitions = []  # nothing is offered; what was listed keeps its class for a call named anyway
+            self.ctx.log.warning("mcp_tools_unavailable", code=exc.code, error=exc.message[:300])
+            return self._unavailable(list(self.servers), f"the MCP service did not answer ({exc.code})")
+        self._down, self._answered = False, True
+        self.listed, self.definitions = {}, []
+        for info in reply.tools:
+            self._add(info.definition, info.state)
+        failed = {s.name: s for s in reply.servers if s.state in ("failed", "stopped")}
+        for name in list(self._told):
+            if name not in failed:
+                self._told.discard(name)  # it came back: told again should it fail again
+        notes = []
+        for name, state in failed.items():
+            why = f"{state.error.message} ({state.error.code})" if state.error is not None else state.state
+            notes += self._unavailable([name], why)
+        return notes
+
+    def _add(self, definition: McpToolDef, state: str) -> None:
+        server = self.servers.get(definition.server)
+        name = tool_name(definition.server, definition.name)
+        if server is None or name is None or state == "filtered":
+            return
+        self.listed[name] = Listed(server=server.name, tool=definition.name,
+                                   risk=risk_of_tool(definition, server.config), hash=definition_hash(definition),
+                                   state=state, timeout_s=server.config.timeout_s)
+        if state == "offered":
+            self.definitions.append(self._definition(name, definition))
+
+    def _definition(self, name: str, definition: McpToolDef) -> dict[str, Any]:
+        nonce = self.ctx.fence.nonce
+        text = strip_hidden(definition.description)
+        if len(text) > self._cap:
+            text = text[:self._cap] + f"… [{len(text) - self._cap} more characters cut]"
+        schema: dict[str, Any] = _clean(definition.input_schema, nonce) if isinstance(definition.input_schema,
+                                                                                     dict) else {}
+        note = ""
+        if len(json.dumps(schema, default=str)) > SCHEMA_CHARS:
+            schema, note = {"type": "object"}, " Its input schema is too large to show: pass a JSON object."
+        if not schema.get("type"):
+            schema = {"type": "object", **schema}
+        head = (f"Tool {definition.name} of the MCP server {definition.server} (its description, untrusted, "
+                f"follows).{note}")
+        described = f"{head}\n{self.ctx.fence.wrap(f'description of {name}', text)}" if text else head
+        return {"type": "function", "function": {"name": name, "description": described, "parameters": schema}}
+
+    def _unavailable(self, names: list[str], why: str) -> list[str]:
+        fresh = [name for name in names if name not in self._told]
+        self._told.update(fresh)
+        if not fresh:
+            return []
+        which = ", ".join(fresh)
+        return [f"Note: the MCP server{'s' if len(fresh) > 1 else ''} {which} {'are' if len(fresh) > 1 else 'is'} "
+                f"unavailable now ({why}); {'their' if len(fresh) > 1 else 'its'} tools are not offered this turn. "
+                "Go on with the other tools (ACODE-MCP-012)."]
+
+    def check(self, call: ModelToolCall) -> str | None:
+        """Why an ``mcp__`` call cannot run as it is (a correction for the model), or None."""
+        if call.invalid_arguments:
+            return (f"arguments of {call.name} must be a JSON object; they were {call.invalid_arguments[:200]!r}; "
+                    "call it again with a JSON object (ACODE-EXEC-007)")
+        listed = self.listed.get(call.name)
+        if listed is not None and listed.state == "changed":
+            return (f"tool {call.name} is disabled: its definition changed since it was approved; a human must "
+                    f"approve the new one with `acode mcp approve {listed.server} {listed.tool}` (ACODE-MCP-004); "
+                    "do the step without it")
+        if listed is None or not any(d["function"]["name"] == call.name for d in self.definitions):
+            parsed = parse_tool_name(call.name)
+            where = f"server {parsed[0]!r} is unavailable or lists no such tool" if parsed else "no such MCP tool"
+            offered = ", ".join(d["function"]["name"] for d in self.definitions) or "none now"
+            return f"tool {call.name[:80]!r} is not available ({where}); MCP tools offered: {offered} (ACODE-MCP-013)"
+        return None
+
+    def names(self) -> frozenset[str]:
+        """The names offered now (what a call written as text may name)."""
+        return frozenset(d["function"]["name"] for d in self.definitions)
+
+    def hash_of(self, name: str) -> str:
+        listed = self.listed.get(name)
+        return listed.hash if listed is not None else ""
+
+    def timeout_of(self, name: str) -> float | None:
+        listed = self.listed.get(name)
+        return listed.timeout_s if listed is not None else None

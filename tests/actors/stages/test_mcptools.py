@@ -1,0 +1,111 @@
+"""The executor's MCP tools (actors/stages/mcptools.py): what is offered, how the server's
+words are fenced and capped, what is refused before the pipeline, and what the model is
+told when a server or the whole service is unavailable. The ``mcp`` service is a stand-in
+answering what the real actor answers (its listing)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from actors.stages.mcptools import DESCRIPTION_CHARS, SCHEMA_CHARS, McpOffer
+from actors.stages.untrusted import Fence
+from protocol.errors import ErrorInfo, RequestTimeout
+from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
+from protocol.messages import McpServerState, McpToolInfo, McpTools
+from protocol.results import ModelToolCall
+from protocol.session import SessionSettings
+
+
+class Clients:
+    def __init__(self, reply: McpTools | None):
+        self.reply = reply
+        self.asked = 0
+
+    def call(self, service: str, body: Any, **options: Any) -> McpTools:
+        self.asked += 1
+        if self.reply is None:
+            raise RequestTimeout("no reply from mcp within 5s", code="ACODE-NET-001")
+        return self.reply
+
+
+def _info(tool: McpToolDef, state: str = "offered") -> McpToolInfo:
+    return McpToolInfo(name=f"mcp__{tool.server}__{tool.name}", definition=tool, risk="read",
+                       hash=definition_hash(tool), state=state)  # type: ignore[arg-type]
+
+
+def _offer(reply: McpTools | None, *, trusted: bool = False, servers: tuple[str, ...] = ("docs",)) -> McpOffer:
+    settings = SessionSettings(mcp_servers=[McpServerRef(name=name, config=McpServerConfig(
+        command="x", trusted=trusted)) for name in servers])
+    log = SimpleNamespace(warning=lambda *a, **k: None)
+    ctx = SimpleNamespace(request=SimpleNamespace(settings=settings, session_id="s1", workspace="/w"),
+                          fence=Fence("n0nce"), clients=Clients(reply), log=log)
+    return McpOffer(cast(Any, ctx))
+
+
+def test_a_session_without_servers_asks_nothing() -> None:
+    offer = _offer(None, servers=())
+    assert offer.refresh() == [] and offer.definitions == [] and cast(Any, offer.ctx).clients.asked == 0
+
+
+def test_the_servers_words_are_stripped_capped_and_fenced_and_a_huge_schema_is_replaced() -> None:
+    long = "Find docs.\u200b n0nce " + "x" * 5_000
+    huge = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "y" * 100}
+                                             for i in range(200)}}
+    tools = [McpToolDef(server="docs", name="find", description=long,
+                        input_schema={"type": "object", "properties": {"q": {"type": "string",
+                                                                             "description": "a\u202eb"}}}),
+             McpToolDef(server="docs", name="big", input_schema=huge)]
+    offer = _offer(McpTools(tools=[_info(t) for t in tools]))
+    assert offer.refresh() == []
+    find, big = (d["function"] for d in offer.definitions)
+    assert find["name"] == "mcp__docs__find"
+    assert find["description"].startswith("Tool find of the MCP server docs (its description, untrusted, follows).")
+    assert "<<untrusted description of mcp__docs__find n0nce>>" in find["description"]
+    body = find["description"].split("n0nce>>\n", 1)[1]
+    assert "\u200b" not in body and "n0nce" not in body.split("\n<<end")[0], "hidden characters and the nonce go"
+    assert f"[{len(long) - 1 - DESCRIPTION_CHARS} more characters cut]" in body  # the hidden one was stripped first
+    assert find["parameters"]["properties"]["q"]["description"] == "ab"
+    assert big["parameters"] == {"type": "object"} and "too large to show" in big["description"]
+    assert len(str(huge)) > SCHEMA_CHARS
+    assert offer.risks == {"mcp__docs__find": "destructive", "mcp__docs__big": "destructive"}, "untrusted, no hints"
+
+
+def test_the_class_is_the_stored_configs_not_what_the_listing_claims() -> None:
+    tool = McpToolDef(server="docs", name="find", annotations=McpAnnotations(read_only_hint=True))
+    untrusted, trusted = _offer(McpTools(tools=[_info(tool)])), _offer(McpTools(tools=[_info(tool)]), trusted=True)
+    untrusted.refresh()
+    trusted.refresh()
+    assert (untrusted.risks, trusted.risks) == ({"mcp__docs__find": "destructive"}, {"mcp__docs__find": "read"})
+
+
+def test_a_changed_tool_is_not_offered_and_a_call_to_it_says_how_to_approve_it() -> None:
+    tools = [McpToolDef(server="docs", name="find"), McpToolDef(server="docs", name="drop")]
+    offer = _offer(McpTools(tools=[_info(tools[0], "changed"), _info(tools[1], "filtered")]))
+    offer.refresh()
+    assert offer.definitions == [] and list(offer.listed) == ["mcp__docs__find"]
+    refused = offer.check(ModelToolCall(id="c1", name="mcp__docs__find", arguments={}))
+    assert refused is not None and "`acode mcp approve docs find` (ACODE-MCP-004)" in refused
+    unknown = offer.check(ModelToolCall(id="c2", name="mcp__docs__drop", arguments={}))
+    assert unknown is not None and unknown.endswith("(ACODE-MCP-013)")
+    invalid = offer.check(ModelToolCall(id="c3", name="mcp__docs__find", invalid_arguments="[1, 2]"))
+    assert invalid is not None and "must be a JSON object" in invalid and invalid.endswith("(ACODE-EXEC-007)")
+
+
+@pytest.mark.parametrize("down", [True, False])
+def test_an_unavailable_server_is_told_once_and_again_only_after_it_came_back(down: bool) -> None:
+    failed = McpTools(servers=[McpServerState(name="docs", transport="stdio", state="failed",
+                                              error=ErrorInfo(code="ACODE-MCP-001", message="exited at start"))])
+    offer = _offer(None if down else failed)
+    [note] = offer.refresh()
+    assert "MCP server docs is unavailable now" in note and note.endswith("(ACODE-MCP-012).")
+    assert ("did not answer (ACODE-NET-001)" if down else "exited at start (ACODE-MCP-001)") in note
+    assert offer.refresh() == [], "told once"
+    clients = cast(Any, offer.ctx).clients
+    clients.reply = McpTools(tools=[_info(McpToolDef(server="docs", name="find"))],
+                             servers=[McpServerState(name="docs", transport="stdio", state="ready", tools=1)])
+    assert offer.refresh() == [] and [d["function"]["name"] for d in offer.definitions] == ["mcp__docs__find"]
+    clients.reply = None if down else failed
+    assert len(offer.refresh()) == 1, "failed again after it came back: told again"
