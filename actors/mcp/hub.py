@@ -3,7 +3,8 @@
 Instances are keyed as the protocol says: a stdio server by (name, configuration,
 workspace), an HTTP server by (name, configuration). Each is made and started at the first
 :class:`~protocol.messages.McpListTools` (or call) naming it, and kept until the actor
-stops.
+stops or no request named it for :data:`IDLE_STOP_S` (sessions in many workspaces would
+otherwise leave a server running for each).
 
 :meth:`Hub.list` starts or waits for every server named (concurrently), lists each one's
 tools again and answers :class:`~protocol.messages.McpTools`: the tools with their pins and
@@ -19,6 +20,7 @@ the tool's first approval.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef
 __all__ = ["Hub"]
 
 Key = tuple[str, bytes, str]
+IDLE_STOP_S = 3_600.0  # an instance no request named for an hour is stopped (a session's workspace long done)
 WAIT_FOR_BACKOFF_S = 2.0  # a listing waits this long for a restart's backoff to end
 
 
@@ -56,13 +59,25 @@ class Hub:
         self._log_dir = log_dir
         self._log = log
         self.summary = "none started"  # for `acode status`, read from another thread (one str, replaced whole)
+        self._used: dict[Key, float] = {}  # when a request last named each instance
+        self._stopping: set[asyncio.Task[None]] = set()
 
     def server(self, ref: McpServerRef, workspace: str) -> Server:
+        """The instance for ``ref`` in ``workspace`` (made when first named); the instances
+        no request named for :data:`IDLE_STOP_S` are stopped now, in the background."""
+        now = time.monotonic()
         key = _key(ref, workspace)
         found = self.servers.get(key)
         if found is None:
             found = self.servers[key] = Server(ref.name, ref.config, workspace, isolation=self._isolation,
                                                hidden=self._hidden, log_dir=self._log_dir, log=self._log)
+        self._used[key] = now
+        for idle in [k for k, used in self._used.items() if now - used > IDLE_STOP_S]:
+            del self._used[idle]
+            server = self.servers.pop(idle)
+            self._log.info("mcp_server_idle_stopped", server=server.name, workspace=server.workspace)
+            self._stopping.add(task := asyncio.get_running_loop().create_task(server.stop()))
+            task.add_done_callback(self._stopping.discard)
         return found
 
     async def list(self, request: McpListTools) -> McpTools:
@@ -139,4 +154,5 @@ class Hub:
 
     async def close(self) -> None:
         """Stop every server (at the actor's stop)."""
+        await asyncio.gather(*self._stopping, return_exceptions=True)
         await asyncio.gather(*(server.stop() for server in self.servers.values()), return_exceptions=True)

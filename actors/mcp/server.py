@@ -101,6 +101,10 @@ class Server:
         ``wait`` seconds; whether it is ready now."""
         if self.state == "ready":
             return True
+        task = self._task
+        if task is not None and not task.done() and self.state != "starting":
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):  # a dead session's teardown
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S * 2)
         if self._task is None or self._task.done():
             delay = self._next_start - time.monotonic()
             if delay > wait:
@@ -173,7 +177,8 @@ class Server:
                 finally:
                     stopping.cancel()
                     ended.cancel()
-                self._session = None
+                self._session = None  # from now on nothing is sent to it, and a listing waits for the next one
+                self.state = "stopped" if self._stop.is_set() else "restarting"
                 group.cancel_scope.cancel()
         except Exception as exc:  # noqa: BLE001 - any failure of the server is its state, reported
             self._failed(exc, became_ready)
@@ -302,6 +307,7 @@ class Server:
                     "server was told to cancel it and it was not re-run; raise timeout_s in its mcp.servers entry if "
                     "it needs longer"))
             if exc.code == mcp_types.CONNECTION_CLOSED or self._session is not session:
+                self._lost(session)
                 return False, "", self._died(tool)
             # a protocol error the server answered (invalid arguments, say): the model reads it and may correct it
             return False, f"MCP server {self.name} refused the call to {tool}: {exc.error.message} (JSON-RPC " \
@@ -319,6 +325,14 @@ class Server:
         if result.is_error:
             return False, output, None
         return True, output, None
+
+    def _lost(self, session: ClientSession) -> None:
+        """``session`` is gone (its transport closed under a call): a listing from now on waits for
+        the next one, even before the run task has noticed."""
+        if self._session is session:
+            self._session = None
+            if not self._stop.is_set():
+                self.state = "restarting"
 
     def _died(self, tool: str) -> ErrorInfo:
         return ErrorInfo(code="ACODE-MCP-002", message=(

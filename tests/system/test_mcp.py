@@ -208,6 +208,21 @@ def test_a_killed_stdio_server_comes_back_and_its_call_in_flight_fails_once(worl
     assert world.call(world.stdio, "echo", text="back") == McpCalled(ok=True, output="echo: back")
     assert world.log().count("CALLED slow s1") == 1
 
+    (idle,) = world.server_processes()  # killed between calls this time
+    idle.send_signal(signal.SIGKILL)
+    again = {s.name: s for s in world.listing(world.stdio).servers}["tst"]
+    assert again.state == "ready" and again.tools == 5 and again.restarts > after.restarts, again
+
+
+def test_calls_run_concurrently(world: World) -> None:
+    done: list[str] = []
+    slow = threading.Thread(target=lambda: done.append(world.call(world.stdio, "slow", seconds=3, token="c1").output))
+    slow.start()
+    wait_until(lambda: "CALLED slow c1" in world.log(), 30, what="the slow call running")
+    done.append(world.call(world.stdio, "echo", text="meanwhile").output)  # answered while the slow one runs
+    slow.join(60)
+    assert done == ["echo: meanwhile", "slept 3.0"]
+
 
 def test_a_changed_definition_is_refused_until_a_human_pins_it(world: World) -> None:
     assert world.call(world.stdio, "described", token="d1").ok  # the first call pins it

@@ -215,3 +215,23 @@ def test_at_process_level_a_server_still_gets_a_fresh_home_and_only_its_env(tmp_
         assert state.isolation.startswith("process: reads and network NOT confined")
 
     _run(tmp_path, lambda: process, work)
+
+
+def test_an_instance_no_request_names_for_long_is_stopped(tmp_path: Path, workspace: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("actors.mcp.hub.IDLE_STOP_S", 0.5)
+    one, two = (McpServerRef(name=name, config=McpServerConfig(command=sys.executable, args=["stdio_server.py"]))
+                for name in ("one", "two"))
+
+    async def work(hub: Hub) -> None:
+        assert _state(await hub.list(McpListTools(workspace=str(workspace), servers=[one])), "one").state == "ready"
+        (first,) = hub.servers.values()
+        await asyncio.sleep(0.6)
+        await hub.list(McpListTools(workspace=str(workspace), servers=[two]))
+        assert [server.name for server in hub.servers.values()] == ["two"]
+        deadline = time.monotonic() + 10
+        while first.state != "stopped" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert first.state == "stopped"
+
+    _run(tmp_path, detect, work)
