@@ -39,7 +39,7 @@ from actors.llm.provider import ChatMessage
 from actors.stages.budget import stage_budget
 from actors.stages.control import WorkControl
 from actors.stages.model import StageModel, make_provider
-from actors.stages.sandboxcalls import TOOL_RETRY_WAITS, ProtectedChanged, SandboxCalls
+from actors.stages.sandboxcalls import TOOL_RETRY_WAITS, McpOutcomeUnknown, ProtectedChanged, SandboxCalls
 from actors.stages.spending import Spending
 from actors.stages.untrusted import Fence
 from actors.stages.writes import StageWrites
@@ -49,7 +49,7 @@ from protocol.events import Event
 from protocol.messages import Message, ReplayIndex, RunStage
 from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult, WorkspaceChanges
 
-__all__ = ["TOOL_RETRY_WAITS", "ProtectedChanged", "StageContext", "make_provider"]
+__all__ = ["TOOL_RETRY_WAITS", "McpOutcomeUnknown", "ProtectedChanged", "StageContext", "make_provider"]
 
 T = TypeVar("T")
 

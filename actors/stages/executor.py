@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 
-from actors.stages.context import ProtectedChanged, StageContext
+from actors.stages.context import McpOutcomeUnknown, ProtectedChanged, StageContext
 from actors.stages.filestep import FileStyleStep
 from actors.stages.pipeline import NeedsApproval
 from actors.stages.stagehooks import StageHooks
@@ -49,7 +49,8 @@ __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 
 
 def _interrupted(ctx: StageContext, records: list[StepRecord], task: PlanTask, step: PlanStep,
-                 exc: ModelError | NeedsApproval | ProtectedChanged | BudgetExhausted | HookStopped | AnomalyPause,
+                 exc: ModelError | NeedsApproval | ProtectedChanged | McpOutcomeUnknown | BudgetExhausted | HookStopped
+                 | AnomalyPause,
                  approval: ApprovalRequest | None = None) -> StageResult:
     """The stage's answer when the model failed in the middle of ``step`` (the model's own
     error, its fix line included), or a call of it waits for approval (``approval``): the
@@ -137,6 +138,8 @@ def run(ctx: StageContext) -> StageResult:
         if record is not None and record.code == "ACODE-EXEC-011":  # it paused the session: a replay pauses again
             return _interrupted(ctx, records, task, step, pause_error(f"{task.label}/{step.label}", record.summary,
                                                                       request.session_id))
+        if record is not None and record.code == McpOutcomeUnknown.default_code:  # the same: a human decides
+            return _interrupted(ctx, records, task, step, McpOutcomeUnknown(record.summary))
         if record is not None and record.status != "blocked":  # the visit's error streak as it was after it
             shared.streak.turns[:] = record.streak
         if record is None and f"{task.label}/{step.label}" in kept_labels and before is not None \
@@ -168,6 +171,8 @@ def run(ctx: StageContext) -> StageResult:
                 except NeedsApproval as exc:  # the session waits for a human; the step runs again after
                     return _interrupted(ctx, records, task, step, exc, approval=exc.request)
                 except ProtectedChanged as exc:  # a command changed .git's config or hooks: the session pauses
+                    return _interrupted(ctx, records, task, step, exc)
+                except McpOutcomeUnknown as exc:  # an MCP call that may have acted was cut off: a human decides
                     return _interrupted(ctx, records, task, step, exc)
                 except BudgetExhausted as exc:  # the session's budget: it pauses; the step runs again after
                     return _interrupted(ctx, records, task, step, exc)

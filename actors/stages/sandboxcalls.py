@@ -29,6 +29,12 @@ A command that changed a protected path (the sandbox restored it and failed the 
 ACODE-SBX-021) raises :class:`ProtectedChanged` from :meth:`SandboxCalls.tool`: the stage
 ends with that code and the coordinator pauses the session (``escalation``), whichever
 stage ran the command; a replay that meets the journaled result pauses again.
+
+An MCP call that may have acted and was interrupted (its server exited, or the ``mcp``
+actor or the sandbox died mid-call: ACODE-MCP-002, -007, -011) is never run again, and the
+model is not the one to decide what next: :class:`McpOutcomeUnknown` (ACODE-MCP-016) ends
+the stage the same way and the session pauses for a human (issue 30). A read-class MCP
+call (a trusted read-only tool) is only reported to the model: it changed nothing.
 """
 
 from __future__ import annotations
@@ -45,11 +51,12 @@ from broker.threads import ThreadClients
 from protocol import codec
 from protocol.checkpoints import CallSite
 from protocol.errors import AcodeError, OrchestrationError, SandboxError, with_code
+from protocol.mcp import parse_tool_name
 from protocol.messages import RunStage, RunTool, ToolDone
 from protocol.results import ToolResult, WorkspaceChanges
 from protocol.tools import RERUN_SAFE_TOOLS
 
-__all__ = ["TOOL_RETRY_WAITS", "ProtectedChanged", "SandboxCalls"]
+__all__ = ["TOOL_RETRY_WAITS", "McpOutcomeUnknown", "ProtectedChanged", "SandboxCalls"]
 
 TOOL_RETRY_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
 
@@ -61,9 +68,26 @@ class ProtectedChanged(SandboxError):
     default_code = "ACODE-SBX-021"
 
 
-def _unless_protected_changed(result: ToolResult) -> ToolResult:
-    if result.error is not None and result.error.code == ProtectedChanged.default_code:
+class McpOutcomeUnknown(SandboxError):
+    """An MCP call that may have acted was interrupted: the stage stops here and the session
+    pauses, so a human decides (the call is never run again)."""
+
+    default_code = "ACODE-MCP-016"
+
+
+_MCP_INTERRUPTED = frozenset({"ACODE-MCP-002", "ACODE-MCP-007", "ACODE-MCP-011"})
+
+
+def _unless_stopped(result: ToolResult) -> ToolResult:
+    if result.error is None:
+        return result
+    if result.error.code == ProtectedChanged.default_code:
         raise ProtectedChanged(result.error.message)
+    if result.error.code in _MCP_INTERRUPTED and result.risk != "read" and parse_tool_name(result.tool):
+        raise McpOutcomeUnknown(
+            f"the MCP call {result.tool} was interrupted ({result.error.code}) and may or may not have taken "
+            "effect; acode does not run it again: check what it did, then `acode resume` (the step starts "
+            "afresh) or `acode cancel`")
     return result
 
 
@@ -111,7 +135,7 @@ class SandboxCalls:
                        site=site or CallSite(stage=self.request.stage), mcp_hash=mcp_hash)
         if tool not in RERUN_SAFE_TOOLS:
             self.writes.flush()  # a side effect may follow what was held: durable first
-            return _unless_protected_changed(self._run_tool(call))
+            return _unless_stopped(self._run_tool(call))
         if not self.writes.journaled([key]):  # the stage journals the result itself, with its next write
             done = self._run_tool_reply(msgspec.structs.replace(call, held=True))
             return self.writes.hold_reads([(key, done)])[0]

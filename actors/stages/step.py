@@ -139,7 +139,7 @@ from actors.stages import instructions as project
 from actors.stages import prompts
 from actors.stages.budget import CHARS_PER_TOKEN, estimate, stage_budget, too_large
 from actors.stages.callwatch import turn_deadline
-from actors.stages.context import StageContext
+from actors.stages.context import McpOutcomeUnknown, StageContext
 from actors.stages.conversation import Conversation
 from actors.stages.mcptools import McpOffer, is_mcp
 from actors.stages.pipeline import CallPipeline
@@ -598,7 +598,11 @@ class Step:
         if self.repeats >= REPEATS:
             return Outcome("failed", f"the model called {call.name} {_target(call.arguments)!r} with the same "
                                       f"arguments {REPEATS} times in a row (ACODE-EXEC-008)", code="ACODE-EXEC-008")
-        passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+        try:
+            passed = self.pipeline.run(f"{key}:t{turn}:c{index}", call, task=self.task.label, step=self.step.label)
+        except McpOutcomeUnknown as exc:  # recorded: a replay pauses here again, a revisit's round is told why
+            self._finish("failed", exc.message, code=exc.code)
+            raise
         self.watch.ran(call, passed.result)
         if passed.result is None:  # the autonomy step denied it: the model is told, the step goes on
             self.denied = True

@@ -13,8 +13,9 @@ a ``pre_tool`` hook matching ``^mcp__`` sees the call and it counts in the tool-
 an unannotated tool at autonomy 2 waits for ``acode approve`` and then runs once; a changed
 definition is not offered, a call naming it is refused until ``acode mcp approve``; a kill
 -9 of the ``mcp`` actor or of the sandbox mid-call leaves the call's outcome unknown
-(ACODE-MCP-011) and it never runs again; a server killed mid-call fails that call once
-(ACODE-MCP-002, not re-run) and its tools are offered again at the next turn; a server that
+(ACODE-MCP-011), it never runs again and the session pauses for a human (ACODE-MCP-016);
+a server killed mid-call fails that call once (ACODE-MCP-002, not re-run), the session
+pauses the same way, and its tools are offered again at the next turn; a server that
 fails to start is left out, the model told once.
 """
 
@@ -177,7 +178,12 @@ def test_a_server_killed_mid_call_reports_the_call_once_and_its_tools_are_back_a
     for pid in _server_pids(shared):
         os.kill(pid, signal.SIGKILL)
     out, err = run.communicate(timeout=180)
-    assert run.returncode == 0, out + err
+    assert run.returncode == 22, out + err  # the call may have acted: a human decides, not the model
+    assert "ACODE-MCP-016" in out and "mcp__notes__slow" in out and "ACODE-MCP-002" in out, out
+    assert _called(shared)[before:] == ["slow killed"]
+    session = out.split("session ", 1)[1].split(":", 1)[0]
+    resumed = shared("resume", session, timeout=180)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _called(shared)[before:] == ["slow killed", "lookup again"], "not re-run; the restarted server answered"
     second, third = [r for r in server.chats if r.stage == "executor"][-2:]
     assert "mcp__notes__lookup" in _offered(second) and "mcp__notes__slow" in _offered(second)
@@ -278,11 +284,14 @@ def test_a_kill_mid_call_leaves_the_outcome_unknown_and_the_call_is_never_run_ag
     shared.kill(killed)
     shared.wait_restarted(killed, epoch)
     out, err = run.communicate(timeout=180)
-    assert run.returncode == 0, out + err
+    assert run.returncode == 22, out + err  # the outcome is unknown: the session pauses for a human
+    assert "ACODE-MCP-016" in out and "ACODE-MCP-011" in out, out
     session = out.split("session ", 1)[1].split(":", 1)[0]
     called = [e for e in _mcp_events(shared, session) if e["type"] == "tool_called"]
     assert [(e["outcome"], e["ok"]) for e in called] == [("unknown", False)]
     assert "was interrupted" in called[0]["summary"]
+    resumed = shared("resume", session, timeout=180)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     told = json.dumps([r for r in server.chats if r.stage == "executor"][-1].body["messages"])
-    assert "ACODE-MCP-011" in told and "not run again" in told
+    assert "ACODE-MCP-011" in told and "does not run it again" in told, "the fresh step is told what happened"
     assert _called(shared).count(f"slow {token}") == 1, "never run a second time"
