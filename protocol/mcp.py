@@ -85,11 +85,16 @@ class McpServerConfig(_Wire, frozen=True, kw_only=True):
     ``timeout_s`` bounds each call; ``trusted`` lets the server's annotations lower a
     tool's risk class; ``risk`` is the user's class per tool name, which always wins.
     A stdio server runs in acode's sandbox: the workspace read-only unless ``writes``,
-    no network unless ``network``, a fresh HOME."""
+    no network unless ``network``, a fresh HOME, and only the environment given: ``env``
+    (values written here are stored with each session that uses the server) and
+    ``pass_env``, names of variables the ``mcp`` actor passes on from acode's own
+    environment (as ``acode up`` started), so a token need not be written in a config or
+    stored anywhere, as ``model.api_key_env`` does for the model's key."""
 
     command: str = ""
     args: list[str] = []
     env: dict[str, str] = {}
+    pass_env: list[Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = []
     url: str = ""
     enabled_tools: list[str] = []
     disabled_tools: list[str] = []

@@ -47,7 +47,7 @@ def _check(name: str, config: McpServerConfig, where: str) -> None:
         if not config.url.startswith(("http://", "https://")):
             raise ConfigError(f"{key}.url in {where} is {config.url!r}; give an http:// or https:// URL of the "
                               "server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp", code="ACODE-MCP-006")
-        for field in ("args", "env", "writes"):
+        for field in ("args", "env", "pass_env", "writes"):
             if getattr(config, field):
                 raise ConfigError(f"{key}.{field} in {where} is for a stdio server (command:), not one at a url; "
                                   "remove it", code="ACODE-MCP-006")

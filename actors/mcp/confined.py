@@ -13,8 +13,9 @@ session's workspace as its working directory and as little else as it needs:
 - no network (a new network namespace under bubblewrap, no TCP under Landlock ABI 4+)
   unless ``network: true``;
 - a fresh, empty ``HOME`` and ``TMPDIR`` (a scratch dir made for this server and removed
-  when it stops), and an environment of exactly the configured ``env`` plus ``PATH``,
-  ``HOME`` and ``TMPDIR``: nothing of acode's own environment, secrets included;
+  when it stops), and an environment of exactly the configured ``env``, the variables
+  ``pass_env`` names (from the actor's own environment), ``PATH``, ``HOME`` and ``TMPDIR``:
+  nothing else of acode's own environment, secrets included;
 - its own session and process group, killed with the ``mcp`` actor (the launcher's
   ``PR_SET_PDEATHSIG``, bubblewrap's ``--die-with-parent``).
 
@@ -107,7 +108,8 @@ def launch(name: str, config: McpServerConfig, workspace: str, isolation: Isolat
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     (scratch / "home").mkdir()
     (scratch / "tmp").mkdir()
-    env = {**config.env, "PATH": path, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")}
+    passed = {name: os.environ[name] for name in config.pass_env if name in os.environ}
+    env = {**passed, **config.env, "PATH": path, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")}
     view = visible.view({os.path.basename(executable)}, path, hidden=hidden)
     workspace_rw = [workspace] if config.writes else []
     spec: dict[str, object] = {

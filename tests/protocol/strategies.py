@@ -498,6 +498,7 @@ hints = st.none() | st.booleans()
 mcp_annotations = struct(mc.McpAnnotations, title=st.none() | short, read_only_hint=hints, destructive_hint=hints,
                          idempotent_hint=hints, open_world_hint=hints)
 mcp_configs = struct(mc.McpServerConfig, command=short, args=_few(short), env=st.dictionaries(short, texts, max_size=2),
+                     pass_env=_few(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)),
                      url=short, enabled_tools=_few(short), disabled_tools=_few(short),
                      timeout_s=st.floats(min_value=0, max_value=3_600, exclude_min=True, allow_nan=False),
                      trusted=st.booleans(), risk=st.dictionaries(short, risks, max_size=2), network=st.booleans(),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
 from acode.config.mcp import user_servers
@@ -113,6 +114,21 @@ def test_a_stdio_server_runs_through_the_launcher_with_only_its_env_and_a_fresh_
         shutil.rmtree(writes.scratch)
     finally:
         shutil.rmtree(launch.scratch)
+
+
+def test_pass_env_hands_on_only_the_variables_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACODE_TEST_TOKEN", "secret-1")
+    monkeypatch.setenv("ACODE_TEST_OTHER", "secret-2")
+    config = McpServerConfig(command=sys.executable, pass_env=["ACODE_TEST_TOKEN", "ACODE_TEST_UNSET"])
+    launch = confined.launch("srv", config, str(tmp_path), BWRAP)
+    try:
+        env = json.loads(launch.args[-1])["env"]
+        assert env["ACODE_TEST_TOKEN"] == "secret-1" and "ACODE_TEST_OTHER" not in env
+        assert "ACODE_TEST_UNSET" not in env and set(env) == {"ACODE_TEST_TOKEN", "PATH", "HOME", "TMPDIR"}
+    finally:
+        shutil.rmtree(launch.scratch)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"command": "x", "pass_env": ["NOT A NAME"]}, McpServerConfig)
 
 
 def test_a_missing_command_says_so(tmp_path: Path) -> None:
