@@ -8,7 +8,8 @@ The session's server comes from the user's configuration (``ACODE_MCP__SERVERS``
 (``CALLED tool argument`` per call), the ``tool_called`` events, and what the model was told
 from the requests the stand-in server received.
 
-What holds: the model sees a trusted read-only tool's output (fenced) without an approval,
+What holds: the model sees a trusted read-only tool's output (fenced) without an approval, from a
+stdio server and from a streamable HTTP one;
 a ``pre_tool`` hook matching ``^mcp__`` sees the call and it counts in the tool-call budget;
 an unannotated tool at autonomy 2 waits for ``acode approve`` and then runs once; a changed
 definition is not offered, a call naming it is refused until ``acode mcp approve``; a kill
@@ -25,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,11 +40,13 @@ from protocol.messages import GetSession
 from tests.harness import wait_until
 from tests.modelserver import Json, ModelServer, TextToolCalls, ToolCalls
 from tests.system.conftest import Acode, shown_json
+from tests.system.test_mcp import _accepts, _free_port
 from tests.system.test_models import APPROVE, _configure, done
 
 pytestmark = pytest.mark.system
 
 SERVER = Path(__file__).resolve().parent / "mcp_servers" / "notes_server.py"
+HTTP_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "http_server.py"
 VERDICT = Json({"passed": True, "summary": "A1 holds", "criteria": [{"label": "A1", "passed": True,
                                                                       "evidence": "the notes were read"}]})
 TASK = "look the word up in the notes"
@@ -295,3 +299,28 @@ def test_a_kill_mid_call_leaves_the_outcome_unknown_and_the_call_is_never_run_ag
     told = json.dumps([r for r in server.chats if r.stage == "executor"][-1].body["messages"])
     assert "ACODE-MCP-011" in told and "does not run it again" in told, "the fresh step is told what happened"
     assert _called(shared).count(f"slow {token}") == 1, "never run a second time"
+
+
+def test_a_session_calls_a_tool_of_a_streamable_http_server(shared: Acode, server: ModelServer,
+                                                             tmp_path: Path) -> None:
+    """The other transport through the same pipeline: listed, offered, called, its result fenced."""
+    port = _free_port()
+    http = subprocess.Popen([sys.executable, str(HTTP_SERVER), str(port)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _accepts(port), 30, what="the HTTP MCP server listening")
+        _configure(shared, server)
+        _servers(shared, more={"calc": {"url": f"http://127.0.0.1:{port}/mcp", "trusted": True}})
+        server.by_stage(planner=[_plan()], executor=[ToolCalls([("mcp__calc__add", {"a": 20, "b": 22})]), done()],
+                        verifier=[VERDICT], reviewer=[APPROVE])
+        code, out, session = _run(shared, _workspace(tmp_path))
+        assert code == 0, out
+        first, second = [r for r in server.chats if r.stage == "executor"][-2:]
+        assert "mcp__calc__add" in _offered(first) and "mcp__calc__shout" in _offered(first)
+        told = [m["content"] for m in second.body["messages"] if "mcp__calc__add result" in str(m.get("content"))]
+        assert told and "42" in told[0]
+        assert [(e["tool"], e["risk"], e["ok"]) for e in _mcp_events(shared, session)] == [
+            ("mcp__calc__add", "read", True)], "trusted and read-only: no approval"
+    finally:
+        http.kill()
+        http.wait(10)
