@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from protocol import codec
 from protocol.messages import Heartbeat
 from protocol.spec import ActorSpec
 
-__all__ = ["Harness", "wait_until"]
+__all__ = ["Harness", "free_port", "listening", "wait_until"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -135,6 +136,22 @@ class Harness:
             client.close()
         self.supervisor.close(linger=0)
         self.ctx.term()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def decode_json(data: bytes, type_: Any) -> Any:

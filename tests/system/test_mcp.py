@@ -34,7 +34,7 @@ from acode.connection import Connection
 from protocol import codec
 from protocol.mcp import McpServerConfig
 from protocol.messages import Ack, McpCalled, McpCallTool, McpListTools, McpPin, McpServerRef, McpTools
-from tests.harness import wait_until
+from tests.harness import free_port, listening, wait_until
 from tests.system.conftest import Acode
 
 pytestmark = pytest.mark.system
@@ -88,11 +88,6 @@ class World:
         return found
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +100,11 @@ def world() -> Iterator[World]:
         shutil.copy(SERVERS / "stdio_server.py", workspace)
         (workspace / "description.txt").write_text("the first description")
         (user_home / "canary.txt").write_text("the user's secret")
-        port = _free_port()
+        port = free_port()
         http = subprocess.Popen([PYTHON, str(SERVERS / "http_server.py"), str(port)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_until(lambda: _accepts(port), 30, what="the HTTP MCP server listening")
+            wait_until(lambda: listening(port), 30, what="the HTTP MCP server listening")
             # the user's HOME is ours, with a canary in it, and a secret is in acode's environment
             acode = Acode(root / "acode", env={"HOME": str(user_home), SECRET: "do-not-leak"})
             try:
@@ -123,12 +118,6 @@ def world() -> Iterator[World]:
             http.wait(10)
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def test_tools_of_a_stdio_and_an_http_server_are_listed_and_called(world: World) -> None:

@@ -37,10 +37,9 @@ import pytest
 
 from acode.connection import Connection
 from protocol.messages import GetSession
-from tests.harness import wait_until
+from tests.harness import free_port, listening, wait_until
 from tests.modelserver import Json, ModelServer, TextToolCalls, ToolCalls
 from tests.system.conftest import Acode, shown_json
-from tests.system.test_mcp import _accepts, _free_port
 from tests.system.test_models import APPROVE, _configure, done
 
 pytestmark = pytest.mark.system
@@ -304,11 +303,11 @@ def test_a_kill_mid_call_leaves_the_outcome_unknown_and_the_call_is_never_run_ag
 def test_a_session_calls_a_tool_of_a_streamable_http_server(shared: Acode, server: ModelServer,
                                                              tmp_path: Path) -> None:
     """The other transport through the same pipeline: listed, offered, called, its result fenced."""
-    port = _free_port()
+    port = free_port()
     http = subprocess.Popen([sys.executable, str(HTTP_SERVER), str(port)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: _accepts(port), 30, what="the HTTP MCP server listening")
+        wait_until(lambda: listening(port), 30, what="the HTTP MCP server listening")
         _configure(shared, server)
         _servers(shared, more={"calc": {"url": f"http://127.0.0.1:{port}/mcp", "trusted": True}})
         server.by_stage(planner=[_plan()], executor=[ToolCalls([("mcp__calc__add", {"a": 20, "b": 22})]), done()],

@@ -19,6 +19,7 @@ from protocol.errors import ModelError
 from protocol.results import ModelToolCall
 from protocol.tools import tool_definitions
 from tests.actors.llm.conftest import REQUEST, ask
+from tests.harness import free_port
 from tests.modelserver import (
     Disconnect,
     Json,
@@ -35,10 +36,6 @@ from tests.modelserver import (
 Make = Callable[..., HttpModel]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -224,7 +221,7 @@ def test_an_error_in_the_stream_is_retried_then_reported(server: ModelServer, ma
 
 
 def test_a_refused_connection_is_retried_then_reported_unreachable(make: Make, kind: str) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}" + ("/v1" if kind == "openai" else "")
     with pytest.raises(ModelError) as caught:
         ask(make(base_url=base, max_retries=2))

@@ -28,7 +28,7 @@ from actors.mcp.server import BACKOFF_MAX_S, backoff
 from actors.sandbox.confinement.isolation import Isolation, detect
 from protocol.mcp import McpServerConfig
 from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef, McpServerState
-from tests.harness import wait_until
+from tests.harness import listening, wait_until
 
 SERVERS = Path(__file__).resolve().parents[2] / "mcp_servers"
 
@@ -49,12 +49,6 @@ def _state(tools: Any, name: str) -> McpServerState:
     return next(s for s in tools.servers if s.name == name)
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -75,7 +69,7 @@ class HttpServer:
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, str(SERVERS / "http_server.py"), str(self.port)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: _accepts(self.port), 30, what="the HTTP MCP server listening")
+        wait_until(lambda: listening(self.port), 30, what="the HTTP MCP server listening")
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -71,6 +71,14 @@ class CommitPump:
         self.sent = 0
 
     def pump(self) -> int:
+        self.fill()
+        if self.client.socket.poll(self.poll_ms):
+            self.client.on_readable()
+        self.client.tick()
+        return len(self.answers)
+
+    def fill(self) -> None:
+        """Send until ``window`` commits are unanswered (or all are sent), reading nothing."""
         while self.sent < self.total and self.sent - len(self.answers) < self.window:
             def answered(reply: Any, error: Exception | None, n: int = self.sent) -> None:
                 self.answers[n] = reply or error
@@ -79,7 +87,3 @@ class CommitPump:
             self.client.send("persistence", Commit(session_id=self.session_id, events=[event]),
                              timeout=self.timeout, decoder=codec.PERSISTENCE_REPLY, on_reply=answered)
             self.sent += 1
-        if self.client.socket.poll(self.poll_ms):
-            self.client.on_readable()
-        self.client.tick()
-        return len(self.answers)
