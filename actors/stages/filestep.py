@@ -290,6 +290,8 @@ class FileStyleStep(Step):
     def _loop(self, key: str, site: str, listing: str, files: list[tuple[str, str | None]], attempt: int,
               limit: int, failure: Outcome | None) -> Outcome:
         path = target(self.task, self.step) if self.ctx.request.settings.profile.step_style == "file" else ""
+        if path and self.mcp is not None and self.mcp.asked_for(self.ctx.request.task, self.task, self.step):
+            path = ""  # the request asks for an MCP tool, which only the tool loop offers
         shown = whole(files, path) if path else None
         if shown is None:  # several files, none, or one the model cannot see whole: the tool loop
             return super()._loop(key, site, listing, files, attempt, limit, failure)

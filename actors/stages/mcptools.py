@@ -22,6 +22,10 @@ its restart is offered again at the next turn.
   definition changed since it was pinned (state ``changed``: not offered; the model may still
   name it), with the ``mcp`` actor's code ACODE-MCP-004 and the command a human runs,
   ``acode mcp approve SERVER TOOL``; a name no server of the session lists (ACODE-MCP-013).
+- **The one-file step style** (the small profile's) offers no tools, so a step whose
+  request names one of the session's servers or tools keeps the tool loop
+  (:meth:`McpOffer.asked_for`): on the real 1.5B model, "look it up with the notes tool,
+  then write answer.txt" had become a one-file step and the lookup never ran.
 - **Unavailable**: when the ``mcp`` service does not answer, or a server is ``failed`` or
   ``stopped``, the turn goes on without those tools and the model is told once, in a
   note (ACODE-MCP-012); no pause. A server that comes back is offered again, and told
@@ -31,6 +35,7 @@ its restart is offered again at the next turn.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 import msgspec
@@ -41,6 +46,7 @@ from protocol import codec
 from protocol.errors import AcodeError
 from protocol.mcp import PREFIX, McpServerRef, McpToolDef, definition_hash, parse_tool_name, risk_of_tool, tool_name
 from protocol.messages import McpListTools, McpTools
+from protocol.plan import PlanStep, PlanTask
 from protocol.profiles import compact_tools
 from protocol.results import ModelToolCall
 from protocol.tools import Risk
@@ -193,6 +199,18 @@ class McpOffer:
     def names(self) -> frozenset[str]:
         """The names offered now (what a call written as text may name)."""
         return frozenset(d["function"]["name"] for d in self.definitions)
+
+    def asked_for(self, request: str, task: PlanTask, step: PlanStep) -> bool:
+        """Whether the user's request or the step's words ask for an MCP tool: they name one
+        of the session's servers or a listed tool (as a word, any case), or an ``mcp__`` name.
+        Such a step keeps the tool loop: the one-file step style offers no tools."""
+        if not self.servers:
+            return False
+        text = f"{request}\n{task.title} {task.description}\n{step.title} {step.description}"
+        if PREFIX in text:
+            return True
+        names = {*self.servers, *(listed.tool for listed in self.listed.values())}
+        return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) for name in names)
 
     def hash_of(self, name: str) -> str:
         listed = self.listed.get(name)

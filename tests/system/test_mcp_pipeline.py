@@ -323,3 +323,35 @@ def test_a_session_calls_a_tool_of_a_streamable_http_server(shared: Acode, serve
     finally:
         http.kill()
         http.wait(10)
+
+
+SMALL = "qwen2.5-coder-1.5b-instruct"  # protocol.profiles chooses "small": one-file steps in the file style
+
+
+def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the_small_profile(
+        shared: Acode, tmp_path: Path) -> None:
+    """Replays a real run (Qwen2.5-Coder-1.5B, the small profile): "look the word up with the
+    notes lookup tool, then write what the notes say into answer.txt" became a one-file step
+    in the file style, which offers no tools: the model wrote answer.txt from nothing and the
+    lookup never ran. A step whose request names a server or a tool of the session keeps the
+    tool loop, where the MCP tools are offered."""
+    task = "Look up the word acode with the notes lookup tool, then write what the notes say into answer.txt"
+    plan = Json({"goal": task, "status": "ready", "tasks": [{
+        "label": "T1", "title": "answer.txt", "complexity": 1, "resources": {"write": ["answer.txt"]},
+        "acceptance": [{"label": "A1", "description": "answer.txt says what the notes say"}],
+        "steps": [{"label": "S1", "title": "write answer.txt", "action": "write_file"}]}]})
+    with ModelServer(models=[SMALL]) as server:
+        _configure(shared, server, "openai", ACODE_MODEL__MODEL=SMALL)
+        _servers(shared)
+        before = len(_called(shared))
+        server.by_stage(planner=[plan], executor=[
+            ToolCalls([("mcp__notes__lookup", {"text": "acode"})]),
+            ToolCalls([("write_file", {"path": "answer.txt", "content": "MCP-NOTE-42\n"})]), done()],
+            verifier=[VERDICT], reviewer=[APPROVE])
+        workspace = _workspace(tmp_path)
+        result = shared("run", task, "--workspace", str(workspace), timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+        first = next(r for r in server.chats if r.stage == "executor")
+        assert "mcp__notes__lookup" in _offered(first), "the tool loop, with the session's MCP tools"
+    assert _called(shared)[before:] == ["lookup acode"]
+    assert (workspace / "answer.txt").read_text() == "MCP-NOTE-42\n"

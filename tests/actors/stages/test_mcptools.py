@@ -15,6 +15,7 @@ from actors.stages.untrusted import Fence
 from protocol.errors import ErrorInfo, RequestTimeout
 from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.messages import McpServerState, McpToolInfo, McpTools
+from protocol.plan import PlanStep, PlanTask
 from protocol.results import ModelToolCall
 from protocol.session import SessionSettings
 
@@ -109,3 +110,16 @@ def test_an_unavailable_server_is_told_once_and_again_only_after_it_came_back(do
     assert offer.refresh() == [] and [d["function"]["name"] for d in offer.definitions] == ["mcp__docs__find"]
     clients.reply = None if down else failed
     assert len(offer.refresh()) == 1, "failed again after it came back: told again"
+
+
+def test_a_request_asks_for_an_mcp_tool_when_it_names_a_server_a_listed_tool_or_an_mcp_name() -> None:
+    task = PlanTask(label="T1", title="answer.txt")
+    step = PlanStep(label="S1", title="write answer.txt", action="write_file")
+    offer = _offer(McpTools(tools=[_info(McpToolDef(server="docs", name="lookup"))]))
+    assert offer.asked_for("Ask the Docs server, then write answer.txt", task, step)
+    assert not offer.asked_for("write the lookup table into answer.txt", task, step), "not listed yet"
+    offer.refresh()
+    assert offer.asked_for("write the lookup table into answer.txt", task, step)  # a listed tool's name
+    assert offer.asked_for("call mcp__other__x", task, step)
+    assert not offer.asked_for("write the docstring and the lookups-table", task, step), "whole words only"
+    assert not _offer(None, servers=()).asked_for("ask the docs server", task, step), "no servers: never"
