@@ -53,6 +53,7 @@ from protocol.tools import Risk
 
 __all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
 
+MENTIONED = 8  # tools named in the step's message (:meth:`McpOffer.named`)
 DESCRIPTION_CHARS = 1_000
 COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
 SCHEMA_CHARS = 8_000
@@ -168,6 +169,21 @@ class McpOffer:
                 f"follows).{note}")
         described = f"{head}\n{self.ctx.fence.wrap(f'description of {name}', text)}" if text else head
         return {"type": "function", "function": {"name": name, "description": described, "parameters": schema}}
+
+    def named(self, most: int = MENTIONED) -> str:
+        """The offered tools in one paragraph for the step's message, with an example call in
+        the JSON form small models write ("" when none is offered): the definitions reach the
+        model only through the server's chat template, which a small model reads poorly."""
+        if not self.definitions:
+            return ""
+        shown = [f"{d['function']['name']}({', '.join(d['function']['parameters'].get('properties') or {})})"
+                 for d in self.definitions[:most]]
+        more = f" and {len(self.definitions) - most} more" if len(self.definitions) > most else ""
+        first = self.definitions[0]["function"]
+        example = json.dumps({"name": first["name"], "arguments": {
+            key: "..." for key in (first["parameters"].get("required") or [])}})
+        return (f"Tools of the user's MCP servers, offered with the others: {', '.join(shown)}{more}. Call one "
+                f"like any tool, e.g. {example}")
 
     def _unavailable(self, names: list[str], why: str) -> list[str]:
         fresh = [name for name in names if name not in self._told]

@@ -350,8 +350,12 @@ class Step:
                             f"the system prompt, the tool definitions and step {self.task.label}/{self.step.label}")
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
                                    files=files, fence=self.ctx.fence, listing=listing, offered=self.offered)
-        text += retry_note(attempt, limit, failure, self.earlier_failure)
+        told = self.mcp.refresh()  # the step's message names the MCP tools (listed again before each turn)
+        text += (f"\n\n{self.mcp.named()}" if self.mcp.definitions else "") + retry_note(
+            attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
+        for note in told:
+            self.conversation.tell(note)
         self.watch.start_try(files)
         self.attempt = attempt
         self.pushed_back = False

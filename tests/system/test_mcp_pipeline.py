@@ -353,5 +353,7 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
         assert result.returncode == 0, result.stdout + result.stderr
         first = next(r for r in server.chats if r.stage == "executor")
         assert "mcp__notes__lookup" in _offered(first), "the tool loop, with the session's MCP tools"
+        said = str(first.messages[1]["content"])  # named in the step's message too, with an example call
+        assert "mcp__notes__lookup(text)" in said and '{"name": "mcp__notes__lookup", "arguments": {' in said
     assert _called(shared)[before:] == ["lookup acode"]
     assert (workspace / "answer.txt").read_text() == "MCP-NOTE-42\n"

@@ -123,3 +123,16 @@ def test_a_request_asks_for_an_mcp_tool_when_it_names_a_server_a_listed_tool_or_
     assert offer.asked_for("call mcp__other__x", task, step)
     assert not offer.asked_for("write the docstring and the lookups-table", task, step), "whole words only"
     assert not _offer(None, servers=()).asked_for("ask the docs server", task, step), "no servers: never"
+
+
+def test_the_steps_message_names_the_offered_tools_with_an_example_call() -> None:
+    schema = {"type": "object", "properties": {"text": {"type": "string"}, "limit": {"type": "integer"}},
+              "required": ["text"]}
+    tools = [McpToolDef(server="docs", name=f"t{n}", input_schema=schema) for n in range(10)]
+    offer = _offer(McpTools(tools=[_info(tool) for tool in tools]))
+    assert offer.named() == ""  # nothing listed yet
+    offer.refresh()
+    named = offer.named(most=3)
+    assert named.startswith("Tools of the user's MCP servers, offered with the others: mcp__docs__t0(text, limit), ")
+    assert "mcp__docs__t2(text, limit) and 7 more." in named and "mcp__docs__t3" not in named
+    assert named.endswith('e.g. {"name": "mcp__docs__t0", "arguments": {"text": "..."}}')
