@@ -40,8 +40,9 @@ import msgspec
 from actors.sandbox.confinement import policy, protected
 from actors.sandbox.confinement.policy import command_policy_of
 from actors.stages.answers import parse_answer
+from protocol.autonomy import command_argv
 from protocol.errors import ModelError, SandboxError
-from protocol.plan import PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
+from protocol.plan import Check, PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
 from protocol.sandbox import SandboxPolicy
 
 __all__ = ["RULES", "drop_unusable_checks", "plan_problems", "read_plan", "rules_questions"]
@@ -188,7 +189,23 @@ def _file_tools_do_it(command: str, rules: policy.CommandPolicy) -> bool:
     return why is not None and _FILE_TOOLS_REMEDY in why
 
 
-def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPlan, list[str]]:
+_SHOWS_FILE = frozenset({"cat", "head", "tail"})
+
+
+def _guessed(check: Check, task: PlanTask, request: str) -> bool:
+    """Whether ``check`` prints a file its task writes and expects text the user's request
+    does not contain: the planner's guess at what the executor will write. On the real 1.5B
+    model, "write what the notes say into answer.txt" got ``cat answer.txt`` expecting
+    "acode is a programming language.", which the right answer could never print."""
+    expected = (check.expect_output or "").strip()
+    if not expected or expected.lower() in request.lower():
+        return False
+    argv = command_argv(check.command)
+    return bool(argv) and posixpath.basename(argv[0]) in _SHOWS_FILE and any(
+        arg.removeprefix("./") in task.resources.write for arg in argv[1:])
+
+
+def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy, request: str = "") -> tuple[TaskPlan, list[str]]:
     """``plan`` without the checks it cannot run, and a note for each: a criterion whose
     check command holds a ``<...>`` placeholder or would be refused by the session's
     sandbox policy keeps its description and loses its check (the verifier's model then
@@ -199,18 +216,29 @@ def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPl
     sandbox refuses in favour of the file tools (``sed -i``: the rename task's plan listed
     one per task and the correction loop ended in ACODE-PLAN-004); any other command the
     sandbox refuses there stays a problem for the model (:func:`plan_problems`): it may
-    mean something the task needs. Tasks marked completed are left as they are."""
+    mean something the task needs. A check that prints a file the task writes keeps its
+    command but loses an expected output the user's ``request`` does not contain
+    (:func:`_guessed`). Tasks marked completed are left as they are."""
     rules = command_policy_of(sandbox)
     replace = msgspec.structs.replace
     notes: list[str] = []
     tasks = []
     for task in plan.tasks:
         dropped: set[str] = set()
+        guessed = False  # an expected output dropped: the task changed, its commands stay
         acceptance = []
         for criterion in task.acceptance:
             command = criterion.check.command if criterion.check is not None else ""
             why = ("it holds a <...> placeholder" if _PLACEHOLDER.search(command) else
                    _command_problem(command, rules) if command else None)
+            if task.status != "completed" and why is None and criterion.check and _guessed(criterion.check, task,
+                                                                                            request):
+                notes.append(f"acode dropped criterion {criterion.label}'s expected output "
+                             f"{criterion.check.expect_output!r} of {command!r}: a guess at what the step will "
+                             "write, which the request does not say")
+                acceptance.append(replace(criterion, check=replace(criterion.check, expect_output=None)))
+                guessed = True
+                continue
             if task.status == "completed" or why is None:
                 acceptance.append(criterion)
                 continue
@@ -228,7 +256,7 @@ def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy) -> tuple[TaskPl
                          f"{task.label}'s resources.commands (a dropped check, a <...> placeholder, or a file "
                          "rewrite such as sed -i that the file tools do)")
             task = replace(task, resources=replace(task.resources, commands=commands))
-        tasks.append(replace(task, acceptance=acceptance) if dropped else task)
+        tasks.append(replace(task, acceptance=acceptance) if dropped or guessed else task)
     return (replace(plan, tasks=tasks), notes) if notes else (plan, [])
 
 

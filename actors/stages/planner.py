@@ -128,7 +128,7 @@ def _plan(ctx: StageContext, system: str, user: str, files: set[str],
             else:
                 if asked:
                     notes.append(f"acode left out {len(asked)} question(s) about its own plan rules")
-                draft, dropped = plancheck.drop_unusable_checks(draft, request.settings.sandbox)
+                draft, dropped = plancheck.drop_unusable_checks(draft, request.settings.sandbox, request.task)
                 notes += dropped
                 problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
                                                                        request.settings.max_task_complexity)]

@@ -258,6 +258,27 @@ def test_a_sed_in_place_resource_command_is_dropped_the_file_tools_do_that_work(
     assert _messages(repaired) == []
 
 
+def test_an_expected_output_guessed_for_a_file_the_task_writes_is_dropped_its_command_kept() -> None:
+    # Qwen2.5-Coder-1.5B, "write what the notes say into answer.txt": `cat answer.txt` was to print
+    # a sentence it made up, so the right answer failed verification and the executor looped
+    request = "Look up the word acode with the notes lookup tool, then write what the notes say into answer.txt"
+    guessed = {"command": "cat answer.txt", "expect_output": "acode is a programming language."}
+    stated = {"command": "cat ./hello.txt", "expect_output": "Hello, world"}
+    other = {"command": "python greet.py", "expect_output": "bye"}  # a program's output: the planner's to state
+    plan = _plan(_task(resources={"write": ["answer.txt", "hello.txt"], "commands": ["cat answer.txt"]},
+                       acceptance=[{"label": "A1", "description": "answer.txt says it", "check": guessed},
+                                   {"label": "A2", "description": "hello.txt greets", "check": stated},
+                                   {"label": "A3", "description": "greets", "check": other}]))
+    repaired, [note] = drop_unusable_checks(plan, SandboxPolicy(), request + ' and "Hello, world" into hello.txt')
+    a1, a2, a3 = repaired.tasks[0].acceptance
+    assert a1.check is not None and (a1.check.command, a1.check.expect_output) == ("cat answer.txt", None)
+    assert a2.check is not None and a2.check.expect_output == "Hello, world", "the request says it"
+    assert a3.check is not None and a3.check.expect_output == "bye"
+    assert repaired.tasks[0].resources.commands == ["cat answer.txt"]
+    assert note == ("acode dropped criterion A1's expected output 'acode is a programming language.' of "
+                    "'cat answer.txt': a guess at what the step will write, which the request does not say")
+
+
 def test_a_good_plan_and_other_refused_commands_are_left_as_they_are() -> None:
     plan = _plan(_task(resources={"commands": ["curl -s https://example.com"]},
                        acceptance=[{"label": "A1", "description": "ok", "check": {"command": "python -m pytest -q"}}]))
