@@ -54,6 +54,8 @@ from protocol.tools import Risk
 __all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
 
 MENTIONED = 8  # tools named in the step's message (:meth:`McpOffer.named`)
+_NAMED_ARGS = 6  # arguments named per tool there
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 DESCRIPTION_CHARS = 1_000
 COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
 SCHEMA_CHARS = 8_000
@@ -176,12 +178,15 @@ class McpOffer:
         model only through the server's chat template, which a small model reads poorly."""
         if not self.definitions:
             return ""
-        shown = [f"{d['function']['name']}({', '.join(d['function']['parameters'].get('properties') or {})})"
+        def plain(names: Any) -> list[str]:  # the server's words: only names that are plainly names, unfenced
+            return [n for n in names or () if isinstance(n, str) and _PLAIN_NAME.fullmatch(n)][:_NAMED_ARGS]
+
+        shown = [f"{d['function']['name']}({', '.join(plain(d['function']['parameters'].get('properties')))})"
                  for d in self.definitions[:most]]
         more = f" and {len(self.definitions) - most} more" if len(self.definitions) > most else ""
         first = self.definitions[0]["function"]
         example = json.dumps({"name": first["name"], "arguments": {
-            key: "..." for key in (first["parameters"].get("required") or [])}})
+            key: "..." for key in plain(first["parameters"].get("required"))}})
         return (f"Tools of the user's MCP servers, offered with the others: {', '.join(shown)}{more}. Call one "
                 f"like any tool, e.g. {example}")
 
