@@ -8,8 +8,9 @@ so they run in parallel, on up to :data:`PARALLEL` threads (the sandbox serves f
 at a time); their ``check_ran`` events are committed together, in criterion order, so the
 event log does not depend on which finished first.
 
-The model is asked only about criteria without a check, shown the check results and the
-change. A failed check fails the verification; its evidence (command, exit code, the tail
+The model is asked only about criteria without a check, shown the check results, the
+change and, in a session with MCP servers, what its MCP calls returned (:func:`mcp_results`).
+A failed check fails the verification; its evidence (command, exit code, the tail
 of its output) goes back to the executor as feedback.
 
 **No verification without the change.** After the checks (a check is a command too, and
@@ -57,8 +58,10 @@ from actors.stages.pipeline import CallPipeline, NeedsApproval
 from actors.stages.rework import choose as rework_for
 from actors.stages.terms import created_paths
 from protocol.checkpoints import CallSite
-from protocol.events import CheckRan
+from protocol.events import CheckRan, ToolCalled
 from protocol.ids import stable_id
+from protocol.mcp import PREFIX
+from protocol.messages import GetEvents
 from protocol.plan import Check, Criterion
 from protocol.results import (
     CriterionVerdict,
@@ -71,6 +74,7 @@ from protocol.results import (
 __all__ = ["PARALLEL", "checked_criteria", "judge", "missing_files", "run"]
 
 PARALLEL = 4
+MCP_SHOWN = 20  # the last MCP calls whose results the model is shown
 
 
 def checked_criteria(ctx: StageContext) -> list[Criterion]:
@@ -125,6 +129,18 @@ def _run_checks(ctx: StageContext, criteria: list[Criterion]) -> list[CriterionV
     return [verdict for verdict, _ in done]
 
 
+def mcp_results(ctx: StageContext) -> str:
+    """What the session's MCP calls returned, one line each (the call and the first line of
+    its result, from its ``tool_called`` event), for criteria about what a tool said ("write
+    what the notes say"): the verifier's model sees the change, not the executor's calls, and
+    on the real 1.5B model it failed a right answer for want of them. "" without servers."""
+    if not ctx.request.settings.mcp_servers:
+        return ""
+    events = ctx.persistence(GetEvents(session_id=ctx.request.session_id)).events
+    ran = [e for e in events if isinstance(e, ToolCalled) and e.tool.startswith(PREFIX) and e.ok]
+    return "\n".join(f"- {e.tool} {e.target}: {e.summary}" for e in ran[-MCP_SHOWN:])
+
+
 def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[CriterionVerdict],
                diff: str) -> list[CriterionVerdict]:
     """The model's verdicts on ``criteria``, from the check results and the diff, trimmed
@@ -140,6 +156,10 @@ def _ask_model(ctx: StageContext, criteria: list[Criterion], checked: list[Crite
         parts += [Part(f"the output of check {v.label}", f"- {v.label}: {'passed' if v.passed else 'FAILED'}\n"
                                                          f"{fence.wrap(f'evidence {v.label}', v.evidence)}",
                        rank=1, keep=400) for v in checked]
+    called = mcp_results(ctx)
+    if called:
+        parts.append(Part("the MCP results", "What the session's MCP tool calls returned (the first line of each):\n"
+                          + fence.wrap("MCP tool results", called), rank=1, keep=300))
     parts.append(Part("the diff", diff, rank=0, keep=800, cutter=cut_diff,
                       frame=lambda text: fence.wrap("change", text)))
     parts = fit(request.settings, "verifier", parts, extra_tokens=60)

@@ -355,5 +355,8 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
         assert "mcp__notes__lookup" in _offered(first), "the tool loop, with the session's MCP tools"
         said = str(first.messages[1]["content"])  # named in the step's message too, with an example call
         assert "mcp__notes__lookup(text)" in said and '{"name": "mcp__notes__lookup", "arguments": {' in said
+        judged = str(next(r for r in server.chats if r.stage == "verifier").messages[-1]["content"])
+        assert "What the session's MCP tool calls returned" in judged, "the verifier's model sees the results"
+        assert '- mcp__notes__lookup {"text": "acode"}: notes about acode: MCP-NOTE-42' in judged
     assert _called(shared)[before:] == ["lookup acode"]
     assert (workspace / "answer.txt").read_text() == "MCP-NOTE-42\n"
