@@ -56,6 +56,7 @@ __all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Li
 MENTIONED = 8  # tools named in the step's message (:meth:`McpOffer.named`)
 _NAMED_ARGS = 6  # arguments named per tool there
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+_WRITTEN_CALL = re.compile(r"\s*(mcp__[A-Za-z0-9-]+__[A-Za-z0-9_-]+)\s*\((.*)\)\s*", re.S)
 DESCRIPTION_CHARS = 1_000
 COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
 SCHEMA_CHARS = 8_000
@@ -171,6 +172,32 @@ class McpOffer:
                 f"follows).{note}")
         described = f"{head}\n{self.ctx.fence.wrap(f'description of {name}', text)}" if text else head
         return {"type": "function", "function": {"name": name, "description": described, "parameters": schema}}
+
+    def meant(self, call: ModelToolCall) -> ModelToolCall | None:
+        """The MCP call a small model meant by another tool's call whose one text argument is
+        ``mcp__SERVER__TOOL(...)`` (on the real 1.5B model: ``run_command`` with the command
+        ``mcp__notes__lookup(acode)``), or None: the parentheses hold a JSON object, or the
+        value of the tool's one parameter. Only an offered tool, and only when that is plain."""
+        if is_mcp(call.name) or len(call.arguments) != 1:
+            return None
+        text = next(iter(call.arguments.values()))
+        found = _WRITTEN_CALL.fullmatch(text) if isinstance(text, str) else None
+        definition = next((d["function"] for d in self.definitions if found and d["function"]["name"] == found[1]),
+                          None)
+        if found is None or definition is None:
+            return None
+        inner = found[2].strip()
+        try:
+            value = json.loads(inner) if inner.startswith("{") else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            params = definition["parameters"]
+            names = params.get("required") or list(params.get("properties") or {})
+            if len(names) != 1:
+                return None
+            value = {names[0]: inner.strip("\"'")}
+        return ModelToolCall(id=call.id, name=found[1], arguments=value)
 
     def named(self, most: int = MENTIONED) -> str:
         """The offered tools in one paragraph for the step's message, with an example call in

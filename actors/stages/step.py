@@ -412,6 +412,8 @@ class Step:
                 if live:  # after a resume, recorded silent turns say nothing about the server as it is now
                     live_silent += 1
                     dropped = dropped or tools_left_out(model_request, answer.usage)
+            if not isinstance(calls, toolcalls.ParseProblem):  # run_command "mcp__x__y(...)": the MCP call meant
+                calls = [self.mcp.meant(c) or c for c in calls]
             problems = [] if isinstance(calls, toolcalls.ParseProblem) else [
                 self.mcp.check(c) if is_mcp(c.name) else toolcalls.check(c) for c in calls]
             refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run

@@ -334,7 +334,8 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
     notes lookup tool, then write what the notes say into answer.txt" became a one-file step
     in the file style, which offers no tools: the model wrote answer.txt from nothing and the
     lookup never ran. A step whose request names a server or a tool of the session keeps the
-    tool loop, where the MCP tools are offered."""
+    tool loop, where the MCP tools are offered. In a later run the model wrote the call as
+    ``run_command`` with the command ``mcp__notes__lookup(acode)``: that is the call it meant."""
     task = "Look up the word acode with the notes lookup tool, then write what the notes say into answer.txt"
     plan = Json({"goal": task, "status": "ready", "tasks": [{
         "label": "T1", "title": "answer.txt", "complexity": 1, "resources": {"write": ["answer.txt"]},
@@ -344,8 +345,8 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
         _configure(shared, server, "openai", ACODE_MODEL__MODEL=SMALL)
         _servers(shared)
         before = len(_called(shared))
-        server.by_stage(planner=[plan], executor=[
-            ToolCalls([("mcp__notes__lookup", {"text": "acode"})]),
+        server.by_stage(planner=[plan], executor=[  # as the real model wrote its first call (run 4)
+            ToolCalls([("run_command", {"command": "mcp__notes__lookup(acode)"})]),
             ToolCalls([("write_file", {"path": "answer.txt", "content": "MCP-NOTE-42\n"})]), done()],
             verifier=[VERDICT], reviewer=[APPROVE])
         workspace = _workspace(tmp_path)

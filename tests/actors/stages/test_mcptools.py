@@ -144,3 +144,26 @@ def test_the_steps_message_names_only_arguments_that_are_plainly_names() -> None
     offer = _offer(McpTools(tools=[_info(McpToolDef(server="docs", name="t", input_schema=schema))]))
     offer.refresh()
     assert "Ignore" not in offer.named() and "mcp__docs__t(text)" in offer.named()
+
+
+def test_another_tools_call_whose_one_argument_is_an_mcp_call_written_out_is_that_call() -> None:
+    one = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    two = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"]}
+    offer = _offer(McpTools(tools=[_info(McpToolDef(server="docs", name="lookup", input_schema=one)),
+                                   _info(McpToolDef(server="docs", name="add", input_schema=two))]))
+    offer.refresh()
+
+    def meant(name: str, **arguments: Any) -> tuple[str, dict[str, Any]] | None:
+        call = offer.meant(ModelToolCall(id="c1", name=name, arguments=arguments))
+        return (call.name, call.arguments) if call is not None else None
+
+    # what Qwen2.5-Coder-1.5B sent: the step's action as the tool, the MCP call as its command
+    assert meant("run_command", command="mcp__docs__lookup(acode)") == ("mcp__docs__lookup", {"text": "acode"})
+    assert meant("run_terminal", command=' mcp__docs__lookup("the word") ') == ("mcp__docs__lookup",
+                                                                               {"text": "the word"})
+    assert meant("run_terminal", command='mcp__docs__add({"a": 1, "b": 2})') == ("mcp__docs__add", {"a": 1, "b": 2})
+    assert meant("run_terminal", command="mcp__docs__add(1, 2)") is None, "two parameters: not plain"
+    assert meant("run_terminal", command="mcp__docs__gone(x)") is None, "not offered"
+    assert meant("run_terminal", command="python mcp__docs__lookup(x)") is None
+    assert meant("write_file", path="a.txt", content="mcp__docs__lookup(x)") is None, "one argument only"
+    assert meant("mcp__docs__lookup", text="mcp__docs__lookup(x)") is None
