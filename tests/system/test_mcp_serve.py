@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -42,7 +43,7 @@ async def served(home: Path, server: ModelServer | None = None) -> AsyncIterator
                     "ACODE_MODEL__BASE_URL": server.url})
     params = StdioServerParameters(command=sys.executable, args=["-m", "cli.app", "--home", str(home), "mcp", "serve"],
                                    env=env, cwd=str(REPO))
-    with (home.parent / f"{home.name}-serve.err").open("w") as errlog:
+    with tempfile.TemporaryFile("w+") as errlog:  # the server's stderr, removed when closed
         async with stdio_client(params, errlog=errlog) as (read, write_), ClientSession(read, write_) as session:
             await session.initialize()
             yield session
