@@ -24,27 +24,13 @@ mcp:
       trusted: true
       risk: {lookup: read}
 """
-WORKSPACE = """\
-mcp:
-  servers:
-    docs:
-      command: docs-server
-      args: [--stdio]
-      trusted: true
-      risk: {lookup: read}
+# the user's server repeated exactly, and one the workspace adds
+WORKSPACE = USER + """\
     evil:
       url: http://127.0.0.1:9/mcp
       trusted: true
 """
-CHANGED = """\
-mcp:
-  servers:
-    docs:
-      command: docs-server
-      args: [--stdio]
-      trusted: true
-      risk: {lookup: read, delete_all: read}
-"""
+CHANGED = USER.replace("risk: {lookup: read}", "risk: {lookup: read, delete_all: read}")  # the user's, loosened
 
 
 def _setup(tmp_path: Path, workspace_text: str) -> tuple[Path, Path]:

@@ -34,14 +34,20 @@ def test_no_cli_module_names_the_stages_in_an_import() -> None:
     assert {"cli.app", "cli.commands.sessions"} <= set(MODULES)  # the glob found the CLI, its sub-packages too
 
 
-def test_importing_every_cli_module_loads_nothing_from_the_stages() -> None:
-    """Transitively too: what the CLI imports (the coordinator's options, say) must not pull them in."""
-    code = (f"import sys\nfor name in {MODULES!r}:\n    __import__(name)\n"
-            "print(sorted(m for m in sys.modules if m == 'actors.stages' or m.startswith('actors.stages.')))")
+def _loaded(modules: list[str], condition: str) -> list[str]:
+    """The modules, by name ``m``, for which ``condition`` holds once ``modules`` were imported
+    in a fresh interpreter."""
+    code = (f"import sys\nfor name in {modules!r}:\n    __import__(name)\n"
+            f"print(sorted(m for m in sys.modules if {condition}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    return list(ast.literal_eval(done.stdout.strip()))
+
+
+def test_importing_every_cli_module_loads_nothing_from_the_stages() -> None:
+    """Transitively too: what the CLI imports (the coordinator's options, say) must not pull them in."""
+    assert _loaded(MODULES, "m == 'actors.stages' or m.startswith('actors.stages.')") == []
 
 
 # `acode mcp serve`'s tools, written with the SDK: imported by that command when it runs, by no module
@@ -53,9 +59,5 @@ def test_importing_every_cli_module_loads_no_mcp_sdk() -> None:
     and a command that serves MCP imports the SDK when it runs, not when the CLI loads."""
     others = [name for name in MODULES if name != SERVES_MCP]
     assert len(others) == len(MODULES) - 1, "acode mcp serve's module moved: name it here"
-    code = (f"import sys\nfor name in {others!r}:\n    __import__(name)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic')))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _loaded(others, "m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic')") == []
+    assert _loaded([SERVES_MCP], "m == 'mcp'") == ["mcp"], "the check can see the SDK"
