@@ -80,6 +80,11 @@ class Listed(NamedTuple):
     timeout_s: float
 
 
+def _plain(names: Any) -> list[str]:
+    """The names in ``names`` that are plainly names (the server's words, said unfenced)."""
+    return [n for n in names or () if isinstance(n, str) and _PLAIN_NAME.fullmatch(n)][:_NAMED_ARGS]
+
+
 def _clean(value: Any, nonce: str) -> Any:
     """``value`` (a schema) with every string stripped of hidden characters and the nonce."""
     if isinstance(value, str):
@@ -99,6 +104,7 @@ class McpOffer:
         self.servers: dict[str, McpServerRef] = {s.name: s for s in ctx.request.settings.mcp_servers}
         self.definitions: list[dict[str, Any]] = []
         self.listed: dict[str, Listed] = {}
+        self._descriptions: dict[str, str] = {}  # offered tool -> the server's description, as listed
         self._told: set[str] = set()  # servers the model was told are unavailable (until they come back)
         self._answered = False  # the service answered a listing of this stage
         self._down = False  # the last listing got no answer
@@ -132,7 +138,7 @@ class McpOffer:
             self.ctx.log.warning("mcp_tools_unavailable", code=exc.code, error=exc.message[:300])
             return self._unavailable(list(self.servers), f"the MCP service did not answer ({exc.code})")
         self._down, self._answered = False, True
-        self.listed, self.definitions = {}, []
+        self.listed, self.definitions, self._descriptions = {}, [], {}
         for info in reply.tools:
             self._add(info.definition, info.state)
         failed = {s.name: s for s in reply.servers if s.state in ("failed", "stopped")}
@@ -155,6 +161,7 @@ class McpOffer:
                                    state=state, timeout_s=server.config.timeout_s)
         if state == "offered":
             self.definitions.append(self._definition(name, definition))
+            self._descriptions[name] = definition.description
 
     def _definition(self, name: str, definition: McpToolDef) -> dict[str, Any]:
         nonce = self.ctx.fence.nonce
@@ -205,17 +212,39 @@ class McpOffer:
         model only through the server's chat template, which a small model reads poorly."""
         if not self.definitions:
             return ""
-        def plain(names: Any) -> list[str]:  # the server's words: only names that are plainly names, unfenced
-            return [n for n in names or () if isinstance(n, str) and _PLAIN_NAME.fullmatch(n)][:_NAMED_ARGS]
-
-        shown = [f"{d['function']['name']}({', '.join(plain(d['function']['parameters'].get('properties')))})"
+        shown = [f"{d['function']['name']}({', '.join(_plain(d['function']['parameters'].get('properties')))})"
                  for d in self.definitions[:most]]
         more = f" and {len(self.definitions) - most} more" if len(self.definitions) > most else ""
         first = self.definitions[0]["function"]
         example = json.dumps({"name": first["name"], "arguments": {
-            key: "..." for key in plain(first["parameters"].get("required"))}})
+            key: "..." for key in _plain(first["parameters"].get("required"))}})
         return (f"Tools of the user's MCP servers, offered with the others: {', '.join(shown)}{more}. Call one "
                 f"like any tool, e.g. {example}")
+
+    def for_planner(self, most: int = MENTIONED) -> str:
+        """The offered tools for the planner's message ("" when none): each name with its
+        argument names and its description, fenced, cut to :data:`COMPACT_DESCRIPTION_CHARS`.
+        Untold, the real 1.5B model planned ``python -m notes_lookup`` for "look it up with
+        the notes tool", and the executor's model ran that instead of the tool."""
+        if not self.definitions:
+            return ""
+        lines = ["The user's MCP tools. The executor calls them as tools, by these names, in any step; they "
+                 "are not commands, so never put one in a check or a run_command. A step that needs one names "
+                 "it in its description."]
+        for definition in self.definitions[:most]:
+            function = definition["function"]
+            name = function["name"]
+            arguments = ", ".join(_plain(function["parameters"].get("properties")))
+            listed = self.listed[name]
+            text = strip_hidden(self._descriptions.get(name, ""))
+            if len(text) > COMPACT_DESCRIPTION_CHARS:
+                text = text[:COMPACT_DESCRIPTION_CHARS] + "…"
+            lines.append(f"- {name}({arguments}): tool {listed.tool} of the server {listed.server}"
+                         + (f"; its description, untrusted:\n{self.ctx.fence.wrap(f'description of {name}', text)}"
+                            if text else ""))
+        if len(self.definitions) > most:
+            lines.append(f"- and {len(self.definitions) - most} more")
+        return "\n".join(lines)
 
     def _unavailable(self, names: list[str], why: str) -> list[str]:
         fresh = [name for name in names if name not in self._told]

@@ -30,6 +30,11 @@
    one + 1, tasks completed before stay completed as they were, and the change summary
    says which tasks were added, removed, changed and kept.
 
+A session with MCP servers (``SessionSettings.mcp_servers``) has their offered tools
+listed for the model after the context (:meth:`~actors.stages.mcptools.McpOffer.for_planner`:
+names, argument names, descriptions fenced), so a plan can name the tool a step needs
+instead of inventing a command for it.
+
 A first plan for a task that names its file and its check, by simple rules, is derived
 after step 2's first reads, without a model call (:mod:`actors.stages.derive`; logged
 ``plan_derived``, said in the summary) and checked like a model's.
@@ -51,6 +56,7 @@ from actors.stages.budget import stage_budget, too_large
 from actors.stages.context import StageContext
 from actors.stages.corrections import correction
 from actors.stages.derive import asks_for_tests, derive, failing_test
+from actors.stages.mcptools import McpOffer
 from protocol.errors import PlanError
 from protocol.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
 from protocol.results import StageResult, ToolResult
@@ -197,6 +203,16 @@ def _derived(ctx: StageContext, task: str, files: set[str] | None,
                                        "without a model call)", plan=plan)
 
 
+def _mcp_tools(ctx: StageContext) -> str:
+    """The session's MCP tools for the planner's message ("" without servers, or when none
+    is offered now: the executor lists them again before each turn)."""
+    if not ctx.request.settings.mcp_servers:
+        return ""
+    offer = McpOffer(ctx)
+    offer.refresh()
+    return offer.for_planner()
+
+
 def run(ctx: StageContext) -> StageResult:
     request = ctx.request
     started = time.monotonic()
@@ -231,7 +247,8 @@ def run(ctx: StageContext) -> StageResult:
     settings = request.settings
     whole = min(settings.planner_context_tokens, stage_budget(settings, "planner"))
     ctx.budget_tokens = whole  # reported with the stage's token figures
-    budget = whole - gather.estimate_tokens(system)
+    tools = _mcp_tools(ctx)
+    budget = whole - gather.estimate_tokens(system) - gather.estimate_tokens(tools)
     needed = gather.estimate_tokens(system) + gather.estimate_tokens(task) + _LEAST_CONTEXT_TOKENS
     if needed > whole:
         raise too_large(settings, "planner", needed, "the system prompt, the task and a little of the workspace",
@@ -243,7 +260,8 @@ def run(ctx: StageContext) -> StageResult:
     ctx.log.info("context_prepared", tokens=prepared.tokens, budget_tokens=budget,
                  sections=[f"{s.kind}:{s.name}" for s in prepared.sections], omitted=len(prepared.omitted),
                  tool_calls=prepared.tool_calls, duration_ms=round((time.monotonic() - started) * 1000, 1))
-    draft, corrections, notes = _plan(ctx, system, prepared.text, files or set(), read)
+    user = f"{prepared.text}\n\n{tools}" if tools else prepared.text
+    draft, corrections, notes = _plan(ctx, system, user, files or set(), read)
     plan = finalize(draft, version=(previous.version + 1) if previous else 1, previous=previous)
     if previous is not None:
         plan = msgspec.structs.replace(plan, change_summary=change_summary(previous, plan, draft.change_summary))

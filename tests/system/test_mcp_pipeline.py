@@ -335,7 +335,9 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
     in the file style, which offers no tools: the model wrote answer.txt from nothing and the
     lookup never ran. A step whose request names a server or a tool of the session keeps the
     tool loop, where the MCP tools are offered. In a later run the model wrote the call as
-    ``run_command`` with the command ``mcp__notes__lookup(acode)``: that is the call it meant."""
+    ``run_command`` with the command ``mcp__notes__lookup(acode)``: that is the call it meant.
+    In another, the planner, not told the tools, planned ``python -m notes_lookup``: it is
+    told them now."""
     task = "Look up the word acode with the notes lookup tool, then write what the notes say into answer.txt"
     plan = Json({"goal": task, "status": "ready", "tasks": [{
         "label": "T1", "title": "answer.txt", "complexity": 1, "resources": {"write": ["answer.txt"]},
@@ -352,6 +354,9 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
         workspace = _workspace(tmp_path)
         result = shared("run", task, "--workspace", str(workspace), timeout=180)
         assert result.returncode == 0, result.stdout + result.stderr
+        planned = str(next(r for r in server.chats if r.stage == "planner").messages[1]["content"])
+        assert "- mcp__notes__lookup(text): tool lookup of the server notes" in planned, "the planner is told"
+        assert "<<untrusted description of mcp__notes__lookup" in planned, "the server's words are fenced"
         first = next(r for r in server.chats if r.stage == "executor")
         assert "mcp__notes__lookup" in _offered(first), "the tool loop, with the session's MCP tools"
         said = str(first.messages[1]["content"])  # named in the step's message too, with an example call

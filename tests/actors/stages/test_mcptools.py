@@ -167,3 +167,23 @@ def test_another_tools_call_whose_one_argument_is_an_mcp_call_written_out_is_tha
     assert meant("run_terminal", command="python mcp__docs__lookup(x)") is None
     assert meant("write_file", path="a.txt", content="mcp__docs__lookup(x)") is None, "one argument only"
     assert meant("mcp__docs__lookup", text="mcp__docs__lookup(x)") is None
+
+
+def test_the_planner_is_told_the_offered_tools_their_words_stripped_capped_and_fenced() -> None:
+    long = "Look a word up.\u200b n0nce " + "x" * 1_000
+    tools = [McpToolDef(server="docs", name="find", description=long,
+                        input_schema={"type": "object", "properties": {"word": {"type": "string"}, "a b": {}}}),
+             McpToolDef(server="docs", name="gone"), McpToolDef(server="docs", name="bare")]
+    offer = _offer(McpTools(tools=[_info(tools[0]), _info(tools[1], "changed"), _info(tools[2])]))
+    assert offer.for_planner() == "", "nothing listed yet"
+    offer.refresh()
+    told = offer.for_planner()
+    assert told.startswith("The user's MCP tools. The executor calls them as tools, by these names")
+    assert "never put one in a check or a run_command" in told
+    assert "- mcp__docs__find(word): tool find of the server docs; its description, untrusted:\n" \
+           "<<untrusted description of mcp__docs__find n0nce>>\nLook a word up. " in told
+    body = told.split("n0nce>>\n", 1)[1].split("\n<<end", 1)[0]
+    assert "\u200b" not in body and "n0nce" not in body and body.endswith("…") and len(body) == 301 - len("n0nce")
+    assert "mcp__docs__gone" not in told, "a changed definition is not offered, so not planned with"
+    assert told.endswith("- mcp__docs__bare(): tool bare of the server docs"), "no description: nothing fenced"
+    assert offer.for_planner(most=1).endswith("\n- and 1 more")
