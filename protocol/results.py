@@ -106,7 +106,7 @@ class WorkspaceChanges(_Wire, frozen=True, kw_only=True):
 class ToolResult(_Wire, frozen=True, kw_only=True):
     """One tool call's outcome. ``outcome == "unknown"`` means an earlier run of the same
     call was interrupted after its intent was journaled: check the workspace, do not
-    blindly repeat it."""
+    blindly repeat it. ``sha256``: a successful content write's (see the field)."""
 
     key: str
     tool: str
@@ -121,6 +121,10 @@ class ToolResult(_Wire, frozen=True, kw_only=True):
     path: str = ""
     isolation: str = ""  # run_terminal: the isolation the command ran under (actors/sandbox/confinement/isolation.py)
     changes: WorkspaceChanges | None = None  # diff_workspace: the changed files, as data
+    # write_file, modify_file (ok): sha256 hex of the text written, as read_file would show
+    # the file whole (CRLF as LF: actors.sandbox.tools.files.written_digest); '' for other
+    # tools and in results journaled before it existed. The executor's edit_undone check.
+    sha256: Annotated[str, msgspec.Meta(pattern="^(|[0-9a-f]{64})$")] = ""
 
 
 class Usage(_Wire, frozen=True, kw_only=True):

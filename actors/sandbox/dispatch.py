@@ -227,4 +227,5 @@ class ToolCall:
                                        output=outcome.output,
                           error=outcome.error, exit_code=outcome.exit_code, duration_ms=duration_ms,
                           risk=self.risk, path=outcome.path, isolation=outcome.isolation,
-                          changes=outcome.changes, outcome="unknown" if unknown else "done"))
+                          changes=outcome.changes, sha256=outcome.sha256,
+                          outcome="unknown" if unknown else "done"))

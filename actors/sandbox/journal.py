@@ -266,9 +266,10 @@ class Journal:
                 if current is not None and current == files.content_digest(content):
                     assert call.workspace is not None
                     rel = call.workspace.relative(path)
-                    size = len(content.encode("utf-8", "surrogatepass"))
-                    return call.result(Outcome(output=f"wrote {size} bytes to {rel} (already written before "
-                                                      "an interruption; not written again)", path=rel))
+                    data = content.encode("utf-8", "surrogatepass")
+                    return call.result(Outcome(output=f"wrote {len(data)} bytes to {rel} (already written before "
+                                                      "an interruption; not written again)", path=rel,
+                                               sha256=files.written_digest(data)))
                 if current == recorded:
                     return call.run(self._terminal, self._baselines)
                 return self._unknown(call, recorded, current)

@@ -2,17 +2,19 @@
 
 The executor's loop makes one :class:`Observation` per model turn (its token counts,
 whether the answer could run, each tool call's outcome, the files written with their
-content's hash) and asks :func:`latest` what the last turn shows. Each finding is an
-:class:`Anomaly` with its evidence (the file, the hashes, the turns, the repeated error's
-head), the turns involved and a severity: ``repeated_invalid`` (the same unusable answer,
-or the same correction, after whitespace and numbers are normalised: EXEC-008 catches only
-exact repeats in a row), ``repeated_error`` (one tool, the same error, whatever its
-arguments), ``edit_undone`` (A -> B -> A on a file), ``no_progress`` (turns without new
-information: :func:`new_information`), ``token_burn`` (tokens per turn growing without new
-information), ``output_spike`` (a turn's output far above the median; a turn that writes a
-file is long by nature and never counts), ``error_streak`` (turns in a row, across steps,
-in which nothing the model tried worked) and, from the verifications rather than the turns,
-``verify_repeat`` (:func:`verify_repeat`). :class:`AnomalyThresholds` says when each fires.
+content's hash: the sandbox says it, ``ToolResult.sha256``) and asks :func:`latest` what
+the last turn shows. Each finding is an :class:`Anomaly` with its evidence (the file, the
+hashes, the turns, the repeated error's head), the turns involved and a severity:
+``repeated_invalid`` (the same unusable answer, or the same correction, after whitespace
+and numbers are normalised: EXEC-008 catches only exact repeats in a row),
+``repeated_error`` (one tool, the same error, whatever its arguments),
+``edit_undone`` (A -> B -> A on a file, by write_file or modify_file), ``no_progress``
+(turns without new information: :func:`new_information`), ``token_burn`` (tokens per turn
+growing without new information), ``output_spike`` (a turn's output far above the median;
+a turn that writes a file is long by nature and never counts), ``error_streak`` (turns in
+a row, across steps, in which nothing the model tried worked) and, from the verifications
+rather than the turns, ``verify_repeat`` (:func:`verify_repeat`). :class:`AnomalyThresholds`
+says when each fires.
 
 Each detection re-arms: the evidence it used is spent, and the same kind fires again only
 when later turns show it anew. A detection at a turn depends on the turns up to it alone,
@@ -114,7 +116,9 @@ def invalid_seen(answer: str, correction: str) -> Invalid:
 
 def call_seen(call: ModelToolCall, result: ToolResult | None, *, sha: str = "", before: str = "") -> CallSeen:
     """A call and its result (None: denied). ``sha``/``before``: the written file's content
-    hashes when the caller knows them; a successful write_file's ``sha`` is its content's."""
+    hashes when the caller knows them; else a successful write's ``sha`` is the one the
+    sandbox said (``result.sha256``), or, in a result journaled before it said one, a
+    write_file's content's (a modify_file's then stays unknown)."""
     target = ""
     if call.name in _PATH_TOOLS:  # the sandbox's form of the path when it ran, else the model's
         target = (result.path if result is not None else "") or str(call.arguments.get("path", ""))
@@ -123,6 +127,7 @@ def call_seen(call: ModelToolCall, result: ToolResult | None, *, sha: str = "", 
         return CallSeen(name=call.name, target=target, args=args, outcome="denied")
     if result.ok:
         content = call.arguments.get("content")
+        sha = sha or (result.sha256 if call.name in _CONTENT_WRITES else "")
         if not sha and call.name == "write_file" and isinstance(content, str):
             sha = _sha(content)
         return CallSeen(name=call.name, target=target, args=args, result=fingerprint(result.output), sha=sha,

@@ -301,6 +301,7 @@ tool_results = struct(
     output=texts, error=st.none() | error_infos, exit_code=st.none() | signed,
     duration_ms=non_negative, outcome=st.sampled_from(["done", "unknown"]), replayed=st.booleans(),
     risk=risks, path=short, isolation=short, changes=st.none() | workspace_changes,
+    sha256=st.just("") | st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
 )
 usages = struct(rs.Usage, prompt_tokens=counts, completion_tokens=counts, estimated=st.booleans(),
                 cached_tokens=counts, prompt_n=counts, prompt_ms=millis, completion_ms=millis)

@@ -36,6 +36,11 @@ paths, hard links, the placeholder rule, the atomic rename; the journal records 
 pre-image like any modify_file's); its BOM and line-ending style are kept, and the
 result says the whole file was replaced.
 
+A successful write (write_file, modify_file in every form) says the sha256 of the text it
+left (:func:`written_digest`: the file as read_file shows it whole, numbers aside), so the
+executor sees a file go A -> B -> A whichever tool wrote it (the ``edit_undone`` anomaly,
+:mod:`actors.stages.anomalies`): it has no other way to know what a search/replace made.
+
 ``image(ws, path)`` is the pre-image the journal records before a write: the sha256 of
 the file's bytes, ``"absent"``, or None when the path is not a readable regular file.
 """
@@ -58,7 +63,7 @@ from protocol.redact import placeholders_in
 from protocol.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile
 
 __all__ = ["ABSENT", "MAX_DIFF_BYTES", "content_digest", "create_directory", "image", "modify_file", "read_file",
-           "write_file"]
+           "write_file", "written_digest"]
 
 ABSENT = "absent"
 MAX_DIFF_BYTES = 1 << 20
@@ -332,7 +337,7 @@ def write_file(ws: Workspace, args: WriteFile) -> Outcome:
         _replace(ws, dir_fd, name, data, args.path)
     finally:
         os.close(dir_fd)
-    return Outcome(output=f"wrote {len(data)} bytes to {rel}", path=rel)
+    return Outcome(output=f"wrote {len(data)} bytes to {rel}", path=rel, sha256=written_digest(data))
 
 
 # -- modify_file --------------------------------------------------------------------------------
@@ -418,16 +423,18 @@ def modify_file(ws: Workspace, args: ModifyFile) -> Outcome:
         _replace(ws, dir_fd, name, data, args.path)
     finally:
         os.close(dir_fd)
+    sha256 = written_digest(data)
     if diff is not None and creates:
         added = sum(len(hunk.new) for hunk in diff.hunks)
-        return Outcome(output=f"created {rel} from a diff ({_plural(added, 'line')})", path=rel)
+        return Outcome(output=f"created {rel} from a diff ({_plural(added, 'line')})", path=rel, sha256=sha256)
     if diff is not None:
-        return Outcome(output=f"applied {_plural(len(diff.hunks), 'hunk')} to {rel}", path=rel)
+        return Outcome(output=f"applied {_plural(len(diff.hunks), 'hunk')} to {rel}", path=rel, sha256=sha256)
     if args.content is not None:
         return Outcome(output=f"modify_file with content replaced the whole file: wrote {len(data)} bytes to {rel} "
-                              "(for a whole new text, write_file is the tool)", path=rel)
+                              "(for a whole new text, write_file is the tool)", path=rel, sha256=sha256)
     said = "".join(f"; {note}" for note in notes)
-    return Outcome(output=f"applied {_plural(len(args.edits or []), 'edit')} to {rel}{said}", path=rel)
+    return Outcome(output=f"applied {_plural(len(args.edits or []), 'edit')} to {rel}{said}", path=rel,
+                   sha256=sha256)
 
 
 def create_directory(ws: Workspace, args: CreateDirectory) -> Outcome:
@@ -439,6 +446,14 @@ def create_directory(ws: Workspace, args: CreateDirectory) -> Outcome:
 
 def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def written_digest(data: bytes) -> str:
+    """sha256 hex of a file that holds ``data`` (UTF-8, as a write wrote it) as read_file
+    shows it whole, numbers aside: each CRLF line end as LF, a BOM and a lone CR kept. The
+    executor hashes a file it read so (:func:`actors.stages.turnwatch.unnumbered`) and a
+    write_file's content likewise (UTF-8): the same text, the same hash, whichever it saw."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 
 def image(ws: Workspace, path: str) -> str | None:

@@ -30,6 +30,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: ErrorInfo | None = None
     isolation: str = ""  # run_terminal: what the command ran under
     changes: WorkspaceChanges | None = None  # diff_workspace: the changed files, as data
+    sha256: str = ""  # write_file, modify_file: the written text's hash (files.written_digest)
 
     @property
     def ok(self) -> bool:

@@ -242,6 +242,21 @@ def test_finishing_a_call_without_an_intent_journals_it_as_done(store: Store, se
     assert state == ToolCallState(state="done", result=result)
 
 
+def test_a_result_journaled_before_results_said_a_written_hash_still_decodes_without_one(
+        store: Store, session: str) -> None:
+    """A journal written by an acode whose ToolResult had no ``sha256`` (the row as it wrote
+    it, a msgpack map of the fields then set) replays: the executor then falls back to a
+    write_file's content, as it did then."""
+    store.begin_tool_call("k1", session_id=session, tool="modify_file", risk="write", pre_image="absent")
+    old = msgspec.msgpack.encode({"key": "k1", "tool": "modify_file", "ok": True, "output": "applied 1 edit to a.py",
+                                  "risk": "write", "path": "a.py"})
+    with closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute("UPDATE tool_calls SET result = ? WHERE key = 'k1'", (old,))
+    state = store.begin_tool_call("k1", session_id=session, tool="modify_file")
+    assert state.state == "done" and state.result is not None
+    assert (state.result.output, state.result.path, state.result.sha256) == ("applied 1 edit to a.py", "a.py", "")
+
+
 def test_finishing_a_call_of_an_unknown_session_stores_nothing(store: Store) -> None:
     session_id = new_id()
     with pytest.raises(NotFoundError) as info:

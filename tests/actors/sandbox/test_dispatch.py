@@ -1,11 +1,14 @@
-"""From RunTool to ToolResult: output limits applied once, the timeout ceiling, refusals."""
+"""From RunTool to ToolResult: output limits applied once, the timeout ceiling, refusals,
+a write's content hash."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools.terminal import Terminal
+from actors.stages.turnwatch import unnumbered
 from protocol import codec
 from protocol.messages import RunTool
 from protocol.results import ToolResult
@@ -72,3 +75,48 @@ def test_a_lone_surrogate_that_reaches_the_dispatcher_is_refused_with_sbx_007_an
     assert result.error.message.startswith("arguments of write_file rejected: `$.path` holds a lone UTF-16 surrogate "
                                            "(\\udcff) at character offset 1, which is not text")
     assert codec.encode(result) and not list(tree.root.glob("a*"))
+
+
+def _read_hash(tree: Tree, path: str) -> str:
+    """The hash the executor gives a file it read whole (TurnWatch.start_try: read_file's
+    numbered text, unnumbered, as UTF-8): what a write's hash is compared with."""
+    text = unnumbered(_run(tree, "read_file", path=path).output)
+    assert text is not None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def test_a_search_replace_says_the_hash_of_the_text_it_left(tree: Tree) -> None:
+    """The executor cannot know what a search/replace made (Qwen2.5-Coder-1.5B flipped a line
+    back and forth with modify_file, unseen by edit_undone): the sandbox says it."""
+    (tree.root / "a.py").write_text("x = 'café'\ny = 1\n")
+    result = _run(tree, "modify_file", path="a.py", edits=[{"search": "y = 1", "replace": "y = 2"}])
+    assert result.ok and result.sha256 == hashlib.sha256("x = 'café'\ny = 2\n".encode()).hexdigest()
+    assert result.sha256 == hashlib.sha256((tree.root / "a.py").read_bytes()).hexdigest() == _read_hash(tree, "a.py")
+    diffed = _run(tree, "modify_file", path="a.py", diff="@@ -2 +2 @@\n-y = 2\n+y = 3\n")
+    whole = _run(tree, "modify_file", path="a.py", content="y = 4\n")
+    assert [r.sha256 for r in (diffed, whole)] == [
+        hashlib.sha256("x = 'café'\ny = 3\n".encode()).hexdigest(), hashlib.sha256(b"y = 4\n").hexdigest()]
+
+
+def test_a_write_file_says_the_hash_the_executor_gives_its_content_and_a_read_of_it(tree: Tree) -> None:
+    content = "naïve = '日本語'\t# ünïcödé\n"
+    result = _run(tree, "write_file", path="n.py", content=content)
+    assert result.ok and result.sha256 == hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+    assert result.sha256 == _read_hash(tree, "n.py")
+
+
+def test_a_crlf_file_with_a_bom_hashes_as_a_read_shows_it_whole(tree: Tree) -> None:
+    """read_file shows a CRLF line without its CR and keeps a BOM, so the executor's hash of
+    a read does; the hash of the same file written must be that one, not its bytes'."""
+    (tree.root / "w.txt").write_bytes("\ufeffone\r\ntwo é\r\nlast\r".encode())
+    result = _run(tree, "modify_file", path="w.txt", edits=[{"search": "two", "replace": "deux"}])
+    assert (tree.root / "w.txt").read_bytes() == "\ufeffone\r\ndeux é\r\nlast\r".encode()
+    assert result.sha256 == _read_hash(tree, "w.txt") == hashlib.sha256(
+        "\ufeffone\ndeux é\nlast\r".encode()).hexdigest()
+
+
+def test_reads_commands_and_failed_writes_say_no_hash(tree: Tree) -> None:
+    (tree.root / "a.txt").write_text("a\n")
+    failed = _run(tree, "modify_file", path="a.txt", edits=[{"search": "zzz", "replace": "b"}])
+    others = [_run(tree, "read_file", path="a.txt"), _run(tree, "create_directory", path="d"), failed]
+    assert not failed.ok and [r.sha256 for r in others] == ["", "", ""]

@@ -50,7 +50,7 @@ def test_a_new_call_runs_and_is_journaled_with_its_event(journal: Journal, memor
     assert (result.ok, result.output, result.path, result.risk) == (True, "wrote 12 bytes to hello.py", "hello.py",
                                                                     "write")
     assert memory.entries["k1"].begin.pre_image == "absent"
-    assert memory.entries["k1"].result == result
+    assert memory.entries["k1"].result == result and result.sha256 == _sha(b"print('hi')\n")  # journaled with it
     [event] = memory.events
     assert isinstance(event, ToolCalled)
     assert (event.key, event.tool, event.target, event.ok, event.summary, event.outcome) == (
@@ -84,6 +84,7 @@ def test_a_pending_write_already_applied_is_done_without_writing(
     result = journal.run(request)
     assert result.ok
     assert result.output == "wrote 3 bytes to a.txt (already written before an interruption; not written again)"
+    assert result.sha256 == _sha(b"new")  # what the run would have said: the executor's edit_undone check reads it
     assert (tree.root / "a.txt").stat().st_ino == inode
 
 

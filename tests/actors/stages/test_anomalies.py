@@ -457,3 +457,24 @@ def test_a_write_file_call_is_seen_with_its_content_hash_and_a_failed_command_wi
     assert failed.said.endswith("x the end") and len(failed.said) == 200
     assert failed.result == fingerprint("x" * 300 + "  the end\n")
     assert _call("run_terminal", command="ls", denied=True).outcome == "denied"
+
+
+def _modified(path: str, text: str, *, said: bool = True) -> CallSeen:
+    """A modify_file whose result says (``said``) the hash of the text it left, or does not
+    (a result journaled before results said one)."""
+    edits = [{"search": "x", "replace": "y"}]
+    call = ModelToolCall(id="c1", name="modify_file", arguments={"path": path, "edits": edits})
+    return call_seen(call, ToolResult(key="k", tool="modify_file", ok=True, output=f"applied 1 edit to {path}",
+                                      path=path, sha256=sha(text) if said else ""))
+
+
+def test_a_modify_file_is_seen_with_the_hash_the_sandbox_said_and_its_flips_are_undone_edits() -> None:
+    a, b = "x = 1\n", "x = 2\n"
+    turns = [turn(1, _modified("conf.py", a)), turn(2, _modified("conf.py", b)), turn(3, _modified("conf.py", a))]
+    assert [t.calls[0].sha for t in turns] == [sha(a), sha(b), sha(a)]
+    [anomaly] = detect(turns)
+    assert anomaly.kind == "edit_undone" and anomaly.turns == (1, 2, 3)
+    assert new_information([*turns[:2], turn(3, _modified("conf.py", b))]) == [True, True, False]
+    unsaid = [turn(n, _modified("conf.py", text, said=False)) for n, text in enumerate([a, b, a], start=1)]
+    assert detect(unsaid) == [] and [t.calls[0].sha for t in unsaid] == ["", "", ""]
+    assert _call("write_file", "wrote 2 bytes", path="w.py", content="é\n").sha == sha("é\n")  # its content, unsaid

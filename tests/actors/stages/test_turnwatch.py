@@ -116,6 +116,29 @@ def test_an_edit_undone_is_noted_then_ends_the_try_then_pauses_the_session(stack
     assert (run.workspace / "a.txt").read_text() == "one\n"  # what the model wrote stays: acode undoes nothing
 
 
+def test_an_edit_undone_by_search_replace_is_noted_then_ends_the_try_then_pauses_the_session(stack: Stack) -> None:
+    """The same, as Qwen2.5-Coder-1.5B did it: modify_file edits that swap a line back and
+    forth. Only the sandbox knows what a search/replace left (its result's ``sha256``), and
+    it hashes it as the step hashed the file it read: A is the content before."""
+    flips = [("oné", "two"), ("two", "oné"), ("oné", "two"), ("two", "oné")]
+    run = stack.stage("executor", [call("modify_file", path="a.txt", edits=[{"search": old, "replace": new}])
+                                   for old, new in flips],
+                      plan(step("S1"), resources={"write": ["a.txt"]}), files={"a.txt": "x = 1\noné\n"},
+                      anomalies=ONLY["edits_undone"])
+
+    result = executor.run(run.ctx)
+
+    assert result.error is not None and result.error.code == "ACODE-EXEC-011"
+    assert anomalies(run) == [("edit_undone", "note", "S1", [1, 2]), ("edit_undone", "fresh_window", "S1", [1, 2, 3]),
+                              ("edit_undone", "pause", "S1", [2, 3, 4])]
+    assert notes(run) == [2]
+    [first] = [e for e in run.events() if isinstance(e, AnomalyDetected)][:1]
+    one, two = (hashlib.sha256(text.encode()).hexdigest()[:8] for text in ("x = 1\noné\n", "x = 1\ntwo\n"))
+    assert first.evidence == (f"a.txt went back to its content before ({one}) at turn 2, undoing the writes between "
+                              f"({one} -> {two} -> {one}; step T1/S1 turns 1, 2)")
+    assert (run.workspace / "a.txt").read_text() == "x = 1\noné\n"
+
+
 def test_turns_without_progress_are_noted_then_end_the_try_then_pause_the_session(stack: Stack) -> None:
     reads = [call("read_file", path="a.txt" if n % 2 == 0 else "b.txt") for n in range(13)]
     run = stack.stage("executor", reads, plan(step("S1", "read_file")), files={"a.txt": "a\n", "b.txt": "b\n"},
