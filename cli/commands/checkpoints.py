@@ -20,7 +20,7 @@ import typer
 from acode.checkpoints import checkpoint_store, listed
 from acode.client import Client
 from acode.config.loader import resolve
-from cli.commands.home import Json, home, run_paths
+from cli.commands.home import Json, Verbose, home, run_paths
 from cli.follow import print_json
 from cli.render import echo
 from protocol.errors import CliError
@@ -81,12 +81,14 @@ def rewind(
     yes: Yes = False,
     force: Force = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    verbose: Verbose = False,
     json_out: Json = False,
 ) -> None:
     """Put the workspace back at a checkpoint and continue the session from that step."""
-    from cli.commands.sessions import follow_resumed
+    from cli.commands.sessions import check_verbose, follow_resumed
     from protocol.messages import RestoreWorkspace
 
+    check_verbose(verbose, json_out)
     with Client(home()) as client:
         snapshot = client.paused(session, "rewind")
         record = client.rewind_target(snapshot, to)
@@ -98,7 +100,8 @@ def rewind(
             _report(done, json_out, nothing=not done.applied)
         where = f"{meta.task}/{meta.step}" if meta.task else "the first step"
         follow_resumed(client, snapshot.id, client.rewind_body(snapshot.id, record, steer),
-                       detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}")
+                       detach=detach, json_out=json_out, done=f"rewound: the executor goes on from {where}",
+                       verbose=verbose)
 
 
 def _restore(client: Client, body: Any, *, yes: bool, question: str) -> Any:

@@ -7,13 +7,15 @@ import typer
 
 from actors.paths import RunPaths
 
-__all__ = ["Home", "Json", "home", "run_paths", "set_home"]
+__all__ = ["Home", "Json", "Verbose", "home", "run_paths", "set_home"]
 
 _state: dict[str, Path | None] = {"home": None}
 
 Home = Annotated[Path | None, typer.Option("--home", help="acode home (default $ACODE_HOME or ~/.acode)",
                                               show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable JSON output")]
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="show the model's text under each turn and stage as the session runs")]
 
 
 def set_home(home: Home = None) -> None:

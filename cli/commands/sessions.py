@@ -18,7 +18,7 @@ from acode.client import Client
 from acode.events import typed
 from acode.stream import read_events
 from cli import approvals, render
-from cli.commands.home import Json, home, run_paths
+from cli.commands.home import Json, Verbose, home, run_paths
 from cli.follow import attach_and_print, follow_and_print, print_json
 from cli.modeltext import ModelText
 from cli.progress import session_detail
@@ -28,10 +28,7 @@ from cli.views import step_timings
 from protocol.errors import CliError
 from protocol.messages import Message, ResumeSession
 
-__all__ = ["attach", "cancel", "follow_resumed", "resume", "run", "sessions", "show"]
-
-Verbose = Annotated[bool, typer.Option(
-    "--verbose", "-v", help="show the model's text under each turn and stage as the session runs")]
+__all__ = ["attach", "cancel", "check_verbose", "follow_resumed", "resume", "run", "sessions", "show"]
 
 
 def run(
@@ -69,7 +66,7 @@ def run(
     A call the session's autonomy level does not allow pauses it ``awaiting_approval``: on a
     terminal ``acode run`` asks inline; off one, ``approvals.non_interactive_policy`` decides;
     with ``--detach`` the session waits for ``acode approve``/``acode deny``."""
-    _check_verbose(verbose, json_out)
+    check_verbose(verbose, json_out)
     paths = run_paths()
     root = workspace.expanduser().resolve()
     if not root.is_dir():
@@ -103,7 +100,7 @@ def attach(
     verbose: Verbose = False,
 ) -> None:
     """Follow a running or paused session again: its recent progress, then live (any number of terminals)."""
-    _check_verbose(verbose, json_out)
+    check_verbose(verbose, json_out)
     with Client(home()) as client:
         client.connection.require_running()
         session_id = client.session_id(session_id)
@@ -191,7 +188,7 @@ def resume(
     Finished steps stay finished; what stopped it gets a fresh round. The options change
     the session's settings from now on (recorded as an event): only a human raises a limit.
     """
-    _check_verbose(verbose, json_out)
+    check_verbose(verbose, json_out)
     with Client(home()) as client:
         session_id = client.session_id(session)
         overrides = client.overrides(
@@ -204,7 +201,7 @@ def resume(
         follow_resumed(client, session_id, body, detach=detach, json_out=json_out, verbose=verbose)
 
 
-def _check_verbose(verbose: bool, json_out: bool) -> None:
+def check_verbose(verbose: bool, json_out: bool) -> None:
     if verbose and json_out:
         raise CliError("--verbose shows the model's text on the terminal, and --json prints the session's events "
                        "only; drop one of them (`acode show SESSION --answers --json` gives the answers as JSON)",

@@ -12,8 +12,8 @@ import typer
 from acode.client import Client
 from acode.inputs import collect_answers, steering_text
 from cli import approvals, render
-from cli.commands.home import Json, home
-from cli.commands.sessions import follow_resumed
+from cli.commands.home import Json, Verbose, home
+from cli.commands.sessions import check_verbose, follow_resumed
 from cli.follow import print_json
 from cli.render import echo
 from protocol.autonomy import ApprovalRequest
@@ -75,7 +75,8 @@ def steer(
 
 
 def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool = False, reason: str = "",
-            detach: bool, json_out: bool) -> None:
+            detach: bool, json_out: bool, verbose: bool) -> None:
+    check_verbose(verbose, json_out)
     with Client(home()) as client:
         session_id = client.session_id(session)
         snapshot = client.session(session_id)
@@ -85,7 +86,7 @@ def _decide(session: str, decision: Literal["approve", "deny"], *, always: bool 
             if always:
                 _confirm_always(snapshot.approval)
         follow_resumed(client, session_id, body, detach=detach, json_out=json_out,
-                        done="approved" if decision == "approve" else "denied")
+                       done="approved" if decision == "approve" else "denied", verbose=verbose)
 
 
 def _confirm_always(request: ApprovalRequest) -> None:
@@ -106,35 +107,39 @@ def approve(
         "--always", help="also approve later calls with the same rule in this session: the same program, "
         "subcommand, option names and risk class (shown in full, confirmed on a terminal)")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    verbose: Verbose = False,
     json_out: Json = False,
 ) -> None:
     """Approve what a paused session waits for, and follow it on: the call it shows
     (``awaiting_approval``), or the plan under review (``plan_review``, `acode run --approve-plan`)."""
-    _decide(session, "approve", always=always, detach=detach, json_out=json_out)
+    _decide(session, "approve", always=always, detach=detach, json_out=json_out, verbose=verbose)
 
 
 def deny(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     reason: Annotated[str, typer.Option("--reason", help="why; the model is told")] = "denied by the user",
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    verbose: Verbose = False,
     json_out: Json = False,
 ) -> None:
     """Deny the call a paused session waits for: the model is told "the user denied this: REASON"."""
-    _decide(session, "deny", reason=reason, detach=detach, json_out=json_out)
+    _decide(session, "deny", reason=reason, detach=detach, json_out=json_out, verbose=verbose)
 
 
 def replan(
     session: Annotated[str, typer.Argument(help="session id (or a unique prefix)")],
     feedback: Annotated[str, typer.Argument(help="what to change in the plan, in plain words")],
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    verbose: Verbose = False,
     json_out: Json = False,
 ) -> None:
     """Send a plan under review back to the planner with your feedback; the next version is shown again."""
+    check_verbose(verbose, json_out)
     feedback = steering_text(feedback, "feedback")
     with Client(home()) as client:
         session_id = client.session_id(session)
         follow_resumed(client, session_id, ReplanSession(session_id=session_id, feedback=feedback),
-                        detach=detach, json_out=json_out)
+                       detach=detach, json_out=json_out, verbose=verbose)
 
 
 def answer(
@@ -143,9 +148,11 @@ def answer(
                                                       "number picks it (repeat for each question)")] = None,
     defaults: Annotated[bool, typer.Option("--defaults", help="use each unanswered question's default")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="do not follow the session")] = False,
+    verbose: Verbose = False,
     json_out: Json = False,
 ) -> None:
     """Answer the planner's questions of a paused session, and follow it on."""
+    check_verbose(verbose, json_out)
     with Client(home()) as client:
         session_id = client.session_id(session)
         plan = client.waiting_questions(session_id)
@@ -165,7 +172,7 @@ def answer(
 
         chosen = collect_answers(plan, answers or [], defaults=defaults, ask=ask if interactive else None)
         follow_resumed(client, session_id, ResumeSession(session_id=session_id, answers=chosen),
-                        detach=detach, json_out=json_out)
+                       detach=detach, json_out=json_out, verbose=verbose)
 
 
 def plan_show(

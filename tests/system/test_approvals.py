@@ -360,8 +360,10 @@ def test_a_check_the_level_does_not_allow_waits_for_approval_and_runs_once_appro
     assert reply.result.error is not None and reply.result.error.code == "ACODE-SBX-019"
     assert (workspace / "old.txt").exists()
 
-    approved = shared("approve", session_id, timeout=180)
+    approved = shared("approve", session_id, "--verbose", timeout=180)
     assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert '> {"decision": "approve", "summary": "greet.txt is right", "issues": []}' in approved.stdout, \
+        "--verbose: the model's text from the approval on (here the reviewer's)"
     assert not (workspace / "old.txt").exists()
     events = _events(shared, session_id)
     ran = [e for e in events if e["type"] == "tool_called" and e["target"] == check]
