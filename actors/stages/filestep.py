@@ -15,11 +15,10 @@ model is asked afresh (the plain ask, or the full one with the failure said). Th
 chooses no command and no path: it can write only the file the plan names, and only the
 plan's checks run.
 
-This module holds the pure parts: when the style applies (:func:`target`), the prompt
-(:data:`SYSTEM`, :func:`render`), reading the answer (:func:`answered_file`) and what is
-refused before anything is written (:func:`problem`: no block, the file unchanged, a
-syntax error, code left out), and the messages that answer a turn. The loop is
-:class:`FileStyleStep`, which extends the tool loop's :class:`actors.stages.step.Step`.
+This module holds the pure parts: when the style applies (:func:`target`), the prompt (:data:`SYSTEM`,
+:func:`render`), reading the answer (:func:`answered_file`) and what is refused before anything is written
+(:func:`problem`: no block, the file unchanged, a syntax error, code left out), and the messages that answer a
+turn. The loop is :class:`FileStyleStep`, which extends the tool loop's :class:`actors.stages.toolloop.ToolLoopStep`.
 """
 
 from __future__ import annotations
@@ -37,7 +36,8 @@ from actors.stages import prompts
 from actors.stages.conversation import Conversation
 from actors.stages.definitions import named_definitions
 from actors.stages.judge import judge
-from actors.stages.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
+from actors.stages.step import REPEATS, Outcome, raise_step_timeout, retry_note
+from actors.stages.toolloop import ToolLoopStep
 from actors.stages.turnwatch import Watched, unnumbered
 from actors.stages.untrusted import Fence
 from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
@@ -279,10 +279,10 @@ def render_problem(kind: str, path: str, request: str = "") -> str:
     return f"Your code block was not written: it is not valid Python: {kind[7:]}. {ask}"
 
 
-class FileStyleStep(Step):
-    """A :class:`~actors.stages.step.Step` whose tries answer a step that changes one file,
-    seen whole, as that file when the profile's step style is ``file``; any other step
-    keeps the tool loop."""
+class FileStyleStep(ToolLoopStep):
+    """A :class:`~actors.stages.toolloop.ToolLoopStep` whose tries answer a step that changes
+    one file, seen whole, as that file when the profile's step style is ``file``; any other
+    step keeps the tool loop."""
 
     found: dict[str, str | None] | None = None  # the step's files as its first try found them
     fresh_asks = 0  # the conversations begun afresh after a failed answer came back unchanged, all tries
@@ -452,7 +452,7 @@ class FileStyleStep(Step):
                         code="ACODE-EXEC-003")
 
     def _heed_file(self, watched: Watched) -> Outcome | None:
-        """:meth:`Step._heed` for the file style, whose conversation may have just begun
+        """:meth:`actors.stages.step.Step._heed` for the file style, whose conversation may have just begun
         afresh: then the notes go into its message, before what to answer (kept last)."""
         if self.conversation.turns or not watched.notes:
             return self._heed(watched)
