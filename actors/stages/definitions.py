@@ -3,7 +3,7 @@
 Edit/add-test on Qwen2.5-Coder-1.5B ("Add a test of average_length to tests/test_core.py"):
 twenty whole-file answers called ``average_length(text)`` where the function takes
 ``counts``. Every other ask of the file step is the plain one, which shows the file to write
-and nothing else (:func:`actors.stages.filestep.render_plain`): the model guessed the
+and nothing else (:func:`actors.stages.fileprompt.render_plain`): the model guessed the
 argument from the name. The plain ask now also says, for each name the step's words use
 that a Python file it read defines, its signature and the first line of its docstring.
 

@@ -1,9 +1,10 @@
 """The executor stage: runs the plan's steps in dependency order (seed 004).
 
-Each step is tried by :class:`actors.stages.step.Step` (the tool loop with the model,
-its tries and its ladder) or, under the ``file`` step style, by
-:class:`actors.stages.filestep.FileStyleStep` (the step answered as one whole file). This
-module decides which steps run, records how each ended and answers the stage.
+Each step is tried by :class:`actors.stages.filestep.FileStyleStep`: a
+:class:`actors.stages.step.Step` (its tries and its ladder) whose tries are the tool loop
+with the model (:class:`actors.stages.toolloop.ToolLoopStep`) or, under the ``file`` step
+style, the step answered as one whole file. This module decides which steps run, records
+how each ended and answers the stage.
 
 Finished work stays finished (seed 000): the steps of tasks the plan marks ``completed``
 are not run, and the steps named in ``kept_steps`` (the last verification kept them,
@@ -35,7 +36,9 @@ from actors.stages.context import McpOutcomeUnknown, ProtectedChanged, StageCont
 from actors.stages.filestep import FileStyleStep
 from actors.stages.pipeline import NeedsApproval
 from actors.stages.stagehooks import StageHooks
-from actors.stages.step import MAX_CONTEXT_FILES, Project, context_budget, record_step, tools_left_out
+from actors.stages.step import Project, context_budget, record_step
+from actors.stages.stepview import MAX_CONTEXT_FILES
+from actors.stages.toolloop import tools_left_out
 from actors.stages.turnwatch import pause_error
 from protocol.autonomy import ApprovalRequest
 from protocol.errors import AnomalyPause, BudgetExhausted, ErrorInfo, HookStopped, ModelError

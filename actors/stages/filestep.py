@@ -15,274 +15,45 @@ model is asked afresh (the plain ask, or the full one with the failure said). Th
 chooses no command and no path: it can write only the file the plan names, and only the
 plan's checks run.
 
-This module holds the pure parts: when the style applies (:func:`target`), the prompt
-(:data:`SYSTEM`, :func:`render`), reading the answer (:func:`answered_file`) and what is
-refused before anything is written (:func:`problem`: no block, the file unchanged, a
-syntax error, code left out), and the messages that answer a turn. The loop is
-:class:`FileStyleStep`, which extends the tool loop's :class:`actors.stages.step.Step`.
+The pure parts are their own modules: what the step asks and answers a turn with
+(:mod:`actors.stages.fileprompt`: :data:`~actors.stages.fileprompt.SYSTEM`,
+:func:`~actors.stages.fileprompt.render`, the plain ask), and when the style applies and
+what of an answer is written (:mod:`actors.stages.fileanswer`:
+:func:`~actors.stages.fileanswer.target`, :func:`~actors.stages.fileanswer.answered_file`,
+and :func:`~actors.stages.fileanswer.problem`: no block, the file unchanged, a syntax
+error, code left out). This module is the loop: :class:`FileStyleStep`, which extends the
+tool loop's :class:`actors.stages.toolloop.ToolLoopStep` and keeps it for any other step.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from actors.llm import toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages import prompts
 from actors.stages.conversation import Conversation
-from actors.stages.definitions import named_definitions
+from actors.stages.fileanswer import CHANGING_ACTIONS, answered_file, problem, target, whole
+from actors.stages.fileprompt import EARLIER, SYSTEM, render, render_plain, render_problem
 from actors.stages.judge import judge
-from actors.stages.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
-from actors.stages.turnwatch import Watched, unnumbered
-from actors.stages.untrusted import Fence
-from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
+from actors.stages.step import REPEATS, Outcome, raise_step_timeout, retry_note
+from actors.stages.toolloop import ToolLoopStep
+from actors.stages.turnwatch import Watched
+from protocol.plan import Check
 from protocol.results import ModelToolCall
-from protocol.session import Feedback
 
-__all__ = ["CHANGING_ACTIONS", "FileStyleStep", "SYSTEM", "answered_file", "problem", "render",
-           "render_plain", "render_problem", "steady", "target", "unnumbered", "whole"]
+__all__ = ["FileStyleStep"]
 
 _WARMER = 0.6  # the temperature after a file sent back unchanged
 _CHECK_FLOOR_S = 30.0  # the checks after a change get at least this long
-EARLIER = "An earlier answer (in the file now, not shown here) fails it:"
-CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "generate_code"})
-
-SYSTEM = ("You are an expert programmer. You change one file of a project at a time. Answer with the complete "
-          "new content of the file in one fenced code block: every line of it, not only the lines that "
-          "change, and no other code block.")
-
-# a line standing for code left out: "# ... rest of the code ...", "// existing code unchanged", "..." alone
-_LEFT_OUT = re.compile(
-    r"^\s*(?:#|//|/\*|<!--)?\s*(?:\.\.\.|…)?\s*\(?\s*(?:the\s+)?(?:rest|remainder)\s+of\s+(?:the\s+)?"
-    r"(?:code|file|function|module|class|implementation)|"
-    r"^\s*(?:#|//|/\*|<!--)\s*(?:\.\.\.|…)?\s*(?:\(?\s*)?(?:existing|other|previous|original|unchanged|same)\s+"
-    r"(?:code|functions?|methods?|imports?|lines?|content)\b|"
-    r"^\s*(?:#|//)\s*(?:\.\.\.|…)\s*$", re.IGNORECASE | re.MULTILINE)
-_LANGUAGE = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
-             ".md": "markdown", ".toml": "toml", ".json": "json", ".yml": "yaml", ".yaml": "yaml", ".sh": "bash"}
 
 
-def target(plan_task: PlanTask, step: PlanStep) -> str:
-    """The one file ``step`` changes, or '' when it is no step for one whole file: a changing
-    action and exactly one file its task writes, or, when the task writes several, exactly one
-    of them named in the step's own text."""
-    if step.action not in CHANGING_ACTIONS:
-        return ""
-    write = plan_task.resources.write
-    if len(write) == 1:
-        return write[0]
-    said = f"{step.title} {step.description}"
-    named = [path for path in write if re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w/-])", said)]
-    return named[0] if len(named) == 1 else ""
-
-
-def whole(files: Sequence[tuple[str, str | None]], path: str) -> list[tuple[str, str | None]] | None:
-    """``files`` as the step's first message gathered them (read_file's numbered text; None:
-    no such file), as their own text, or None when ``path`` is there but not whole (cut to
-    the context, or unreadable): a file the model cannot see whole must not be rewritten
-    whole. A file for reference that is not whole is shown as it was read."""
-    out: list[tuple[str, str | None]] = []
-    for name, text in files:
-        plain = None if text is None else unnumbered(text)
-        if name == path and text is not None and plain is None:
-            return None
-        out.append((name, text if plain is None else plain))
-    return out
-
-
-def _language(path: str) -> str:
-    return next((name for suffix, name in _LANGUAGE.items() if path.endswith(suffix)), "")
-
-
-def _block(path: str, text: str, fence: Fence) -> str:
-    ticks = "`" * max(3, max((len(run) for run in re.findall(r"`{3,}", text)), default=0) + 1)
-    body = text if text.endswith("\n") else text + "\n"
-    return fence.wrap(f"file {path}", f"{ticks}{_language(path)}\n{body}{ticks}")
-
-
-def _request(plan: TaskPlan, step: PlanStep) -> list[str]:
-    """The lines every ask starts with: the request, and the step when it says more."""
-    lines = [f"The request: {plan.goal}"]
-    said = " ".join(part for part in (step.title, step.description) if part and part.strip() != plan.goal.strip())
-    return lines + [f"Your part of it: {said}"] if said else lines
-
-
-def _now(path: str, current: str | None, fence: Fence) -> list[str]:
-    """``path`` as it is now (``current``; None: not there yet)."""
-    return [f"{path} does not exist yet."] if current is None else [f"{path} now:", _block(path, current, fence)]
-
-
-def _answer(path: str) -> str:
-    return f"Answer with the complete new {path} in one ```{_language(path)} code block."
-
-
-def render(plan: TaskPlan, plan_task: PlanTask, step: PlanStep, path: str, files: Sequence[tuple[str, str | None]],
-           feedback: Feedback | None, fence: Fence, *, runs_checks: bool = True,
-           failing: Sequence[tuple[Check, str]] = (), note: str = "", failing_said: str = "") -> str:
-    """The step's message: the request, the step when it says more, the checks that will
-    run, the other files the step names, then ``path`` as it is now, then what changes from
-    one ask to the next, then what to answer, last (the direct prompt's order). Workspace text
-    is fenced. ``runs_checks``: the checks run after this step's answers (its task's last
-    step), else they are not named; ``failing``: how they fail before the change (a failing
-    test's own message says what to fix); ``note``: what an earlier try ended with;
-    ``failing_said``: what the failures are of, when not the file shown (:data:`EARLIER`).
-
-    Everything that differs between the step's asks (how the checks fail, the reviewer's
-    feedback, the note) comes after the files: a fresh conversation then shares the whole
-    head of the last one, which the server has cached, and only the new tail is evaluated.
-    With the failures before the files, every retry re-read the files (HumanEval/120: 16
-    requests, 9,970 tokens evaluated). What to answer stays the last line: a model answering
-    a prompt that ends in a note copied the nearest file back."""
-    lines = _request(plan, step)
-    checks = [c for c in plan_task.acceptance if c.check is not None]
-    judged = [c for c in plan_task.acceptance if c.check is None]
-    others = [s.title for s in plan_task.steps if s.label != step.label]
-    if others:
-        lines.append("Other steps change the other files (not yours): " + "; ".join(others))
-    if checks and runs_checks:
-        lines.append("After your answer acode runs: " + "; ".join(f"`{c.check.command}`" for c in checks if c.check)
-                     + ". It must succeed.")
-    if judged:
-        lines.append("The change must also meet: " + "; ".join(c.description for c in judged))
-    for name, text in files:
-        if name != path and text is not None:
-            lines += [f"{name}, for reference (do not change it):", _block(name, text, fence)]
-    lines += _now(path, dict(files).get(path), fence)
-    if checks and runs_checks and failing:
-        lines.append(failing_said or "Now, before your change, it fails:")
-        lines += [fence.wrap(f"check `{check.command}`", steady(evidence)) for check, evidence in failing]
-    if feedback is not None:
-        lines.append(f"The {feedback.source} found problems with the last change: {feedback.summary}")
-        lines += [f"- {item.label}: {item.problem}" + (f"\n{fence.wrap('evidence', item.detail)}" if item.detail
-                                                       else "") for item in feedback.items]
-    if note:  # a later try
-        lines.append(note.strip())
-    return "\n\n".join([*lines, _answer(path)])
-
-
-def render_plain(plan: TaskPlan, step: PlanStep, path: str, current: str | None, fence: Fence,
-                 files: Sequence[tuple[str, str | None]] = ()) -> str:
-    """The plain ask: the request, the step when it says more, ``path`` as the step found it
-    and what to answer; no other file, no check, no failure. The file step asks it every
-    other time it asks afresh after a failed answer (:class:`FileStyleStep`):
-    the model alone, asked this way in one turn, solves problems the full ask sends it the
-    wrong way on (HumanEval/8: shown its test and failure it answered ``product(numbers)``,
-    an undefined name, 12 times over, at temperature 0 and 0.6), and the checks judge
-    either answer alike. What the step names from the other ``files`` it read is one line
-    each (:func:`actors.stages.definitions.named_definitions`): a name alone, the model
-    guessed the arguments."""
-    lines = _request(plan, step)
-    named = named_definitions(" ".join((plan.goal, step.title, step.description or "")), files, skip=path)
-    if named:
-        lines.append("Defined in the workspace:\n" + fence.wrap("definitions", "\n".join(named)))
-    return "\n\n".join([*lines, *_now(path, current, fence), _answer(path)])
-
-
-# pytest's "1 failed, 2 passed in 0.12s": the one part of the same failure that differs run to run
-_TIMING = re.compile(r"((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected)\b[ ,]*)+)"
-                     r" in \d+(?:\.\d+)?s\b")
-
-
-def steady(evidence: str) -> str:
-    """A check's ``evidence`` without the test runner's run time, so the same failure reads
-    the same in every ask (and the server's cache holds across them)."""
-    return _TIMING.sub(lambda found: found.group(1).rstrip(" ,"), evidence)
-
-
-def answered_file(answer: str, path: str, fence: Fence) -> str | None:
-    """The file an answer gives for ``path``: the block named ``path``, else the longest
-    block named nothing (a block named as another file is not this one), else a whole-file
-    write_file call to ``path`` written as JSON; the fence's own marker lines, which a small
-    model copies from the prompt, are dropped. None: no such block."""
-    blocks = toolcalls.code_blocks(answer)
-    named = [body for name, body, _ in blocks if name is not None and name.lstrip("./") == path]
-    unnamed = [body for name, body, label in blocks if name is None and label.lower() not in ("json", "diff")]
-    body = named[-1] if named else max(unnamed, key=len, default=None)
-    if body is None:
-        parsed = toolcalls.parse(answer, frozenset({"write_file"}))
-        calls = [] if parsed.problem is not None else parsed.calls
-        body = next((str(c.arguments["content"]) for c in calls
-                     if c.name == "write_file" and str(c.arguments.get("path", "")).lstrip("./") == path
-                     and isinstance(c.arguments.get("content"), str)), None)
-    if body is None:
-        return None
-    kept = [line for line in body.split("\n") if fence.nonce not in line]
-    return "\n".join(kept)
-
-
-def problem(content: str | None, current: str | None, path: str,
-            others: Sequence[tuple[str, str | None]] = ()) -> str:
-    """Why ``content`` (the answered file; None: no block) is not written over ``current``
-    (None: no file yet), or '': no code block, the file as it is, another file shown for
-    reference (``others``: the model copied the test file), Python that does not compile
-    (compiled only, never run), a line standing for code left out of a file that had more,
-    fewer ``test_*`` functions than the file has (edit/add-test on the real model: the new
-    test alone, the old ones gone, and every check passed)."""
-    if content is None or not content.strip():
-        return "no_block"
-    if current is not None and content.strip() == current.strip():
-        return "unchanged"
-    copied = next((name for name, text in others if text is not None and name != path
-                   and text.strip() == content.strip()), None)
-    if copied is not None:
-        return f"copied:{copied}"
-    if path.endswith(".py"):
-        try:
-            compile(content, path, "exec", dont_inherit=True)
-        except SyntaxError as error:
-            return f"syntax:{error.msg} (line {error.lineno})"
-        except (ValueError, RecursionError, MemoryError) as error:
-            return f"syntax:{type(error).__name__}: {error}"
-    if current is not None and _LEFT_OUT.search(content) and not _LEFT_OUT.search(current):
-        return "left_out"
-    if current is not None and path.endswith(".py"):
-        gone = _tests(current) - _tests(content)
-        if gone and len(_tests(content)) < len(_tests(current)):  # a rename keeps the count
-            return "dropped:" + ", ".join(sorted(gone))
-    return ""
-
-
-def _tests(source: str) -> set[str]:
-    """The top-level ``test_*`` functions of ``source`` (none when it does not parse)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    return {node.name for node in tree.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")}
-
-
-def render_problem(kind: str, path: str, request: str = "") -> str:
-    """The next turn's message for :func:`problem`'s ``kind`` (``request``: what to change,
-    said again after an unchanged file)."""
-    ask = _answer(path)
-    if kind == "no_block":
-        return f"Your answer had no code block, so nothing was written. {ask}"
-    if kind == "unchanged":
-        again = f" The request: {request}" if request else ""
-        return f"Your code block is {path} exactly as it already is: nothing changed. Make the change.{again} {ask}"
-    if kind.startswith("copied:"):
-        return (f"Your code block is {kind[7:]}, which was shown for reference: it was not written. Write "
-                f"{path}. {ask}")
-    if kind == "left_out":
-        return (f"Your code block leaves part of {path} out (a comment stands for the rest), so it was not "
-                f"written: it would delete that code. {ask} Give every line.")
-    if kind.startswith("dropped:"):
-        return (f"Your code block was not written: it deletes tests that {path} has ({kind[8:]}). Keep every "
-                f"test that is there and add yours. {ask}")
-    assert kind.startswith("syntax:")
-    return f"Your code block was not written: it is not valid Python: {kind[7:]}. {ask}"
-
-
-class FileStyleStep(Step):
-    """A :class:`~actors.stages.step.Step` whose tries answer a step that changes one file,
-    seen whole, as that file when the profile's step style is ``file``; any other step
-    keeps the tool loop."""
+class FileStyleStep(ToolLoopStep):
+    """A :class:`~actors.stages.toolloop.ToolLoopStep` whose tries answer a step that changes
+    one file, seen whole, as that file when the profile's step style is ``file``; any other
+    step keeps the tool loop."""
 
     found: dict[str, str | None] | None = None  # the step's files as its first try found them
     fresh_asks = 0  # the conversations begun afresh after a failed answer came back unchanged, all tries
@@ -306,8 +77,9 @@ class FileStyleStep(Step):
         the task has none. What cannot be written (no block, unchanged, not Python, code left
         out) is answered without writing; the same problem three times in a row ends the try.
         The file is always shown as the step found it; a failed answer sent back unchanged is
-        asked afresh: a new conversation, every other time the plain ask (:func:`render_plain`),
-        else the full one with the failure said and the failed file not shown, sampled warmer."""
+        asked afresh: a new conversation, every other time the plain ask
+        (:func:`~actors.stages.fileprompt.render_plain`), else the full one with the failure
+        said and the failed file not shown, sampled warmer."""
         request = self.ctx.request
         assert request.plan is not None
         plan = request.plan
@@ -452,8 +224,9 @@ class FileStyleStep(Step):
                         code="ACODE-EXEC-003")
 
     def _heed_file(self, watched: Watched) -> Outcome | None:
-        """:meth:`Step._heed` for the file style, whose conversation may have just begun
-        afresh: then the notes go into its message, before what to answer (kept last)."""
+        """:meth:`actors.stages.step.Step._heed` for the file style, whose conversation may
+        have just begun afresh: then the notes go into its message, before what to answer
+        (kept last)."""
         if self.conversation.turns or not watched.notes:
             return self._heed(watched)
         ended = self._heed(watched._replace(notes=[]))

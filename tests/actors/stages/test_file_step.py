@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import executor, filestep
+from actors.stages import executor, fileanswer, fileprompt, filestep
 from protocol.events import TurnAnswered
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.profiles import profile_for
@@ -69,7 +69,7 @@ def _said(server: ModelServer, request: int) -> str:
 def test_the_small_profile_answers_a_one_file_step_as_that_file() -> None:
     assert profile_for(MODEL).step_style == "file"
     assert profile_for("qwen2.5-coder:32b").step_style == "tools"
-    assert filestep.target(msgspec.convert(plan()["tasks"][0], PlanTask),
+    assert fileanswer.target(msgspec.convert(plan()["tasks"][0], PlanTask),
                            msgspec.convert(plan()["tasks"][0]["steps"][0], PlanStep)) == "solution.py"
 
 
@@ -89,7 +89,7 @@ def test_a_plain_code_block_is_written_and_the_passing_check_completes_the_step(
     [chat] = server.chats
     assert "tools" not in chat.body  # no tool definitions: nothing to call
     system, user = (str(m["content"]) for m in chat.messages)
-    assert system.startswith(filestep.SYSTEM)
+    assert system.startswith(fileprompt.SYSTEM)
     # the file to change comes last, right before what to answer; the check file before it, fenced
     assert user.index("check_solution.py, for reference") < user.index("solution.py now:")
     assert user.endswith("Answer with the complete new solution.py in one ```python code block.")
@@ -115,7 +115,7 @@ def test_a_failing_check_is_asked_afresh_plainly_then_with_its_output(stack: Sta
     assert [m["role"] for m in plain.messages] == [m["role"] for m in full.messages] == ["system", "user"]
     assert "add(2, 3) gave -1" not in str(plain.messages[1]["content"])  # the plain ask: request and file
     asked = str(full.messages[1]["content"])
-    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave 6" in asked  # the check's own output
+    assert f"{fileprompt.EARLIER}\n\n" in asked and "add(2, 3) gave 6" in asked  # the check's own output
     assert "return a * b" not in asked and asked.endswith(
         "Answer with the complete new solution.py in one ```python code block.")
     assert "temperature" not in plain.body or plain.body["temperature"] != 0.6
@@ -151,7 +151,7 @@ def test_the_step_message_echoed_back_three_times_ends_the_try_without_a_write(
     [record] = result.execution.steps  # type: ignore[union-attr]
     assert record.status == "failed" and record.code == "ACODE-EXEC-008", record
     assert (run.workspace / "solution.py").read_text() == STUB
-    assert _said(server, 1) == filestep.render_problem("no_block", "solution.py")
+    assert _said(server, 1) == fileprompt.render_problem("no_block", "solution.py")
 
 
 def test_code_left_out_or_broken_python_is_not_written(stack: Stack, server: ModelServer) -> None:
@@ -182,7 +182,7 @@ def test_a_json_write_call_and_copied_fence_markers_are_read_as_the_file(stack: 
     assert result.ok, result.summary
     assert (run.workspace / "solution.py").read_text() == RIGHT
     marked = f"<<untrusted file solution.py {run.ctx.fence.nonce}>>\n{RIGHT}<<end {run.ctx.fence.nonce}>>\n"
-    assert filestep.answered_file(f"```python\n{marked}```", "solution.py", run.ctx.fence) == RIGHT
+    assert fileanswer.answered_file(f"```python\n{marked}```", "solution.py", run.ctx.fence) == RIGHT
 
 
 def test_a_block_named_as_another_file_is_not_written_to_the_step_file(stack: Stack, server: ModelServer) -> None:
@@ -209,11 +209,11 @@ def test_without_a_check_the_write_completes_the_step(stack: Stack, server: Mode
 def test_a_step_of_several_files_and_the_tools_style_keep_the_tool_loop() -> None:
     several = plan(write=["solution.py", "other.py"])
     task = msgspec.convert(several["tasks"][0], PlanTask)
-    assert filestep.target(task, task.steps[0]) == "solution.py"  # the one of them its step names
+    assert fileanswer.target(task, task.steps[0]) == "solution.py"  # the one of them its step names
     task = msgspec.convert(plan(write=["a.py", "b.py"])["tasks"][0], PlanTask)
-    assert filestep.target(task, task.steps[0]) == ""
+    assert fileanswer.target(task, task.steps[0]) == ""
     task = msgspec.convert(plan(action="run_command")["tasks"][0], PlanTask)
-    assert filestep.target(task, task.steps[0]) == ""
+    assert fileanswer.target(task, task.steps[0]) == ""
 
 
 def test_a_replayed_file_step_asks_the_model_nothing_again(stack: Stack, server: ModelServer) -> None:
@@ -230,13 +230,13 @@ def test_a_replayed_file_step_asks_the_model_nothing_again(stack: Stack, server:
 
 def test_only_a_file_read_whole_is_rewritten_whole() -> None:
     numbered = "     1\tdef add(a, b):\n     2\t\treturn a + b\n"
-    assert filestep.unnumbered(numbered) == "def add(a, b):\n\treturn a + b\n"  # a tab in the file stays
-    assert filestep.unnumbered("     1\tx = 1") == "x = 1"  # no newline at the end: none added
+    assert fileanswer.unnumbered(numbered) == "def add(a, b):\n\treturn a + b\n"  # a tab in the file stays
+    assert fileanswer.unnumbered("     1\tx = 1") == "x = 1"  # no newline at the end: none added
     cut = numbered + "[… 9,000 characters (~2,250 tokens) cut here; 9,100 in all. Ask for less …]\n     9\ty\n"
-    assert filestep.unnumbered(cut) is None
-    assert filestep.unnumbered("     3\tfrom an offset\n") is None
-    assert filestep.whole([("solution.py", cut)], "solution.py") is None  # the tool loop, which can read parts
-    assert filestep.whole([("other.py", cut), ("solution.py", None)], "solution.py") == [
+    assert fileanswer.unnumbered(cut) is None
+    assert fileanswer.unnumbered("     3\tfrom an offset\n") is None
+    assert fileanswer.whole([("solution.py", cut)], "solution.py") is None  # the tool loop, which can read parts
+    assert fileanswer.whole([("other.py", cut), ("solution.py", None)], "solution.py") == [
         ("other.py", cut), ("solution.py", None)]
 
 
@@ -248,7 +248,7 @@ def test_a_file_too_large_to_show_whole_keeps_the_tool_loop(stack: Stack, server
 
     executor.run(run.ctx)
 
-    assert not str(server.chats[0].messages[0]["content"]).startswith(filestep.SYSTEM)
+    assert not str(server.chats[0].messages[0]["content"]).startswith(fileprompt.SYSTEM)
     assert "tools" in server.chats[0].body
 
 
@@ -291,7 +291,7 @@ def test_the_reviewers_extra_step_writes_the_one_changed_file_and_carries_the_ch
     feedback = Feedback(source="reviewer", summary="handle negative numbers", cycle=1)
     the_plan = msgspec.convert(plan(), TaskPlan)
     one = executor.review_task(feedback, ["solution.py"], the_plan)
-    assert one.resources.write == ["solution.py"] and filestep.target(one, one.steps[0]) == "solution.py"
+    assert one.resources.write == ["solution.py"] and fileanswer.target(one, one.steps[0]) == "solution.py"
     assert [c.check.command for c in one.acceptance if c.check] == [COMMAND]  # run after each answer
     two = executor.review_task(feedback, ["solution.py", "other.py"], the_plan)
     assert (two.resources.write, two.acceptance) == ([], [])  # several files: the tool loop, as before
@@ -360,12 +360,12 @@ def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: S
     asked = str(plain.messages[1]["content"])
     assert asked.startswith("The request: Implement `add` in solution.py")
     assert "check_solution.py, for reference" not in asked and "After your answer acode runs" not in asked
-    assert "add(2, 3) gave -1" not in asked and filestep.EARLIER not in asked
+    assert "add(2, 3) gave -1" not in asked and fileprompt.EARLIER not in asked
     assert asked.endswith("Answer with the complete new solution.py in one ```python code block.")
     assert plain.body.get("temperature") != 0.6
     # the next fresh ask is the full one, with what failed said, sampled warmer
     asked = str(afresh.messages[1]["content"])
-    assert f"{filestep.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked
+    assert f"{fileprompt.EARLIER}\n\n" in asked and "add(2, 3) gave -1" in asked
     assert afresh.body["temperature"] == 0.6
     # and the plain ask again, sampled: asked as before it would answer as before
     assert again.messages == plain.messages and again.body["temperature"] == 0.6
@@ -378,10 +378,10 @@ def test_a_failed_answer_sent_back_unchanged_is_asked_afresh_without_it(stack: S
 
 
 def test_the_run_time_of_a_failure_is_left_out_so_the_same_failure_reads_the_same() -> None:
-    assert filestep.steady("FAILED t.py::test_x - AssertionError\n1 failed in 0.12s\n") == (
+    assert fileprompt.steady("FAILED t.py::test_x - AssertionError\n1 failed in 0.12s\n") == (
         "FAILED t.py::test_x - AssertionError\n1 failed\n")
-    assert filestep.steady("== 1 failed, 2 passed, 1 warning in 3.41s ==") == "== 1 failed, 2 passed, 1 warning =="
-    assert filestep.steady("slept 2 times in 0.5s") == "slept 2 times in 0.5s"  # only the runner's summary
+    assert fileprompt.steady("== 1 failed, 2 passed, 1 warning in 3.41s ==") == "== 1 failed, 2 passed, 1 warning =="
+    assert fileprompt.steady("slept 2 times in 0.5s") == "slept 2 times in 0.5s"  # only the runner's summary
 
 
 def test_an_answer_cut_at_the_token_limit_ends_the_try_and_the_next_writes_the_file(
@@ -466,6 +466,6 @@ def test_an_answer_that_deletes_the_files_tests_is_not_written(stack: Stack, ser
 
 def test_a_renamed_test_is_not_a_deleted_one() -> None:
     renamed = TWO_TESTS.replace("test_one", "test_first")
-    assert filestep.problem(renamed, TWO_TESTS, "test_core.py") == ""
-    assert filestep.problem(RIGHT_TEST, TWO_TESTS, "test_core.py") == "dropped:test_one, test_two"
-    assert filestep.problem(RIGHT_TEST, TWO_TESTS, "notes.txt") == ""
+    assert fileanswer.problem(renamed, TWO_TESTS, "test_core.py") == ""
+    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "test_core.py") == "dropped:test_one, test_two"
+    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "notes.txt") == ""
