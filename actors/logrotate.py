@@ -21,7 +21,9 @@ Two ways, by whether a process may be writing the file:
   offset (which would leave a hole of zeros as long as what was cut). **Caveat** (logrotate's
   own, for copytruncate): a line written after the copy read the end of the file and before
   the truncation is lost. The copy reads to the end and truncates at once, so the window
-  is the moment between the last read and ``ftruncate``; closing it would need the
+  is the moment between the last read and ``ftruncate`` (microseconds, or milliseconds on
+  a loaded machine: rarely a line of an actor's, which writes a few a second, but a
+  writer in a tight loop loses hundreds, see tests/actors/test_logrotate.py); closing it would need the
   writer's cooperation (a lock it takes, or a reopen on a signal), which a child's
   stdout cannot give. A line is never duplicated.
 
