@@ -8,7 +8,7 @@
     $ACODE_HOME/run/coordinator.lock held (flock) while a coordinator runs
     $ACODE_HOME/run/endpoints.json  where clients find the broker
     $ACODE_HOME/run/epoch           last epoch issued to an actor
-    $ACODE_HOME/run/logs/*.log      one log per actor instance
+    $ACODE_HOME/run/logs/*.log      one log per actor instance (rotated to *.log.1 ...: actors/logrotate.py)
     $ACODE_HOME/run/sock/           ipc sockets, mode 0700
     $ACODE_HOME/run/baselines/<session>/  a session's workspace baseline (the sandbox's; 0700)
     $ACODE_HOME/checkpoints/<key>/  a workspace's checkpoints (the sandbox's; actors/sandbox/checkpointing.py)

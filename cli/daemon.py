@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from acode.connection import Connection, coordinator_pid
+from actors.logrotate import LogLimits, rotate
 from actors.paths import RunPaths
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
@@ -70,6 +71,8 @@ def start_detached(spec: ActorSpec, *, timeout: float = 60.0) -> tuple[StatusRep
     with Connection(paths.home) as connection:
         if coordinator_pid(paths) is not None:
             return wait_ready(connection, timeout=timeout), False
+        # no coordinator runs, so nothing writes its log: renamed if past the limit (actors/logrotate.py)
+        rotate(paths.log_file("coordinator"), msgspec.convert(spec.options.get("logs", {}), LogLimits), live=False)
         with open(paths.log_file("coordinator"), "ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "actors.coordinator", "--spec", msgspec.json.encode(spec).decode()],

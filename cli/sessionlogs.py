@@ -1,8 +1,10 @@
 """One session's lines from every actor's log, merged in time order (``acode logs --session``).
 
-Each actor instance appends JSON lines to ``$ACODE_HOME/run/logs/<instance>.log``; a line
+Each actor instance appends JSON lines to ``$ACODE_HOME/run/logs/<instance>.log``, rotated
+to ``<instance>.log.1`` … ``.<keep>`` past its size limit (``actors.logrotate``); a line
 written for a session carries its ``session_id`` and its ``trace_id`` (``actors.logs``,
-``broker.tracing``). This module reads the files, nothing else: it works with acode down,
+``broker.tracing``). This module reads the files, the rotated ones too (a session's early
+lines may have been rotated out of the live file), nothing else: it works with acode down,
 on any past session whose lines are still there.
 
 The session is named by its id, or a unique prefix of it, or of its trace id (the same 32
@@ -22,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from actors.logrotate import logs_by_instance
 from protocol.errors import CliError
 from protocol.printable import printable
 from protocol.tracing import trace_id
@@ -56,9 +59,8 @@ def session_lines(logs: Path, given: str, instance: str | None = None) -> Sessio
     if not given:
         raise CliError("the session id is empty; give a session id or a prefix of one (`acode sessions`)",
                        code="ACODE-CLI-003")
-    files = sorted(logs.glob("*.log")) if logs.is_dir() else []
-    if instance is not None:
-        files = [path for path in files if path.stem == instance]
+    files = [(name, path) for name, paths in logs_by_instance(logs).items() for path in paths
+             if instance is None or name == instance]  # each instance's oldest file first
     nodash = given.replace("-", "")
     found = [(line, _trace_of(line)) for line in _candidates(files, given)]
     traces = {trace for line, trace in found if _names(line, trace, given, nodash)}
@@ -75,11 +77,12 @@ def session_lines(logs: Path, given: str, instance: str | None = None) -> Sessio
     return SessionLog(min(session_ids) if session_ids else "", trace, lines)
 
 
-def _candidates(files: list[Path], given: str) -> Iterator[LogLine]:
-    """The JSON lines of ``files`` whose bytes hold ``given`` (or it without dashes)."""
+def _candidates(files: list[tuple[str, Path]], given: str) -> Iterator[LogLine]:
+    """The JSON lines of ``files`` (an instance and one of its files) whose bytes hold
+    ``given`` (or it without dashes)."""
     needles = {given.encode(), given.replace("-", "").encode()}
     decode = msgspec.json.Decoder().decode
-    for path in files:
+    for instance, path in files:
         try:
             data = path.read_bytes()
         except OSError:
@@ -92,7 +95,7 @@ def _candidates(files: list[Path], given: str) -> Iterator[LogLine]:
             except (msgspec.DecodeError, UnicodeDecodeError):
                 continue
             if isinstance(fields, dict):
-                yield LogLine(path.stem, fields)
+                yield LogLine(instance, fields)
 
 
 def _trace_of(line: LogLine) -> str:

@@ -48,7 +48,7 @@ SKIPPED = ("cli/example/",)
 # its own modules and those of a lower rank only.
 # DESIGN §6 and the issue's list agree on the chain protocol -> broker -> actors/llm ->
 # sandbox, persistence -> stages -> coordinator -> cli; the tree adds two facts:
-# - actors' own top-level modules (_base: the run loop; lean, logs, private, paths, spawn)
+# - actors' own top-level modules (_base: the run loop; lean, logs, logrotate, private, paths, spawn)
 #   are the plumbing of every acode process, the broker's too (broker/__main__.py runs it on
 #   actors._base's loop, with actors.lean's logging); they import only protocol, so they sit
 #   between protocol and broker, not above the broker with the actors' packages;
@@ -57,7 +57,8 @@ SKIPPED = ("cli/example/",)
 # A pattern ``pkg.*`` is the package and everything in it; a plain name, that module alone.
 LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     [("protocol", ("protocol.*",))],
-    [("actors' process plumbing", ("actors", "actors._base", "actors.lean", "actors.logs", "actors.private",
+    [("actors' process plumbing", ("actors", "actors._base", "actors.lean", "actors.logs", "actors.logrotate",
+                                   "actors.private",
                                    "actors.paths", "actors.spawn", "actors.mcpkept"))],
     [("broker", ("broker.*",))],
     # the user's hooks (actors/hooks.py) are run by the stages and the coordinator

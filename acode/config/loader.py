@@ -8,7 +8,7 @@ workspace's own file may only tighten safety settings unless the user trusts it
 Files are YAML decoded into the Structs of :mod:`acode.config.schema`, which forbid unknown
 keys, so a typo fails loudly with the file, the key and what is valid. Every field is
 optional in a file; a layer only overrides what it sets. ``acode up`` uses the user config,
-environment and flags (supervision, storage, workers); ``acode run`` adds the workspace
+environment and flags (supervision, storage, workers, logs); ``acode run`` adds the workspace
 config (orchestration, planner, executor, verification, sandbox, model). What the resolved
 configuration becomes (a session's settings, the coordinator's options) is :mod:`acode.config.settings`.
 """

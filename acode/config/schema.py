@@ -17,7 +17,7 @@ from protocol.mcp import McpServerConfig
 from protocol.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
-           "Hooks", "Mcp", "McpServe", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
+           "Hooks", "Logs", "Mcp", "McpServe", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
            "StageOptions", "Storage", "Supervision", "Verification", "Workers"]
 
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
@@ -152,6 +152,14 @@ class Storage(Section, frozen=True):
     synchronous: Literal["full", "normal"] | None = None
 
 
+class Logs(Section, frozen=True):
+    """The actors' logs in ``run/logs`` (README "Configuration"; actors/logrotate.py): a log
+    past ``max_mb`` MiB is rotated, the ``keep`` newest rotated files are kept (0: none)."""
+
+    max_mb: Annotated[float, msgspec.Meta(gt=0, le=1_000_000)] | None = None
+    keep: Annotated[int, msgspec.Meta(ge=0, le=100)] | None = None
+
+
 class Workers(Section, frozen=True):
     planner: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
     executor: Annotated[int, msgspec.Meta(ge=1, le=32)] | None = None
@@ -258,6 +266,7 @@ class AcodeConfig(Section, frozen=True):
     supervision: Supervision = Supervision()
     storage: Storage = Storage()
     workers: Workers = Workers()
+    logs: Logs = Logs()
     checkpoints: Checkpoints = Checkpoints()
     budget: BudgetSection = BudgetSection()
     hooks: Hooks = Hooks()

@@ -263,11 +263,14 @@ def up_options(config: AcodeConfig) -> tuple[CoordinatorOptions, float, int]:
     # imported here: only ``acode up`` needs the coordinator's types, client commands stay light
     from actors.coordinator.actor import CoordinatorOptions
     from actors.coordinator.supervisor import SupervisionOptions
+    from actors.logrotate import LogLimits
 
     s = config.supervision
     supervision = SupervisionOptions(**{f: getattr(s, f) for f in SupervisionOptions.__struct_fields__
                                         if getattr(s, f, None) is not None})
     workers = {f: getattr(config.workers, f) for f in Workers.__struct_fields__ if getattr(config.workers, f)}
+    logs = LogLimits(**{f: getattr(config.logs, f) for f in LogLimits.__struct_fields__
+                        if getattr(config.logs, f) is not None})  # keep: 0 is a value
     options = CoordinatorOptions(workers=workers, supervision=supervision,
-                                 synchronous=config.storage.synchronous or "full")
+                                 synchronous=config.storage.synchronous or "full", logs=logs)
     return options, s.heartbeat_interval or 1.0, s.liveness or 3

@@ -283,7 +283,7 @@ WORKSPACE_OK = frozenset({
     # read by `acode up` only, which never reads a workspace file
     *(f"supervision.{k}" for k in ("heartbeat_interval", "liveness", "restart_intensity", "restart_period",
                                    "backoff_initial", "backoff_max", "ready_timeout", "stop_timeout")),
-    "storage.synchronous",
+    "storage.synchronous", "logs.max_mb", "logs.keep",
     *(f"workers.{k}" for k in ("planner", "executor", "verifier", "reviewer")),
 })
 #: settings classified key by key below them: ``orchestration.stages.<stage>.<key>``, where

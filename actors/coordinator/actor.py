@@ -26,6 +26,7 @@ from actors._base import Actor
 from actors.coordinator.orchestrator import Orchestrator
 from actors.coordinator.requests import SessionRequests
 from actors.coordinator.supervisor import Child, SupervisionOptions, Supervisor, next_epoch
+from actors.logrotate import LogLimits
 from actors.paths import RunPaths
 from broker.client import Client
 from broker.worker import DEFERRED, Request, Worker
@@ -61,6 +62,7 @@ class CoordinatorOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     workers: dict[str, int] = {}
     supervision: SupervisionOptions = SupervisionOptions()
     synchronous: Literal["full", "normal"] = "full"
+    logs: LogLimits = LogLimits()
 
 
 class Coordinator(Actor):
@@ -73,7 +75,7 @@ class Coordinator(Actor):
         self.started_at = time.time()
         self.started_mono = self.loop.clock()
         self.supervisor = Supervisor(self, self.paths, self.options.supervision, on_ready=self._on_ready,
-                                     on_lost=self._on_lost, on_failed=self._on_failed)
+                                     on_lost=self._on_lost, on_failed=self._on_failed, logs=self.options.logs)
         self.supervisor.add("broker", "broker")
         self.supervisor.add("persistence", "persistence", database=str(self.paths.database),
                             synchronous=self.options.synchronous)

@@ -11,6 +11,9 @@
   seconds and the child is left failed, with the reason shown in ``acode status``.
 - Stop, in reverse start order: ask (Stop on the supervision socket), wait, SIGTERM,
   wait, SIGKILL the process group, reap. Escalations are logged as warnings.
+- Logs stay bounded (:mod:`actors.logrotate`): a child's log past the limit is rotated
+  before the child is spawned, and every ``ROTATE_EVERY_S`` the logs its children (and the
+  coordinator itself, and the MCP servers) are writing are rotated in place.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 import msgspec
 import zmq
 
+from actors.logrotate import ROTATE_EVERY_S, LogLimits, rotate, rotate_all
 from actors.paths import RunPaths
 from actors.spawn import MODULES, spawn
 from protocol import codec
@@ -106,12 +110,13 @@ class Supervisor:
 
     def __init__(self, owner: Any, paths: RunPaths, options: SupervisionOptions, *,
                  on_ready: Callable[[Child], None], on_lost: Callable[[Child, list[str], str], None],
-                 on_failed: Callable[[Child], None]):
+                 on_failed: Callable[[Child], None], logs: LogLimits = LogLimits()):
         self.owner = owner
         self.loop = owner.loop
         self.log = owner.log
         self.paths = paths
         self.options = options
+        self.logs = logs
         self.on_ready = on_ready
         self.on_lost = on_lost
         self.on_failed = on_failed
@@ -124,6 +129,7 @@ class Supervisor:
         self.socket.bind(spec.endpoints.supervisor)
         self.loop.add_reader(self.socket, self._on_heartbeats)
         self._liveness_timer = self.loop.every(self.interval / 2, self._check_liveness)
+        self._rotation_timer = self.loop.every(ROTATE_EVERY_S, self.rotate_logs)
 
     # -- children ----------------------------------------------------------------------------
 
@@ -154,7 +160,9 @@ class Supervisor:
             actor=child.actor, instance=child.instance, epoch=child.epoch, home=spec.home,
             endpoints=spec.endpoints, parent_pid=os.getpid(), heartbeat_interval=self.interval,
             liveness=self.liveness, log_level=spec.log_level, options=child.options)
-        child.proc = spawn(child_spec, log_path=self.paths.log_file(child.instance), module=MODULES[child.actor])
+        log_path = self.paths.log_file(child.instance)
+        self._rotate_before_spawn(log_path)
+        child.proc = spawn(child_spec, log_path=log_path, module=MODULES[child.actor])
         child.pidfd = os.pidfd_open(child.proc.pid)
         self.loop.add_reader(child.pidfd, lambda: self._on_exit(child))
         child.state = "starting"
@@ -242,6 +250,24 @@ class Supervisor:
             return "(no log)"
         return lines[-1][-600:] if lines else "(empty log)"  # room for a whole error message
 
+    def _rotate_before_spawn(self, path: Path) -> None:
+        """The child's log past the limit is renamed away: its last writer has exited (one
+        that somehow still holds it writes on into the renamed file, losing nothing)."""
+        try:
+            if rotate(path, self.logs, live=False):
+                self.log.info("log_rotated", log=path.name, max_mb=self.logs.max_mb, keep=self.logs.keep)
+        except OSError as exc:
+            self.log.warning("log_not_rotated", log=path.name, error=str(exc))
+
+    def rotate_logs(self) -> None:
+        """The periodic pass: rotate in place every log past the limit (its writer runs on).
+        A failure is logged and tried again next pass: logs must never stop supervision."""
+        for path, error in rotate_all(self.paths.logs, self.logs):
+            if error is None:
+                self.log.info("log_rotated", log=path.name, max_mb=self.logs.max_mb, keep=self.logs.keep)
+            else:
+                self.log.warning("log_not_rotated", log=path.name, error=str(error))
+
     def _check_liveness(self) -> None:
         now = self.loop.clock()
         for child in self.children.values():
@@ -268,6 +294,7 @@ class Supervisor:
         """Stop children group by group (each a list of actor names), in the order given."""
         self.stopping = True
         self._liveness_timer.cancel()
+        self._rotation_timer.cancel()
         for child in self.children.values():
             if child.timer is not None:
                 child.timer.cancel()

@@ -92,19 +92,32 @@ def logs(
     if session is not None:
         _session_logs(paths.logs, session, instance, lines, json_out)
         return
+    from actors.logrotate import logs_by_instance
+
+    found = logs_by_instance(paths.logs)  # an instance's rotated files (x.log.1 ...) are its own, not another's
     if instance is None:
-        names = sorted(p.stem for p in paths.logs.glob("*.log")) if paths.logs.exists() else []
-        echo(f"logs in {paths.logs}: {', '.join(names) if names else 'none yet'}")
+        echo(f"logs in {paths.logs}: {', '.join(found) if found else 'none yet'}")
         return
-    path = paths.log_file(instance)
-    if not path.exists():
+    if instance not in found:
         raise CliError(f"no log for {instance!r} in {paths.logs}; `acode logs` lists them")
-    lines = 40 if lines is None else lines
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - 256 * lines))
-        text = handle.read().decode(errors="replace").splitlines()[-lines:]
-    echo("\n".join(text))
+    echo("\n".join(_tail(found[instance], 40 if lines is None else lines)))
+
+
+def _tail(files: list[Path], count: int) -> list[str]:
+    """The last ``count`` lines of a log's files (oldest first): from the live file, and
+    from the newest rotated ones when it holds fewer (it was just rotated)."""
+    text: list[str] = []
+    for path in reversed(files):
+        if len(text) >= count:
+            break
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 256 * (count - len(text))))
+                text = handle.read().decode(errors="replace").splitlines()[-(count - len(text)):] + text
+        except FileNotFoundError:
+            continue  # rotated away since the listing
+    return text[-count:] if count > 0 else []
 
 
 def _session_logs(logs: Path, given: str, instance: str | None, last: int | None, json_out: bool) -> None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from acode.config.loader import resolve
 from acode.config.settings import session_settings, up_options
+from actors.coordinator.actor import CoordinatorOptions
+from actors.logrotate import LogLimits
+from actors.paths import RunPaths
+from cli.daemon import coordinator_spec
 from protocol.errors import ConfigError, ModelError
 from protocol.session import OllamaProvider, OpenAIProvider, ScriptedProvider
 
@@ -96,6 +101,42 @@ def test_up_options_carry_supervision_storage_and_workers(tmp_path: Path) -> Non
     assert (interval, liveness) == (0.5, 3)
     assert options.supervision.restart_intensity == 2 and options.supervision.restart_period == 30.0
     assert options.synchronous == "normal" and options.workers == {"executor": 3}
+
+
+def test_the_log_limits_reach_the_coordinator_with_their_defaults_where_unset(tmp_path: Path) -> None:
+    assert up_options(resolve(home=tmp_path, env={}))[0].logs == LogLimits(max_mb=20.0, keep=3)
+    _write(tmp_path / "config.yml", "logs: {max_mb: 0.5}\n")
+    assert up_options(resolve(home=tmp_path, env={}))[0].logs == LogLimits(max_mb=0.5, keep=3)
+    options = up_options(resolve(home=tmp_path, env={"ACODE_LOGS__KEEP": "0"}))[0]  # 0: none kept, not unset
+    assert options.logs == LogLimits(max_mb=0.5, keep=0)
+    spec = coordinator_spec(RunPaths(tmp_path), options, heartbeat_interval=1.0, liveness=3)
+    assert msgspec.convert(spec.options, CoordinatorOptions).logs == options.logs  # what the coordinator decodes
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("logs: {max_mb: 0}", "Expected `float` > 0.0 - at `$.logs.max_mb`"),
+    ("logs: {max_mb: -5}", "Expected `float` > 0.0 - at `$.logs.max_mb`"),
+    ("logs: {max_mb: lots}", "Expected `float | null`, got `str` - at `$.logs.max_mb`"),
+    ("logs: {keep: -1}", "Expected `int` >= 0 - at `$.logs.keep`"),
+    ("logs: {keep: 101}", "Expected `int` <= 100 - at `$.logs.keep`"),
+    ("logs: {keep: 2.5}", "Expected `int | null`, got `float` - at `$.logs.keep`"),
+    ("logs: {max_size: 10}", "Object contains unknown field `max_size` - at `$.logs`"),
+])
+def test_a_bad_log_limit_in_the_user_file_is_refused_with_cfg_001_naming_key_and_value(
+        tmp_path: Path, text: str, expected: str) -> None:
+    path = _write(tmp_path / "config.yml", text + "\n")
+    with pytest.raises(ConfigError) as info:
+        resolve(home=tmp_path, env={})
+    assert info.value.code == "ACODE-CFG-001"
+    assert info.value.message.startswith(f"config file {path} is invalid: {expected};")
+
+
+def test_a_bad_log_limit_in_the_environment_is_refused_with_cfg_001(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve(home=tmp_path, env={"ACODE_LOGS__MAX_MB": "0"})
+    assert info.value.code == "ACODE-CFG-001"
+    assert info.value.message == ("ACODE_* environment setting is invalid: Expected `float` > 0.0 - at "
+                                  "`$.logs.max_mb`")
 
 
 def test_the_user_sandbox_section_reaches_the_session(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """One session's trace through every actor's log (issue 29, part 3): a scripted session on a
 real actor set, then every actor that handled it has lines with its trace id, and ``acode
-logs --session`` merges them in time order, from the files alone (acode down as well)."""
+logs --session`` merges them in time order, from the files alone (acode down as well).
+And the logs stay bounded: ``acode up`` with ``logs.max_mb``/``logs.keep`` rotates them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from protocol.tracing import trace_id
+from tests.harness import wait_until
 from tests.system.conftest import Acode, json_lines, last_json
 from tests.system.test_pipeline import HELLO_SCRIPT
 
@@ -67,3 +69,32 @@ def test_every_actor_that_handles_a_session_logs_its_trace_and_logs_session_merg
 
     missing = shared("--home", str(elsewhere), "logs", "--session", "ffffffff")
     assert missing.returncode == 1 and "ACODE-CLI-002" in missing.stderr and "'ffffffff'" in missing.stderr
+
+
+def test_acode_up_rotates_each_log_past_the_configured_limit_before_its_writer_opens_it_or_while_it_runs(
+        acode: Acode) -> None:
+    (acode.home / "config.yml").write_text("logs: {max_mb: 0.01, keep: 2}\n")  # 10 KiB
+    logs = acode.home / "run" / "logs"
+    logs.mkdir(mode=0o700, parents=True)
+    seeded = {name: f'{{"event": "before_{name}"}}\n'.encode() * 1_000 for name in ("coordinator", "planner",
+                                                                                     "mcp-gone")}
+    for name, content in seeded.items():  # 25-30 KB each, past the limit
+        (logs / f"{name}.log").write_bytes(content)
+    (logs / "planner.log.1").write_text("older\n")
+    (logs / "planner.log.2").write_text("oldest\n")  # beyond keep once the others shift
+
+    assert acode.up().returncode == 0
+
+    # renamed before their writer opened them: by acode up (its coordinator), the supervisor (a child)
+    assert (logs / "coordinator.log.1").read_bytes() == seeded["coordinator"]
+    assert (logs / "planner.log.1").read_bytes() == seeded["planner"]
+    assert (logs / "planner.log.2").read_text() == "older\n" and not (logs / "planner.log.3").exists()
+    assert b"before_planner" not in (logs / "planner.log").read_bytes()  # the new child's own lines
+    # a log no child of this run opens (an MCP server's from before): copied and emptied in place
+    # by the coordinator's periodic pass, which runs first as its loop starts
+    wait_until(lambda: (logs / "mcp-gone.log.1").exists(), timeout=10, what="the periodic pass")
+    assert (logs / "mcp-gone.log.1").read_bytes() == seeded["mcp-gone"]
+    assert (logs / "mcp-gone.log").read_bytes() == b""
+    rotated = {line["log"] for line in _lines(acode.home)["coordinator"] if line["event"] == "log_rotated"}
+    assert {"planner.log", "mcp-gone.log"} <= rotated
+    assert (logs / "planner.log.1").stat().st_mode & 0o777 == 0o600
