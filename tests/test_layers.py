@@ -64,7 +64,8 @@ LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     # the user's hooks (actors/hooks.py) are run by the stages and the coordinator
     [("actors/llm", ("actors.llm.*",)), ("actors/hooks", ("actors.hooks",))],
     [("actors/sandbox", ("actors.sandbox.*",)), ("actors/persistence", ("actors.persistence.*",))],
-    # the mcp actor starts stdio servers through the sandbox's launcher and isolation
+    # the mcp actor starts stdio servers through the sandbox's launcher and isolation; inside
+    # the sandbox and the stages, rooms import one way too (tests/actors/{sandbox,stages}/test_rooms.py)
     [("actors/stages", ("actors.stages.*",)), ("actors/mcp", ("actors.mcp.*",))],
     [("actors/coordinator", ("actors.coordinator.*",))],
     [("acode (the public client)", ("acode.*",))],

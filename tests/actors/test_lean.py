@@ -70,6 +70,8 @@ def test_a_stage_actor_holds_its_own_stage_code_only() -> None:
               "actors.stages.judging.reviewer", "actors.stages.planning.gather"}
     assert before & stages == set()
     assert after & stages == {"actors.stages.execution.executor"}
+    # nor anything of the other stages' rooms (tests/actors/stages/test_rooms.py keeps them apart)
+    assert sorted(m for m in after if m.startswith(("actors.stages.planning.", "actors.stages.judging."))) == []
 
 
 def test_asyncio_behind_the_stand_in_works_as_imported_and_replaces_it() -> None:
