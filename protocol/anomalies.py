@@ -2,7 +2,7 @@
 thresholds that say when each is found, what one model turn showed, what was found, and a
 session's health.
 
-The detectors themselves are :mod:`actors.stages.anomalies` (the executor's turns) and the
+The detectors themselves are :mod:`actors.stages.execution.anomalies` (the executor's turns) and the
 coordinator's verification check (``verify_repeat``); these are the types they share with
 the wire and the configuration:
 
@@ -69,7 +69,7 @@ class AnomalyThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 
 class CallSeen(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One tool call of a turn, as the detectors see it (``actors.stages.anomalies.call_seen`` builds it)."""
+    """One tool call of a turn, as the detectors see it (``actors.stages.execution.anomalies.call_seen`` builds it)."""
 
     name: str
     target: str = ""  # the path of a file tool ('' for others)
@@ -83,7 +83,7 @@ class CallSeen(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Invalid(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """An answer nothing of which could run (``actors.stages.anomalies.invalid_seen`` builds it)."""
+    """An answer nothing of which could run (``actors.stages.execution.anomalies.invalid_seen`` builds it)."""
 
     answer: str  # fingerprint of the answer, loosely normalised (whitespace, numbers, case)
     correction: str  # fingerprint of the correction it got, loosely normalised

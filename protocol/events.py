@@ -379,7 +379,7 @@ Event = (
 
 #: Events that report a stage's progress and decide nothing: no sender acts on their being
 #: durable, and a replayed stage writes them again under the same ids. Persistence commits
-#: them relaxed, and a stage sends them with its next request (``actors.stages.writes``).
+#: them relaxed, and a stage sends them with its next request (``actors.stages.request.writes``).
 PROGRESS_EVENTS = (StepStarted, TurnAnswered, StepRetried)
 
 

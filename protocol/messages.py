@@ -227,7 +227,7 @@ class Commit(Message, frozen=True, tag="commit", kw_only=True):
     events: list[Event] = []
     snapshot: SessionSnapshot | None = None
     plan: TaskPlan | None = None
-    steps: list[StepRecord] = []  # several when a stage's writes behind were merged (see actors.stages.writes)
+    steps: list[StepRecord] = []  # several when a stage's writes behind were merged (see actors.stages.request.writes)
     answers: list[RecordModelAnswer] = []
     reads: list[JournaledRead] = []
     index_for: Stage | None = None  # also answer this stage's replay index, read after the write
@@ -246,7 +246,7 @@ class JournaledRead(Message, frozen=True, tag="journaled_read", kw_only=True):
 
 class GetReplayIndex(Message, frozen=True, tag="get_replay_index", kw_only=True):
     """What a stage attempt must replay rather than do again (``actors.llm.recorded``,
-    ``actors.stages.writes``): the model requests claimed in its stage and the tool calls
+    ``actors.stages.request.writes``): the model requests claimed in its stage and the tool calls
     journaled in its session."""
 
     session_id: Id

@@ -7,7 +7,7 @@ within their task and a step's ``depends_on`` names steps of the same task; a ta
 something inside the workspace, lexically (:func:`path_problem`; the sandbox checks the
 real path again). :func:`problems` lists everything wrong at once, so a model can fix a
 plan in one answer; commands are checked against the sandbox policy by the planner
-(:mod:`actors.stages.plancheck`), since the policy lives with the sandbox.
+(:mod:`actors.stages.planning.plancheck`), since the policy lives with the sandbox.
 
 :func:`repair` fixes first what is mechanical and cannot change what the plan means, so
 neither the model nor the user is asked about acode's own rules: criterion labels used

@@ -7,7 +7,7 @@ other tools offered (the control tools always are; a tool left out is still acce
 the model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
 a temperature, a prompt style for the stages that have a compact prompt, and a step style
 (``file``: a step that changes one file is answered as that whole file, and acode runs the
-checks after each answer, :mod:`actors.stages.filestep`; ``tools``: the tool loop), and a
+checks after each answer, :mod:`actors.stages.execution.filestep`; ``tools``: the tool loop), and a
 review style (``checks``: a change whose criteria all passed, one at least by a command, is
 approved by them when the reviewer's model is this one; ``model``: the reviewer's model
 judges every change).
@@ -68,10 +68,10 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None  # None: the model section's
     prompt_style: PromptStyle = "full"
     # "file": a step that changes one file asks for the whole file in a code block, and acode
-    # runs the task's checks after each answer (actors.stages.filestep); "tools": the tool loop
+    # runs the task's checks after each answer (actors.stages.execution.filestep); "tools": the tool loop
     step_style: StepStyle = "tools"
     # "checks": when the reviewer's model is this one, a change whose criteria all passed, one at
-    # least by a command, is approved by those checks without asking it (actors.stages.reviewer)
+    # least by a command, is approved by those checks without asking it (actors.stages.judging.reviewer)
     review: ReviewStyle = "model"
 
 

@@ -239,7 +239,7 @@ class StageMetrics(_Wire, frozen=True, kw_only=True):
 
 class Requirement(_Wire, frozen=True, kw_only=True):
     """Records a commit depends on: events of a stage's last writes, sent behind its
-    result (``actors.stages.writes``; each of those writes has an event, and is one
+    result (``actors.stages.request.writes``; each of those writes has an event, and is one
     transaction, so its events stored mean its answers and reads are too). A commit that
     carries one is refused (ACODE-STORE-004, retryable) until each event is stored, so the
     coordinator acts on a result only once what the stage followed is durable."""

@@ -178,7 +178,7 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # with each question's default (its first option); 0 waits for ever.
     clarification_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=30 * 86_400)] = 0.0
     # Each stage's prompt budget, in percent of the model's context less the answer's
-    # reserve (seed 000 FR-047..053; see actors/stages/budget.py).
+    # reserve (seed 000 FR-047..053; see actors/stages/prompting/budget.py).
     token_budget: dict[Stage, Percent] = msgspec.field(default_factory=lambda: dict(DEFAULT_TOKEN_BUDGET))
     # The planner (seed 003's planner block): a task's complexity may not exceed
     # ``max_task_complexity``; files matching ``context_excludes`` (gitignore-style

@@ -1,7 +1,7 @@
 """What differs between two sightings of the same failure: times, temp paths, durations, addresses, pids.
 
 The coordinator's loop detection (``actors.coordinator.escalation.fingerprint``, ORCH-008)
-and the executor's anomaly detectors (``actors.stages.anomalies``) both compare failures
+and the executor's anomaly detectors (``actors.stages.execution.anomalies``) both compare failures
 with these replaced; the detectors drop line and column numbers too (:data:`POSITIONS`).
 """
 

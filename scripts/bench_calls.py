@@ -30,8 +30,8 @@ from acode.stream import follow
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.paths import RunPaths
-from actors.stages import executor
-from actors.stages.context import StageContext
+from actors.stages.execution import executor
+from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.ids import new_id

@@ -24,8 +24,10 @@ from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.confinement.isolation import Isolation, command_env, detect
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools.terminal import Terminal
-from actors.stages import executor, gather, prompts
-from actors.stages.untrusted import Fence
+from actors.stages.execution import executor
+from actors.stages.planning import gather
+from actors.stages.prompting import prompts
+from actors.stages.prompting.untrusted import Fence
 from protocol.messages import RunTool
 from protocol.results import ModelToolCall, ToolResult
 from protocol.session import SessionSettings
@@ -186,7 +188,7 @@ def _context_prep(runs: int) -> dict[str, object]:
 
 def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
     from actors.llm.openai import OpenAICompatibleModel
-    from actors.stages.conversation import Conversation
+    from actors.stages.execution.conversation import Conversation
     from protocol.profiles import tool_surface
     from protocol.session import OpenAIProvider
     from tests.modelserver import ModelServer, Text

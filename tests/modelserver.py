@@ -418,7 +418,8 @@ def _stage_of(body: Any) -> str | None:
     for message in body.get("messages") or []:
         if isinstance(message, dict) and message.get("role") == "system":
             content = str(message.get("content") or "")
-            if content.startswith(FILE_STEP_SYSTEM):  # a step answered as one whole file (actors.stages.filestep)
+            # a step answered as one whole file (actors.stages.execution.filestep)
+            if content.startswith(FILE_STEP_SYSTEM):
                 return "executor"
             match = _STAGE.match(content)
             return match.group(1) if match else None

@@ -64,7 +64,8 @@ LAYERS: list[list[tuple[str, tuple[str, ...]]]] = [
     # the user's hooks (actors/hooks.py) are run by the stages and the coordinator
     [("actors/llm", ("actors.llm.*",)), ("actors/hooks", ("actors.hooks",))],
     [("actors/sandbox", ("actors.sandbox.*",)), ("actors/persistence", ("actors.persistence.*",))],
-    # the mcp actor starts stdio servers through the sandbox's launcher and isolation
+    # the mcp actor starts stdio servers through the sandbox's launcher and isolation; inside
+    # the sandbox and the stages, rooms import one way too (tests/actors/{sandbox,stages}/test_rooms.py)
     [("actors/stages", ("actors.stages.*",)), ("actors/mcp", ("actors.mcp.*",))],
     [("actors/coordinator", ("actors.coordinator.*",))],
     [("acode (the public client)", ("acode.*",))],
@@ -315,14 +316,15 @@ def test_a_planted_upward_import_is_named_with_its_layers_even_under_type_checki
     root = _tree(tmp_path, {
         "actors/llm/__init__.py": "",
         "actors/llm/recorded.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                  "    from actors.stages.callwatch import CallWatch\n",
+                                  "    from actors.stages.request.callwatch import CallWatch\n",
         "actors/stages/__init__.py": "",
-        "actors/stages/callwatch.py": "from actors.llm import recorded\n",  # downward: fine
+        "actors/stages/request/__init__.py": "",
+        "actors/stages/request/callwatch.py": "from actors.llm import recorded\n",  # downward: fine
         "actors/sandbox/__init__.py": "from actors.persistence import store\n",  # a peer of its rank
         "actors/persistence/store.py": "",
     })
     assert upward(edges(root)) == [
-        "actors.llm.recorded -> actors.stages.callwatch (actors/llm/recorded.py:3, TYPE_CHECKING): actors/llm "
+        "actors.llm.recorded -> actors.stages.request.callwatch (actors/llm/recorded.py:3, TYPE_CHECKING): actors/llm "
         "(rank 3) must not import actors/stages (rank 5); move what it needs down, or ask for it as a parameter",
         "actors.sandbox -> actors.persistence.store (actors/sandbox/__init__.py:1): actors/sandbox (rank 4) must "
         "not import actors/persistence (rank 4); move what it needs down, or ask for it as a parameter"]

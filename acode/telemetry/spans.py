@@ -116,7 +116,7 @@ class Trace:
 
 
 def step_key(session_id: str, visit: int, task: str, step: str) -> str:
-    """The key the executor's calls of a step start with (``actors.stages.step._base_key``)."""
+    """The key the executor's calls of a step start with (``actors.stages.execution.step._base_key``)."""
     where = f"{task}/{step}"
     if len(where) > 40:
         where = hashlib.sha256(where.encode()).hexdigest()[:24]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from actors.stages.anomalies import ADVICE, verify_repeat
+from actors.stages.execution.anomalies import ADVICE, verify_repeat
 from protocol import volatile
 from protocol.anomalies import Anomaly, AnomalyThresholds, VerifySeen
 from protocol.session import Feedback, FeedbackItem, SessionSnapshot

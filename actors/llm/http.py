@@ -30,7 +30,7 @@ Time follows the model's measured speed (:mod:`actors.llm.pace`, from the server
 byte is at least the prompt's estimated processing time (never past :data:`STRETCH` times
 ``first_token_timeout_s``); the meter carries that estimate (before a measurement,
 ``first_token_timeout_s``) and the stream's stall gap, for a stage deadline that would cut
-the call (:mod:`actors.stages.callwatch`); :meth:`HttpModel.expected_s` tells a stage how
+the call (:mod:`actors.stages.request.callwatch`); :meth:`HttpModel.expected_s` tells a stage how
 long a normal call takes.
 
 Connections are never reused (the watcher learns each new connection's socket when it

@@ -14,7 +14,7 @@ A model that does not stream (the scripted one) leaves the count at 0: only the 
 advance.
 
 The meter also says whether the server is still at work, for a deadline that would cut
-the call (:mod:`actors.stages.callwatch`): :meth:`Meter.hear` marks each piece of the
+the call (:mod:`actors.stages.request.callwatch`): :meth:`Meter.hear` marks each piece of the
 body as it arrives (``heard``, and ``first_heard`` for the first), whatever it holds, and
 the provider sets what it expects before then: ``expect_first_s``, how long the prompt may
 take before the first piece (its estimated processing time at the model's measured speed,

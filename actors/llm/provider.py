@@ -7,7 +7,7 @@ place in its stage's sequence for the session, assigned durably by persistence; 
 scripted provider uses it (it serves response number ``seq``).
 
 ``nonce`` is the random marker the stage wrapped untrusted text in (see
-``actors.stages.untrusted``); it changes on every dispatch, so the recorded-answer hash
+``actors.stages.prompting.untrusted``); it changes on every dispatch, so the recorded-answer hash
 replaces it with a placeholder and a replayed stage still finds its answers.
 ``max_tokens`` overrides the provider's answer cap (``acode doctor``'s tiny probes).
 

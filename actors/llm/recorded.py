@@ -9,7 +9,7 @@ or the nonce untrusted text is fenced with.
 **Where a request goes in its stage's sequence.** Each request has a place (0, 1, 2, …
 per session and stage; the scripted model serves the response at that place). With the
 stage's claims known (``claims``: the attempt's replay index, see
-:mod:`actors.stages.writes`), a request whose hash is not among them cannot have a
+:mod:`actors.stages.request.writes`), a request whose hash is not among them cannot have a
 recorded answer: it is placed here, one past the last, and the model is asked at once; its
 claim is written with its answer (``RecordModelAnswer.seq``). A known hash (a replay) is
 claimed through persistence (``ClaimModelAnswer``), which answers the recorded answer, or
@@ -19,7 +19,7 @@ replay, so the scripted model answers the same.
 **When an answer is recorded.** A new answer is not sent on its own: it stays pending in
 this object and rides on the stage's next write to persistence, recorded in the same
 transaction before it: a commit (``Commit.answers``), a claim (``ClaimModelAnswer.answers``),
-or a read journaled by the sandbox (``RunTool.commit``; see :mod:`actors.stages.writes`).
+or a read journaled by the sandbox (``RunTool.commit``; see :mod:`actors.stages.request.writes`).
 That saves a broker round trip a turn. What a replay needs (DESIGN §3) still holds, because
 nothing that depends on an answer can become durable or happen without it:
 
@@ -35,7 +35,7 @@ and nothing depended on it yet: the replay asks the model again at that call sit
 get a different answer, as if the first one had never come. Every answer something did
 depend on is answered from the record, the same as before.
 
-Two hooks let a stage put a human's hand on its calls (:mod:`actors.stages.control`):
+Two hooks let a stage put a human's hand on its calls (:mod:`actors.stages.request.control`):
 ``before`` runs ahead of every call (a paused session stops there, raising), and
 ``amend`` changes the request the *provider* gets (the user's steering is added) after the
 hash was taken from the request as the stage made it. So steering that arrived during an
@@ -43,7 +43,7 @@ attempt does not change the keys of that attempt's calls: a retried attempt repl
 every recorded answer, and only the calls it makes live carry the steering.
 
 A live call is watched (``calls``, a :class:`CallWatcher`; the stage's is
-:class:`actors.stages.callwatch.CallWatch`, handed in by the stage): its deadline (which
+:class:`actors.stages.request.callwatch.CallWatch`, handed in by the stage): its deadline (which
 spares a call still at work until ``limit``, by its meter), the stage's cancel, and what
 the stage holds written if it runs long. This layer names only what it needs of the watch
 (:class:`CallWatcher`, :class:`WatchedCall`), so it imports nothing from the stages above
@@ -183,7 +183,7 @@ def _tools(definitions: list[dict[str, Any]]) -> _Tools:
 
 
 class Spender(Protocol):
-    """The session's budget as this layer sees it (the stage's :class:`actors.stages.spending.Spending`)."""
+    """The session's budget as this layer sees it (the stage's :class:`actors.stages.request.spending.Spending`)."""
 
     def check(self, prompt_tokens: int, *, where: str) -> None: ...
 
@@ -233,7 +233,7 @@ class RecordedModel:
 
     def flush(self) -> None:
         """Record the pending answer now (before a side effect that depends on it); a
-        :class:`~actors.stages.writes.StageWrites` sends it with its own writes instead."""
+        :class:`~actors.stages.request.writes.StageWrites` sends it with its own writes instead."""
         for record in self.take_pending():
             self.persistence(record)
 

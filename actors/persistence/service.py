@@ -28,7 +28,7 @@ A lone request costs what it did before: it is served as soon as it has been rea
 
 **A commit that requires records waits here for them.** A commit whose ``requires`` names
 events not stored yet (a stage's last writes, sent just before its result: see
-``actors.stages.writes``) is not answered with its refusal at once: it is parked, and
+``actors.stages.request.writes``) is not answered with its refusal at once: it is parked, and
 tried again after the new requests of each later group, in the same transaction, so it
 commits together with the write it waited for. After :data:`PARK_S` it is answered with
 its refusal (ACODE-STORE-004, retryable) and the coordinator decides what next.

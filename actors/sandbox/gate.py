@@ -1,6 +1,6 @@
 """The sandbox's approval gate: no bug in a stage can run a call that needs approval.
 
-The executor's autonomy step decides what needs a human (:mod:`actors.stages.pipeline`);
+The executor's autonomy step decides what needs a human (:mod:`actors.stages.calls.pipeline`);
 this gate checks it again where calls run, against the durable record, before the journal
 sees the call:
 

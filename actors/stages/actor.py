@@ -7,7 +7,7 @@ while a model thinks. Stage errors that are the model's or the plan's become a f
 deadline) answer an ``Error`` the coordinator treats as a lost attempt.
 
 ``PauseWork`` and ``SteerWork`` from the coordinator reach the request's
-:class:`~actors.stages.control.WorkControl`; one that arrives before its request does (the
+:class:`~actors.stages.request.control.WorkControl`; one that arrives before its request does (the
 broker still had it) is kept for it, a few at most.
 
 While a model answers, the loop thread publishes the call's progress on the event stream
@@ -29,9 +29,9 @@ import msgspec
 import zmq
 
 from actors._base import Actor
-from actors.stages.context import StageContext
-from actors.stages.control import WorkControl
 from actors.stages.progress import PUBLISH_EVERY, ProgressBoard
+from actors.stages.request.context import StageContext
+from actors.stages.request.control import WorkControl
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
@@ -45,11 +45,20 @@ from protocol.stages import STAGES
 
 __all__ = ["StageActor"]
 
+# each stage's module, in the room of its own (the other rooms are what the four share)
+_MODULES: dict[str, str] = {
+    "planner": "actors.stages.planning.planner",
+    "executor": "actors.stages.execution.executor",
+    "verifier": "actors.stages.judging.verifier",
+    "reviewer": "actors.stages.judging.reviewer",
+}
+
+
 def runner(stage: str) -> Callable[[StageContext], StageResult]:
     """The stage's ``run``, its module imported by name: a process serves one stage and need
     not hold the other three's code (the planner's context gathering alone is about 1 MB of
     resident memory)."""
-    module = importlib.import_module(f"actors.stages.{stage}")
+    module = importlib.import_module(_MODULES[stage])
     run: Callable[[StageContext], StageResult] = module.run
     return run
 _EARLY_LIMIT = 32  # controls kept for requests not started yet

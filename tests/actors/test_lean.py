@@ -66,10 +66,12 @@ def test_a_stage_actor_holds_its_own_stage_code_only() -> None:
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=True)
     before, after = (set(names) for names in json.loads(done.stdout.splitlines()[-1]))
-    stages = {"actors.stages.planner", "actors.stages.executor", "actors.stages.verifier", "actors.stages.reviewer",
-              "actors.stages.gather"}
+    stages = {"actors.stages.planning.planner", "actors.stages.execution.executor", "actors.stages.judging.verifier",
+              "actors.stages.judging.reviewer", "actors.stages.planning.gather"}
     assert before & stages == set()
-    assert after & stages == {"actors.stages.executor"}
+    assert after & stages == {"actors.stages.execution.executor"}
+    # nor anything of the other stages' rooms (tests/actors/stages/test_rooms.py keeps them apart)
+    assert sorted(m for m in after if m.startswith(("actors.stages.planning.", "actors.stages.judging."))) == []
 
 
 def test_asyncio_behind_the_stand_in_works_as_imported_and_replaces_it() -> None:

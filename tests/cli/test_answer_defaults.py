@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from acode.inputs import collect_answers
 from actors.coordinator.orchestrator import default_answers
-from actors.stages import gather
+from actors.stages.planning import gather
 from protocol.plan import Question, TaskPlan
 
 PLAN = TaskPlan(goal="greet", status="needs_clarification", questions=[

@@ -221,7 +221,7 @@ def test_a_planner_killed_mid_answer_gives_way_to_its_retry_whose_progress_start
 def test_a_steps_reads_are_on_record_while_the_model_thinks_not_only_at_the_steps_end(
         acode: Acode, tmp_path: Path) -> None:
     """A stage holds its progress events and the results of its reads for its next write; a
-    model call that runs a while gets them written meanwhile (actors.stages.callwatch), so
+    model call that runs a while gets them written meanwhile (actors.stages.request.callwatch), so
     followers and `acode show` see the step's start and its context read during the call."""
     slow_write = ('<tool_call>{"name": "write_file", "arguments": {"path": "greet.txt", "content": "hello\\n"}}'
                   "</tool_call>")

@@ -39,7 +39,7 @@ result says the whole file was replaced.
 A successful write (write_file, modify_file in every form) says the sha256 of the text it
 left (:func:`written_digest`: the file as read_file shows it whole, numbers aside), so the
 executor sees a file go A -> B -> A whichever tool wrote it (the ``edit_undone`` anomaly,
-:mod:`actors.stages.anomalies`): it has no other way to know what a search/replace made.
+:mod:`actors.stages.execution.anomalies`): it has no other way to know what a search/replace made.
 
 ``image(ws, path)`` is the pre-image the journal records before a write: the sha256 of
 the file's bytes, ``"absent"``, or None when the path is not a readable regular file.
@@ -451,7 +451,7 @@ def content_digest(content: str) -> str:
 def written_digest(data: bytes) -> str:
     """sha256 hex of a file that holds ``data`` (UTF-8, as a write wrote it) as read_file
     shows it whole, numbers aside: each CRLF line end as LF, a BOM and a lone CR kept. The
-    executor hashes a file it read so (:func:`actors.stages.turnwatch.unnumbered`) and a
+    executor hashes a file it read so (:func:`actors.stages.execution.turnwatch.unnumbered`) and a
     write_file's content likewise (UTF-8): the same text, the same hash, whichever it saw."""
     return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 

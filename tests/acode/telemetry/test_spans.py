@@ -9,7 +9,7 @@ import pytest
 
 from acode.telemetry import Span, Trace, build_trace, render_tree
 from acode.telemetry.spans import step_key
-from actors.stages.step import _base_key
+from actors.stages.execution.step import _base_key
 from protocol.events import (
     Event,
     SessionCreated,

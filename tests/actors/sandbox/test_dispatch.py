@@ -8,7 +8,7 @@ from typing import Any
 
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools.terminal import Terminal
-from actors.stages.turnwatch import unnumbered
+from actors.stages.execution.turnwatch import unnumbered
 from protocol import codec
 from protocol.messages import RunTool
 from protocol.results import ToolResult

@@ -33,7 +33,7 @@ from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools.terminal import Terminal
-from actors.stages.context import StageContext
+from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
 from protocol.events import Event
 from protocol.ids import new_id

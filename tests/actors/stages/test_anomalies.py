@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.stages.anomalies import (
+from actors.stages.execution.anomalies import (
     KINDS,
     Anomaly,
     AnomalyThresholds,

@@ -17,8 +17,8 @@ from msgspec.structs import replace
 
 from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
-from actors.stages import executor
-from actors.stages.context import StageContext
+from actors.stages.execution import executor
+from actors.stages.request.context import StageContext
 from protocol.events import ToolCalled, TurnAnswered
 from protocol.results import ModelAnswer
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from actors.llm.provider import ChatMessage, ModelRequest
-from actors.stages.context import StageContext
-from actors.stages.writes import BEHIND_STEPS
+from actors.stages.request.context import StageContext
+from actors.stages.request.writes import BEHIND_STEPS
 from protocol import codec
 from protocol.errors import AcodeError
 from protocol.events import StepFinished, StepStarted, ToolCalled

@@ -1,10 +1,10 @@
-"""Each stage's token budget and the trimming of a prompt to it (actors/stages/budget.py)."""
+"""Each stage's token budget and the trimming of a prompt to it (actors/stages/prompting/budget.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from actors.stages.budget import Part, cut_diff, fit, stage_budget
+from actors.stages.prompting.budget import Part, cut_diff, fit, stage_budget
 from protocol.errors import OrchestrationError
 from protocol.session import OllamaProvider, SessionSettings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from actors.llm.meter import Meter
-from actors.stages.callwatch import CallWatch, Watched, turn_deadline
+from actors.stages.request.callwatch import CallWatch, Watched, turn_deadline
 from tests.harness import wait_until
 
 

@@ -15,10 +15,10 @@ import structlog
 
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
-from actors.stages import executor
-from actors.stages.context import StageContext
-from actors.stages.control import GUIDANCE_CHARS, WorkControl, with_guidance
-from actors.stages.untrusted import Fence
+from actors.stages.execution import executor
+from actors.stages.prompting.untrusted import Fence
+from actors.stages.request.context import StageContext
+from actors.stages.request.control import GUIDANCE_CHARS, WorkControl, with_guidance
 from protocol.errors import WorkPaused
 from protocol.results import ModelAnswer
 from protocol.session import SteeringNote

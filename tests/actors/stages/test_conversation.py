@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.stages.conversation import Conversation
+from actors.stages.execution.conversation import Conversation
 from protocol.results import ModelToolCall
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actors.llm.provider import ChatMessage
-from actors.stages.corrections import ECHO_CHARS, correction
+from actors.stages.prompting.corrections import ECHO_CHARS, correction
 from protocol.errors import ModelError
 from protocol.results import ModelAnswer, Usage
 from protocol.session import OpenAIProvider, ScriptedProvider, SessionSettings

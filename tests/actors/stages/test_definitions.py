@@ -1,8 +1,8 @@
-"""The functions and classes a step names, one line each (actors/stages/definitions.py)."""
+"""The functions and classes a step names, one line each (actors/stages/execution/definitions.py)."""
 
 from __future__ import annotations
 
-from actors.stages.definitions import named_definitions
+from actors.stages.execution.definitions import named_definitions
 
 CORE = '''"""Counting words."""
 

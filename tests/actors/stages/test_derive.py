@@ -1,4 +1,4 @@
-"""Plans derived from the task without a model call (actors/stages/derive.py): only when simple rules
+"""Plans derived from the task without a model call (actors/stages/planning/derive.py): only when simple rules
 leave no doubt, and made only of what the task states."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from actors.stages.derive import asks_for_tests, derive, failing_test
-from actors.stages.terms import created_paths
+from actors.stages.planning.derive import asks_for_tests, derive, failing_test
+from actors.stages.prompting.terms import created_paths
 
 FILES = {"solution.py", "test_solution.py", "README.md", "src/app.py", "tests/test_app.py"}
 

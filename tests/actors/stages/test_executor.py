@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.stages import executor
+from actors.stages.execution import executor
 from protocol.events import StepFinished, ToolCalled
 from protocol.session import Feedback, FeedbackItem
 from tests.actors.stages.conftest import Run, Stack

@@ -4,7 +4,7 @@ In the benchmark, Qwen2.5-Coder-1.5B on llama.cpp solved none of acode's tasks i
 loop (it echoed the step's message, broke files inside JSON strings, repeated a useless
 call) while it solves HumanEval problems asked in one chat turn for the whole file. Under
 the small profile's ``file`` step style the executor asks just that, writes the block
-through the pipeline and runs the task's checks itself (:mod:`actors.stages.filestep`).
+through the pipeline and runs the task's checks itself (:mod:`actors.stages.execution.filestep`).
 The answers here are the shapes the real model sent.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import executor, fileanswer, fileprompt, filestep
+from actors.stages.execution import executor, fileanswer, fileprompt, filestep
 from protocol.events import TurnAnswered
 from protocol.plan import PlanStep, PlanTask, TaskPlan
 from protocol.profiles import profile_for

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from actors.stages import executor
+from actors.stages.execution import executor
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step
 

@@ -15,10 +15,10 @@ from structlog.testing import capture_logs
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import search
 from actors.sandbox.tools.terminal import Terminal
-from actors.stages import gather
-from actors.stages.gather import Prepared, prepare
-from actors.stages.terms import task_terms
-from actors.stages.untrusted import Fence
+from actors.stages.planning import gather
+from actors.stages.planning.gather import Prepared, prepare
+from actors.stages.prompting.terms import task_terms
+from actors.stages.prompting.untrusted import Fence
 from protocol.results import ToolResult
 from protocol.session import Clarification, Feedback, FeedbackItem
 from protocol.tools import SearchCodeTerms

@@ -1,4 +1,4 @@
-"""kill -9 of persistence in the window a stage's held writes open (actors.stages.context).
+"""kill -9 of persistence in the window a stage's held writes open (actors.stages.request.context).
 
 The executor holds back its turn's event, the model's answer (placed by the stage, without a
 claim), and the read that follows (run ``held``: the sandbox writes nothing and answers the
@@ -20,7 +20,7 @@ import structlog
 
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT
-from actors.stages.context import StageContext
+from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered

@@ -1,4 +1,4 @@
-"""The executor's MCP tools (actors/stages/mcptools.py): what is offered, how the server's
+"""The executor's MCP tools (actors/stages/calls/mcptools.py): what is offered, how the server's
 words are fenced and capped, what is refused before the pipeline, and what the model is
 told when a server or the whole service is unavailable. The ``mcp`` service is a stand-in
 answering what the real actor answers (its listing)."""
@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from actors.stages.mcptools import DESCRIPTION_CHARS, SCHEMA_CHARS, McpOffer
-from actors.stages.untrusted import Fence
+from actors.stages.calls.mcptools import DESCRIPTION_CHARS, SCHEMA_CHARS, McpOffer
+from actors.stages.prompting.untrusted import Fence
 from protocol.errors import ErrorInfo, RequestTimeout
 from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.messages import McpServerState, McpToolInfo, McpTools

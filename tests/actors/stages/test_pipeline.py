@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.stages.pipeline import CallPipeline
+from actors.stages.calls.pipeline import CallPipeline
 from protocol.checkpoints import CallSite
 from protocol.events import CheckpointTaken, ToolCalled
 from protocol.messages import EventList, GetEvents

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages.plancheck import drop_unusable_checks, plan_problems, read_plan, rules_questions
-from actors.stages.testtarget import imported_files, retarget, written_tests
+from actors.stages.planning.plancheck import drop_unusable_checks, plan_problems, read_plan, rules_questions
+from actors.stages.planning.testtarget import imported_files, retarget, written_tests
 from protocol.plan import PlanProblem, Question, TaskPlan
 from protocol.sandbox import SandboxPolicy
 from tests.actors.stages.replays import CONTRACTIONS, TESTS_ONLY

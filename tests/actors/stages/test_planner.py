@@ -479,7 +479,7 @@ def test_when_the_test_imports_two_modules_the_model_is_told_once_and_its_next_p
 
 def test_a_task_that_asks_for_a_test_still_plans_to_write_the_test_file(
         actors: Harness, tmp_path: Path, server: ModelServer) -> None:
-    # two sentences: not derived (actors/stages/derive.py), the model plans
+    # two sentences: not derived (actors/stages/planning/derive.py), the model plans
     task = "Add a test of count_words with an empty string to tests/test_core.py. Keep it short."
     plan = json.loads(json.dumps(TESTS_ONLY))
     plan["goal"] = task

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from actors.llm.provider import ChatMessage, ModelRequest
-from actors.stages import executor
+from actors.stages.execution import executor
 from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError

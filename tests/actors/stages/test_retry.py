@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.stages import executor
-from actors.stages.context import TOOL_RETRY_WAITS
+from actors.stages.execution import executor
+from actors.stages.request.context import TOOL_RETRY_WAITS
 from protocol.events import ToolCalled
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step, tool_messages

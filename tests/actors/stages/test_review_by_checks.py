@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import reviewer
+from actors.stages.judging import reviewer
 from protocol.profiles import profile_for
 from protocol.results import CriterionVerdict, StageResult, VerifierAnswer
 from protocol.session import OpenAIProvider

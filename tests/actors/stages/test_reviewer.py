@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import reviewer
+from actors.stages.judging import reviewer
 from protocol.errors import ModelError, OrchestrationError
 from protocol.session import Feedback, FeedbackItem
 from tests.actors.stages.conftest import Stack

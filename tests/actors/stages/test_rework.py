@@ -1,8 +1,8 @@
-"""What a verification keeps and what the executor runs again (actors/stages/rework.py)."""
+"""What a verification keeps and what the executor runs again (actors/stages/judging/rework.py)."""
 
 from __future__ import annotations
 
-from actors.stages.rework import choose, names_file
+from actors.stages.judging.rework import choose, names_file
 from protocol.plan import Criterion, PlanStep, PlanTask, TaskPlan
 from protocol.results import CriterionVerdict, ExecutionReport, StepRecord
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actors.llm.openai import OpenAICompatibleModel
-from actors.stages import executor
+from actors.stages.execution import executor
 from protocol.events import StepRetried
 from protocol.results import StageResult
 from protocol.session import OpenAIProvider

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from actors.stages import executor, preview, prompts
-from actors.stages.untrusted import Fence
+from actors.stages.calls import preview
+from actors.stages.execution import executor
+from actors.stages.prompting import prompts
+from actors.stages.prompting.untrusted import Fence
 from protocol.profiles import offered_tools, profile_for
 from protocol.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack

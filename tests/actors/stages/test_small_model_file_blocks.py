@@ -17,8 +17,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import executor, prompts
-from actors.stages.untrusted import Fence
+from actors.stages.execution import executor
+from actors.stages.prompting import prompts
+from actors.stages.prompting.untrusted import Fence
 from protocol.profiles import ModelProfile, offered_tools, profile_for
 from protocol.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack

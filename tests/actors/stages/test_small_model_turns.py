@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from actors.llm import toolcalls
-from actors.stages import executor, instructions, planner, reviewer, verifier
+from actors.stages.execution import executor
+from actors.stages.judging import reviewer, verifier
+from actors.stages.planning import planner
+from actors.stages.request import instructions
 from protocol.profiles import profile_for
 from protocol.session import OpenAIProvider
 from protocol.tools import TOOL_ARGS

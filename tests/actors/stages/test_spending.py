@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.coordinator import machine, overrides
-from actors.stages.spending import Spending
+from actors.stages.request.spending import Spending
 from protocol.budget import Budget, BudgetChange, Spent, extended, parse_change, spent_on
 from protocol.errors import BudgetExhausted
 from protocol.events import BudgetWarning, Event

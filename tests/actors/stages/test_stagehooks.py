@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from actors import hooks
-from actors.stages import executor
+from actors.stages.execution import executor
 from protocol.events import HookRan, HookStarted, ToolCalled
 from protocol.hooks import HookSettings, HookSpec
 from tests.actors.stages.conftest import Stack

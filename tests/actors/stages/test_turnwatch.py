@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages import executor
+from actors.stages.execution import executor
 from protocol.anomalies import AnomalyThresholds
 from protocol.events import AnomalyDetected, StepRetried
 from protocol.messages import GetSteps

@@ -17,7 +17,8 @@ import msgspec
 import pytest
 
 from actors.coordinator import machine
-from actors.stages import prompts, verifier
+from actors.stages.judging import verifier
+from actors.stages.prompting import prompts
 from protocol.errors import ModelError, OrchestrationError
 from protocol.events import CheckRan
 from protocol.plan import PlanStep, PlanTask, TaskPlan

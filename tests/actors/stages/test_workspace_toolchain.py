@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.stages import verifier
+from actors.stages.judging import verifier
 from protocol.events import CheckRan
 from protocol.sandbox import SandboxPolicy
 from tests.actors.stages.conftest import Stack
