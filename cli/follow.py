@@ -12,7 +12,7 @@ import typer
 
 from acode.client import Client
 from acode.events import AnyEvent, GenericEvent, typed
-from acode.stream import follow, read_events
+from acode.stream import final, follow, read_events
 from cli import render
 from cli.modeltext import ModelText
 from cli.progress import Progress, files_changed, stage_table, stage_totals
@@ -58,9 +58,16 @@ def attach_and_print(client: Client, session_id: str, *, replay: int = 20,
     """``acode attach``: show a session's last ``replay`` progress lines (or events, as JSON),
     then follow it live as ``acode run`` does (``model_text``: ``--verbose``, the model's text
     from when it was made, :mod:`cli.modeltext`). Any number of terminals may attach at once:
-    each has its own subscription. A session that is not running is shown and left."""
+    each has its own subscription. A session that is not running is shown and left.
+
+    The session is read before its events, so it may have stopped in between: when the
+    last event read is one a follower stops at, it is read again. Followed from after that
+    event, it would wait for one that never comes (a session that paused just after
+    ``acode approve --detach`` hung ``acode attach``)."""
     session = client.session(session_id)
     events = read_events(client.connection, session_id)
+    if session.status == "running" and events and final(events[-1]):
+        session = client.session(session_id)  # it stopped (or stopped and went on) since
     known = typed(events)
     progress = Progress()
     if json_out:

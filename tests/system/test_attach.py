@@ -7,10 +7,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
+from acode.client import Client
+from cli.follow import attach_and_print
 from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import Acode, json_lines, wait_exit
@@ -100,6 +105,32 @@ def test_two_attached_terminals_see_the_same_events_live_to_the_end(shared: Acod
     # log.txt: made by the command slow.py, listed all the same (the workspace against its baseline)
     assert lines[3] == (f"session {session_id} is completed; files changed: a.txt (added), b.txt (added), "
                         "log.txt (added)")
+
+
+def test_attach_leaves_a_session_that_paused_between_its_reads_of_the_session_and_the_events(
+        shared: Acode, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Replays a race seen under load: ``acode approve --detach`` then ``acode attach``; attach
+    read the session while it ran, then its events, by then ending with the pause, and
+    followed from after that pause: it waited for an event that never came (a CI timeout)."""
+    workspace = w.workspace(tmp_path / "w")
+    code, out, err = _submit(shared, workspace, w.script(tmp_path / "asks.yaml", {"planner": [QUESTIONS]}))
+    assert code == 22, out + err
+    session_id = out.split("session ", 1)[1].split(":", 1)[0]
+    with Client(shared.home) as client:
+        paused = client.session(session_id)
+        assert paused.status == "paused"
+        reads = [msgspec.structs.replace(paused, status="running", pause=None)]  # as read before it paused
+        real = client.session
+        client.session = lambda given: reads.pop() if reads else real(given)  # type: ignore[method-assign]
+        done: list[Any] = []
+        attaching = threading.Thread(target=lambda: done.append(attach_and_print(client, session_id, replay=0)),
+                                     daemon=True)
+        attaching.start()
+        attaching.join(timeout=20)
+        assert done, "attach followed a session that had stopped, waiting for an event that never comes"
+    assert done[0].status == "paused" and not reads
+    assert f"session {session_id} is paused; `acode resume {session_id}` continues it" in capsys.readouterr().out
+    assert shared("cancel", session_id).returncode == 0
 
 
 def test_ctrl_c_on_run_detaches_and_names_attach_and_status_says_where_sessions_stand(
