@@ -121,7 +121,7 @@ def test_attach_leaves_a_session_that_paused_between_its_reads_of_the_session_an
         assert paused.status == "paused"
         reads = [msgspec.structs.replace(paused, status="running", pause=None)]  # as read before it paused
         real = client.session
-        client.session = lambda given: reads.pop() if reads else real(given)  # type: ignore[method-assign]
+        client.session = lambda session: reads.pop() if reads else real(session)  # type: ignore[method-assign]
         done: list[Any] = []
         attaching = threading.Thread(target=lambda: done.append(attach_and_print(client, session_id, replay=0)),
                                      daemon=True)

@@ -37,7 +37,7 @@ from actors.stages.calls.judge import judge
 from actors.stages.execution.conversation import Conversation
 from actors.stages.execution.fileanswer import CHANGING_ACTIONS, answered_file, problem, target, whole
 from actors.stages.execution.fileprompt import EARLIER, SYSTEM, render, render_plain, render_problem
-from actors.stages.execution.step import REPEATS, Outcome, raise_step_timeout, retry_note
+from actors.stages.execution.step import REPEATS, Outcome, retry_note, step_timed_out
 from actors.stages.execution.toolloop import ToolLoopStep
 from actors.stages.execution.turnwatch import Watched
 from actors.stages.prompting import prompts
@@ -147,10 +147,7 @@ class FileStyleStep(ToolLoopStep):
                     return asked
                 answer = asked
             if answer is None:
-                return Outcome("failed", f"the step took more than {timeout:g}s "
-                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
-                                          + raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
-                                code="ACODE-EXEC-006")
+                return step_timed_out(timeout, started, turn, turns)
             self.conversation.answer(answer.content, [])
             content = answered_file(answer.content, path, self.ctx.fence)
             kind = problem(content, current, path, files)

@@ -77,7 +77,7 @@ from protocol.session import SessionSettings, model_of
 from protocol.stages import StepStatus
 
 __all__ = ["REPEATS", "Outcome", "Project", "Step", "context_budget", "raise_step_timeout", "record_step",
-           "retry_note"]
+           "retry_note", "step_timed_out"]
 
 _TURNS_TO_FIT = 5  # the turns a step_timeout_seconds suggested after ACODE-EXEC-006 leaves room for
 _STAGE_MARGIN = 5.0  # seconds: a turn's deadline is stretched no closer than this to the stage's timeout
@@ -256,6 +256,14 @@ class Step:
     def _finish(self, status: StepStatus, summary: str, *, code: str = "") -> StepRecord:
         return record_step(self.ctx, self.task, self.step, status, summary, self.turns, self.calls, self.files, code,
                            streak=self.project.streak.turns)
+
+
+def step_timed_out(timeout: float, started: float, turn: int, turns: int) -> Outcome:
+    """The failed try of a step past ``step_timeout_s`` before its turn ``turn`` (of
+    ``turns``), begun at ``started`` (monotonic), with what to raise (ACODE-EXEC-006)."""
+    elapsed = time.monotonic() - started
+    return Outcome("failed", f"the step took more than {timeout:g}s ({elapsed:.1f}s, turn {turn}) (ACODE-EXEC-006); "
+                              + raise_step_timeout(timeout, elapsed, turn - 1, turns), code="ACODE-EXEC-006")
 
 
 def raise_step_timeout(timeout: float, elapsed: float, done: int, turns: int) -> str:

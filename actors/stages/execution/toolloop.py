@@ -99,7 +99,7 @@ from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
 from actors.stages.calls.mcptools import is_mcp
 from actors.stages.execution.conversation import Conversation
-from actors.stages.execution.step import REPEATS, Outcome, Step, raise_step_timeout, retry_note
+from actors.stages.execution.step import REPEATS, Outcome, Step, retry_note, step_timed_out
 from actors.stages.execution.stepview import step_paths
 from actors.stages.execution.turnwatch import invalid_text
 from actors.stages.prompting import prompts
@@ -185,10 +185,7 @@ class ToolLoopStep(Step):
                     return asked
                 answer = asked
             if answer is None:
-                return Outcome("failed", f"the step took more than {timeout:g}s "
-                                          f"({time.monotonic() - started:.1f}s, turn {turn}) (ACODE-EXEC-006); "
-                                          + raise_step_timeout(timeout, time.monotonic() - started, turn - 1, turns),
-                                code="ACODE-EXEC-006")
+                return step_timed_out(timeout, started, turn, turns)
             live = self.ctx.model.replayed == replayed
             native = bool(answer.tool_calls)
             self.conversation.answer(answer.content, answer.tool_calls)
