@@ -12,7 +12,7 @@
 :class:`Client` is what the ``acode`` command itself is built on; :class:`AsyncClient`
 is its asyncio twin (README "Using acode
 from Python"). Errors are :class:`AcodeError` and its subclasses, each with a stable
-``code`` (``ACODE-…``). Every event is a type of :mod:`protocol.events` (its JSON Schema is
+``code`` (``ACODE-…``). Every event is a type of :mod:`protocol.sessions.events` (its JSON Schema is
 ``protocol/schema/events-v1.json``); an event this version does not know arrives as a
 :class:`GenericEvent`.
 """

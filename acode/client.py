@@ -27,9 +27,8 @@ from acode.connection import Connection
 from acode.events import AnyEvent, typed
 from acode.inputs import budget_changes, collect_answers, provider_override, steering_text
 from acode.stream import iter_events, read_events, snapshot
-from protocol.budget import Budget, Spent
+from protocol.basics.ids import new_id
 from protocol.errors import CliError, ModelError
-from protocol.ids import new_id
 from protocol.messages import (
     ApprovePlan,
     CancelSession,
@@ -45,13 +44,14 @@ from protocol.messages import (
     SteerSession,
     SubmitTask,
 )
-from protocol.plan import TaskPlan
-from protocol.session import Clarification, SessionSnapshot, SettingsOverride
-from protocol.stages import STAGES, Stage
+from protocol.plans.plan import TaskPlan
+from protocol.plans.stages import STAGES, Stage
+from protocol.policy.budget import Budget, Spent
+from protocol.sessions.session import Clarification, SessionSnapshot, SettingsOverride
 
 if TYPE_CHECKING:
     from protocol.messages import Restored, StatusReport
-    from protocol.progress import ModelProgress
+    from protocol.sessions.progress import ModelProgress
 
 __all__ = ["PROVIDERS", "Client", "Session", "SessionView"]
 
@@ -67,7 +67,7 @@ class SessionView(msgspec.Struct, frozen=True, kw_only=True):
     plan: TaskPlan | None
     events: list[AnyEvent]
     budget: BudgetView
-    health: int  # 0-100 (protocol.health.session_health)
+    health: int  # 0-100 (protocol.sessions.health.session_health)
 
 
 class BudgetView(msgspec.Struct, frozen=True, kw_only=True):
@@ -157,8 +157,8 @@ class Client:
         ``non_interactive_policy`` does. ``approve_plan``: pause for a review of the plan."""
         from acode.config.loader import resolve
         from acode.config.settings import session_settings
-        from protocol.task import check_task
-        from protocol.text import find_bad_text
+        from protocol.basics.text import find_bad_text
+        from protocol.plans.task import check_task
 
         root = Path(workspace).expanduser().resolve()
         if not root.is_dir():
@@ -249,7 +249,7 @@ class Client:
 
     def show(self, session: str) -> SessionView:
         """One session whole: state, plan, events, budget, health (``acode show --json``)."""
-        from protocol.health import session_health
+        from protocol.sessions.health import session_health
 
         session_id = self.session_id(session)
         found = self.connection.persistence(GetSession(session_id=session_id))
@@ -268,7 +268,7 @@ class Client:
         stored as the planner made it; the session's verifications complete its tasks. For
         the current version that is the session's ``completed_tasks``; for an older one, the
         tasks the next version carried over as completed (same id)."""
-        from protocol.plan import with_status
+        from protocol.plans.plan import with_status
 
         if plan.version >= current.plan_version:
             return with_status(plan, current.completed_tasks)

@@ -1,4 +1,4 @@
-"""Events as a client reads them: the typed events of :mod:`protocol.events`, and a generic
+"""Events as a client reads them: the typed events of :mod:`protocol.sessions.events`, and a generic
 one for what this client does not know.
 
 Within a major schema version (:data:`protocol.schema.SCHEMA_VERSION`) changes are
@@ -22,10 +22,10 @@ import msgspec
 
 from protocol.codec import TypedDecoder
 from protocol.errors import ProtocolError
-from protocol.events import Event
 from protocol.messages import Error
-from protocol.progress import ModelProgress
 from protocol.schema import SCHEMA_VERSION
+from protocol.sessions.events import Event
+from protocol.sessions.progress import ModelProgress
 
 __all__ = ["EVENT_LIST", "AnyEvent", "GenericEvent", "RawEventList", "decode_event", "decode_stream", "kind", "typed"]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import msgspec
 
-from protocol.budget import FLAGS, BudgetChange, BudgetKind, parse_change
 from protocol.errors import CliError, ModelError
-from protocol.plan import TaskPlan
-from protocol.session import MAX_STEERING_CHARS, Clarification, ProviderSpec, SessionSnapshot
+from protocol.plans.plan import TaskPlan
+from protocol.policy.budget import FLAGS, BudgetChange, BudgetKind, parse_change
+from protocol.sessions.session import MAX_STEERING_CHARS, Clarification, ProviderSpec, SessionSnapshot
 
 __all__ = ["budget_changes", "collect_answers", "provider_override", "steering_text"]
 
@@ -26,8 +26,8 @@ def provider_override(current: SessionSnapshot, *, provider: str | None, model: 
     from acode.config.loader import resolve
     from acode.config.settings import provider_spec
     from actors.paths import RunPaths
-    from protocol.script import load_script
-    from protocol.session import ScriptedProvider
+    from protocol.plans.script import load_script
+    from protocol.sessions.session import ScriptedProvider
 
     spec = current.settings.provider
     kind = provider or (spec.__struct_config__.tag if spec is not None else None)

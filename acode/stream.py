@@ -12,7 +12,7 @@ coordinator answers the next catch-up (a request is resent until its deadline). 
 coordinator takes every actor with it; a follower given ``reconnect_s`` keeps asking until
 ``acode up`` has brought them back, and goes on from the last number it handed over.
 
-The same stream carries the stage actors' ephemeral :class:`~protocol.progress.ModelProgress`
+The same stream carries the stage actors' ephemeral :class:`~protocol.sessions.progress.ModelProgress`
 messages (a model at work); they never enter the ordering above and go to ``on_progress``
 only. Events this client does not know arrive as :class:`acode.events.GenericEvent`.
 """
@@ -26,10 +26,10 @@ from typing import Any
 from acode.connection import Connection
 from acode.events import EVENT_LIST, AnyEvent, GenericEvent, RawEventList, decode_event, decode_stream
 from protocol.errors import AcodeError, NotRunning, RequestTimeout, from_info
-from protocol.events import is_final
 from protocol.messages import Error, GetEvents, GetSession
-from protocol.progress import ModelProgress
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import is_final
+from protocol.sessions.progress import ModelProgress
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["CATCH_UP_EVERY", "events_after", "final", "follow", "iter_events", "read_events", "snapshot"]
 

@@ -35,8 +35,8 @@ from actors import logs, private
 from protocol import codec
 from protocol.errors import ProtocolError
 from protocol.messages import CancelWork, Heartbeat, PauseWork, SteerWork, Stop
-from protocol.session import SteeringNote
-from protocol.spec import ActorSpec
+from protocol.sessions.session import SteeringNote
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["Actor", "Loop", "Timer", "main"]
 

@@ -1,4 +1,4 @@
-"""Running one hook (:mod:`protocol.hooks`): a script on the host, a webhook, a pause; its answer read.
+"""Running one hook (:mod:`protocol.policy.hooks`): a script on the host, a webhook, a pause; its answer read.
 
 Used where each hook point occurs: the coordinator's thread pool runs the session's and
 stages' points and ``on_pause``/``on_resume``, the executor runs ``step_*`` and the
@@ -28,10 +28,19 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from protocol.conditions import compile_condition
-from protocol.events import HookRan, HookStarted
-from protocol.hooks import DECISIONS, FACTS, Decision, HookDecision, HookPoint, HookSettings, HookSpec, point_hooks
-from protocol.ids import stable_id
+from protocol.basics.ids import stable_id
+from protocol.policy.conditions import compile_condition
+from protocol.policy.hooks import (
+    DECISIONS,
+    FACTS,
+    Decision,
+    HookDecision,
+    HookPoint,
+    HookSettings,
+    HookSpec,
+    point_hooks,
+)
+from protocol.sessions.events import HookRan, HookStarted
 
 __all__ = ["OUTPUT_CAP", "SCHEMA_VERSION", "event_id", "hook_name", "payload", "recorded", "run_hook", "run_point",
            "started_id",

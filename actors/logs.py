@@ -8,10 +8,10 @@ by one of the two. Event names are snake_case facts (``actor_restarted``).
 
 No line drives a terminal it is shown on: on a terminal every string value has its control
 and bidi characters escaped (:func:`printable_values`); a JSON line has them all as ``\\u``
-escapes, C1 and bidi included (:func:`protocol.printable.json_printable`).
+escapes, C1 and bidi included (:func:`protocol.basics.printable.json_printable`).
 
 Secrets never reach the renderer: :func:`redact_secrets` runs after ``format_exc_info`` (so
-tracebacks are covered) and redacts every value with :func:`protocol.redact.default_redactor`.
+tracebacks are covered) and redacts every value with :func:`protocol.basics.redact.default_redactor`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import msgspec
 import structlog
 from structlog.typing import EventDict
 
-from protocol.printable import json_printable, printable
-from protocol.redact import Redactor, default_redactor
-from protocol.tracing import trace_id
+from protocol.basics.printable import json_printable, printable
+from protocol.basics.redact import Redactor, default_redactor
+from protocol.basics.tracing import trace_id
 
 __all__ = ["add_trace_id", "configure", "get_logger", "printable_values", "redact_secrets", "render_json"]
 
@@ -70,7 +70,7 @@ def configure(*, actor: str, instance: str, level: str = "info", json: bool | No
 
 def add_trace_id(logger: Any, method: str, event: EventDict) -> EventDict:
     """A structlog processor: a line with a ``session_id`` gets that session's ``trace_id``
-    (:func:`protocol.tracing.trace_id`), also when it was bound for another request's."""
+    (:func:`protocol.basics.tracing.trace_id`), also when it was bound for another request's."""
     session_id = event.get("session_id")
     if session_id and isinstance(session_id, str):
         event["trace_id"] = trace_id(session_id)
@@ -95,7 +95,7 @@ def redact_secrets(logger: Any, method: str, event: EventDict) -> EventDict:
 
 def printable_values(logger: Any, method: str, event: EventDict) -> EventDict:
     """A structlog processor for a terminal: each string value with its control and bidi
-    characters escaped (:func:`protocol.printable.printable`), as the CLI shows text, so a
+    characters escaped (:func:`protocol.basics.printable.printable`), as the CLI shows text, so a
     model's words in a line cannot drive the terminal."""
     return {key: printable(value) if isinstance(value, str) else value for key, value in event.items()}
 

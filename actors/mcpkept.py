@@ -3,7 +3,7 @@
 The sandbox writes a definition here before it sends the first call that goes with it
 (:mod:`actors.sandbox.mcpcalls`); the ``mcp`` actor pins a tool to the definition of its first
 call, so the definition a pin names is here when ``acode mcp approve`` shows what changed
-since. Files are named by :func:`protocol.mcp.definition_hash`, written once, whole, and
+since. Files are named by :func:`protocol.calls.mcp.definition_hash`, written once, whole, and
 renamed into place; one that does not hash to its name is ignored. Light on purpose: the CLI
 reads it.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.mcp import McpToolDef, definition_hash
+from protocol.calls.mcp import McpToolDef, definition_hash
 
 __all__ = ["keep", "kept"]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from actors.private import Tightened, secure_home
 from protocol.errors import ConfigError
-from protocol.spec import Endpoints
+from protocol.transport.spec import Endpoints
 
 __all__ = ["RunPaths", "acode_home"]
 

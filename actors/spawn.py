@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.spec import ActorSpec
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["MODULES", "command", "spawn"]
 

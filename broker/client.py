@@ -27,11 +27,12 @@ from typing import Any
 import zmq
 
 from broker import tracing, wire
-from protocol import codec, frames
+from protocol import codec
+from protocol.basics.ids import new_id, new_span_id
 from protocol.codec import TypedDecoder
 from protocol.errors import AcodeError, ProtocolError, RequestTimeout, from_info
-from protocol.ids import new_id, new_span_id
 from protocol.messages import Envelope, Error, Message
+from protocol.transport import frames
 
 __all__ = ["Client", "ReplyCallback"]
 

@@ -26,10 +26,11 @@ from typing import Any
 import zmq
 
 from broker import wire
-from protocol import codec, frames
+from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import ErrorInfo, ProtocolError
-from protocol.ids import new_id
 from protocol.messages import Envelope, Error, WorkerInfo
+from protocol.transport import frames
 
 __all__ = ["Broker"]
 

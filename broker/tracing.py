@@ -1,7 +1,7 @@
 """Which session and trace a request belongs to, carried from hop to hop.
 
 Every request's envelope names its session (``Envelope.session_id``) and its trace
-(``Envelope.trace_id``, the session's own: :func:`protocol.tracing.trace_id`). The broker
+(``Envelope.trace_id``, the session's own: :func:`protocol.basics.tracing.trace_id`). The broker
 forwards the envelope as it is (it decodes it only for the id and the deadline), so the
 trace crosses every hop for free; this module decides what a new request carries
 (:func:`stamp`) and what the request being handled is (:func:`serving`), so a handler's own
@@ -27,9 +27,9 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import NamedTuple
 
-from protocol.ids import new_trace_id
+from protocol.basics.ids import new_trace_id
+from protocol.basics.tracing import trace_id as session_trace
 from protocol.messages import Envelope, Message
-from protocol.tracing import trace_id as session_trace
 
 __all__ = ["Trace", "current", "done", "serving", "stamp"]
 

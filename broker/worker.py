@@ -26,10 +26,11 @@ import structlog
 import zmq
 
 from broker import tracing, wire
-from protocol import codec, frames
+from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, ProtocolError
-from protocol.ids import new_id
 from protocol.messages import Ack, Envelope, Error, Message, WorkerInfo
+from protocol.transport import frames
 
 __all__ = ["DEFERRED", "Request", "Worker"]
 

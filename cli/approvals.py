@@ -25,9 +25,9 @@ from acode.stream import read_events
 from cli.follow import follow_and_print
 from cli.modeltext import ModelText
 from cli.render import always_lines, echo, request_lines
-from protocol.autonomy import ApprovalRequest
-from protocol.events import HookRan
-from protocol.session import SessionSnapshot
+from protocol.calls.autonomy import ApprovalRequest
+from protocol.sessions.events import HookRan
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["PROMPT", "interactive", "prompt_loop"]
 

@@ -16,7 +16,7 @@ from actors.logrotate import LogLimits, rotate
 from actors.paths import RunPaths
 from protocol.errors import AcodeError, SupervisionError
 from protocol.messages import GetStatus, Shutdown, StatusReport
-from protocol.spec import ActorSpec
+from protocol.transport.spec import ActorSpec
 
 if TYPE_CHECKING:  # the coordinator is imported only by the command that runs it in this process
     from actors.coordinator.actor import CoordinatorOptions

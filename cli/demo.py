@@ -25,7 +25,7 @@ from actors.paths import RunPaths
 from cli import daemon
 from cli.follow import follow_and_print
 from cli.render import echo
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import SubmitTask
 
 __all__ = ["EXAMPLE", "TASK", "run_demo"]

@@ -29,7 +29,7 @@ from actors.paths import RunPaths
 from cli.render import echo
 from protocol.errors import AcodeError
 from protocol.messages import GetStatus, StatusReport
-from protocol.session import ScriptedProvider
+from protocol.sessions.session import ScriptedProvider
 
 __all__ = ["Check", "configured_paths", "diagnose", "render_checks"]
 

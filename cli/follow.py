@@ -18,10 +18,10 @@ from cli.modeltext import ModelText
 from cli.progress import Progress, files_changed, stage_table, stage_totals
 from cli.render import echo
 from cli.thinking import ThinkingLine
+from protocol.basics.printable import json_printable
 from protocol.errors import NotRunning
-from protocol.events import Event
-from protocol.printable import json_printable
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import Event
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["attach_and_print", "follow_and_print", "plain", "print_json", "show_plan_review"]
 

@@ -39,7 +39,7 @@ from acode.stream import CATCH_UP_EVERY, events_after, final
 from protocol import codec
 from protocol.errors import AcodeError
 from protocol.schema import versioned
-from protocol.session import PauseInfo, SessionSnapshot
+from protocol.sessions.session import PauseInfo, SessionSnapshot
 
 __all__ = ["BY", "MAX_WAIT_S", "AcodeTools", "build_server"]
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from acode.connection import Connection
 from cli.render import echo
-from protocol.events import Event, StageFinished, TurnAnswered
 from protocol.messages import GetModelAnswers, RecordedAnswer
-from protocol.stages import STAGES, Stage
+from protocol.plans.stages import STAGES, Stage
+from protocol.sessions.events import Event, StageFinished, TurnAnswered
 
 __all__ = ["MAX_LINES", "MAX_WIDTH", "ModelText", "answer_lines", "full_lines", "read_answers"]
 

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from cli.render import budget_line, one_line, request_lines, table
 from cli.views import step_timings
 from cli.viewtext import step_table
-from protocol.budget import FLAGS, Spent
+from protocol.calls.tools import INTERNAL_TOOLS
 from protocol.errors import with_code
-from protocol.events import (
+from protocol.plans.results import WorkspaceChanges
+from protocol.policy.budget import FLAGS, Spent
+from protocol.sessions.events import (
     AnomalyDetected,
     ApprovalDecided,
     BudgetWarning,
@@ -42,10 +44,8 @@ from protocol.events import (
     TurnAnswered,
     WorkspaceRestored,
 )
-from protocol.health import session_health
-from protocol.results import WorkspaceChanges
-from protocol.session import SessionSnapshot
-from protocol.tools import INTERNAL_TOOLS
+from protocol.sessions.health import session_health
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["Progress", "StageTotal", "files_changed", "health_line", "session_detail", "stage_figures", "stage_table",
            "stage_totals"]

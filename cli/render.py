@@ -3,7 +3,7 @@
 
 Everything the CLI prints goes through :func:`echo` (text) or ``cli.follow.print_json``
 (``--json``): a model's or a command's words reach the terminal with their control
-characters escaped (:mod:`protocol.printable`), never obeyed.
+characters escaped (:mod:`protocol.basics.printable`), never obeyed.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import json
 
 import typer
 
-from protocol import budget as budgets
-from protocol.autonomy import ApprovalRequest
-from protocol.budget import Budget, BudgetKind, Spent
-from protocol.mcp import parse_tool_name
+from protocol.basics.printable import printable
+from protocol.calls.autonomy import ApprovalRequest
+from protocol.calls.mcp import parse_tool_name
 from protocol.messages import StatusReport
-from protocol.plan import TaskPlan
-from protocol.printable import printable
-from protocol.session import SessionSnapshot
+from protocol.plans.plan import TaskPlan
+from protocol.policy import budget as budgets
+from protocol.policy.budget import Budget, BudgetKind, Spent
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["active_sessions", "always_lines", "echo", "one_line", "plan_detail", "question_lines", "request_lines",
            "sessions_table", "status_table", "table"]
@@ -91,7 +91,7 @@ def budget_line(budget: Budget, spent: Spent) -> str:
 def active_sessions(sessions: list[SessionSnapshot], where: dict[str, str],
                     spent: dict[str, Spent] | None = None, health: dict[str, int] | None = None) -> str:
     """`acode status`: the sessions running or paused, with where each stands, what each
-    spent and its health (protocol.health)."""
+    spent and its health (protocol.sessions.health)."""
     rows = [["SESSION", "STATUS", "WHERE", "TASK"]]
     for s in sessions:
         task = s.task if len(s.task) <= 50 else s.task[:47] + "..."

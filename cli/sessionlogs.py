@@ -25,9 +25,9 @@ from typing import Any
 import msgspec
 
 from actors.logrotate import logs_by_instance
+from protocol.basics.printable import printable
+from protocol.basics.tracing import trace_id
 from protocol.errors import CliError
-from protocol.printable import printable
-from protocol.tracing import trace_id
 
 __all__ = ["LogLine", "SessionLog", "render", "session_lines"]
 

@@ -16,8 +16,8 @@ from cli.render import echo
 from cli.views import check_stage, cycles_numbered, visits
 from cli.viewtext import cycle_text, stage_text
 from protocol.errors import CliError
-from protocol.events import Event
-from protocol.stages import Stage
+from protocol.plans.stages import Stage
+from protocol.sessions.events import Event
 
 __all__ = ["print_view"]
 

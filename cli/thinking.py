@@ -1,6 +1,6 @@
 """The "thinking…" line: a model at work, shown while ``acode run``/``attach`` follow a session.
 
-The stage actors publish a :class:`~protocol.progress.ModelProgress` for each model call
+The stage actors publish a :class:`~protocol.sessions.progress.ModelProgress` for each model call
 twice a second (ephemeral, never stored). :class:`ThinkingLine` shows them:
 
 - on a terminal, one line rewritten in place (``\\r``, then clear to the end of the line)::
@@ -24,8 +24,8 @@ import os
 import sys
 from typing import TextIO
 
-from protocol.printable import printable
-from protocol.progress import INTERVAL_ENV, ModelProgress
+from protocol.basics.printable import printable
+from protocol.sessions.progress import INTERVAL_ENV, ModelProgress
 
 __all__ = ["INTERVAL_ENV", "OFF_TERMINAL_EVERY", "ThinkingLine", "thinking_text"]
 

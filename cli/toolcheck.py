@@ -92,7 +92,7 @@ def _ask(paths: RunPaths, workspace: Path, command: str) -> tuple[int, str]:
     """``command``'s exit code and output, run as a session's command in ``workspace`` would be."""
     from actors.sandbox.confinement.confine import Workspace
     from actors.sandbox.tools.terminal import Terminal
-    from protocol.tools import RunTerminal
+    from protocol.calls.tools import RunTerminal
 
     policy = sandbox_policy(resolve(home=paths.home, workspace=workspace, notices=[]), home=paths.home)
     policy = msgspec.structs.replace(policy, require_isolation="process")  # the sandbox check reports the level

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from protocol.errors import CliError
-from protocol.events import (
+from protocol.plans.stages import STAGES, Stage
+from protocol.sessions.events import (
     ApprovalDecided,
     CheckRan,
     Event,
@@ -47,7 +48,6 @@ from protocol.events import (
     Transitioned,
     TurnAnswered,
 )
-from protocol.stages import STAGES, Stage
 
 __all__ = ["Attempt", "Check", "Cycle", "Pause", "StageVisit", "StepTiming", "ToolCall", "check_stage", "cycles",
            "cycles_numbered", "step_timings", "visits"]

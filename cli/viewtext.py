@@ -10,7 +10,7 @@ from __future__ import annotations
 from cli.render import one_line, table
 from cli.views import Cycle, StageVisit, StepTiming
 from protocol.errors import with_code
-from protocol.stages import STAGES
+from protocol.plans.stages import STAGES
 
 __all__ = ["cycle_text", "stage_text", "step_table", "visit_lines"]
 

@@ -11,7 +11,6 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from protocol.errors import ProtocolError
-from protocol.events import Event
 from protocol.messages import (
     PROTOCOL_VERSION,
     CoordinatorReply,
@@ -29,7 +28,8 @@ from protocol.messages import (
     SupervisorUp,
     WorkerInfo,
 )
-from protocol.progress import ModelProgress
+from protocol.sessions.events import Event
+from protocol.sessions.progress import ModelProgress
 
 __all__ = [
     "COORDINATOR_REPLY",

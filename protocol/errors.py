@@ -30,7 +30,7 @@ An error says what happened, the offending value and what to do; its code
 
 Errors cross process boundaries as :class:`ErrorInfo` (code, message, retryable) and
 are rebuilt into the matching class with :func:`from_info`. An error's message is redacted
-when the error is made (:func:`protocol.redact.redact`): messages quote offending values,
+when the error is made (:func:`protocol.basics.redact.redact`): messages quote offending values,
 and those may hold secrets.
 """
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import msgspec
 
-from protocol.redact import redact
+from protocol.basics.redact import redact
 
 __all__ = [
     "CODES",
@@ -287,7 +287,7 @@ class WorkPaused(OrchestrationError):
 
 
 class BudgetExhausted(OrchestrationError):
-    """A call would cross one of the session's limits (protocol.budget): the stage stops
+    """A call would cross one of the session's limits (protocol.policy.budget): the stage stops
     before it, what it recorded is replayed when a human extends the budget."""
 
     default_code = "ACODE-ORCH-013"
@@ -309,7 +309,7 @@ class ExecutionError(AcodeError):
 
 
 class AnomalyPause(ExecutionError):
-    """The model went off the rails past a note and a fresh window (protocol.anomalies): the
+    """The model went off the rails past a note and a fresh window (protocol.policy.anomalies): the
     stage stops at the step and the session pauses ``anomaly`` with the evidence."""
 
     default_code = "ACODE-EXEC-011"

@@ -2,7 +2,7 @@
 
 Commands are imperative (``SubmitTask``, ``RunStage``); replies are nouns. Every reply
 union includes :class:`Error`. Bodies travel behind an :class:`Envelope` (see
-``protocol.frames``); the envelope carries ids, tracing, sender, epoch and deadline.
+``protocol.transport.frames``); the envelope carries ids, tracing, sender, epoch and deadline.
 
 Services and their unions:
 
@@ -28,18 +28,20 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.autonomy import ApprovalDecision
-from protocol.budget import Spent
-from protocol.checkpoints import CallSite
+from protocol.calls.autonomy import ApprovalDecision
+from protocol.calls.mcp import McpServerRef as McpServerRef  # re-exported: it was defined here first
+from protocol.calls.mcp import McpToolDef
+from protocol.calls.tools import Risk
 from protocol.errors import ErrorInfo
-from protocol.events import Event, ToolCalled
-from protocol.hooks import HookDecision
-from protocol.mcp import McpServerRef as McpServerRef  # re-exported: it was defined here first
-from protocol.mcp import McpToolDef
-from protocol.plan import TaskPlan
-from protocol.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
-from protocol.sandbox import SandboxPolicy
-from protocol.session import (
+from protocol.plans.plan import TaskPlan
+from protocol.plans.results import ModelAnswer, Requirement, StageResult, StepRecord, ToolResult
+from protocol.plans.stages import Stage
+from protocol.policy.budget import Spent
+from protocol.policy.checkpoints import CallSite
+from protocol.policy.hooks import HookDecision
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.events import Event, ToolCalled
+from protocol.sessions.session import (
     MAX_STEERING_CHARS,
     Clarification,
     Feedback,
@@ -48,8 +50,6 @@ from protocol.session import (
     SettingsOverride,
     SteeringNote,
 )
-from protocol.stages import Stage
-from protocol.tools import Risk
 
 PROTOCOL_VERSION = 1
 
@@ -262,7 +262,7 @@ class ReplayIndex(Message, frozen=True, tag="replay_index", kw_only=True):
     claims: dict[str, int] = {}
     tool_keys: list[str] = []
     steps: list[StepRecord] = []
-    spent: Spent = Spent()  # what the session's records say it spent (protocol.budget; running_s: 0)
+    spent: Spent = Spent()  # what the session's records say it spent (protocol.policy.budget; running_s: 0)
     hooks: dict[str, HookDecision] = {}  # the session's hook_ran records by event id: a replay reads, not runs
     hooks_started: list[str] = []  # the ids of its hook_started records (intents): see actors.hooks.run_point
 
@@ -358,7 +358,7 @@ class Committed(Message, frozen=True, tag="committed", kw_only=True):
 
 class SessionFound(Message, frozen=True, tag="session_found", kw_only=True):
     session: SessionSnapshot
-    spent: Spent | None = None  # what the session spent against its budget (protocol.budget)
+    spent: Spent | None = None  # what the session spent against its budget (protocol.policy.budget)
 
 
 class SessionList(Message, frozen=True, tag="session_list", kw_only=True):
@@ -448,7 +448,7 @@ class RunStage(Message, frozen=True, tag="run_stage", kw_only=True):
     kept_steps: list[str] = []  # executor: ``task/step`` labels finished earlier and not to run again
     history: list[Feedback] = []  # reviewer: earlier cycles' feedback and re-plan summaries
     steering: list[SteeringNote] = []  # the user's ``acode steer`` guidance so far (every stage)
-    approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.autonomy)
+    approvals: list[ApprovalDecision] = []  # executor: the session's decisions on calls (protocol.calls.autonomy)
     replay: ReplayIndex | None = None  # what the attempt replays, read with the transition's commit
     running_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # how long the session had run when dispatched
 
@@ -488,7 +488,7 @@ class RunTool(Message, frozen=True, tag="run_tool", kw_only=True):
     held: bool = False
     site: CallSite | None = None  # where the call comes from: labels the checkpoint taken before it
     # an MCP tool's call (``mcp__S__T``): the hash of the definition it was offered and approved
-    # with (protocol.mcp.definition_hash); the sandbox and the mcp actor hold the call to it
+    # with (protocol.calls.mcp.definition_hash); the sandbox and the mcp actor hold the call to it
     mcp_hash: str = ""
 
 
@@ -538,7 +538,7 @@ SandboxRequest = RunTool | RestoreWorkspace
 SandboxReply = ToolDone | Restored | Error
 
 
-# --- mcp (the actor that talks to the user's MCP servers: protocol.mcp) --------------------
+# --- mcp (the actor that talks to the user's MCP servers: protocol.calls.mcp) --------------------
 
 
 class McpListTools(Message, frozen=True, tag="mcp_list_tools", kw_only=True):
@@ -552,7 +552,7 @@ class McpListTools(Message, frozen=True, tag="mcp_list_tools", kw_only=True):
 
 class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One listed tool: ``name`` is what the model sees (``mcp__SERVER__TOOL``); ``hash``
-    the definition's (protocol.mcp.definition_hash), ``pinned`` the approved one ("" none).
+    the definition's (protocol.calls.mcp.definition_hash), ``pinned`` the approved one ("" none).
     ``state``: ``offered``; ``changed`` (pinned to another definition: not offered until a
     human approves the new one); ``filtered`` (the user's enabled/disabled lists)."""
 

@@ -91,7 +91,7 @@ import bench_local  # noqa: E402
 import bench_sessions  # noqa: E402
 from bench_actorset import Acode, percentile  # noqa: E402
 
-from protocol.plan import MAX_STEPS  # noqa: E402
+from protocol.plans.plan import MAX_STEPS  # noqa: E402
 
 GROUPS = ("w1", "memory", "concurrency", "eventlog", "cli", "tool", "turn", "terminal", "context", "reread",
           "checkpoints")

@@ -23,7 +23,7 @@ from acode.connection import Connection
 from acode.stream import follow
 from actors.paths import RunPaths
 from cli import daemon
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import GetEvents, SubmitTask
 
 __all__ = ["STEPS", "Acode", "cpu_of", "memory_of", "percentile"]

@@ -34,11 +34,11 @@ from actors.stages.execution import executor
 from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit, GetStatus, Message, RunStage, RunTool, ToolDone
-from protocol.plan import MAX_STEPS, PlanTask, TaskPlan, finalize
-from protocol.results import ModelAnswer, ModelToolCall
-from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
+from protocol.plans.plan import MAX_STEPS, PlanTask, TaskPlan, finalize
+from protocol.plans.results import ModelAnswer, ModelToolCall
+from protocol.sessions.session import ScriptedProvider, SessionSettings, SessionSnapshot
 
 __all__ = ["TURNS_PER_STEP", "group_cli", "group_tool", "group_turn"]
 

@@ -28,10 +28,10 @@ from actors.stages.execution import executor
 from actors.stages.planning import gather
 from actors.stages.prompting import prompts
 from actors.stages.prompting.untrusted import Fence
+from protocol.calls.tools import RunTerminal
 from protocol.messages import RunTool
-from protocol.results import ModelToolCall, ToolResult
-from protocol.session import SessionSettings
-from protocol.tools import RunTerminal
+from protocol.plans.results import ModelToolCall, ToolResult
+from protocol.sessions.session import SessionSettings
 
 __all__ = ["group_context", "group_reread", "group_terminal"]
 
@@ -189,8 +189,8 @@ def _context_prep(runs: int) -> dict[str, object]:
 def _prompt_reread(keep: float, turns: int = 20) -> dict[str, object]:
     from actors.llm.openai import OpenAICompatibleModel
     from actors.stages.execution.conversation import Conversation
-    from protocol.profiles import tool_surface
-    from protocol.session import OpenAIProvider
+    from protocol.sessions.profiles import tool_surface
+    from protocol.sessions.session import OpenAIProvider
     from tests.modelserver import ModelServer, Text
 
     spec = OpenAIProvider(model="test-model", base_url="http://127.0.0.1:1/v1", num_ctx=32_768)

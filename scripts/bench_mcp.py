@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from acode.connection import Connection  # noqa: E402
 from protocol import codec  # noqa: E402
-from protocol.mcp import McpServerConfig  # noqa: E402
+from protocol.calls.mcp import McpServerConfig  # noqa: E402
 from protocol.messages import GetStatus, McpCallTool, McpListTools, McpServerRef  # noqa: E402
 
 

@@ -19,10 +19,10 @@ import langgraph_peer  # beside this file: the W1 peer (LangGraph is loaded when
 from bench_actorset import STEPS, Acode, cpu_of, memory_of, percentile
 
 from protocol import codec
-from protocol.events import ToolCalled, Transitioned
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit, GetEvents, ListSessions
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import ToolCalled, Transitioned
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["group_concurrency", "group_eventlog", "group_memory", "group_w1"]
 
@@ -180,7 +180,7 @@ def group_concurrency(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def group_eventlog(acode: Acode, args: argparse.Namespace) -> dict[str, Any]:
-    from protocol.events import Transitioned as Ev
+    from protocol.sessions.events import Transitioned as Ev
 
     client = acode.connection.client
     out: dict[str, Any] = {}

@@ -24,7 +24,7 @@ from actors.spawn import spawn
 from broker.client import Client
 from protocol import codec
 from protocol.messages import Heartbeat
-from protocol.spec import ActorSpec
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["Harness", "free_port", "listening", "wait_until"]
 

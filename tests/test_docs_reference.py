@@ -15,7 +15,7 @@ import typer.main
 
 from cli.app import app
 from protocol.errors import CODES
-from protocol.events import Event
+from protocol.sessions.events import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ What counts as an edge (decided here):
   runs, so a circle closed by a function-level import is still a circle (a deferred import
   is how a circle hides). ``try``/``except ImportError`` imports count too;
 - an import under ``if TYPE_CHECKING:`` never runs and cannot close a circle; a type named
-  back within one layer is the usual idiom (protocol/profiles.py and protocol/session.py,
+  back within one layer is the usual idiom (protocol/sessions/profiles.py and protocol/sessions/session.py,
   acode/config/loader.py and acode/config/trust.py do so). It is left out of the circle check. It **does**
   count for the layers: naming a higher layer's type is knowing that layer, and moving an
   upward import under ``TYPE_CHECKING`` must not pass;
@@ -285,7 +285,7 @@ def test_every_module_is_in_a_layer_and_the_reader_sees_the_whole_tree() -> None
     seen = {(e.source, e.target, e.type_only) for e in found}
     assert ("broker.__main__", "actors._base", False) in seen
     assert ("acode.stream", "broker.wire", False) in seen  # inside a function
-    assert ("protocol.profiles", "protocol.session", True) in seen  # under TYPE_CHECKING
+    assert ("protocol.sessions.profiles", "protocol.sessions.session", True) in seen  # under TYPE_CHECKING
     assert ("scripts.bench_tasks", "scripts.task_set", False) in seen  # a script by bare name
     assert ("scripts.bench_local", "tests.modelserver", False) in seen
 

@@ -27,11 +27,11 @@ import msgspec.yaml
 from acode.config import trust
 from acode.config.schema import AcodeConfig, Hooks, Section
 from actors.private import USER_UMASK_ENV
-from protocol.conditions import ConditionError, compile_condition
+from protocol.basics.printable import printable
 from protocol.errors import ConfigError
-from protocol.hooks import FACTS, POINTS
-from protocol.printable import printable
-from protocol.progress import INTERVAL_ENV
+from protocol.policy.conditions import ConditionError, compile_condition
+from protocol.policy.hooks import FACTS, POINTS
+from protocol.sessions.progress import INTERVAL_ENV
 
 __all__ = ["ALIASES", "check_hooks", "decode_file", "load_file", "resolve", "workspace_layer"]
 

@@ -26,8 +26,8 @@ import msgspec.yaml
 
 from acode.config.loader import load_file
 from acode.config.schema import AcodeConfig
+from protocol.calls.mcp import SERVER_NAME, McpServerConfig
 from protocol.errors import ConfigError
-from protocol.mcp import SERVER_NAME, McpServerConfig
 from protocol.messages import McpServerRef
 
 __all__ = ["servers", "user_servers"]

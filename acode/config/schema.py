@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from protocol.hooks import HookSpec
-from protocol.mcp import McpServerConfig
-from protocol.profiles import ProfileOverride
+from protocol.calls.mcp import McpServerConfig
+from protocol.policy.hooks import HookSpec
+from protocol.sessions.profiles import ProfileOverride
 
 __all__ = ["AcodeConfig", "AnomaliesSection", "ApprovalsSection", "BudgetSection", "Checkpoints", "Executor",
            "Hooks", "Logs", "Mcp", "McpServe", "Model", "Orchestration", "Planner", "Sandbox", "Section", "StageName",
@@ -88,7 +88,7 @@ Names = list[Annotated[str, msgspec.Meta(min_length=1, max_length=256)]]
 
 
 class Sandbox(Section, frozen=True):
-    """Tool limits and the command policy (see README "Sandbox"; defaults in protocol/sandbox.py)."""
+    """Tool limits and the command policy (see README "Sandbox"; defaults in protocol/policy/sandbox.py)."""
 
     command_timeout: Seconds | None = None
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=1_024, le=10_000_000)] | None = None
@@ -112,7 +112,7 @@ ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class Model(Section, frozen=True):
-    """Which model answers the stages (see README "Models"); defaults in protocol/session.py."""
+    """Which model answers the stages (see README "Models"); defaults in protocol/sessions/session.py."""
 
     provider: Literal["scripted", "ollama", "openai"] | None = None
     script: str | None = None
@@ -133,7 +133,7 @@ class Model(Section, frozen=True):
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=1_048_576)] | None = None
     stage_max_tokens: dict[Literal["planner", "executor", "verifier", "reviewer"],
                            Annotated[int, msgspec.Meta(ge=16, le=1_048_576)]] | None = None
-    # model-name pattern -> what to change in the profile it gets (protocol/profiles.py)
+    # model-name pattern -> what to change in the profile it gets (protocol/sessions/profiles.py)
     profiles: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=256)], ProfileOverride] | None = None
 
 
@@ -172,7 +172,7 @@ ClassPolicy = Literal["auto", "prompt", "deny"]
 
 class ApprovalsSection(Section, frozen=True):
     """Seed 004's ``approvals:`` block: refines the autonomy level per risk class
-    (protocol/autonomy.py has the table); ``non_interactive_policy`` decides a prompt when
+    (protocol/calls/autonomy.py has the table); ``non_interactive_policy`` decides a prompt when
     ``acode run`` is not on a terminal."""
 
     file_write: ClassPolicy | None = None
@@ -183,7 +183,7 @@ class ApprovalsSection(Section, frozen=True):
 
 class Checkpoints(Section, frozen=True):
     """What the checkpoint before each call covers and how long it is kept (README
-    "Checkpoints and undo"; defaults in protocol/checkpoints.py)."""
+    "Checkpoints and undo"; defaults in protocol/policy/checkpoints.py)."""
 
     enabled: bool | None = None
     max_file_mb: Annotated[float, msgspec.Meta(ge=0, le=100_000)] | None = None
@@ -193,7 +193,7 @@ class Checkpoints(Section, frozen=True):
 
 class BudgetSection(Section, frozen=True):
     """What a whole session may spend (README "Budgets"; defaults and meaning in
-    protocol/budget.py); 0 is no limit."""
+    protocol/policy/budget.py); 0 is no limit."""
 
     tokens: Annotated[int, msgspec.Meta(ge=0, le=10**12)] | None = None
     tool_calls: Annotated[int, msgspec.Meta(ge=0, le=10**9)] | None = None
@@ -203,7 +203,7 @@ class BudgetSection(Section, frozen=True):
 
 class Hooks(Section, frozen=True):
     """The user's scripts and webhooks at a session's turning points (README "Hooks";
-    protocol/hooks.py): a list of hooks per point, and the hosts a webhook may reach
+    protocol/policy/hooks.py): a list of hooks per point, and the hosts a webhook may reach
     besides loopback. A workspace config's hooks apply only when the user trusts it."""
 
     session_start: list[HookSpec] | None = None
@@ -221,7 +221,7 @@ class Hooks(Section, frozen=True):
 
 class AnomaliesSection(Section, frozen=True):
     """When a model counts as gone off the rails (README "Anomalies and health"; defaults and
-    meaning in protocol/anomalies.py); lower is stricter for each."""
+    meaning in protocol/policy/anomalies.py); lower is stricter for each."""
 
     repeated_invalid: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
     repeated_error: Annotated[int, msgspec.Meta(ge=1, le=1_000)] | None = None
@@ -245,7 +245,7 @@ class McpServe(Section, frozen=True):
 
 class Mcp(Section, frozen=True):
     """MCP (README "MCP servers"; docs/mcp.md): the user's servers, ``servers.NAME`` a
-    :class:`~protocol.mcp.McpServerConfig`, checked further (its name, one transport) by
+    :class:`~protocol.calls.mcp.McpServerConfig`, checked further (its name, one transport) by
     :func:`acode.config.mcp.servers`; and ``serve``, the options of ``acode mcp serve``."""
 
     servers: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=64)], McpServerConfig] | None = None

@@ -25,19 +25,26 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from acode.config.schema import AcodeConfig, ApprovalsSection, StageName, StageOptions, Workers
-from protocol.anomalies import AnomalyThresholds
-from protocol.autonomy import Approvals
-from protocol.budget import Budget
-from protocol.checkpoints import CheckpointSettings
+from protocol.calls.autonomy import Approvals
+from protocol.calls.mcp import McpServerRef
+from protocol.calls.tools import OFFER_ORDER
 from protocol.errors import ConfigError
-from protocol.hooks import HookSettings
-from protocol.mcp import McpServerRef
-from protocol.profiles import ModelProfile, profile_for, unknown_tools
-from protocol.sandbox import SandboxPolicy
-from protocol.script import load_script
-from protocol.session import CycleKind, OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider, SessionSettings
-from protocol.stages import STAGES
-from protocol.tools import OFFER_ORDER
+from protocol.plans.script import load_script
+from protocol.plans.stages import STAGES
+from protocol.policy.anomalies import AnomalyThresholds
+from protocol.policy.budget import Budget
+from protocol.policy.checkpoints import CheckpointSettings
+from protocol.policy.hooks import HookSettings
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.profiles import ModelProfile, profile_for, unknown_tools
+from protocol.sessions.session import (
+    CycleKind,
+    OllamaProvider,
+    OpenAIProvider,
+    ProviderSpec,
+    ScriptedProvider,
+    SessionSettings,
+)
 
 if TYPE_CHECKING:
     from actors.coordinator.actor import CoordinatorOptions
@@ -156,7 +163,7 @@ def mcp_servers(config: AcodeConfig) -> list[McpServerRef]:
 
 
 def model_profile(config: AcodeConfig, provider: ProviderSpec | None) -> ModelProfile:
-    """The profile of the model that answers the executor (:mod:`protocol.profiles`): a
+    """The profile of the model that answers the executor (:mod:`protocol.sessions.profiles`): a
     ``model.profiles`` entry naming a tool that does not exist is refused (ACODE-CFG-001)."""
     overrides = config.model.profiles or {}
     for pattern, override in overrides.items():

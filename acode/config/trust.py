@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import msgspec.yaml
 
-from protocol.anomalies import AnomalyThresholds
-from protocol.budget import Budget
-from protocol.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
 from protocol.errors import ConfigError
-from protocol.hooks import POINTS
-from protocol.sandbox import SandboxPolicy
+from protocol.policy.anomalies import AnomalyThresholds
+from protocol.policy.budget import Budget
+from protocol.policy.checkpoints import DEFAULT_SKIP_DIRS, CheckpointSettings
+from protocol.policy.hooks import POINTS
+from protocol.policy.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     from acode.config.schema import AcodeConfig
@@ -278,7 +278,7 @@ WORKSPACE_OK = frozenset({
                              "backoff_initial", "backoff_max", "max_tokens", "stage_max_tokens",
                              # which tools are offered (a subset of the same tools, the control
                              # tools always), how they are described, the temperature: nothing a
-                             # tool may do or an approval asks changes (protocol/profiles.py)
+                             # tool may do or an approval asks changes (protocol/sessions/profiles.py)
                              "profiles")),
     # read by `acode up` only, which never reads a workspace file
     *(f"supervision.{k}" for k in ("heartbeat_interval", "liveness", "restart_intensity", "restart_period",

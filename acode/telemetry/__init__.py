@@ -7,7 +7,7 @@ spans named after the OpenTelemetry GenAI semantic conventions (session and stag
 trace``). :func:`exposition` counts sessions, transitions, stage and tool-call times,
 tokens, restarts and escalations in the Prometheus text format (``acode metrics``). The
 event log is the only source, so a crashed and resumed session gives the same one tree as
-an undisturbed one, and the ids are derived (:mod:`protocol.tracing`), never stored.
+an undisturbed one, and the ids are derived (:mod:`protocol.basics.tracing`), never stored.
 """
 
 from acode.telemetry.metrics import Restarts, SessionRecord, exposition

@@ -22,7 +22,7 @@ import msgspec
 
 from acode.telemetry.spans import Trace
 from protocol.errors import ConfigError
-from protocol.session import SessionSnapshot
+from protocol.sessions.session import SessionSnapshot
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -18,9 +18,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from protocol.events import AnomalyDetected, Event, SessionPaused, StageFinished, StageRetried, ToolCalled, Transitioned
-from protocol.session import SessionSnapshot
-from protocol.stages import SessionStatus
+from protocol.plans.stages import SessionStatus
+from protocol.sessions.events import (
+    AnomalyDetected,
+    Event,
+    SessionPaused,
+    StageFinished,
+    StageRetried,
+    ToolCalled,
+    Transitioned,
+)
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["STAGE_BUCKETS", "TOOL_BUCKETS", "Restarts", "SessionRecord", "exposition"]
 

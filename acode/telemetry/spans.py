@@ -27,7 +27,7 @@ key they extend, else under the stage at work when they were logged, else the se
 
 Pauses, resumes, retries, approvals, anomalies and the like are span events on the stage
 at work (or the session); a checkpoint taken before a call is an event of that call's
-span. Ids are derived (:mod:`protocol.tracing`): the trace id from the session id, each
+span. Ids are derived (:mod:`protocol.basics.tracing`): the trace id from the session id, each
 span id from what the span is (a stage visit, a step, a turn, a call's key), so building
 twice gives the same tree, and a crash and a resume add to the same spans rather than
 starting new ones.
@@ -40,7 +40,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from protocol.events import (
+from protocol.basics.tracing import span_id, trace_id
+from protocol.sessions.events import (
     AnomalyDetected,
     ApprovalDecided,
     BudgetWarning,
@@ -68,8 +69,7 @@ from protocol.events import (
     TurnAnswered,
     WorkspaceRestored,
 )
-from protocol.session import SessionSnapshot, model_of
-from protocol.tracing import span_id, trace_id
+from protocol.sessions.session import SessionSnapshot, model_of
 
 __all__ = ["Attr", "Span", "SpanEvent", "Trace", "build_trace", "step_key"]
 

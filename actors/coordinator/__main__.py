@@ -9,7 +9,7 @@ import msgspec
 from actors import lean  # noqa: F401  (first: keeps this process lean)
 from actors.coordinator.actor import run_coordinator
 from protocol.errors import AcodeError
-from protocol.spec import ActorSpec
+from protocol.transport.spec import ActorSpec
 
 
 def main(argv: list[str] | None = None) -> int:

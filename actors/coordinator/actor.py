@@ -50,8 +50,8 @@ from protocol.messages import (
     SubmitTask,
     SupervisorDown,
 )
-from protocol.spec import ActorSpec
-from protocol.stages import STAGES
+from protocol.plans.stages import STAGES
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["Coordinator", "CoordinatorOptions", "mcp_installed", "run_coordinator"]
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import msgspec
 
 from actors.stages.execution.anomalies import ADVICE, verify_repeat
-from protocol import volatile
-from protocol.anomalies import Anomaly, AnomalyThresholds, VerifySeen
-from protocol.session import Feedback, FeedbackItem, SessionSnapshot
-from protocol.stages import PauseKind, ResumeMode, Stage
+from protocol.basics import volatile
+from protocol.plans.stages import PauseKind, ResumeMode, Stage
+from protocol.policy.anomalies import Anomaly, AnomalyThresholds, VerifySeen
+from protocol.sessions.session import Feedback, FeedbackItem, SessionSnapshot
 
 __all__ = ["DEFAULT_RULE", "FIX_LINES", "RULES", "UNRECOVERABLE", "VERIFY_KEPT", "Rule", "command", "fingerprint",
            "fix_of", "normalise", "noted", "repeated", "rule_for", "verifications"]
@@ -41,7 +41,7 @@ class Rule:
     kind: PauseKind
     exit_code: int = 22
     stage_retry: bool = False  # the same stage, entered afresh, may well succeed
-    resume: ResumeMode = "revisit"  # how `acode resume` goes on (see protocol.stages.ResumeMode)
+    resume: ResumeMode = "revisit"  # how `acode resume` goes on (see protocol.plans.stages.ResumeMode)
 
 
 _UNAVAILABLE = Rule("model_unavailable", resume="retry")  # what was recorded is replayed, the rest asked anew
@@ -81,14 +81,14 @@ RULES: dict[str, Rule] = {
     "ACODE-ORCH-012": Rule("escalation", resume="revisit"),
     # a command changed git's config or hooks, .agent or acode's config (restored): a human looks first
     "ACODE-SBX-021": Rule("escalation", 32),
-    # a session budget is spent (protocol.budget): `acode resume --budget-…` extends it, and the stage replays
+    # a session budget is spent (protocol.policy.budget): `acode resume --budget-…` extends it, and the stage replays
     # up to the call that would have crossed the limit and makes it
     "ACODE-ORCH-013": Rule("budget_exhausted", 24, resume="retry"),
-    # a hook of the user's (protocol.hooks): paused the session; restarted the stage (afresh, within its
+    # a hook of the user's (protocol.policy.hooks): paused the session; restarted the stage (afresh, within its
     # retry limit); an abort (ACODE-ORCH-015) ends the session as cancelled (machine._escalate)
     "ACODE-ORCH-014": Rule("hook", 22, resume="retry"),
     "ACODE-ORCH-016": Rule("escalation", stage_retry=True),
-    # the model went off the rails past a note and a fresh window (protocol.anomalies): a human looks at the
+    # the model went off the rails past a note and a fresh window (protocol.policy.anomalies): a human looks at the
     # evidence; resumed, the executor runs the step afresh (its earlier round's record says what happened)
     "ACODE-EXEC-011": Rule("anomaly", 25, resume="revisit"),
 }

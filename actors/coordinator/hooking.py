@@ -31,7 +31,10 @@ from actors import hooks as running
 from actors.coordinator import human, machine
 from actors.coordinator.machine import Decision
 from protocol.errors import AcodeError, TransitionError
-from protocol.events import (
+from protocol.messages import Commit, GetEvents
+from protocol.plans.stages import STAGES
+from protocol.policy.hooks import HookDecision, HookPoint, point_hooks
+from protocol.sessions.events import (
     Event,
     HookRan,
     HookStarted,
@@ -42,10 +45,7 @@ from protocol.events import (
     StageFinished,
     Transitioned,
 )
-from protocol.hooks import HookDecision, HookPoint, point_hooks
-from protocol.messages import Commit, GetEvents
-from protocol.session import MAX_STEERING_CHARS, SessionSnapshot
-from protocol.stages import STAGES
+from protocol.sessions.session import MAX_STEERING_CHARS, SessionSnapshot
 
 __all__ = ["INTENT_WAIT_S", "CoordinatorHooks", "trigger"]
 
@@ -53,7 +53,7 @@ INTENT_WAIT_S = 30.0
 
 
 def trigger(event: Event, snap: SessionSnapshot) -> tuple[HookPoint, dict[str, object]] | None:
-    """The hook point ``event`` is, with its facts (protocol.hooks.FACTS); None for other events."""
+    """The hook point ``event`` is, with its facts (protocol.policy.hooks.FACTS); None for other events."""
     base: dict[str, object] = {"session": snap.id, "task": snap.task, "workspace": snap.workspace,
                                "status": snap.status, "stage": snap.stage or "", "iteration": snap.visit}
     match event:

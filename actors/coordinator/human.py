@@ -47,12 +47,13 @@ from actors.coordinator.machine import (
     revisit,
     updated,
 )
-from protocol.autonomy import ApprovalDecision
+from protocol.basics.ids import new_id
+from protocol.calls.autonomy import ApprovalDecision
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import ApprovalDecided, Event, PauseRequested, SessionResumed, SettingsChanged, Steered
-from protocol.ids import new_id
-from protocol.plan import TaskPlan
-from protocol.session import (
+from protocol.plans.plan import TaskPlan
+from protocol.plans.stages import CycleKind, ResumeMode, Stage
+from protocol.sessions.events import ApprovalDecided, Event, PauseRequested, SessionResumed, SettingsChanged, Steered
+from protocol.sessions.session import (
     MAX_STEERING_NOTES,
     Clarification,
     Feedback,
@@ -60,7 +61,6 @@ from protocol.session import (
     SettingsOverride,
     SteeringNote,
 )
-from protocol.stages import CycleKind, ResumeMode, Stage
 
 __all__ = [
     "PAUSE_GAP_S",

@@ -43,7 +43,7 @@ dispatched (:func:`_held`: after a result, a lost attempt, a timeout or a coordi
 restart the session pauses ``user`` instead), and a stage that stopped at a safe point
 (ACODE-ORCH-010) pauses it too. A ready plan under ``settings.plan_review`` pauses the
 session (``plan_review``) instead of entering the executor. An executor call that needs a
-human's decision ends the attempt with the call (:class:`~protocol.autonomy.ApprovalRequest`);
+human's decision ends the attempt with the call (:class:`~protocol.calls.autonomy.ApprovalRequest`);
 the session pauses ``awaiting_approval``.
 
 What changed: the verifier's and the reviewer's results carry the workspace's changes
@@ -67,8 +67,12 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.coordinator import escalation
+from protocol.basics.ids import new_id
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import (
+from protocol.plans.plan import TaskPlan
+from protocol.plans.results import StageResult
+from protocol.plans.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
+from protocol.sessions.events import (
     AnomalyDetected,
     Event,
     PlanRecorded,
@@ -80,10 +84,7 @@ from protocol.events import (
     StageRetried,
     Transitioned,
 )
-from protocol.ids import new_id
-from protocol.plan import TaskPlan
-from protocol.results import StageResult
-from protocol.session import (
+from protocol.sessions.session import (
     Feedback,
     FeedbackItem,
     PauseInfo,
@@ -91,7 +92,6 @@ from protocol.session import (
     SessionSnapshot,
     model_of,
 )
-from protocol.stages import STAGES, CycleKind, PauseKind, ResumeMode, Stage
 
 __all__ = ["ALLOWED", "EXIT_CODES", "HISTORY_LIMIT", "MAX_ATTEMPTS", "Decision", "create", "enter", "execute_plan",
            "finish", "new_event", "on_lost", "on_result", "on_timeout", "pause", "recover", "retry", "revisit",
@@ -154,7 +154,7 @@ def new_event(cls: Callable[..., Event], snap: SessionSnapshot, now: float, **fi
 
 def updated(snap: SessionSnapshot, now: float, **changes: object) -> SessionSnapshot:
     """``snap`` with ``changes``, updated at ``now``; a running session's ``running_s`` (its
-    wall_minutes budget, protocol.budget) grows by the time since its last update."""
+    wall_minutes budget, protocol.policy.budget) grows by the time since its last update."""
     if snap.status == "running" and now > snap.updated_at and "running_s" not in changes:
         changes["running_s"] = snap.running_s + (now - snap.updated_at)
     return msgspec.structs.replace(snap, updated_at=now, **changes)

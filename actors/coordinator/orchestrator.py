@@ -40,14 +40,13 @@ from actors.coordinator.machine import Decision
 from broker.client import Client
 from broker.worker import Request
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import (
     AcodeError,
     ErrorInfo,
     RequestTimeout,
     TransitionError,
 )
-from protocol.events import PauseRequested, Steered
-from protocol.ids import new_id
 from protocol.messages import (
     Commit,
     Committed,
@@ -61,10 +60,11 @@ from protocol.messages import (
     SessionAccepted,
     SteerWork,
 )
-from protocol.plan import TaskPlan, with_status
-from protocol.results import Requirement, StageResult
-from protocol.session import Clarification, SessionSnapshot, SteeringNote
-from protocol.stages import TERMINAL
+from protocol.plans.plan import TaskPlan, with_status
+from protocol.plans.results import Requirement, StageResult
+from protocol.plans.stages import TERMINAL
+from protocol.sessions.events import PauseRequested, Steered
+from protocol.sessions.session import Clarification, SessionSnapshot, SteeringNote
 
 __all__ = ["Orchestrator", "Session", "default_answers"]
 

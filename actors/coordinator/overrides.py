@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from protocol import budget as budgets
-from protocol.session import ProviderSpec, SessionSettings, SettingsOverride
+from protocol.policy import budget as budgets
+from protocol.sessions.session import ProviderSpec, SessionSettings, SettingsOverride
 
 __all__ = ["apply", "describe"]
 

@@ -48,10 +48,10 @@ from protocol.messages import (
     SteerSession,
     SubmitTask,
 )
-from protocol.script import load_script
-from protocol.session import ScriptedProvider, SessionSnapshot
-from protocol.stages import STAGES
-from protocol.task import check_task
+from protocol.plans.script import load_script
+from protocol.plans.stages import STAGES
+from protocol.plans.task import check_task
+from protocol.sessions.session import ScriptedProvider, SessionSnapshot
 
 __all__ = ["SessionRequests"]
 

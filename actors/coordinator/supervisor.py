@@ -38,7 +38,7 @@ from actors.paths import RunPaths
 from actors.spawn import MODULES, spawn
 from protocol import codec
 from protocol.messages import ActorState, ActorStatus, CancelWork, Heartbeat, Stop, SupervisorDown
-from protocol.spec import ActorSpec
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["Child", "SupervisionOptions", "Supervisor", "next_epoch"]
 

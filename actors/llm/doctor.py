@@ -26,8 +26,8 @@ from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest
 from actors.llm.schemas import schema_of
 from protocol.errors import AcodeError
-from protocol.session import OllamaProvider, OpenAIProvider
-from protocol.stages import STAGES, Stage
+from protocol.plans.stages import STAGES, Stage
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 
 __all__ = ["DoctorCheck", "probe"]
 

@@ -11,7 +11,7 @@
 - transient failures (connection refused or reset, 429, 5xx, timeouts, a stream cut
   short) are retried with exponential backoff and full jitter, honouring a 429's
   ``Retry-After``; anything else fails at once with the server's own message;
-- every request carries an answer cap (:meth:`~protocol.session.OllamaProvider.max_tokens_for`
+- every request carries an answer cap (:meth:`~protocol.sessions.session.OllamaProvider.max_tokens_for`
   the stage), never more than the context left after the prompt, estimated with the
   characters a token the server's last count showed for the model
   (:class:`actors.llm.tokens.Calibration`); a warning when the prompt may not fit
@@ -61,10 +61,10 @@ from actors.llm.meter import Meter
 from actors.llm.pace import Pace
 from actors.llm.provider import ModelRequest
 from actors.llm.server_errors import classify, is_format_error
+from protocol.basics.text import escape, has_bad_text, scrub
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, ModelToolCall, Usage
-from protocol.session import OllamaProvider, OpenAIProvider
-from protocol.text import escape, has_bad_text, scrub
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 
 __all__ = ["HttpModel", "Transient", "decode_chunk", "estimate_tokens", "parse_arguments", "retry_after_seconds"]
 

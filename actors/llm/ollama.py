@@ -27,7 +27,7 @@ from actors.llm.http import HttpModel, Transient, decode_chunk, parse_arguments
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, ModelToolCall, Usage
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
 
 __all__ = ["OllamaModel", "same_model"]
 

@@ -13,7 +13,7 @@ token each on llama.cpp, LM Studio and vLLM), or takes a ``usage`` block's
 last chunk). The server's own work comes with the answer when it says it: llama.cpp's
 ``timings`` (``prompt_n`` tokens evaluated in ``prompt_ms``, ``predicted_ms``, ``cache_n``
 served from its prompt cache) and ``usage.prompt_tokens_details.cached_tokens`` (OpenAI's
-name for the cached share) go into :class:`~protocol.results.Usage`.
+name for the cached share) go into :class:`~protocol.plans.results.Usage`.
 
 A model the server does not have answers (LM Studio) 404 ``{"error": {"message": "Model
 \\"x\\" not found...", "code": "model_not_found"}}``: ACODE-LLM-006, never retried. The key
@@ -34,8 +34,8 @@ from actors.llm.http import HttpModel, Transient, decode_chunk, parse_arguments
 from actors.llm.meter import Meter
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, ModelToolCall, Usage
-from protocol.session import OpenAIProvider
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
+from protocol.sessions.session import OpenAIProvider
 
 __all__ = ["OpenAICompatibleModel", "sse_data"]
 

@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 
 from actors.llm.meter import Meter
-from protocol.results import Usage
+from protocol.plans.results import Usage
 
 __all__ = ["MARGIN", "MIN_TOKENS", "Pace", "Speeds"]
 

@@ -2,7 +2,7 @@
 
 A :class:`ModelRequest` is a chat (system/user/assistant/tool messages), the tools the
 model may call, and optionally a JSON schema its answer must follow. Providers answer a
-:class:`~protocol.results.ModelAnswer` (text and/or tool calls). ``seq`` is the request's
+:class:`~protocol.plans.results.ModelAnswer` (text and/or tool calls). ``seq`` is the request's
 place in its stage's sequence for the session, assigned durably by persistence; only the
 scripted provider uses it (it serves response number ``seq``).
 
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from protocol.results import ModelAnswer, ModelToolCall
-from protocol.stages import Stage
+from protocol.plans.results import ModelAnswer, ModelToolCall
+from protocol.plans.stages import Stage
 
 if TYPE_CHECKING:
     from actors.llm.meter import Meter

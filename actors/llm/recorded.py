@@ -60,7 +60,7 @@ Each call the provider answers gets a :class:`~actors.llm.meter.Meter`, handed t
 ``model_ms`` sums the time those calls took. A replayed answer costs no model time and
 shows no progress.
 
-The session's budget (:mod:`protocol.budget`) is asked only about live calls
+The session's budget (:mod:`protocol.policy.budget`) is asked only about live calls
 (``spend``, a :class:`Spender`): before one (:meth:`Spender.check`, which raises to stop
 the stage there) and after it (:meth:`Spender.spent`); a replayed answer was counted when
 it was first recorded, and its ``model_ms`` goes with it (``RecordModelAnswer.model_ms``).
@@ -84,7 +84,7 @@ from actors.llm.provider import ModelRequest, Paced, Provider
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
-from protocol.results import ModelAnswer
+from protocol.plans.results import ModelAnswer
 
 __all__ = ["CallTiming", "CallWatcher", "DeadlinePassed", "RecordedModel", "WatchedCall", "prompt_tokens",
            "request_hash"]

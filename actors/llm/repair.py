@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 from json_repair import repair_json
 
-from protocol.tools import TOOL_ARGS, decode_args
+from protocol.calls.tools import TOOL_ARGS, decode_args
 
 __all__ = ["arguments", "call"]
 

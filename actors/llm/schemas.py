@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from protocol.plan import MAX_CONTEXT_FILES, MAX_STEPS
+from protocol.plans.plan import MAX_CONTEXT_FILES, MAX_STEPS
 
 __all__ = ["LIMITS", "bounded", "schema_of"]
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from actors.llm.provider import ModelRequest
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, ModelToolCall, Usage
-from protocol.script import Script, load_script
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
+from protocol.plans.script import Script, load_script
 
 if TYPE_CHECKING:
     from actors.llm.meter import Meter

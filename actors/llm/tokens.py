@@ -22,7 +22,7 @@ import threading
 import msgspec
 
 from actors.llm.provider import ModelRequest
-from protocol.results import Usage
+from protocol.plans.results import Usage
 
 __all__ = ["CONSERVATIVE", "UNCALIBRATED", "Calibration", "chars_per_token", "estimate", "request_chars"]
 

@@ -25,7 +25,7 @@ call when the caller asks for it (:func:`parse` with ``blocks``; :func:`file_blo
 and returns the correction to send back.
 
 Text with no UTF-8 form (a lone UTF-16 surrogate, which the ``json`` module makes from an
-escape such as ``"\\udcff"``: :mod:`protocol.text`) never stays in a call or an answer this
+escape such as ``"\\udcff"``: :mod:`protocol.basics.text`) never stays in a call or an answer this
 module hands on, so nothing downstream (the record, the sandbox's wire, the journal, logs,
 events) meets it: :func:`storable` moves arguments holding one into ``invalid_arguments``,
 as JSON text with the surrogate escaped, and scrubs the name and the id (U+FFFD);
@@ -56,9 +56,9 @@ from typing import Any
 import msgspec
 
 from actors.llm import repair
-from protocol.results import ModelAnswer, ModelToolCall
-from protocol.text import escape, find_bad_text, has_bad_text, scrub
-from protocol.tools import TOOL_ARGS, decode_args, tool_definitions
+from protocol.basics.text import escape, find_bad_text, has_bad_text, scrub
+from protocol.calls.tools import TOOL_ARGS, decode_args, tool_definitions
+from protocol.plans.results import ModelAnswer, ModelToolCall
 
 __all__ = ["CALL_EXAMPLE", "ParseProblem", "Parsed", "check", "code_blocks", "example_call", "file_blocks", "from_text",
            "parse", "repair_native", "signature", "storable", "storable_answer", "unnamed_code"]

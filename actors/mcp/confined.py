@@ -39,8 +39,8 @@ from pathlib import Path
 
 from actors.sandbox.confinement import visible
 from actors.sandbox.confinement.isolation import FORCE_ENV, LAUNCHER, Isolation, Level, choose
+from protocol.calls.mcp import McpServerConfig
 from protocol.errors import McpError
-from protocol.mcp import McpServerConfig
 
 __all__ = ["SCRATCH_PREFIX", "Launch", "detect", "describe", "launch", "sweep_scratch"]
 

@@ -31,8 +31,8 @@ from actors.mcp.listing import config_problem, info
 from actors.mcp.pins import Pins
 from actors.mcp.server import START_TIMEOUT_S, Server
 from actors.sandbox.confinement.isolation import Isolation
+from protocol.calls.mcp import definition_hash, tool_name
 from protocol.errors import ErrorInfo, McpError
-from protocol.mcp import definition_hash, tool_name
 from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef, McpServerState, McpToolInfo, McpTools
 
 __all__ = ["Hub"]

@@ -1,10 +1,10 @@
 """A server's tools and results in acode's terms (no SDK import: the SDK's objects are read
 by their attributes, so this module is tested with plain stand-ins).
 
-- :func:`definition` turns one listed tool into a :class:`~protocol.mcp.McpToolDef`
+- :func:`definition` turns one listed tool into a :class:`~protocol.calls.mcp.McpToolDef`
   (the annotations mapped from MCP's ``readOnlyHint``… to acode's names);
 - :func:`info` makes the :class:`~protocol.messages.McpToolInfo` the executor offers:
-  the model's name, the risk class and rerun safety of :mod:`protocol.mcp`, the hash, the
+  the model's name, the risk class and rerun safety of :mod:`protocol.calls.mcp`, the hash, the
   pin and the state (``offered``, ``changed``: pinned to another definition, ``filtered``:
   the user's enabled/disabled lists); None for a tool whose name cannot be offered;
 - :func:`text` turns a result's content blocks into the text the model reads, capped.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from protocol.mcp import (
+from protocol.calls.mcp import (
     SERVER_NAME,
     McpAnnotations,
     McpServerConfig,

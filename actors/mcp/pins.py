@@ -1,6 +1,6 @@
 """The approved MCP tool definitions: ``$ACODE_HOME/mcp-pins.json``, server → tool → hash.
 
-A pin is the :func:`protocol.mcp.definition_hash` of the definition a human approved: set
+A pin is the :func:`protocol.calls.mcp.definition_hash` of the definition a human approved: set
 when a call to the tool first runs (it reached the actor through the sandbox's approval
 gate: that is its first approval) or by ``acode mcp approve`` (:class:`McpPin`). A server
 whose tool now lists another definition gets that tool refused (ACODE-MCP-004) until the

@@ -44,8 +44,8 @@ from mcp.shared.exceptions import MCPError
 
 from actors.mcp import confined, listing
 from actors.sandbox.confinement.isolation import Isolation
+from protocol.calls.mcp import McpServerConfig, McpToolDef
 from protocol.errors import ErrorInfo, McpError
-from protocol.mcp import McpServerConfig, McpToolDef
 
 __all__ = ["BACKGROUND_RESTARTS", "START_TIMEOUT_S", "Server", "backoff"]
 

@@ -20,7 +20,7 @@ Never edit a released step: append a new one. Tables, one line each:
 - ``model_answers``: model answers by request hash, with their place ``seq`` in the
   ``(session, stage)`` sequence.
 - ``usage`` (step 2): what each session has spent against its budget
-  (:mod:`protocol.budget`), counted in the transaction that first stores a model answer
+  (:mod:`protocol.policy.budget`), counted in the transaction that first stores a model answer
   or a counted ``tool_called`` event, so a replayed answer or call never counts twice.
 
 ``tool_calls`` and ``model_answers`` are journals keyed by their own idempotency keys and
@@ -91,7 +91,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (session_id, stage, seq)
         )""",
     ),
-    # 2: each session's spending against its budget (protocol.budget); sessions from before count from here.
+    # 2: each session's spending against its budget (protocol.policy.budget); sessions from before count from here.
     (
         """CREATE TABLE usage (
             session_id TEXT PRIMARY KEY,

@@ -8,7 +8,7 @@ one fsync with ``synchronous = full`` (the default) and far less with ``normal``
 **Durability.** Every commit waits for the disk (``synchronous = full``) except the result of a
 tool call without side effects (``FinishToolCall.rerun_safe``, or ``Commit.reads`` with their
 ``tool_called`` events: the reads a stage journals itself), the model-answer cache
-(claims and answers), a stage's progress events (``protocol.events.PROGRESS_EVENTS``: a step started, a
+(claims and answers), a stage's progress events (``protocol.sessions.events.PROGRESS_EVENTS``: a step started, a
 turn answered, a step retried; no snapshot, plan or step record), and a group commit of only
 such writes and reads. In WAL mode a power cut can lose such a commit only together with
 every commit after it (the next full commit syncs the log whole), so nothing durable ever
@@ -40,7 +40,7 @@ on the event stream as ``[session_id, msgpack event]``; an event a retried reque
 already stored is not published again. **Paced**: at most one message every
 :data:`PUBLISH_EVERY_S` (5 ms): events committed meanwhile wait, in order, and go out
 together, one message per session, when the window has passed; a session's final event
-(``protocol.events.is_final``, where ``acode run`` stops) goes out at once with whatever
+(``protocol.sessions.events.is_final``, where ``acode run`` stops) goes out at once with whatever
 waits. A follower wakes for fewer than half as many messages (7 instead of 15 in a W1
 session), and sees each event at most 5 ms later; the stream was never the record (a follower reads
 what it missed from ``GetEvents``), so events still waiting when the actor stops are
@@ -74,7 +74,6 @@ from broker import wire
 from broker.worker import DEFERRED, Request, Worker
 from protocol import codec
 from protocol.errors import AcodeError, ConfigError
-from protocol.events import PROGRESS_EVENTS, Event, ToolCalled, is_final
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -100,7 +99,8 @@ from protocol.messages import (
     SessionList,
     StepList,
 )
-from protocol.spec import ActorSpec
+from protocol.sessions.events import PROGRESS_EVENTS, Event, ToolCalled, is_final
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["SERVICE", "PersistenceActor", "PersistenceOptions", "dispatch", "load_options"]
 
@@ -385,7 +385,7 @@ class PersistenceActor(Actor):
         """Publish ``events`` (just committed): one message per session, its topic then each
         event in seq order, and at most one message every :data:`PUBLISH_EVERY_S` (see the
         module): events committed meanwhile wait, in order, for the next one. A session's
-        final event (``protocol.events.is_final``) goes out at once, with whatever waits."""
+        final event (``protocol.sessions.events.is_final``) goes out at once, with whatever waits."""
         for event in events:
             self._unpublished.setdefault(event.session_id, []).append(codec.encode(event))
         if not self._unpublished:

@@ -14,7 +14,7 @@ killed between its commit and its reply:
 - model answers: a request hash keeps the place in its ``(session, stage)`` sequence it
   claimed first, and the answer recorded first;
 - an ``anomaly_detected`` event is stored with the session's health as the records stored
-  before it say (:mod:`protocol.health`), worked out here, where they all are.
+  before it say (:mod:`protocol.sessions.health`), worked out here, where they all are.
 
 Records naming another session than the request's, an event without an id and a plan
 without a version are refused (ProtocolError, ACODE-PROTO-002) and the transaction rolls
@@ -28,7 +28,7 @@ timeout. Lower-layer errors (``sqlite3.Error``, an unreadable stored blob) becom
 :class:`StorageError` (ACODE-STORE-001) in one place, :meth:`Store._errors`. Blobs are
 msgpack written with :func:`protocol.codec.encode` and read with typed decoders built once.
 
-Nothing secret is stored: every record is redacted (:mod:`protocol.redact`) as it is encoded,
+Nothing secret is stored: every record is redacted (:mod:`protocol.basics.redact`) as it is encoded,
 in one place, :meth:`Store._blob`, and so are the free-text columns (tool names, tool-call
 keys, step labels). Ids acode makes are stored as they are: session and event ids (UUIDv7)
 and request hashes (sha256 hex), which the redactor leaves alone. An appended event is
@@ -53,11 +53,10 @@ import msgspec
 
 from actors.hooks import recorded
 from actors.persistence.schema import migrate
-from protocol.budget import Spent
+from protocol.basics.redact import Redactor, default_redactor
+from protocol.calls.tools import Risk
 from protocol.codec import encode
 from protocol.errors import ConfigError, NotFoundError, ProtocolError, StorageError
-from protocol.events import AnomalyDetected, Event, HookRan, ToolCalled
-from protocol.health import session_health
 from protocol.messages import (
     JournaledRead,
     ModelAnswerClaim,
@@ -67,11 +66,12 @@ from protocol.messages import (
     ReplayIndex,
     ToolCallState,
 )
-from protocol.plan import TaskPlan
-from protocol.redact import Redactor, default_redactor
-from protocol.results import ModelAnswer, Requirement, StepRecord, ToolResult
-from protocol.session import SessionSnapshot, Stage
-from protocol.tools import Risk
+from protocol.plans.plan import TaskPlan
+from protocol.plans.results import ModelAnswer, Requirement, StepRecord, ToolResult
+from protocol.policy.budget import Spent
+from protocol.sessions.events import AnomalyDetected, Event, HookRan, ToolCalled
+from protocol.sessions.health import session_health
+from protocol.sessions.session import SessionSnapshot, Stage
 
 __all__ = ["Appended", "Store", "Synchronous"]
 
@@ -508,7 +508,7 @@ class Store:
                                         for row_stage, seq, blob in rows], last=last)
 
     def spent(self, session_id: str) -> Spent:
-        """What the session's records say it spent (protocol.budget; ``running_s`` is the snapshot's)."""
+        """What the session's records say it spent (protocol.policy.budget; ``running_s`` is the snapshot's)."""
         with self._read(f"reading the usage of session {session_id}") as conn:
             return _spent(conn, session_id)
 
@@ -631,7 +631,7 @@ def _spend(conn: sqlite3.Connection, session_id: str, *, answer: ModelAnswer | N
 
 def _with_health(conn: sqlite3.Connection, session_id: str, event: AnomalyDetected) -> AnomalyDetected:
     """``event`` with the session's health as its records say it is now, the event itself
-    counted (protocol.health); a copy already stored keeps the figure it was stored with."""
+    counted (protocol.sessions.health); a copy already stored keeps the figure it was stored with."""
     if conn.execute("SELECT 1 FROM events WHERE id = ?", (event.id,)).fetchone() is not None:
         return event
     row = conn.execute("SELECT snapshot FROM sessions WHERE id = ?", (session_id,)).fetchone()

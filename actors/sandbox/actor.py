@@ -3,7 +3,7 @@
 Each request is a :class:`~protocol.messages.RunTool`; it passes the approval gate
 (:mod:`actors.sandbox.gate`: a call that needs a human's approval runs only with a
 matching durable record), then the answer is a
-:class:`~protocol.messages.ToolDone` whose :class:`~protocol.results.ToolResult` says what
+:class:`~protocol.messages.ToolDone` whose :class:`~protocol.plans.results.ToolResult` says what
 happened, failures the model must see included (see :mod:`actors.sandbox.dispatch`).
 Calls run on the worker's thread pool and go through the journal
 (:mod:`actors.sandbox.journal`), which talks to ``persistence`` with a client per thread;
@@ -67,8 +67,8 @@ from protocol.messages import (
     RunTool,
     ToolDone,
 )
-from protocol.sandbox import SandboxPolicy
-from protocol.spec import ActorSpec
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["PERSISTENCE_TIMEOUT_S", "SandboxActor", "SandboxOptions", "describe_view", "isolation_of"]
 

@@ -54,11 +54,11 @@ from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.workspace import restore as restoring
 from actors.sandbox.workspace.checkpoints import Checkpoints, Meta, Record
 from actors.sandbox.workspace.scan import GITDIRS, Scope, root_key
-from protocol.checkpoints import CallSite, CheckpointSettings
+from protocol.basics.ids import new_id
 from protocol.errors import NotFoundError, SandboxError
-from protocol.events import CheckpointTaken, WorkspaceRestored
-from protocol.ids import new_id
 from protocol.messages import Commit, GetSession, Restored, RestoreWorkspace, SessionFound
+from protocol.policy.checkpoints import CallSite, CheckpointSettings
+from protocol.sessions.events import CheckpointTaken, WorkspaceRestored
 
 __all__ = ["Checkpointing"]
 

@@ -31,12 +31,9 @@ from actors.sandbox.tools import files, search
 from actors.sandbox.tools.baseline import Baselines
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import Terminal, command_policy_of
-from protocol.errors import AcodeError, ErrorInfo, SandboxError
-from protocol.mcp import PREFIX as MCP_PREFIX
-from protocol.messages import RunTool
-from protocol.redact import redact_value
-from protocol.results import ToolResult
-from protocol.tools import (
+from protocol.basics.redact import redact_value
+from protocol.calls.mcp import PREFIX as MCP_PREFIX
+from protocol.calls.tools import (
     INTERNAL_TOOLS,
     SANDBOX_TOOLS,
     BaselineWorkspace,
@@ -56,6 +53,9 @@ from protocol.tools import (
     decode_args,
     risk_of,
 )
+from protocol.errors import AcodeError, ErrorInfo, SandboxError
+from protocol.messages import RunTool
+from protocol.plans.results import ToolResult
 
 __all__ = ["ToolCall"]
 

@@ -9,14 +9,14 @@ sees the call:
    sender, which the broker client sets for the whole process. A call from the executor,
    the verifier (its check commands come from the plan, which a model wrote), or anything
    else (a test client, a stray script), is gated.
-2. The call's class (:func:`protocol.autonomy.gate`) under THE SESSION'S stored settings:
+2. The call's class (:func:`protocol.calls.autonomy.gate`) under THE SESSION'S stored settings:
    the level, ``approvals:`` and the approval mode, read from persistence once per session
    and cached (seed 002 S9: they never change after the session starts). A session that
    persistence does not know gets the defaults (autonomy 2: destructive calls need an
    approval).
 3. ``auto``: passes, at no cost beyond that one cached read. ``deny``: refused
    (ACODE-SBX-020). ``prompt``: the RunTool must carry ``approval``, the id of an
-   :class:`~protocol.autonomy.ApprovalDecision` in the session's snapshot, read fresh from
+   :class:`~protocol.calls.autonomy.ApprovalDecision` in the session's snapshot, read fresh from
    persistence, that approves this call: same key (or its transient retries) and hash, or
    an ``--always`` rule it matches. Otherwise refused (ACODE-SBX-019).
 
@@ -44,13 +44,13 @@ from typing import Any
 
 from actors.sandbox.confinement.policy import refused_by_policy
 from actors.sandbox.mcpcalls import McpCalls
-from protocol.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
+from protocol.calls.autonomy import ApprovalMode, Approvals, call_hash, gate, matches, risk_of_call, rule_of
+from protocol.calls.mcp import PREFIX as MCP_PREFIX
+from protocol.calls.tools import INTERNAL_TOOLS, SANDBOX_TOOLS, Risk
 from protocol.errors import AcodeError, NotFoundError, SandboxError
-from protocol.mcp import PREFIX as MCP_PREFIX
 from protocol.messages import GetSession, Message, RunTool
-from protocol.results import ToolResult
-from protocol.session import SessionSettings, SessionSnapshot
-from protocol.tools import INTERNAL_TOOLS, SANDBOX_TOOLS, Risk
+from protocol.plans.results import ToolResult
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 
 __all__ = ["EXEMPT", "ApprovalGate", "refused"]
 

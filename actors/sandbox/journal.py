@@ -50,7 +50,7 @@ write_file                         file already holds the new content → done, 
 modify_file                        file matches the pre-image → run; else unknown
 run_terminal                       never rerun → outcome unknown
 an MCP tool (``mcp__S__T``)        rerun-safe (trusted read-only or idempotent,
-                                   :func:`protocol.mcp.rerun_safe`) → run again;
+                                   :func:`protocol.calls.mcp.rerun_safe`) → run again;
                                    any other → outcome unknown (ACODE-MCP-011)
 =================================  ==================================================
 
@@ -79,21 +79,8 @@ from actors.sandbox.tools import files
 from actors.sandbox.tools.baseline import Baselines
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import Terminal
-from protocol.errors import ErrorInfo, ProtocolError, SandboxError
-from protocol.events import CheckpointTaken, ToolCalled
-from protocol.ids import new_id
-from protocol.messages import (
-    Ack,
-    BeginToolCall,
-    Commit,
-    Committed,
-    FinishToolCall,
-    Message,
-    RunTool,
-    ToolCallState,
-)
-from protocol.results import ToolResult
-from protocol.tools import (
+from protocol.basics.ids import new_id
+from protocol.calls.tools import (
     BaselineWorkspace,
     CreateDirectory,
     DiffWorkspace,
@@ -107,6 +94,19 @@ from protocol.tools import (
     StepFailed,
     WriteFile,
 )
+from protocol.errors import ErrorInfo, ProtocolError, SandboxError
+from protocol.messages import (
+    Ack,
+    BeginToolCall,
+    Commit,
+    Committed,
+    FinishToolCall,
+    Message,
+    RunTool,
+    ToolCallState,
+)
+from protocol.plans.results import ToolResult
+from protocol.sessions.events import CheckpointTaken, ToolCalled
 
 __all__ = ["Journal", "Send"]
 

@@ -10,8 +10,8 @@ configuration as the session STORED it (``SessionSettings.mcp_servers``, read fr
 persistence once per session) and the tool's definition as the ``mcp`` actor lists it,
 the one whose hash the executor offered and the approval was made against
 (``RunTool.mcp_hash``; none: the current one). Its class is
-:func:`protocol.mcp.risk_of_tool` of the two, whether it may run again after a crash
-:func:`protocol.mcp.rerun_safe`. Nothing the stage or the model says enters either, so a
+:func:`protocol.calls.mcp.risk_of_tool` of the two, whether it may run again after a crash
+:func:`protocol.calls.mcp.rerun_safe`. Nothing the stage or the model says enters either, so a
 buggy stage cannot lower a call's class. Listings are cached per session, tool and
 definition hash; a miss lists the server again (one round trip to ``mcp``). A definition
 the actor does not list (changed since, or never there) is destructive; a server the
@@ -41,8 +41,7 @@ from typing import Any, NamedTuple
 
 from actors.mcpkept import keep
 from actors.sandbox.tools.output import Outcome, truncate
-from protocol.errors import AcodeError, ErrorInfo, NotFoundError, SandboxError
-from protocol.mcp import (
+from protocol.calls.mcp import (
     McpServerRef,
     McpToolDef,
     definition_hash,
@@ -51,8 +50,9 @@ from protocol.mcp import (
     risk_of_tool,
     tool_name,
 )
+from protocol.calls.tools import Risk
+from protocol.errors import AcodeError, ErrorInfo, NotFoundError, SandboxError
 from protocol.messages import GetSession, McpCalled, McpCallTool, McpListTools, McpTools, Message, RunTool
-from protocol.tools import Risk
 
 __all__ = ["CALL_MARGIN_S", "LIST_TIMEOUT_S", "McpCalls", "McpTarget", "ServersOf", "stored_servers"]
 

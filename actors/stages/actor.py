@@ -35,13 +35,13 @@ from actors.stages.request.control import WorkControl
 from broker.threads import ThreadClients
 from broker.worker import Request, Worker
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, ProtocolError, TransportError
-from protocol.ids import new_id
 from protocol.messages import Message, StageDone
-from protocol.results import Requirement, StageResult
-from protocol.session import SteeringNote
-from protocol.spec import ActorSpec
-from protocol.stages import STAGES
+from protocol.plans.results import Requirement, StageResult
+from protocol.plans.stages import STAGES
+from protocol.sessions.session import SteeringNote
+from protocol.transport.spec import ActorSpec
 
 __all__ = ["StageActor"]
 

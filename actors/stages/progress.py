@@ -3,7 +3,7 @@
 The stage's worker thread registers each model call's :class:`~actors.llm.meter.Meter`
 with :meth:`ProgressBoard.watcher`'s callback (``RecordedModel`` does it before asking the provider).
 The actor's loop thread calls :meth:`ProgressBoard.publish` every :data:`PUBLISH_EVERY`
-seconds: one :class:`~protocol.progress.ModelProgress` per call in flight on the event
+seconds: one :class:`~protocol.sessions.progress.ModelProgress` per call in flight on the event
 stream's PUB side (topic = session id) once it has run :data:`QUIET_FOR` seconds, and one
 last message with ``done`` for a reported call that has ended, after which the board
 forgets it. So a call costs at most two messages a second, whatever the model's speed,
@@ -23,8 +23,8 @@ import zmq
 
 from actors.llm.meter import Meter
 from protocol import codec
-from protocol.progress import ModelProgress
-from protocol.stages import Stage
+from protocol.plans.stages import Stage
+from protocol.sessions.progress import ModelProgress
 
 __all__ = ["PUBLISH_EVERY", "QUIET_FOR", "ProgressBoard"]
 

@@ -17,12 +17,12 @@ from cli.commands.home import Json, home, run_paths
 from cli.follow import print_json
 from cli.render import echo
 from protocol.errors import CliError
-from protocol.events import StepStarted
-from protocol.health import session_health
 from protocol.messages import GetPlan
-from protocol.plan import TaskPlan
-from protocol.session import SessionSnapshot
-from protocol.stages import STAGES
+from protocol.plans.plan import TaskPlan
+from protocol.plans.stages import STAGES
+from protocol.sessions.events import StepStarted
+from protocol.sessions.health import session_health
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["down", "status", "up"]
 

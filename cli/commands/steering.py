@@ -16,10 +16,10 @@ from cli.commands.home import Json, Verbose, home
 from cli.commands.sessions import check_verbose, follow_resumed
 from cli.follow import print_json
 from cli.render import echo
-from protocol.autonomy import ApprovalRequest
+from protocol.basics.printable import printable
+from protocol.calls.autonomy import ApprovalRequest
 from protocol.errors import CliError
 from protocol.messages import DecideApproval, ReplanSession, ResumeSession
-from protocol.printable import printable
 
 __all__ = ["answer", "approve", "deny", "pause", "plan_show", "replan", "steer"]
 

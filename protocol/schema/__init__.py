@@ -1,7 +1,7 @@
 """The event schema clients read, versioned and committed: ``events-v<N>.json``.
 
 Every event a client can receive (``acode run --json``, ``acode show --json``, the event
-stream) is a type of :data:`protocol.events.Event`; :func:`generate` makes its JSON Schema
+stream) is a type of :data:`protocol.sessions.events.Event`; :func:`generate` makes its JSON Schema
 from those types (msgspec does), and the file for :data:`SCHEMA_VERSION` is committed beside
 this module. ``tests/protocol/test_schema.py`` fails when the types and the committed file
 disagree, so a change to an event is a change to the schema someone looked at.
@@ -25,7 +25,7 @@ import msgspec
 
 __all__ = ["SCHEMA_VERSION", "generate", "path", "versioned"]
 
-from protocol.events import SCHEMA_VERSION  # the types' own version: they say it (Event.schema_version)
+from protocol.sessions.events import SCHEMA_VERSION  # the types' own version: they say it (Event.schema_version)
 
 _HERE = Path(__file__).resolve().parent
 
@@ -36,7 +36,7 @@ def path(version: int = SCHEMA_VERSION) -> Path:
 
 def generate() -> str:
     """The JSON Schema of every event type, as the committed file holds it (sorted keys, 2-space indent)."""
-    from protocol.events import Event
+    from protocol.sessions.events import Event
 
     schema: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                               "title": f"acode events, schema version {SCHEMA_VERSION}",

@@ -11,9 +11,9 @@ from acode.events import EVENT_LIST, GenericEvent, RawEventList, decode_event, d
 from cli.follow import print_json
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.events import StepStarted
 from protocol.messages import EventList
-from protocol.progress import ModelProgress
+from protocol.sessions.events import StepStarted
+from protocol.sessions.progress import ModelProgress
 
 KNOWN = StepStarted(id="e2", session_id="s1", seq=2, visit=1, task="T1", step="S1", title="write it")
 NEWER = {"type": "plan_simulated", "id": "e3", "session_id": "s1", "seq": 3, "at": 1.5, "paths": ["a.py"]}

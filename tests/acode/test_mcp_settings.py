@@ -12,8 +12,8 @@ import pytest
 from acode.config import trust
 from acode.config.loader import resolve
 from acode.config.settings import session_settings
+from protocol.calls.mcp import McpServerConfig
 from protocol.errors import ConfigError
-from protocol.mcp import McpServerConfig
 
 USER = """\
 mcp:

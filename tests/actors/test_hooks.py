@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from actors import hooks
-from protocol.hooks import HookDecision, HookSettings, HookSpec
+from protocol.policy.hooks import HookDecision, HookSettings, HookSpec
 
 FACTS: dict[str, object] = {"session": "s1", "task": "t", "workspace": "/w", "status": "running", "stage": "executor",
                             "iteration": 1, "step": "T1/S1", "tool": "run_terminal", "args": "{}", "path": "",

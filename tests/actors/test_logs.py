@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors import logs
-from protocol import redact
+from protocol.basics import redact
+from protocol.basics.tracing import trace_id
 from protocol.errors import ErrorInfo
-from protocol.tracing import trace_id
 
 GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"
 KNOWN = "Zq8-" + "wX4vY2" * 4  # the value of a secret in the environment

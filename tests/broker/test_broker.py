@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.client import Client
-from protocol import codec, frames
+from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, RequestTimeout, TransportError
-from protocol.ids import new_id
 from protocol.messages import Ack, Envelope, GetStatus, Message
+from protocol.transport import frames
 from tests.harness import Harness, wait_until
 
 ECHO = "tests.broker.echo_actor"

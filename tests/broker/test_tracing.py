@@ -12,10 +12,11 @@ import msgspec
 import zmq
 
 from broker import tracing
-from protocol import codec, frames
-from protocol.ids import new_id
+from protocol import codec
+from protocol.basics.ids import new_id
+from protocol.basics.tracing import trace_id
 from protocol.messages import Ack, CancelSession, Envelope, GetStatus
-from protocol.tracing import trace_id
+from protocol.transport import frames
 from tests.harness import Harness, wait_until
 
 ECHO = "tests.broker.echo_actor"

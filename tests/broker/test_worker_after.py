@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from broker.worker import Request, Worker
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Ack, Envelope
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from acode.inputs import collect_answers
 from actors.coordinator.orchestrator import default_answers
 from actors.stages.planning import gather
-from protocol.plan import Question, TaskPlan
+from protocol.plans.plan import Question, TaskPlan
 
 PLAN = TaskPlan(goal="greet", status="needs_clarification", questions=[
     Question(label="Q1", question="Which greeting?", options=["hello", "bonjour"]),

@@ -14,7 +14,7 @@ from actors.logrotate import LogLimits
 from actors.paths import RunPaths
 from cli.daemon import coordinator_spec
 from protocol.errors import ConfigError, ModelError
-from protocol.session import OllamaProvider, OpenAIProvider, ScriptedProvider
+from protocol.sessions.session import OllamaProvider, OpenAIProvider, ScriptedProvider
 
 SCRIPT = "version: 1\nresponses: {}\n"
 

@@ -1,12 +1,12 @@
 """A session's health as the CLI shows it: 100 untroubled, lowered by each anomaly, retry,
-escalation and a budget past half spent (protocol.health); each anomaly a line in `acode run`."""
+escalation and a budget past half spent (protocol.sessions.health); each anomaly a line in `acode run`."""
 
 from __future__ import annotations
 
 from cli.progress import Progress, session_detail
 from cli.render import active_sessions
-from protocol.budget import Budget, Spent
-from protocol.events import (
+from protocol.policy.budget import Budget, Spent
+from protocol.sessions.events import (
     AnomalyDetected,
     BudgetWarning,
     Event,
@@ -15,8 +15,8 @@ from protocol.events import (
     StepRetried,
     Transitioned,
 )
-from protocol.health import budget_share, session_health
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.sessions.health import budget_share, session_health
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 
 NOTE = AnomalyDetected(id="a1", session_id="s1", kind="repeated_error", score=60, response="note", task="T1",
                        step="S1", turns=[1, 2, 3], health=88,

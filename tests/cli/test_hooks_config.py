@@ -13,7 +13,7 @@ from acode.config import trust
 from acode.config.loader import resolve
 from acode.config.settings import session_settings
 from protocol.errors import ConfigError
-from protocol.hooks import HookSpec
+from protocol.policy.hooks import HookSpec
 
 NOTIFY = 'hooks:\n  on_pause:\n    - action: script\n      run: ["notify-send", "acode"]\n'
 

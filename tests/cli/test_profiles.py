@@ -1,7 +1,7 @@
 """Model profiles: chosen by the executor's model name, overridden by ``model.profiles`` in config.yml.
 
 The profile travels in the session's settings; what it changes is the executor's tool
-surface (:func:`protocol.profiles.tool_surface`) and, when the model section sets none,
+surface (:func:`protocol.sessions.profiles.tool_surface`) and, when the model section sets none,
 the temperature.
 """
 
@@ -14,10 +14,17 @@ import pytest
 
 from acode.config.loader import resolve
 from acode.config.settings import session_settings
+from protocol.calls.tools import tool_definitions
 from protocol.errors import ConfigError
-from protocol.profiles import ModelProfile, ProfileOverride, model_size, offered_tools, profile_for, tool_surface
-from protocol.session import OllamaProvider, OpenAIProvider, SessionSettings
-from protocol.tools import tool_definitions
+from protocol.sessions.profiles import (
+    ModelProfile,
+    ProfileOverride,
+    model_size,
+    offered_tools,
+    profile_for,
+    tool_surface,
+)
+from protocol.sessions.session import OllamaProvider, OpenAIProvider, SessionSettings
 
 
 def _write(path: Path, text: str) -> Path:

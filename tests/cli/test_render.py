@@ -12,11 +12,11 @@ import pytest
 
 from cli.progress import Progress, files_changed, session_detail
 from cli.render import active_sessions, echo, request_lines
-from protocol.autonomy import ApprovalRequest
+from protocol.calls.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, ModelError, with_code
-from protocol.events import Event, SessionFinished, SessionPaused, StageFinished, ToolCalled
-from protocol.results import FileChange, WorkspaceChanges
-from protocol.session import PauseInfo, SessionSnapshot
+from protocol.plans.results import FileChange, WorkspaceChanges
+from protocol.sessions.events import Event, SessionFinished, SessionPaused, StageFinished, ToolCalled
+from protocol.sessions.session import PauseInfo, SessionSnapshot
 
 REPO = Path(__file__).resolve().parents[2]
 TURN_LIMIT = ("step T1/S1 failed: no step_complete after 10 turns (ACODE-EXEC-003); split the step, or raise "
@@ -45,7 +45,7 @@ def test_acode_show_and_run_print_the_code_once() -> None:
 
 
 def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> None:
-    from protocol.events import TurnAnswered
+    from protocol.sessions.events import TurnAnswered
 
     silent = TurnAnswered(id="t1", session_id="s1", visit=1, task="T1", step="S1", turn=2, prompt_tokens=812,
                           completion_tokens=40, correction="No tool call found in your answer. Call one of the tools")
@@ -59,7 +59,7 @@ def test_each_executor_turn_is_a_progress_line_with_the_correction_sent() -> Non
 
 def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_stage() -> None:
     from cli.progress import stage_table, stage_totals
-    from protocol.events import StageFinished
+    from protocol.sessions.events import StageFinished
 
     def finished(stage: str, visit: int, tokens_in: int, tokens_out: int, model_ms: float) -> StageFinished:
         return StageFinished(id=f"{stage}{visit}", session_id="s1", stage=stage, visit=visit, attempt=1,  # type: ignore[arg-type]
@@ -89,7 +89,7 @@ def test_a_stage_end_line_and_the_final_summary_give_tokens_and_model_time_per_s
 
 
 def test_a_stage_that_stopped_for_the_user_is_not_shown_as_failed() -> None:
-    from protocol.events import StageFinished
+    from protocol.sessions.events import StageFinished
 
     def finished(code: str, message: str) -> str:
         line = Progress().line(StageFinished(id=code, session_id="s1", stage="executor", visit=1, attempt=1, ok=False,
@@ -189,8 +189,8 @@ def test_an_approval_request_keeps_each_value_on_its_line_and_escapes_every_cont
 
 
 def test_acode_show_escapes_the_task_the_pause_and_the_events(capsys: pytest.CaptureFixture[str]) -> None:
-    from protocol.events import ToolCalled
-    from protocol.session import PauseInfo
+    from protocol.sessions.events import ToolCalled
+    from protocol.sessions.session import PauseInfo
 
     pause = PauseInfo(kind="needs_input", code="ACODE-ORCH-003", message=f"Which? {_OSC52}")
     session = SessionSnapshot(id="s1", task=f"t{_OSC52}", workspace="/w", status="paused", pause=pause,
@@ -229,7 +229,7 @@ def test_every_line_the_cli_prints_goes_through_echo_or_print_json() -> None:
 
 def test_a_cancelled_sessions_summary_includes_the_stage_that_was_running() -> None:
     from cli.progress import stage_table, stage_totals
-    from protocol.events import Transitioned
+    from protocol.sessions.events import Transitioned
 
     planned = StageFinished(id="p", session_id="s1", stage="planner", visit=1, attempt=1, ok=True, summary="planned",
                             duration_ms=2_000, tokens_in=100, tokens_out=20, model_ms=1_500, at=102.0)

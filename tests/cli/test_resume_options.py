@@ -8,7 +8,7 @@ import pytest
 
 from acode.inputs import provider_override as _provider_override
 from protocol.errors import AcodeError, CliError
-from protocol.session import OllamaProvider, ScriptedProvider, SessionSettings, SessionSnapshot
+from protocol.sessions.session import OllamaProvider, ScriptedProvider, SessionSettings, SessionSnapshot
 
 
 def _session(provider: object) -> SessionSnapshot:

@@ -134,7 +134,7 @@ def test_seed_004s_approvals_sample_loads_and_refines_every_class_to_prompt(tmp_
     approvals = settings.approvals
     assert (approvals.file_write, approvals.file_delete, approvals.terminal_commands) == ("prompt",) * 3
     assert approvals.non_interactive_policy == "auto" and settings.autonomy == 2
-    from protocol.autonomy import gate
+    from protocol.calls.autonomy import gate
 
     assert [gate(settings.autonomy, approvals, risk)[0] for risk in ("read", "write", "execute", "destructive")] == [
         "auto", "prompt", "prompt", "prompt"]

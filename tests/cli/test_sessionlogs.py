@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cli.sessionlogs import render, session_lines
+from protocol.basics.tracing import trace_id
 from protocol.errors import CliError
-from protocol.tracing import trace_id
 
 A = "0196f3a2-7c1e-7d4b-8a5f-3e2b1c0d9e8f"
 B = "0196f3a2-7c1e-7d4b-8a5f-000000000000"  # shares the first 24 characters of A

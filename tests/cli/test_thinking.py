@@ -7,7 +7,7 @@ import io
 import pytest
 
 from cli.thinking import ThinkingLine, thinking_text
-from protocol.progress import ModelProgress
+from protocol.sessions.progress import ModelProgress
 
 
 def _at(seconds: float, tokens: int, *, done: bool = False, site: str = "plan") -> ModelProgress:
@@ -23,7 +23,7 @@ def test_the_text_names_the_stage_tokens_and_seconds() -> None:
 
 def test_the_text_starts_in_the_column_of_every_other_progress_line() -> None:
     from cli.progress import Progress
-    from protocol.events import StageRetried
+    from protocol.sessions.events import StageRetried
 
     for stage in ("planner", "executor", "verifier", "reviewer"):
         thinking = thinking_text(ModelProgress(session_id="s", stage=stage, tokens=1, elapsed_s=1))  # type: ignore[arg-type]

@@ -14,9 +14,9 @@ from acode.config import trust
 from acode.config.loader import resolve
 from acode.config.schema import AcodeConfig, StageOptions
 from acode.config.settings import session_settings
-from protocol.autonomy import Approvals
+from protocol.calls.autonomy import Approvals
 from protocol.errors import ModelError
-from protocol.sandbox import SandboxPolicy
+from protocol.policy.sandbox import SandboxPolicy
 
 HOSTILE = """\
 autonomy: 3

@@ -23,10 +23,10 @@ from cli.progress import session_detail
 from cli.views import check_stage, cycles, cycles_numbered, step_timings, visits
 from cli.viewtext import cycle_text, stage_text
 from protocol.errors import CliError
-from protocol.events import Event, StageFinished, TurnAnswered
 from protocol.messages import RecordedAnswer
-from protocol.results import ModelAnswer, ModelToolCall
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.plans.results import ModelAnswer, ModelToolCall
+from protocol.sessions.events import Event, StageFinished, TurnAnswered
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 
 SESSIONS = Path(__file__).resolve().parent / "sessions"
 

@@ -14,22 +14,22 @@ from typing import Any, get_args
 import msgspec
 from hypothesis import strategies as st
 
-from protocol import anomalies as an
-from protocol import autonomy as au
-from protocol import budget as bd
-from protocol import checkpoints as ck
-from protocol import events as ev
-from protocol import hooks as hk
-from protocol import mcp as mc
 from protocol import messages as m
-from protocol import plan as pl
-from protocol import profiles as pf
-from protocol import results as rs
-from protocol import sandbox as sb
-from protocol import session as ss
+from protocol.calls import autonomy as au
+from protocol.calls import mcp as mc
 from protocol.errors import ErrorInfo
-from protocol.progress import ModelProgress
-from protocol.stages import ResumeMode
+from protocol.plans import plan as pl
+from protocol.plans import results as rs
+from protocol.plans.stages import ResumeMode
+from protocol.policy import anomalies as an
+from protocol.policy import budget as bd
+from protocol.policy import checkpoints as ck
+from protocol.policy import hooks as hk
+from protocol.policy import sandbox as sb
+from protocol.sessions import events as ev
+from protocol.sessions import profiles as pf
+from protocol.sessions import session as ss
+from protocol.sessions.progress import ModelProgress
 
 __all__ = ["FIELDS", "STRATEGIES", "json_values", "strategy_for"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.autonomy import (
+from protocol.calls.autonomy import (
     TABLE,
     ApprovalDecision,
     Approvals,
@@ -14,7 +14,7 @@ from protocol.autonomy import (
     risk_of_call,
     rule_of,
 )
-from protocol.tools import Risk
+from protocol.calls.tools import Risk
 
 
 @pytest.mark.parametrize(("command", "risk"), [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.cmdline import parse, spec, unwrap
-from protocol.cmdtables import GIT, PROGRAMS
+from protocol.calls.cmdline import parse, spec, unwrap
+from protocol.calls.cmdtables import GIT, PROGRAMS
 
 SED = PROGRAMS["sed"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.cmdline import WRAPPERS, parse, resolve, unwrap
-from protocol.cmdtables import GIT, PROGRAMS
+from protocol.calls.cmdline import WRAPPERS, parse, resolve, unwrap
+from protocol.calls.cmdtables import GIT, PROGRAMS
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

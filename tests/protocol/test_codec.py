@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.events import Event, SessionCreated
 from protocol.messages import (
     CoordinatorReply,
     CoordinatorRequest,
@@ -32,9 +31,10 @@ from protocol.messages import (
     SubmitTask,
     WorkerInfo,
 )
-from protocol.plan import TaskPlan
-from protocol.progress import ModelProgress
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.plans.plan import TaskPlan
+from protocol.sessions.events import Event, SessionCreated
+from protocol.sessions.progress import ModelProgress
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 from tests.protocol import strategies as s
 
 #: Each decoder and the types it accepts.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.autonomy import command_argv, command_risk
-from protocol.commands import shape
+from protocol.calls.autonomy import command_argv, command_risk
+from protocol.calls.commands import shape
 
 DESTRUCTIVE = [
     # cmake's portable file tools

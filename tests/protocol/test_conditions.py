@@ -13,9 +13,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from protocol.condition_syntax import MAX_DEPTH, MAX_LENGTH, MAX_REGEX
-from protocol.conditions import Condition, ConditionError, Outcome, compile_condition
 from protocol.errors import ConfigError, from_info
+from protocol.policy.condition_syntax import MAX_DEPTH, MAX_LENGTH, MAX_REGEX
+from protocol.policy.conditions import Condition, ConditionError, Outcome, compile_condition
 
 PRE_TOOL: dict[str, type] = {"tool": str, "args": str, "path": str, "risk": str, "session": str, "stage": str,
                              "step": int}

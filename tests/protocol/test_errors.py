@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from protocol import errors, redact
+from protocol import errors
+from protocol.basics import redact
 from protocol.errors import (
     CODES,
     AcodeError,

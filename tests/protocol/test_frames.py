@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import frames
 from protocol.errors import ProtocolError
-from protocol.frames import DISCONNECT, HEARTBEAT, MAGIC, READY, REPLY, REQUEST, Frames
+from protocol.transport import frames
+from protocol.transport.frames import DISCONNECT, HEARTBEAT, MAGIC, READY, REPLY, REQUEST, Frames
 
 COMMANDS = {REQUEST: 5, REPLY: 5, READY: 4, HEARTBEAT: 2, DISCONNECT: 2}
 NAMES = {REQUEST: "REQUEST", REPLY: "REPLY", READY: "READY", HEARTBEAT: "HEARTBEAT", DISCONNECT: "DISCONNECT"}

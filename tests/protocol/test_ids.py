@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import ids
-from protocol.ids import new_id, new_span_id, new_trace_id, stable_id
+from protocol.basics import ids
+from protocol.basics.ids import new_id, new_span_id, new_trace_id, stable_id
 
 CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -35,7 +35,7 @@ def test_ids_made_in_a_row_are_unique_and_sort_in_creation_order() -> None:
 
 
 class _FrozenClock:
-    """Stands in for the ``time`` module in protocol.ids: the wall clock only moves when told."""
+    """Stands in for the ``time`` module in protocol.basics.ids: the wall clock only moves when told."""
 
     def __init__(self) -> None:
         self.ns = time.time_ns()

@@ -1,10 +1,10 @@
-"""protocol.mcp: the risk table row by row, rerun safety, names and definition hashes."""
+"""protocol.calls.mcp: the risk table row by row, rerun safety, names and definition hashes."""
 
 from __future__ import annotations
 
 import pytest
 
-from protocol.mcp import (
+from protocol.calls.mcp import (
     McpAnnotations,
     McpServerConfig,
     McpToolDef,
@@ -14,7 +14,7 @@ from protocol.mcp import (
     risk_of_tool,
     tool_name,
 )
-from protocol.tools import Risk
+from protocol.calls.tools import Risk
 
 UNTRUSTED = McpServerConfig(command="srv")
 TRUSTED = McpServerConfig(command="srv", trusted=True)

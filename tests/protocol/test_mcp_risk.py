@@ -1,5 +1,5 @@
 """MCP tools in the autonomy rules: the class of an ``mcp__`` call comes from the table of
-protocol/mcp.py applied to the listed definition and the STORED server config, what the
+protocol/calls/mcp.py applied to the listed definition and the STORED server config, what the
 model sends changes nothing; ``--always`` rules name the tool; the docs' table is the code's."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import protocol.mcp
-from protocol.autonomy import ApprovalDecision, call_hash, decision_of, gate, risk_of_call, rule_of, target_of
-from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, risk_of_tool
-from protocol.session import SessionSettings
-from protocol.tools import Risk
+import protocol.calls.mcp
+from protocol.calls.autonomy import ApprovalDecision, call_hash, decision_of, gate, risk_of_call, rule_of, target_of
+from protocol.calls.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, risk_of_tool
+from protocol.calls.tools import Risk
+from protocol.sessions.session import SessionSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "mcp__github__create_issue"
@@ -81,8 +81,8 @@ def _table_rows(text: str) -> list[tuple[str, str, str]]:
 
 
 def test_the_docs_risk_table_is_the_codes() -> None:
-    """docs/mcp.md "Risk classes" repeats protocol/mcp.py's table row by row (the one source of truth)."""
-    code = _table_rows(protocol.mcp.__doc__ or "")
+    """docs/mcp.md "Risk classes" repeats protocol/calls/mcp.py's table row by row (the one source of truth)."""
+    code = _table_rows(protocol.calls.mcp.__doc__ or "")
     docs = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
     section = docs.split("## Risk classes", 1)[1].split("\n## ", 1)[0]
     rows = [tuple(cell.strip() for cell in line.strip().strip("|").split("|"))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import PlanError
-from protocol.plan import (
+from protocol.plans.plan import (
     Criterion,
     PlanProblem,
     PlanStep,

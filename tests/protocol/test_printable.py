@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.printable import json_printable, printable
+from protocol.basics.printable import json_printable, printable
 
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
 #: Anything a terminal could act on: C0 but LF and TAB, DEL, C1, bidi controls, surrogates.

@@ -18,10 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import codec, redact
+from protocol import codec
+from protocol.basics import redact
+from protocol.basics.redact import KINDS, Redactor, known_secrets, placeholder
 from protocol.errors import ErrorInfo
-from protocol.redact import KINDS, Redactor, known_secrets, placeholder
-from protocol.results import ModelAnswer, ModelToolCall, ToolResult
+from protocol.plans.results import ModelAnswer, ModelToolCall, ToolResult
 
 
 def _fill(alphabet: str, length: int) -> str:

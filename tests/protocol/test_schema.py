@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from protocol import schema
-from protocol.events import Event, SessionCreated
+from protocol.sessions.events import Event, SessionCreated
 
 
 def test_the_committed_schema_is_what_the_event_types_make() -> None:
@@ -26,7 +26,7 @@ def test_a_deliberate_mismatch_fails_the_comparison(monkeypatch: pytest.MonkeyPa
         extra: int = 0
 
     members = tuple(SessionCreatedPlus if m is SessionCreated else m for m in typing.get_args(Event))
-    monkeypatch.setattr("protocol.events.Event", typing.Union[members])  # noqa: UP007 - built at run time
+    monkeypatch.setattr("protocol.sessions.events.Event", typing.Union[members])  # noqa: UP007 - built at run time
     assert schema.generate() != schema.path().read_text(encoding="utf-8")
 
 

@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from protocol.errors import ModelError
-from protocol.plan import TaskPlan, validate
-from protocol.results import ReviewerAnswer, VerifierAnswer
-from protocol.script import Script, ScriptedResponse, ScriptedToolCall, load_script
+from protocol.plans.plan import TaskPlan, validate
+from protocol.plans.results import ReviewerAnswer, VerifierAnswer
+from protocol.plans.script import Script, ScriptedResponse, ScriptedToolCall, load_script
 
 #: The scripted model example of issue 2 ("Contracts"), verbatim.
 ISSUE_EXAMPLE = """\

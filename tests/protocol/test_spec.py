@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from protocol.spec import ActorSpec, Endpoints
+from protocol.transport.spec import ActorSpec, Endpoints
 
 ENDPOINTS = Endpoints(broker="ipc:///h/broker.ipc", events_in="ipc:///h/in.ipc", events_out="ipc:///h/out.ipc",
                       supervisor="ipc:///h/sup.ipc")

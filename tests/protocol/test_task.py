@@ -1,11 +1,11 @@
-"""The task's input contract (protocol.task), the one the CLI, the coordinator and the planner apply."""
+"""The task's input contract (protocol.plans.task), the one the CLI, the coordinator and the planner apply."""
 
 from __future__ import annotations
 
 import pytest
 
 from protocol.errors import PlanError
-from protocol.task import TASK_MAX_CHARS, check_task
+from protocol.plans.task import TASK_MAX_CHARS, check_task
 
 
 def test_a_task_of_exactly_the_limit_is_accepted_as_it_is() -> None:

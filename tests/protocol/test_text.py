@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.text import BadText, escape, find_bad_text, has_bad_text, scrub
-from protocol.tools import decode_args
+from protocol.basics.text import BadText, escape, find_bad_text, has_bad_text, scrub
+from protocol.calls.tools import decode_args
 
 # any code point, and often a surrogate (hypothesis leaves category Cs out by default; a pair
 # written as two code points is no more encodable than a lone one)

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from protocol import tools
-from protocol.tools import (
+from protocol.calls import tools
+from protocol.calls.tools import (
     CONTROL_TOOLS,
     INTERNAL_TOOLS,
     SANDBOX_TOOLS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import uuid
 
-from protocol.ids import new_id
-from protocol.tracing import span_id, trace_id
+from protocol.basics.ids import new_id
+from protocol.basics.tracing import span_id, trace_id
 
 
 def test_a_uuid_session_id_traces_as_its_own_hex() -> None:

@@ -57,7 +57,7 @@ from acode.connection import Connection
 from actors.sandbox.confinement.isolation import Level, choose
 from protocol.errors import SandboxError
 from protocol.messages import CancelSession, GetEvents, GetSession
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 from tests.system.conftest import CLI, REPO, Acode
 
 __all__ = ["DEFAULT", "LEVELS", "Arena", "Attack", "Call", "Played", "Run", "Scene", "Site", "Template",

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from acode.telemetry import SessionRecord
-from protocol.events import Event
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import Event
+from protocol.sessions.session import SessionSnapshot
 from tests.acode.telemetry.collector import Collector
 from tests.acode.telemetry.test_metrics import matches_show, samples
 from tests.system.conftest import Acode, shown_json

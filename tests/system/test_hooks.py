@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from protocol.hooks import POINTS
+from protocol.policy.hooks import POINTS
 from tests.harness import wait_until
 from tests.system import workloads as w
 from tests.system.conftest import CLI, REPO, Acode, read_until, running, wait_exit

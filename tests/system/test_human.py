@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from acode.connection import Connection
-from protocol.events import Event, PauseRequested, SessionPaused, Steered, Transitioned
 from protocol.messages import GetEvents, GetSession
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import Event, PauseRequested, SessionPaused, Steered, Transitioned
+from protocol.sessions.session import SessionSnapshot
 from tests.harness import wait_until
 from tests.modelserver import ByStage, ModelServer, Received, Reply
 from tests.system.conftest import Acode, wait_exit

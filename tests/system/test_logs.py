@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from protocol.tracing import trace_id
+from protocol.basics.tracing import trace_id
 from tests.harness import wait_until
 from tests.system.conftest import Acode, json_lines, last_json
 from tests.system.test_pipeline import HELLO_SCRIPT

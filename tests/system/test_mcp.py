@@ -32,7 +32,7 @@ import pytest
 
 from acode.connection import Connection
 from protocol import codec
-from protocol.mcp import McpServerConfig
+from protocol.calls.mcp import McpServerConfig
 from protocol.messages import Ack, McpCalled, McpCallTool, McpListTools, McpPin, McpServerRef, McpTools
 from tests.harness import free_port, listening, wait_until
 from tests.system.conftest import Acode

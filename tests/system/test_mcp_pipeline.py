@@ -325,7 +325,7 @@ def test_a_session_calls_a_tool_of_a_streamable_http_server(shared: Acode, serve
         http.wait(10)
 
 
-SMALL = "qwen2.5-coder-1.5b-instruct"  # protocol.profiles chooses "small": one-file steps in the file style
+SMALL = "qwen2.5-coder-1.5b-instruct"  # protocol.sessions.profiles chooses "small": one-file steps in the file style
 
 
 def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the_small_profile(

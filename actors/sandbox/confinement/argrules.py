@@ -23,7 +23,7 @@ or write outside the rules, per executable:
   variable; the command a wrapper runs is checked as a command of its own (``xargs`` is
   refused always, even when allowed, by the policy).
 
-Options are read by :mod:`protocol.cmdline` as the program reads them, so a rule holds for
+Options are read by :mod:`protocol.calls.cmdline` as the program reads them, so a rule holds for
 every abbreviation the program accepts (``sed --in``, ``git log --outpu=F``, ``rg
 --pre-g``), for an ambiguous prefix that may be the option, and for clusters (``-nie``);
 any other ambiguous abbreviation is refused too (rule ``ambiguous-option``), as the program
@@ -37,8 +37,8 @@ import os
 import re
 
 from actors.sandbox.confinement.confine import quote
-from protocol.cmdline import Option, Parsed, Wrapped
-from protocol.commands import describe
+from protocol.calls.cmdline import Option, Parsed, Wrapped
+from protocol.calls.commands import describe
 from protocol.errors import SandboxError
 
 __all__ = ["check_arguments", "check_wrapper", "refusal"]

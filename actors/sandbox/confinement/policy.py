@@ -33,7 +33,7 @@ The allowlist is not the security boundary against code in the workspace (``pyth
 script.py`` runs whatever the script says); isolation is (:mod:`actors.sandbox.confinement.isolation`).
 The policy stops the model from smuggling a second program past the reviewer's eyes.
 
-:func:`classify` (in :mod:`protocol.commands`, pure, shared with the executor and the
+:func:`classify` (in :mod:`protocol.calls.commands`, pure, shared with the executor and the
 verifier) gives the risk class approval gates use: destructive unless the program,
 subcommand and options are known to read or only add (see there), ``network`` for installs
 and fetches, else ``execute``.
@@ -51,11 +51,11 @@ import msgspec
 
 from actors.sandbox.confinement import argrules
 from actors.sandbox.confinement.confine import quote
-from protocol.autonomy import classify, command_risk
-from protocol.cmdline import WRAPPERS, unwrap
+from protocol.calls.autonomy import classify, command_risk
+from protocol.calls.cmdline import WRAPPERS, unwrap
+from protocol.calls.tools import Risk
 from protocol.errors import SandboxError
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import Risk
+from protocol.policy.sandbox import SandboxPolicy
 
 __all__ = ["DEFAULT_ALLOW", "Command", "CommandPolicy", "check", "classify", "command_policy_of", "refused_by_policy"]
 

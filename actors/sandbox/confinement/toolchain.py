@@ -1,7 +1,7 @@
 """Which ``python``, ``pip`` and ``pytest`` a command finds: the workspace's, as in the user's shell.
 
 A command's PATH is the user's: the PATH of the ``acode run`` that started the session
-(:attr:`~protocol.sandbox.SandboxPolicy.path`), else the sandbox's own (``acode up``'s),
+(:attr:`~protocol.policy.sandbox.SandboxPolicy.path`), else the sandbox's own (``acode up``'s),
 with relative and empty entries dropped (they would name whatever directory a command
 runs in). acode's own installation is never put on it: with ``pipx install`` acode's
 interpreter has none of the workspace's packages (a ``python -m pytest`` there fails with

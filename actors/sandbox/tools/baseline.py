@@ -1,6 +1,6 @@
 """baseline_workspace and diff_workspace: what changed in a workspace since its session began.
 
-Two internal tools (:data:`protocol.tools.INTERNAL_TOOLS`; the model never sees them).
+Two internal tools (:data:`protocol.calls.tools.INTERNAL_TOOLS`; the model never sees them).
 The planner records the baseline when a session begins; the verifier and the reviewer ask
 for the diff since. Both run through the journal like every tool, so a repeated key
 answers the journaled result.
@@ -60,7 +60,7 @@ from actors.sandbox.tools.output import Outcome, utf8_stop
 from actors.sandbox.workspace import gitsnap, ignore, manifest, snapshot
 from actors.sandbox.workspace.gitsnap import Change
 from protocol.errors import SandboxError
-from protocol.results import CHANGE_STATUS, FileChange, WorkspaceChanges
+from protocol.plans.results import CHANGE_STATUS, FileChange, WorkspaceChanges
 
 __all__ = ["MAX_LISTED", "Baselines", "Record", "changes_of", "ref_of"]
 

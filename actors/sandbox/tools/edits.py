@@ -49,8 +49,8 @@ from functools import partial
 from itertools import accumulate, islice
 
 from actors.sandbox.confinement.confine import quote
+from protocol.calls.tools import Edit
 from protocol.errors import SandboxError
-from protocol.tools import Edit
 
 __all__ = ["SMALL_FILE_LINES", "apply_edits", "closest_region", "in_style", "newline_style", "number_lines",
            "region_hint"]

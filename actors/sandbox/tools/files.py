@@ -58,9 +58,9 @@ from actors.sandbox.confinement import protected
 from actors.sandbox.confinement.confine import Workspace, quote
 from actors.sandbox.tools import edits, patch
 from actors.sandbox.tools.output import Outcome, utf8_stop
+from protocol.basics.redact import placeholders_in
+from protocol.calls.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile
 from protocol.errors import SandboxError
-from protocol.redact import placeholders_in
-from protocol.tools import CreateDirectory, ModifyFile, ReadFile, WriteFile
 
 __all__ = ["ABSENT", "MAX_DIFF_BYTES", "content_digest", "create_directory", "image", "modify_file", "read_file",
            "write_file", "written_digest"]

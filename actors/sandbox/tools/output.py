@@ -1,7 +1,7 @@
 """What one tool produces, and how its text is kept within the request's byte limit.
 
 Tool functions return an :class:`Outcome`; they raise :class:`~protocol.errors.SandboxError`
-for a refusal, and the dispatcher turns both into a :class:`~protocol.results.ToolResult`.
+for a refusal, and the dispatcher turns both into a :class:`~protocol.plans.results.ToolResult`.
 A command that ran but timed out returns an Outcome carrying its partial output *and* an
 error, which is why ``error`` lives here rather than only in exceptions.
 
@@ -18,7 +18,7 @@ import re
 import msgspec
 
 from protocol.errors import ErrorInfo
-from protocol.results import WorkspaceChanges
+from protocol.plans.results import WorkspaceChanges
 
 __all__ = ["Capture", "Outcome", "strip_controls", "truncate", "utf8_start", "utf8_stop"]
 

@@ -33,8 +33,8 @@ from actors.sandbox.confinement import protected
 from actors.sandbox.confinement.confine import Workspace, quote
 from actors.sandbox.tools.output import Outcome, truncate
 from actors.sandbox.workspace import ignore
+from protocol.calls.tools import ListDirectory, SearchCode, SearchCodeTerms
 from protocol.errors import ErrorInfo, SandboxError
-from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 
 __all__ = ["MAX_ENTRIES", "MAX_MATCHES", "SEARCH_BUDGET_S", "list_directory", "query_header", "search_code",
            "search_code_terms"]

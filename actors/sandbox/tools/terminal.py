@@ -66,9 +66,9 @@ from actors.sandbox.confinement.isolation import (
 from actors.sandbox.confinement.policy import command_policy_of
 from actors.sandbox.confinement.visible import View, inside
 from actors.sandbox.tools.output import Capture, Outcome
+from protocol.calls.tools import RunTerminal
 from protocol.errors import ConfigError, ErrorInfo, SandboxError
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import RunTerminal
+from protocol.policy.sandbox import SandboxPolicy
 
 __all__ = ["SCRATCH_PREFIX", "Terminal", "command_policy_of", "sweep_scratch"]
 

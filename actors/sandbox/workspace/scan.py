@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from actors.sandbox.workspace.objects import DIR, LINK, Objects, encode_tree
-from protocol import checkpoints
+from protocol.policy import checkpoints
 
 __all__ = ["DEFAULT_SKIP_DIRS", "GITDIRS", "RACY_NS", "Cache", "Dir", "Scan", "Scope", "Stat", "root_key", "scan",
            "virtual"]

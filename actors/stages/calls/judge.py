@@ -4,8 +4,8 @@ executor process does not load the verifier's code (tests/actors/test_lean.py)."
 
 from __future__ import annotations
 
-from protocol.plan import Check
-from protocol.results import ToolResult
+from protocol.plans.plan import Check
+from protocol.plans.results import ToolResult
 
 __all__ = ["judge"]
 

@@ -14,7 +14,7 @@ its restart is offered again at the next turn.
   schema passes through (its strings stripped the same way) unless it is larger than
   :data:`SCHEMA_CHARS`, when a bare object schema stands in for it (the server validates
   the arguments either way).
-- **Risk**: each listed tool's class is :func:`protocol.mcp.risk_of_tool` of its definition
+- **Risk**: each listed tool's class is :func:`protocol.calls.mcp.risk_of_tool` of its definition
   and the server's configuration as the session stored it (:attr:`McpOffer.risks`), what
   the autonomy step and the hooks see; the sandbox computes it again for itself.
 - **Refused before the pipeline** (:meth:`McpOffer.check`, answered as a correction, like
@@ -43,13 +43,21 @@ import msgspec
 from actors.stages.prompting.untrusted import strip_hidden
 from actors.stages.request.context import StageContext
 from protocol import codec
+from protocol.calls.mcp import (
+    PREFIX,
+    McpServerRef,
+    McpToolDef,
+    definition_hash,
+    parse_tool_name,
+    risk_of_tool,
+    tool_name,
+)
+from protocol.calls.tools import Risk
 from protocol.errors import AcodeError
-from protocol.mcp import PREFIX, McpServerRef, McpToolDef, definition_hash, parse_tool_name, risk_of_tool, tool_name
 from protocol.messages import McpListTools, McpTools
-from protocol.plan import PlanStep, PlanTask
-from protocol.profiles import compact_tools
-from protocol.results import ModelToolCall
-from protocol.tools import Risk
+from protocol.plans.plan import PlanStep, PlanTask
+from protocol.plans.results import ModelToolCall
+from protocol.sessions.profiles import compact_tools
 
 __all__ = ["COMPACT_DESCRIPTION_CHARS", "DESCRIPTION_CHARS", "SCHEMA_CHARS", "Listed", "McpOffer", "is_mcp"]
 
@@ -58,7 +66,7 @@ _NAMED_ARGS = 6  # arguments named per tool there
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 _WRITTEN_CALL = re.compile(r"\s*(mcp__[A-Za-z0-9-]+__[A-Za-z0-9_-]+)\s*\((.*)\)\s*", re.S)
 DESCRIPTION_CHARS = 1_000
-COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.profiles.compact_tools): a small context
+COMPACT_DESCRIPTION_CHARS = 300  # compact tool definitions (protocol.sessions.profiles.compact_tools): a small context
 SCHEMA_CHARS = 8_000
 FIRST_LIST_TIMEOUT_S = 30.0  # the first listing of a stage may start the servers
 LIST_TIMEOUT_S = 5.0
@@ -112,7 +120,7 @@ class McpOffer:
 
     @property
     def risks(self) -> dict[str, Risk]:
-        """Each listed tool's class (what :func:`protocol.autonomy.risk_of_call` takes)."""
+        """Each listed tool's class (what :func:`protocol.calls.autonomy.risk_of_call` takes)."""
         return {name: listed.risk for name, listed in self.listed.items()}
 
     @property

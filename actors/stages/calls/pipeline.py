@@ -11,9 +11,9 @@ only after their calls ran, so :mod:`actors.stages.execution.turnwatch` looks af
 step's loop, and the ladder answers between turns (a note, a fresh window, a pause); no call
 is refused for one.
 
-The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.autonomy.gate` with
+The autonomy step (:meth:`CallPipeline.autonomy`) asks :func:`protocol.calls.autonomy.gate` with
 the session's stored level and approvals (never changed after the session started), and
-the call's class (:func:`protocol.autonomy.risk_of_call`; an MCP tool's from its listed
+the call's class (:func:`protocol.calls.autonomy.risk_of_call`; an MCP tool's from its listed
 definition and the session's stored server configuration, :mod:`actors.stages.calls.mcptools`):
 
 - ``auto``: the call runs.
@@ -43,7 +43,8 @@ from actors.stages.calls import preview
 from actors.stages.calls.mcptools import McpOffer, is_mcp
 from actors.stages.calls.stagehooks import StageHooks
 from actors.stages.request.context import StageContext
-from protocol.autonomy import (
+from protocol.basics.ids import stable_id
+from protocol.calls.autonomy import (
     ApprovalDecision,
     ApprovalRequest,
     call_hash,
@@ -53,12 +54,11 @@ from protocol.autonomy import (
     rule_of,
     target_of,
 )
-from protocol.checkpoints import CallSite
+from protocol.calls.tools import Risk
 from protocol.errors import ExecutionError
-from protocol.events import ApprovalDecided, HookRan
-from protocol.ids import stable_id
-from protocol.results import ModelToolCall, ToolResult
-from protocol.tools import Risk
+from protocol.plans.results import ModelToolCall, ToolResult
+from protocol.policy.checkpoints import CallSite
+from protocol.sessions.events import ApprovalDecided, HookRan
 
 __all__ = ["CallPipeline", "NeedsApproval", "Passed", "Verdict"]
 

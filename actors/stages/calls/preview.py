@@ -4,7 +4,7 @@ The diff of ``write_file`` is computed against the file as the sandbox reads it 
 (``read_file`` through the sandbox, under the call's key plus ``:preview``, so a replayed
 stage reads the same bytes); ``modify_file`` shows the change it asks for (its diff as
 given, or each search/replace pair as a hunk). The arguments are read as the sandbox will
-read them (:func:`protocol.tools.tolerant_args`), so a pair sent under another name shows;
+read them (:func:`protocol.calls.tools.tolerant_args`), so a pair sent under another name shows;
 a ``modify_file`` with ``content`` (a whole new text) shows as write_file's does. Nothing
 here runs the call.
 """
@@ -16,8 +16,8 @@ import re
 from typing import Any
 
 from actors.stages.request.context import StageContext
-from protocol.autonomy import command_argv
-from protocol.tools import tolerant_args
+from protocol.calls.autonomy import command_argv
+from protocol.calls.tools import tolerant_args
 
 __all__ = ["command_of", "diff_of"]
 

@@ -26,11 +26,11 @@ import json
 from typing import Any
 
 from actors import hooks as running
-from protocol.autonomy import target_of
+from protocol.calls.autonomy import target_of
 from protocol.errors import HookStopped
-from protocol.events import HookRan
-from protocol.hooks import HookPoint, point_hooks
-from protocol.session import SteeringNote
+from protocol.policy.hooks import HookPoint, point_hooks
+from protocol.sessions.events import HookRan
+from protocol.sessions.session import SteeringNote
 
 __all__ = ["StageHooks", "stop_for"]
 

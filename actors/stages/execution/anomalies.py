@@ -27,7 +27,7 @@ session's trouble into one figure.
 Everything here is a pure function of its arguments (no clock, no randomness, no I/O), and
 the observations come from recorded answers and journaled results: a replay finds the same.
 The recorded types (observations, anomalies, thresholds) and :func:`health` are
-:mod:`protocol.anomalies`'s, named here too; :mod:`actors.stages.execution.turnwatch` runs all this in
+:mod:`protocol.policy.anomalies`'s, named here too; :mod:`actors.stages.execution.turnwatch` runs all this in
 the executor's loop.
 """
 
@@ -43,8 +43,10 @@ from itertools import groupby
 from operator import itemgetter
 from typing import NamedTuple
 
-from protocol import volatile
-from protocol.anomalies import (
+from protocol.basics import volatile
+from protocol.calls.tools import CONTROL_TOOLS
+from protocol.plans.results import ModelToolCall, ToolResult
+from protocol.policy.anomalies import (
     BASE_SCORE,
     KINDS,
     Anomaly,
@@ -56,8 +58,6 @@ from protocol.anomalies import (
     Response,
     health,
 )
-from protocol.results import ModelToolCall, ToolResult
-from protocol.tools import CONTROL_TOOLS
 
 __all__ = ["ADVICE", "BASE_SCORE", "EXCERPT_CHARS", "KINDS", "Anomaly", "AnomalyThresholds", "CallSeen", "Invalid",
            "Kind", "Observation", "Response", "VerifyAttempt", "call_seen", "detect", "excerpt", "failed_turn",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import msgspec
 
 from actors.llm.provider import ChatMessage
-from protocol.results import ModelToolCall
+from protocol.plans.results import ModelToolCall
 
 __all__ = ["Conversation"]
 

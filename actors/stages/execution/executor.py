@@ -40,13 +40,13 @@ from actors.stages.execution.stepview import MAX_CONTEXT_FILES
 from actors.stages.execution.toolloop import tools_left_out
 from actors.stages.execution.turnwatch import pause_error
 from actors.stages.request.context import McpOutcomeUnknown, ProtectedChanged, StageContext
-from protocol.autonomy import ApprovalRequest
+from protocol.basics.ids import stable_id
+from protocol.calls.autonomy import ApprovalRequest
 from protocol.errors import AnomalyPause, BudgetExhausted, ErrorInfo, HookStopped, ModelError
-from protocol.events import StepStarted
-from protocol.ids import stable_id
-from protocol.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
-from protocol.results import ExecutionReport, StageResult, StepRecord
-from protocol.session import Feedback
+from protocol.plans.plan import PlanStep, PlanTask, Resources, TaskPlan, ordered_steps
+from protocol.plans.results import ExecutionReport, StageResult, StepRecord
+from protocol.sessions.events import StepStarted
+from protocol.sessions.session import Feedback
 
 __all__ = ["context_budget", "review_task", "run", "tools_left_out"]
 

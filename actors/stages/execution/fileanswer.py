@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from actors.llm import toolcalls
 from actors.stages.execution.turnwatch import unnumbered
 from actors.stages.prompting.untrusted import Fence
-from protocol.plan import PlanStep, PlanTask
+from protocol.plans.plan import PlanStep, PlanTask
 
 __all__ = ["CHANGING_ACTIONS", "answered_file", "problem", "target", "unnumbered", "whole"]
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from actors.stages.execution.definitions import named_definitions
 from actors.stages.prompting.untrusted import Fence
-from protocol.plan import Check, PlanStep, PlanTask, TaskPlan
-from protocol.session import Feedback
+from protocol.plans.plan import Check, PlanStep, PlanTask, TaskPlan
+from protocol.sessions.session import Feedback
 
 __all__ = ["EARLIER", "SYSTEM", "render", "render_plain", "render_problem", "steady"]
 

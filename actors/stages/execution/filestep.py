@@ -41,8 +41,8 @@ from actors.stages.execution.step import REPEATS, Outcome, retry_note, step_time
 from actors.stages.execution.toolloop import ToolLoopStep
 from actors.stages.execution.turnwatch import Watched
 from actors.stages.prompting import prompts
-from protocol.plan import Check
-from protocol.results import ModelToolCall
+from protocol.plans.plan import Check
+from protocol.plans.results import ModelToolCall
 
 __all__ = ["FileStyleStep"]
 

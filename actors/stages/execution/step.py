@@ -66,15 +66,15 @@ from actors.stages.execution.turnwatch import Streak, TurnWatch, Watched
 from actors.stages.prompting.budget import CHARS_PER_TOKEN, stage_budget
 from actors.stages.request.callwatch import turn_deadline
 from actors.stages.request.context import StageContext
-from protocol.anomalies import Anomaly, Observation
+from protocol.basics.ids import stable_id
 from protocol.errors import ModelError
-from protocol.events import StepFinished, StepRetried, TurnAnswered
-from protocol.ids import stable_id
-from protocol.plan import PlanStep, PlanTask
-from protocol.profiles import offered_tools, tool_surface
-from protocol.results import ModelAnswer, StepRecord
-from protocol.session import SessionSettings, model_of
-from protocol.stages import StepStatus
+from protocol.plans.plan import PlanStep, PlanTask
+from protocol.plans.results import ModelAnswer, StepRecord
+from protocol.plans.stages import StepStatus
+from protocol.policy.anomalies import Anomaly, Observation
+from protocol.sessions.events import StepFinished, StepRetried, TurnAnswered
+from protocol.sessions.profiles import offered_tools, tool_surface
+from protocol.sessions.session import SessionSettings, model_of
 
 __all__ = ["REPEATS", "Outcome", "Project", "Step", "context_budget", "raise_step_timeout", "record_step",
            "retry_note", "step_timed_out"]
@@ -95,7 +95,7 @@ class Outcome(NamedTuple):
 def context_budget(settings: SessionSettings) -> int:
     """Characters of chat the executor sends: its token budget (its share of the model's
     window, :func:`actors.stages.prompting.budget.stage_budget`) less the tool definitions (the
-    session's: :func:`protocol.profiles.tool_surface`)."""
+    session's: :func:`protocol.sessions.profiles.tool_surface`)."""
     return max(stage_budget(settings, "executor") * CHARS_PER_TOKEN - _tools_chars(settings), 0)
 
 
@@ -135,7 +135,7 @@ class Step:
         self.turns = 0
         request = ctx.request
         settings = request.settings
-        self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.profiles)
+        self.tools = tool_surface(settings)  # the model's profile and context decide (protocol.sessions.profiles)
         self.offered = offered_tools(settings.profile)  # what the prompts name; every known tool still runs
         self.compact = settings.profile.prompt_style == "compact"
         # whole-file edits: the prompt asks for a file as a path line and a fenced block (toolcalls.file_blocks)

@@ -20,8 +20,8 @@ from actors.stages.prompting import prompts
 from actors.stages.prompting.terms import task_terms
 from actors.stages.request import instructions as project
 from actors.stages.request.context import StageContext
-from protocol.plan import PlanStep, PlanTask
-from protocol.results import ToolResult
+from protocol.plans.plan import PlanStep, PlanTask
+from protocol.plans.results import ToolResult
 
 __all__ = ["MAX_CONTEXT_FILES", "Seen", "gather", "step_paths"]
 

@@ -20,7 +20,7 @@ are the base's.
   and the rest of the try asks at temperature 0 (when the session's is higher). A third
   time fails the try (ACODE-EXEC-008). All of it follows from the conversation alone, so
   a replay sends the same requests.
-- Tools (:mod:`protocol.profiles`): the model is offered its profile's tools, and the
+- Tools (:mod:`protocol.sessions.profiles`): the model is offered its profile's tools, and the
   system prompt's rules, the step's action and the corrections name only those (a small
   model calls what it reads about): without modify_file (``whole_file`` edits) a file is
   changed by writing it whole with write_file, and the compact prompt style has shorter
@@ -105,9 +105,9 @@ from actors.stages.execution.turnwatch import invalid_text
 from actors.stages.prompting import prompts
 from actors.stages.prompting.budget import CHARS_PER_TOKEN, estimate, too_large
 from actors.stages.request.context import McpOutcomeUnknown
+from protocol.calls.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, ModelToolCall, Usage
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, StepComplete, StepFailed, decode_args
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
 
 __all__ = ["ToolLoopStep", "tools_left_out"]
 

@@ -6,7 +6,7 @@ answer's token counts, the correction it got when nothing of it could run
 (:func:`~actors.stages.execution.anomalies.invalid_seen`), each call's outcome
 (:func:`~actors.stages.execution.anomalies.call_seen`, :func:`refused_seen`, :func:`control_seen`),
 with a write's content hash before it where the step read the file whole. It keeps them, for
-every try of the step, as :class:`~protocol.anomalies.Observation`s and asks
+every try of the step, as :class:`~protocol.policy.anomalies.Observation`s and asks
 :func:`~actors.stages.execution.anomalies.latest` what the turn shows: every kind but the error streak
 over the step's turns, the error streak over the executor visit's run of failed turns
 (:class:`Streak`, shared by the visit's steps and carried by each step record, so a replay
@@ -46,11 +46,11 @@ from actors.stages.execution.anomalies import (
     respond,
 )
 from actors.stages.request.context import StageContext
-from protocol.anomalies import Anomaly, CallSeen, Kind, Observation, Response
+from protocol.basics.ids import stable_id
 from protocol.errors import AnomalyPause
-from protocol.events import AnomalyDetected, Event
-from protocol.ids import stable_id
-from protocol.results import ModelAnswer, ModelToolCall, ToolResult
+from protocol.plans.results import ModelAnswer, ModelToolCall, ToolResult
+from protocol.policy.anomalies import Anomaly, CallSeen, Kind, Observation, Response
+from protocol.sessions.events import AnomalyDetected, Event
 
 __all__ = ["Streak", "TurnWatch", "Watched", "control_seen", "invalid_text", "pause_error", "refused_seen",
            "unnumbered"]

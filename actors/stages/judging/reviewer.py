@@ -33,8 +33,8 @@ from actors.stages.request import instructions
 from actors.stages.request.context import StageContext
 from protocol.errors import ModelError
 from protocol.messages import RunStage
-from protocol.results import ReviewerAnswer, StageResult
-from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.plans.results import ReviewerAnswer, StageResult
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 
 __all__ = ["approved_by_checks", "citation_problem", "run"]
 

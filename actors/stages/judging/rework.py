@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from protocol.plan import PlanTask, TaskPlan
-from protocol.results import CriterionVerdict, ExecutionReport, Rework, StepRecord
+from protocol.plans.plan import PlanTask, TaskPlan
+from protocol.plans.results import CriterionVerdict, ExecutionReport, Rework, StepRecord
 
 __all__ = ["choose", "names_file"]
 

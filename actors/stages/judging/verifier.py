@@ -58,19 +58,19 @@ from actors.stages.prompting.budget import Part, cut_diff, fit
 from actors.stages.prompting.terms import created_paths
 from actors.stages.request import instructions
 from actors.stages.request.context import StageContext
-from protocol.checkpoints import CallSite
-from protocol.events import CheckRan, ToolCalled
-from protocol.ids import stable_id
-from protocol.mcp import PREFIX
+from protocol.basics.ids import stable_id
+from protocol.calls.mcp import PREFIX
 from protocol.messages import GetEvents
-from protocol.plan import Check, Criterion
-from protocol.results import (
+from protocol.plans.plan import Check, Criterion
+from protocol.plans.results import (
     CriterionVerdict,
     ModelToolCall,
     StageResult,
     VerifierAnswer,
     WorkspaceChanges,
 )
+from protocol.policy.checkpoints import CallSite
+from protocol.sessions.events import CheckRan, ToolCalled
 
 __all__ = ["PARALLEL", "checked_criteria", "judge", "missing_files", "run"]
 

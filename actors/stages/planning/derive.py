@@ -61,7 +61,7 @@ import shlex
 
 import msgspec
 
-from protocol.plan import Check, Criterion, PlanStep, PlanTask, Resources, TaskPlan
+from protocol.plans.plan import Check, Criterion, PlanStep, PlanTask, Resources, TaskPlan
 
 __all__ = ["asks_for_tests", "derive", "failing_test", "is_test_file"]
 

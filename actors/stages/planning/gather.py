@@ -2,7 +2,7 @@
 
 Within a token budget (4 characters a token), :func:`prepare` gathers, in priority order:
 
-1. the task (always shown; :func:`~protocol.task.check_task` bounds it);
+1. the task (always shown; :func:`~protocol.plans.task.check_task` bounds it);
 2. the user's answers to earlier questions, the reviewer's feedback and the plan being revised;
 3. the workspace tree (``list_directory``, so ``.gitignore`` applies), cut to the deepest
    level that fits its share of the budget, deeper directories summarised by their entry count
@@ -40,9 +40,9 @@ import pathspec
 from actors.stages.planning import listing
 from actors.stages.prompting.terms import task_terms
 from actors.stages.prompting.untrusted import Fence
-from protocol.plan import TaskPlan
-from protocol.results import ToolResult
-from protocol.session import Clarification, Feedback
+from protocol.plans.plan import TaskPlan
+from protocol.plans.results import ToolResult
+from protocol.sessions.session import Clarification, Feedback
 
 __all__ = [
     "KEY_FILES",

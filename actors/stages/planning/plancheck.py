@@ -1,6 +1,6 @@
 """Checking a plan the model wrote before anything acts on it (seed 003 FR-044..051, FR-081/082).
 
-Two halves. :func:`read_plan` turns the model's text into a :class:`~protocol.plan.TaskPlan`
+Two halves. :func:`read_plan` turns the model's text into a :class:`~protocol.plans.plan.TaskPlan`
 (JSON found in prose or a code fence, as :func:`~actors.stages.prompting.answers.parse_answer` does);
 when the whole does not decode, each task and question is decoded on its own, so the
 model hears about every broken one (a complexity of 4 in T1, an unknown action in T3),
@@ -12,7 +12,7 @@ after the executor's tool (``run_terminal``, ``create_file``, ``edit_file``) is 
 missing title is the description's first line.
 
 :func:`plan_problems` lists everything else that would make the plan fail later:
-the structural rules of :func:`protocol.plan.problems` (labels, dependencies, cycles
+the structural rules of :func:`protocol.plans.plan.problems` (labels, dependencies, cycles
 named by their members, limits, lexical paths), write targets the sandbox protects
 (``.git``, ``.agent``), and every command (a task's ``resources.commands`` and each
 acceptance ``check.command``) the session's sandbox policy would refuse, with the
@@ -40,10 +40,10 @@ import msgspec
 from actors.sandbox.confinement import policy, protected
 from actors.sandbox.confinement.policy import command_policy_of
 from actors.stages.prompting.answers import parse_answer
-from protocol.autonomy import command_argv
+from protocol.calls.autonomy import command_argv
 from protocol.errors import ModelError, SandboxError
-from protocol.plan import Check, PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
-from protocol.sandbox import SandboxPolicy
+from protocol.plans.plan import Check, PlanProblem, PlanTask, Question, TaskPlan, path_problem, problems
+from protocol.policy.sandbox import SandboxPolicy
 
 __all__ = ["RULES", "drop_unusable_checks", "plan_problems", "read_plan", "rules_questions"]
 
@@ -272,7 +272,7 @@ def plan_problems(plan: TaskPlan, sandbox: SandboxPolicy, max_complexity: int = 
         for field in ("write", "directories"):
             for path in getattr(task.resources, field):
                 if path_problem(path):
-                    continue  # protocol.plan.problems named it
+                    continue  # protocol.plans.plan.problems named it
                 try:
                     protected.check(posixpath.normpath(path), path)
                 except SandboxError as exc:

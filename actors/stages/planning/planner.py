@@ -11,7 +11,7 @@
 3. The model answers a plan (call site ``plan``). :mod:`actors.stages.planning.plancheck` reads
    and checks it: schema, labels, dependencies and cycles, limits, paths, and every
    command against the session's sandbox policy. What is mechanical is repaired first,
-   without asking anyone (:func:`protocol.plan.repair`: duplicate labels, a dependency
+   without asking anyone (:func:`protocol.plans.plan.repair`: duplicate labels, a dependency
    on a task label, ...; each repair is logged as ``plan_repaired`` and named in the
    stage's summary), and questions about acode's own plan rules never reach the user: the
    model is told the rules instead. A check with a ``<...>`` placeholder or one the sandbox
@@ -25,7 +25,7 @@
    :data:`MAX_CORRECTIONS` times (call sites ``plan/retry1``, ``plan/retry2``: each is
    recorded, so a re-dispatched planner replays the whole exchange); after that the
    stage fails with ACODE-PLAN-004 naming the problems, and the coordinator takes over.
-4. :func:`protocol.plan.finalize` gives ids and the version. On a re-plan (the request
+4. :func:`protocol.plans.plan.finalize` gives ids and the version. On a re-plan (the request
    carries the current plan and the reviewer's feedback) the version is the previous
    one + 1, tasks completed before stay completed as they were, and the change summary
    says which tasks were added, removed, changed and kept.
@@ -60,9 +60,9 @@ from actors.stages.prompting.corrections import correction
 from actors.stages.request import instructions
 from actors.stages.request.context import StageContext
 from protocol.errors import PlanError
-from protocol.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
-from protocol.results import StageResult, ToolResult
-from protocol.task import check_task
+from protocol.plans.plan import PlanTask, Question, TaskPlan, carry_completed, finalize, repair
+from protocol.plans.results import StageResult, ToolResult
+from protocol.plans.task import check_task
 
 __all__ = ["MAX_CORRECTIONS", "change_summary", "run"]
 
@@ -112,7 +112,7 @@ def _rules_correction(asked: list[Question]) -> str:
 def _plan(ctx: StageContext, system: str, user: str, files: set[str],
           read: Callable[[str], str | None]) -> tuple[TaskPlan, int, list[str]]:
     """A plan without problems, the number of corrections it took and what acode repaired
-    in it (:func:`protocol.plan.repair`, :func:`~actors.stages.planning.plancheck.read_plan`'s notes,
+    in it (:func:`protocol.plans.plan.repair`, :func:`~actors.stages.planning.plancheck.read_plan`'s notes,
     :func:`~actors.stages.planning.plancheck.drop_unusable_checks`,
     :func:`~actors.stages.planning.testtarget.retarget`),
     or PlanError. Questions about acode's own rules go back to the model, never to the user.

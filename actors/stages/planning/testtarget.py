@@ -27,7 +27,7 @@ import re
 import msgspec
 
 from actors.stages.planning.derive import is_test_file
-from protocol.plan import Check, Criterion, TaskPlan
+from protocol.plans.plan import Check, Criterion, TaskPlan
 
 __all__ = ["correction", "imported_files", "retarget", "written_tests"]
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import OrchestrationError
-from protocol.session import DEFAULT_TOKEN_BUDGET, SessionSettings
-from protocol.stages import Stage
+from protocol.plans.stages import Stage
+from protocol.sessions.session import DEFAULT_TOKEN_BUDGET, SessionSettings
 
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "cut_diff",
            "estimate", "fit", "stage_budget", "too_large"]

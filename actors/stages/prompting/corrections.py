@@ -22,9 +22,9 @@ from __future__ import annotations
 from actors.llm import tokens
 from actors.llm.provider import ChatMessage
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer
-from protocol.session import OllamaProvider, OpenAIProvider, SessionSettings
-from protocol.stages import Stage
+from protocol.plans.results import ModelAnswer
+from protocol.plans.stages import Stage
+from protocol.sessions.session import OllamaProvider, OpenAIProvider, SessionSettings
 
 __all__ = ["ECHO_CHARS", "correction"]
 

@@ -11,10 +11,10 @@ from collections.abc import Collection
 
 from actors.llm import toolcalls
 from actors.stages.prompting.untrusted import Fence
-from protocol.plan import PlanStep, PlanTask, TaskPlan
-from protocol.results import ModelToolCall, StageResult, ToolResult
-from protocol.session import Feedback
-from protocol.tools import TOOL_ARGS
+from protocol.calls.tools import TOOL_ARGS
+from protocol.plans.plan import PlanStep, PlanTask, TaskPlan
+from protocol.plans.results import ModelToolCall, StageResult, ToolResult
+from protocol.sessions.session import Feedback
 
 __all__ = [
     "EXECUTOR",

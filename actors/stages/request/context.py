@@ -44,10 +44,10 @@ from actors.stages.request.sandboxcalls import TOOL_RETRY_WAITS, McpOutcomeUnkno
 from actors.stages.request.spending import Spending
 from actors.stages.request.writes import StageWrites
 from broker.threads import ThreadClients
-from protocol.checkpoints import CallSite
-from protocol.events import Event
 from protocol.messages import Message, ReplayIndex, RunStage
-from protocol.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult, WorkspaceChanges
+from protocol.plans.results import ModelAnswer, StageMetrics, StageResult, StepRecord, ToolResult, WorkspaceChanges
+from protocol.policy.checkpoints import CallSite
+from protocol.sessions.events import Event
 
 __all__ = ["TOOL_RETRY_WAITS", "McpOutcomeUnknown", "ProtectedChanged", "StageContext", "make_provider"]
 

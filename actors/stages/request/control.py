@@ -28,7 +28,7 @@ from collections.abc import Callable
 from actors.llm.provider import ChatMessage
 from actors.stages.prompting.untrusted import Fence
 from protocol.errors import WorkPaused
-from protocol.session import SteeringNote
+from protocol.sessions.session import SteeringNote
 
 __all__ = ["GUIDANCE_CHARS", "WorkControl", "with_guidance"]
 

@@ -27,7 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from actors.stages.request.context import StageContext
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 
 __all__ = ["BUDGET_TOKENS", "FILE", "nearer_calls", "read_call", "render", "render_result", "section"]
 

@@ -42,8 +42,8 @@ from broker.threads import ThreadClients
 from protocol import codec
 from protocol.errors import ModelError
 from protocol.messages import RunStage
-from protocol.results import ModelAnswer
-from protocol.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
+from protocol.plans.results import ModelAnswer
+from protocol.sessions.session import OllamaProvider, OpenAIProvider, ProviderSpec, ScriptedProvider
 
 __all__ = ["StageModel", "make_provider"]
 

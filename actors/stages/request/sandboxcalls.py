@@ -11,7 +11,7 @@ Every call first passes the user's safe point (:meth:`~actors.stages.request.con
 A call with side effects waits until what the stage held back is durable
 (:meth:`~actors.stages.request.writes.StageWrites.flush`): a side effect may follow a model answer
 still held, and a replay must find the answer it followed. A read
-(:data:`protocol.tools.RERUN_SAFE_TOOLS`) under a key not journaled runs ``held``: the
+(:data:`protocol.calls.tools.RERUN_SAFE_TOOLS`) under a key not journaled runs ``held``: the
 sandbox writes nothing and answers the call's event, which the stage holds for its next
 write (:meth:`~actors.stages.request.writes.StageWrites.hold_reads`); a key journaled, or held and
 not yet written, goes through the sandbox's journal carrying what is held
@@ -49,12 +49,12 @@ from actors.stages.request.control import WorkControl
 from actors.stages.request.writes import PERSISTENCE_TIMEOUT, StageWrites
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.checkpoints import CallSite
+from protocol.calls.mcp import parse_tool_name
+from protocol.calls.tools import RERUN_SAFE_TOOLS
 from protocol.errors import AcodeError, OrchestrationError, SandboxError, with_code
-from protocol.mcp import parse_tool_name
 from protocol.messages import RunStage, RunTool, ToolDone
-from protocol.results import ToolResult, WorkspaceChanges
-from protocol.tools import RERUN_SAFE_TOOLS
+from protocol.plans.results import ToolResult, WorkspaceChanges
+from protocol.policy.checkpoints import CallSite
 
 __all__ = ["TOOL_RETRY_WAITS", "McpOutcomeUnknown", "ProtectedChanged", "SandboxCalls"]
 

@@ -16,7 +16,7 @@ and calls are in the records already) and counts again only what it asks anew.
   dispatched again, replays up to that call and makes it.
 - After a live answer (:meth:`spent`) and after a call that ran (:meth:`called`, the
   budget-update step; a call answered from the journal ran before and counts nothing):
-  at :data:`~protocol.budget.WARN_AT` of a limit, a ``budget_warning`` event, under an id
+  at :data:`~protocol.policy.budget.WARN_AT` of a limit, a ``budget_warning`` event, under an id
   stable for the session, the limit and its value, so a replay writes it once.
 
 "Would cross": a model call needs about its prompt's estimated tokens (the answer's are
@@ -29,13 +29,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from protocol import budget as budgets
-from protocol.budget import FLAGS, KINDS, WARN_AT, Budget, BudgetKind, Spent
+from protocol.basics.ids import stable_id
 from protocol.errors import BudgetExhausted
-from protocol.events import BudgetWarning, Event
-from protocol.ids import stable_id
 from protocol.messages import ReplayIndex, RunStage
-from protocol.results import ModelAnswer, ToolResult
+from protocol.plans.results import ModelAnswer, ToolResult
+from protocol.policy import budget as budgets
+from protocol.policy.budget import FLAGS, KINDS, WARN_AT, Budget, BudgetKind, Spent
+from protocol.sessions.events import BudgetWarning, Event
 
 __all__ = ["Spending"]
 

@@ -7,7 +7,7 @@ the calling thread's own client (``ThreadClients``) and resends until its deadli
 called from several threads at once (the verifier runs independent checks in parallel);
 what it holds is guarded by a lock.
 
-**What a stage holds back.** Progress events (``protocol.events.PROGRESS_EVENTS``: a step
+**What a stage holds back.** Progress events (``protocol.sessions.events.PROGRESS_EVENTS``: a step
 started, a turn answered, a step retried; committed without a step record), the model's
 answers (see :mod:`actors.llm.recorded`; :attr:`StageWrites.answers` takes them) and the
 results of reads with their ``tool_called`` events (:meth:`StageWrites.hold_reads`) are
@@ -59,7 +59,7 @@ the claims of its stage, the session's journaled tool keys, its step records) co
 the dispatch (``RunStage.replay``, read with the transition's commit) or is asked for
 once. A model request not among the claims is placed by
 :class:`~actors.llm.recorded.RecordedModel` itself, without a claim round trip; a read
-(:data:`protocol.tools.RERUN_SAFE_TOOLS`) under a key not journaled (:meth:`~StageWrites.journaled`)
+(:data:`protocol.calls.tools.RERUN_SAFE_TOOLS`) under a key not journaled (:meth:`~StageWrites.journaled`)
 runs ``held`` (the sandbox writes nothing and answers its event; the stage journals it
 with its next write, ``Commit.reads``). A key journaled, or held and not yet written, goes
 through the sandbox's journal, which answers the first result, so a replay reads the bytes
@@ -77,7 +77,6 @@ import msgspec
 
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.events import PROGRESS_EVENTS, Event
 from protocol.messages import (
     ClaimModelAnswer,
     Commit,
@@ -89,7 +88,8 @@ from protocol.messages import (
     RunStage,
     ToolDone,
 )
-from protocol.results import Requirement, StepRecord, ToolResult
+from protocol.plans.results import Requirement, StepRecord, ToolResult
+from protocol.sessions.events import PROGRESS_EVENTS, Event
 
 __all__ = ["BEHIND_STEPS", "PERSISTENCE_TIMEOUT", "StageWrites"]
 

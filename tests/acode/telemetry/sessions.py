@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from protocol.events import Event
-from protocol.session import SessionSnapshot
+from protocol.sessions.events import Event
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["NAMES", "load"]
 

@@ -13,7 +13,7 @@ from acode.telemetry import build_trace, otlp_json
 from acode.telemetry.export import DEFAULT_ENDPOINT, ExportSettings, Follower, exporter, readable_spans
 from cli.commands.telemetry import export_settings
 from protocol.errors import ConfigError
-from protocol.session import SessionSnapshot
+from protocol.sessions.session import SessionSnapshot
 from tests.acode.telemetry.collector import Collector
 from tests.acode.telemetry.sessions import load
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from acode.telemetry import Restarts, SessionRecord, exposition
 from cli.progress import stage_totals
-from protocol.events import SessionPaused, StageFinished, ToolCalled, Transitioned
+from protocol.sessions.events import SessionPaused, StageFinished, ToolCalled, Transitioned
 from tests.acode.telemetry.sessions import NAMES, load
 
 

@@ -10,7 +10,8 @@ import pytest
 from acode.telemetry import Span, Trace, build_trace, render_tree
 from acode.telemetry.spans import step_key
 from actors.stages.execution.step import _base_key
-from protocol.events import (
+from protocol.plans.plan import PlanStep, PlanTask
+from protocol.sessions.events import (
     Event,
     SessionCreated,
     StageFinished,
@@ -20,7 +21,6 @@ from protocol.events import (
     Transitioned,
     TurnAnswered,
 )
-from protocol.plan import PlanStep, PlanTask
 from tests.acode.telemetry.sessions import NAMES, load
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.plan import PlanTask, TaskPlan
-from protocol.results import ReviewerAnswer, StageResult, VerifierAnswer
-from protocol.session import SessionSnapshot
+from protocol.plans.plan import PlanTask, TaskPlan
+from protocol.plans.results import ReviewerAnswer, StageResult, VerifierAnswer
+from protocol.sessions.session import SessionSnapshot
 
 __all__ = ["NOW", "PLAN", "ok", "result"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from actors.coordinator import human, machine
-from protocol.autonomy import ApprovalRequest
+from protocol.calls.autonomy import ApprovalRequest
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import ApprovalDecided, SessionPaused
-from protocol.session import SessionSettings, SessionSnapshot, SettingsOverride
+from protocol.sessions.events import ApprovalDecided, SessionPaused
+from protocol.sessions.session import SessionSettings, SessionSnapshot, SettingsOverride
 from tests.actors.coordinator.stage_results import NOW
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result

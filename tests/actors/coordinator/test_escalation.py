@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from actors.coordinator import escalation, human, machine
 from protocol.errors import ErrorInfo
-from protocol.events import SessionFinished, SessionPaused, SettingsChanged, StageFinished, Transitioned
-from protocol.plan import Question, TaskPlan
-from protocol.results import (
+from protocol.plans.plan import Question, TaskPlan
+from protocol.plans.results import (
     CriterionVerdict,
     ExecutionReport,
     FileChange,
@@ -20,8 +19,9 @@ from protocol.results import (
     VerifierAnswer,
     WorkspaceChanges,
 )
-from protocol.session import Clarification, SessionSettings, SessionSnapshot, SettingsOverride
-from protocol.stages import STAGES
+from protocol.plans.stages import STAGES
+from protocol.sessions.events import SessionFinished, SessionPaused, SettingsChanged, StageFinished, Transitioned
+from protocol.sessions.session import Clarification, SessionSettings, SessionSnapshot, SettingsOverride
 from tests.actors.coordinator.stage_results import NOW
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from actors.coordinator import human, machine
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import PauseRequested, PlanRecorded, SessionPaused, SessionResumed, StageRetried, Steered
-from protocol.results import StageResult
-from protocol.session import MAX_STEERING_NOTES, SessionSettings, SessionSnapshot
+from protocol.plans.results import StageResult
+from protocol.sessions.events import PauseRequested, PlanRecorded, SessionPaused, SessionResumed, StageRetried, Steered
+from protocol.sessions.session import MAX_STEERING_NOTES, SessionSettings, SessionSnapshot
 from tests.actors.coordinator.stage_results import NOW, PLAN
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result

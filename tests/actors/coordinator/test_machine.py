@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 
 from actors.coordinator import human, machine
 from protocol.errors import ErrorInfo, TransitionError
-from protocol.events import ReworkChosen, SessionFinished, SessionPaused, StageFinished, StageRetried, Transitioned
-from protocol.plan import Question, TaskPlan
-from protocol.results import (
+from protocol.plans.plan import Question, TaskPlan
+from protocol.plans.results import (
     CriterionVerdict,
     ReviewerAnswer,
     ReviewIssue,
@@ -20,7 +19,15 @@ from protocol.results import (
     StageResult,
     VerifierAnswer,
 )
-from protocol.session import OllamaProvider, SessionSettings, SessionSnapshot
+from protocol.sessions.events import (
+    ReworkChosen,
+    SessionFinished,
+    SessionPaused,
+    StageFinished,
+    StageRetried,
+    Transitioned,
+)
+from protocol.sessions.session import OllamaProvider, SessionSettings, SessionSnapshot
 from tests.actors.coordinator.stage_results import NOW, PLAN
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result

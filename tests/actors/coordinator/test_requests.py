@@ -6,8 +6,8 @@ import pytest
 
 from actors.coordinator import requests
 from protocol.errors import ModelError
-from protocol.script import load_script
-from protocol.session import ScriptedProvider
+from protocol.plans.script import load_script
+from protocol.sessions.session import ScriptedProvider
 
 GOOD = "version: 1\nresponses:\n  planner:\n    - content: '{}'\n"
 BAD = "version: 1\nresponses:\n  executor:\n    - tool_call: []\n"

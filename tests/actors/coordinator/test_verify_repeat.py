@@ -6,10 +6,10 @@ the same failure with nothing changed stays ORCH-008's; a resume starts the ladd
 from __future__ import annotations
 
 from actors.coordinator import human, machine
-from protocol.anomalies import AnomalyThresholds
-from protocol.events import AnomalyDetected
-from protocol.results import CriterionVerdict, ExecutionReport, StageResult, StepRecord, VerifierAnswer
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.plans.results import CriterionVerdict, ExecutionReport, StageResult, StepRecord, VerifierAnswer
+from protocol.policy.anomalies import AnomalyThresholds
+from protocol.sessions.events import AnomalyDetected
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 from tests.actors.coordinator.stage_results import NOW
 from tests.actors.coordinator.stage_results import ok as _ok
 from tests.actors.coordinator.stage_results import result as _result

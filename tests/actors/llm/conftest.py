@@ -17,8 +17,8 @@ from actors.llm.http import HttpModel
 from actors.llm.ollama import OllamaModel
 from actors.llm.openai import OpenAICompatibleModel
 from actors.llm.provider import ChatMessage, ModelRequest
-from protocol.results import ModelAnswer
-from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.plans.results import ModelAnswer
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 from tests.harness import wait_until
 from tests.modelserver import ModelServer
 

@@ -9,9 +9,9 @@ import structlog
 
 from actors.llm.http import estimate_tokens, lines, parse_arguments, retry_after_seconds
 from actors.llm.provider import ChatMessage, ModelRequest
+from protocol.calls.tools import tool_definitions
 from protocol.errors import ModelError
-from protocol.results import ModelToolCall
-from protocol.tools import tool_definitions
+from protocol.plans.results import ModelToolCall
 from tests.actors.llm.conftest import REQUEST, ask, model_for, spec_for
 from tests.modelserver import ModelServer, Status, Text
 

@@ -7,7 +7,7 @@ import threading
 from actors.llm.ollama import OllamaModel
 from actors.llm.openai import OpenAICompatibleModel
 from actors.stages.request.context import make_provider
-from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 from tests.actors.llm.conftest import REQUEST, spec_for
 from tests.modelserver import ModelServer, Text
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from actors.llm.provider import ChatMessage, ModelRequest
-from protocol.stages import Stage
+from protocol.plans.stages import Stage
 from tests.actors.llm.conftest import REQUEST, ask, model_for, spec_for
 from tests.harness import REPO
 from tests.modelserver import ByStage, Json, ModelServer, Received, Stall, Status, Text, ToolCalls
@@ -109,7 +109,7 @@ def test_an_actor_subprocess_reaches_it_over_tcp(server: ModelServer) -> None:
         import json, threading
         from actors.llm.ollama import OllamaModel
         from actors.llm.provider import ChatMessage, ModelRequest
-        from protocol.session import OllamaProvider
+        from protocol.sessions.session import OllamaProvider
         model = OllamaModel(OllamaProvider(base_url={server.url!r}, model="test-model"))
         answer = model.complete(ModelRequest(stage="executor", call_site="t", messages=[
             ChatMessage(role="system", content="You are the executor of acode.")]), seq=0, cancel=threading.Event())

@@ -13,7 +13,7 @@ from actors.llm.meter import Meter
 from actors.llm.pace import MARGIN, Pace
 from actors.llm.provider import ChatMessage, ModelRequest
 from protocol.errors import ModelError
-from protocol.results import Usage
+from protocol.plans.results import Usage
 from tests.actors.llm.conftest import ask
 from tests.modelserver import ModelServer, Text
 

@@ -15,9 +15,9 @@ import pytest
 
 from actors.llm.http import HttpModel, estimate_tokens
 from actors.llm.provider import ChatMessage, ModelRequest
+from protocol.calls.tools import tool_definitions
 from protocol.errors import ModelError
-from protocol.results import ModelToolCall
-from protocol.tools import tool_definitions
+from protocol.plans.results import ModelToolCall
 from tests.actors.llm.conftest import REQUEST, ask
 from tests.harness import free_port
 from tests.modelserver import (

@@ -17,7 +17,7 @@ from actors.llm.provider import ChatMessage, ModelRequest
 from actors.llm.recorded import CallTiming, RecordedModel, request_hash
 from protocol import codec
 from protocol.messages import ClaimModelAnswer, Message, ModelAnswerClaim, RecordModelAnswer
-from protocol.results import ModelAnswer, ModelToolCall, Usage
+from protocol.plans.results import ModelAnswer, ModelToolCall, Usage
 
 
 class _Clock:

@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from actors.llm.schemas import schema_of
-from protocol.plan import MAX_STEPS, TaskPlan
-from protocol.results import ReviewerAnswer, VerifierAnswer
+from protocol.plans.plan import MAX_STEPS, TaskPlan
+from protocol.plans.results import ReviewerAnswer, VerifierAnswer
 
 
 def _walk(schema: Any) -> list[dict[str, Any]]:

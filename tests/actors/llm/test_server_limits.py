@@ -11,9 +11,9 @@ import pytest
 
 from actors.llm.http import HttpModel
 from actors.llm.provider import ChatMessage, ModelRequest
+from protocol.calls.tools import tool_definitions
 from protocol.errors import ModelError
-from protocol.results import ModelToolCall
-from protocol.tools import tool_definitions
+from protocol.plans.results import ModelToolCall
 from tests.actors.llm.conftest import REQUEST, ask
 from tests.modelserver import Json, ModelServer, Text, ToolCalls, ToolCallsThenError
 

@@ -18,7 +18,7 @@ from actors.llm.openai import OpenAICompatibleModel, sse_data
 from actors.llm.toolcalls import check
 from protocol import codec
 from protocol.errors import ModelError
-from protocol.session import OllamaProvider, OpenAIProvider
+from protocol.sessions.session import OllamaProvider, OpenAIProvider
 
 
 @pytest.fixture

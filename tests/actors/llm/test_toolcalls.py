@@ -24,8 +24,8 @@ from actors.llm.toolcalls import (
     unnamed_code,
 )
 from protocol import codec
-from protocol.results import ModelAnswer, ModelToolCall
-from protocol.tools import TOOL_ARGS
+from protocol.calls.tools import TOOL_ARGS
+from protocol.plans.results import ModelAnswer, ModelToolCall
 from tests.protocol.strategies import arguments, json_values
 
 NAMES = frozenset(TOOL_ARGS)

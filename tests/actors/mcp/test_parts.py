@@ -17,8 +17,8 @@ from actors.mcp import confined, listing
 from actors.mcp.begun import KEEP, Begun
 from actors.mcp.pins import Pins
 from actors.sandbox.confinement.isolation import LAUNCHER, Isolation
+from protocol.calls.mcp import McpServerConfig, McpToolDef, definition_hash
 from protocol.errors import ConfigError, McpError
-from protocol.mcp import McpServerConfig, McpToolDef, definition_hash
 
 
 def _sdk_tool(name: str = "t", read_only: bool | None = True) -> SimpleNamespace:

@@ -26,7 +26,7 @@ from actors.mcp.hub import Hub
 from actors.mcp.pins import Pins
 from actors.mcp.server import BACKOFF_MAX_S, backoff
 from actors.sandbox.confinement.isolation import Isolation, detect
-from protocol.mcp import McpServerConfig
+from protocol.calls.mcp import McpServerConfig
 from protocol.messages import McpCalled, McpCallTool, McpListTools, McpServerRef, McpServerState
 from tests.harness import listening, wait_until
 

@@ -6,12 +6,12 @@ from typing import Any
 
 from broker.client import Client
 from protocol import codec
-from protocol.events import SessionCreated, ToolCalled, Transitioned
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit
-from protocol.plan import PlanStep, PlanTask, TaskPlan
-from protocol.results import ModelAnswer, StepRecord, ToolResult
-from protocol.session import SessionSnapshot, SessionStatus
+from protocol.plans.plan import PlanStep, PlanTask, TaskPlan
+from protocol.plans.results import ModelAnswer, StepRecord, ToolResult
+from protocol.sessions.events import SessionCreated, ToolCalled, Transitioned
+from protocol.sessions.session import SessionSnapshot, SessionStatus
 
 __all__ = ["CommitPump", "answer", "created", "plan", "snapshot", "step", "tool_called", "tool_result",
            "transitioned"]

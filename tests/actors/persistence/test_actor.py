@@ -11,12 +11,13 @@ import pytest
 import zmq
 
 from broker.client import Client
-from protocol import codec, frames
-from protocol.budget import Spent
+from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, NotFoundError
-from protocol.events import Event
-from protocol.ids import new_id
 from protocol.messages import Commit, Committed, Envelope, EventList, GetEvents, GetSession, SessionFound
+from protocol.policy.budget import Spent
+from protocol.sessions.events import Event
+from protocol.transport import frames
 from tests.actors.persistence import records
 from tests.harness import Harness, wait_until
 

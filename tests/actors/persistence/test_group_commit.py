@@ -24,10 +24,10 @@ from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT, PARK_S
 from actors.persistence.store import Store
 from broker.client import Client
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, ProtocolError
-from protocol.ids import new_id
 from protocol.messages import Commit, GetEvents
-from protocol.results import Requirement
+from protocol.plans.results import Requirement
 from tests.actors.persistence import records
 from tests.harness import Harness, wait_until
 
@@ -143,8 +143,8 @@ def test_progress_events_commit_relaxed_and_anything_more_waits_for_the_disk() -
     with the model answers it carries; beside a step record, a transition or a snapshot it
     waits for the disk, and so does any event not in PROGRESS_EVENTS."""
     from actors.persistence.service import _relaxed
-    from protocol.events import StepFinished, StepStarted, TurnAnswered
     from protocol.messages import RecordModelAnswer
+    from protocol.sessions.events import StepFinished, StepStarted, TurnAnswered
 
     sid = new_id()
     started = StepStarted(id=new_id(), session_id=sid, at=1.0, visit=1, task="T1", step="S1")

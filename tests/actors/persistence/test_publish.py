@@ -13,8 +13,8 @@ import zmq
 from actors.persistence import service
 from actors.persistence.service import PersistenceActor
 from protocol import codec
-from protocol.events import Event, SessionFinished
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
+from protocol.sessions.events import Event, SessionFinished
 from tests.actors.persistence import records
 from tests.harness import Harness, wait_until
 

@@ -11,12 +11,13 @@ import pytest
 
 from actors.persistence.service import dispatch
 from actors.persistence.store import Store
-from protocol import codec, redact
+from protocol import codec
+from protocol.basics import redact
+from protocol.basics.ids import new_id
 from protocol.errors import ErrorInfo
-from protocol.events import SessionFinished, StageFinished, ToolCalled
-from protocol.ids import new_id
 from protocol.messages import Commit
-from protocol.results import ModelAnswer, ModelToolCall, ToolResult
+from protocol.plans.results import ModelAnswer, ModelToolCall, ToolResult
+from protocol.sessions.events import SessionFinished, StageFinished, ToolCalled
 from tests.actors.persistence import records
 
 GITHUB = "gh" + "p_" + "aB3dE5fG7h" * 3 + "J9kL2m"

@@ -10,8 +10,8 @@ import pytest
 
 from actors.persistence.schema import LATEST, MIGRATIONS, migrate
 from actors.persistence.store import Store
+from protocol.basics.ids import new_id
 from protocol.errors import ConfigError, StorageError
-from protocol.ids import new_id
 from tests.actors.persistence import records
 
 TABLES = {"sessions", "events", "plans", "steps", "tool_calls", "model_answers", "usage"}

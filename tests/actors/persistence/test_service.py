@@ -11,8 +11,8 @@ import pytest
 from actors.persistence.service import PersistenceOptions, dispatch, load_options
 from actors.persistence.store import Store
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError, ConfigError
-from protocol.ids import new_id
 from protocol.messages import (
     Ack,
     BeginToolCall,
@@ -41,8 +41,8 @@ from protocol.messages import (
     StepList,
     ToolCallState,
 )
-from protocol.results import ModelAnswer, ToolResult
-from protocol.spec import ActorSpec, Endpoints
+from protocol.plans.results import ModelAnswer, ToolResult
+from protocol.transport.spec import ActorSpec, Endpoints
 from tests.actors.persistence import records
 
 SESSION = new_id()

@@ -12,13 +12,13 @@ import msgspec
 import pytest
 
 from actors.persistence.store import Store
-from protocol.budget import Spent
+from protocol.basics.ids import new_id
 from protocol.errors import NotFoundError, ProtocolError, StorageError
-from protocol.events import Event
-from protocol.ids import new_id
 from protocol.messages import ModelAnswerClaim, RecordModelAnswer, ToolCallState
-from protocol.results import Requirement, Usage
-from protocol.stages import SessionStatus
+from protocol.plans.results import Requirement, Usage
+from protocol.plans.stages import SessionStatus
+from protocol.policy.budget import Spent
+from protocol.sessions.events import Event
 from tests.actors.persistence import records
 
 NOW = 1_000.0
@@ -289,7 +289,7 @@ def test_a_recorded_answer_is_served_to_later_claims_and_the_first_answer_stays(
 
 
 def test_usage_counts_each_answer_and_each_counted_call_once_whatever_is_resent(store: Store, session: str) -> None:
-    """The budget's counts (protocol.budget): the first stored answer of a hash, by any of
+    """The budget's counts (protocol.policy.budget): the first stored answer of a hash, by any of
     the three ways an answer is written, and each counted tool_called event, once."""
     answer = msgspec.structs.replace(records.answer("a"), usage=Usage(prompt_tokens=100, completion_tokens=7))
     store.claim_model_answer("h1", session_id=session, stage="planner")

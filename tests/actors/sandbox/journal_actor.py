@@ -23,7 +23,6 @@ from actors._base import Actor, main
 from broker.worker import Request, Worker
 from protocol import codec
 from protocol.errors import ErrorInfo
-from protocol.events import Event
 from protocol.messages import (
     BeginToolCall,
     Committed,
@@ -34,7 +33,8 @@ from protocol.messages import (
     PersistenceRequest,
     ToolCallState,
 )
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
+from protocol.sessions.events import Event
 
 
 class _Entry(msgspec.Struct):

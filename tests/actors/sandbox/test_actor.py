@@ -15,11 +15,12 @@ import zmq
 
 from actors.sandbox.tools.terminal import SCRATCH_PREFIX
 from broker.client import Client
-from protocol import codec, frames
-from protocol.ids import new_id
+from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.messages import Envelope, Error, RunTool, ToolDone
-from protocol.results import ToolResult
-from protocol.sandbox import SandboxPolicy
+from protocol.plans.results import ToolResult
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.transport import frames
 from tests.harness import Harness, wait_until
 
 JOURNAL = "tests.actors.sandbox.journal_actor"

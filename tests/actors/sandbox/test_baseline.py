@@ -27,7 +27,7 @@ from actors.sandbox.tools.terminal import Terminal
 from actors.sandbox.workspace import manifest
 from protocol import codec
 from protocol.messages import RunTool, ToolDone
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 from tests.actors.sandbox.conftest import CANARY
 from tests.actors.sandbox.journal_actor import MemoryJournal
 from tests.harness import Harness

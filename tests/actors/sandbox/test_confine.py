@@ -9,8 +9,8 @@ import pytest
 
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import files
+from protocol.calls.tools import ReadFile, WriteFile
 from protocol.errors import PathEscapeError, SandboxError
-from protocol.tools import ReadFile, WriteFile
 from tests.actors.sandbox.conftest import CANARY, Tree, exchange, link
 
 

@@ -11,7 +11,7 @@ from actors.sandbox.tools.terminal import Terminal
 from actors.stages.execution.turnwatch import unnumbered
 from protocol import codec
 from protocol.messages import RunTool
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 from tests.actors.sandbox.conftest import Tree
 
 

@@ -1,6 +1,6 @@
 """modify_file as small models call it (issue 25), on real files through the sandbox's own decoder.
 
-Arguments go through :func:`protocol.tools.decode_args`, as the sandbox's dispatcher
+Arguments go through :func:`protocol.calls.tools.decode_args`, as the sandbox's dispatcher
 decodes them, so the forms a model sends instead of the documented ones are tested as
 they arrive: ``content`` (a whole new text), a single top-level ``search``/``replace``
 pair, other names of the pair, and ``line`` picking one of several matches.
@@ -16,8 +16,8 @@ import pytest
 
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import files
+from protocol.calls.tools import ModifyFile, decode_args
 from protocol.errors import SandboxError
-from protocol.tools import ModifyFile, decode_args
 from tests.actors.sandbox.conftest import Tree
 
 TWICE = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import files
+from protocol.calls.tools import CreateDirectory, Edit, ModifyFile, ReadFile, WriteFile
 from protocol.errors import SandboxError
-from protocol.tools import CreateDirectory, Edit, ModifyFile, ReadFile, WriteFile
 from tests.actors.sandbox.conftest import Tree
 
 
@@ -387,7 +387,7 @@ SETTINGS = 'DEBUG = True\nDB_PASSWORD = "hunter2-x9z"\nAPI_URL = "https://api.ex
 def test_a_write_never_puts_a_redaction_placeholder_where_the_file_holds_a_secret(ws: Workspace, tree: Tree) -> None:
     """What the model read was redacted; writing it back would replace the user's secret
     with the placeholder, and so would a replayed answer recorded redacted (ACODE-SBX-022)."""
-    from protocol.redact import redact
+    from protocol.basics.redact import redact
 
     path = tree.root / "settings.py"
     path.write_text(SETTINGS)

@@ -21,10 +21,10 @@ import pytest
 from actors.sandbox.actor import isolation_of
 from actors.sandbox.confinement.isolation import READS_NOT_CONFINED, Level, Tree, choose
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import ConfigError, SandboxError
-from protocol.ids import new_id
 from protocol.messages import RunTool, ToolDone
-from protocol.sandbox import SandboxPolicy
+from protocol.policy.sandbox import SandboxPolicy
 from tests.harness import Harness, wait_until
 
 JOURNAL = "tests.actors.sandbox.journal_actor"  # persistence's tool-call journal, in memory

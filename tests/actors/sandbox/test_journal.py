@@ -11,10 +11,10 @@ import pytest
 
 from actors.sandbox.journal import Journal
 from actors.sandbox.tools.terminal import Terminal
+from protocol.calls.tools import risk_of
 from protocol.errors import RequestTimeout
-from protocol.events import ToolCalled
 from protocol.messages import BeginToolCall, Message, RunTool
-from protocol.tools import risk_of
+from protocol.sessions.events import ToolCalled
 from tests.actors.sandbox.conftest import Tree
 from tests.actors.sandbox.journal_actor import MemoryJournal
 
@@ -188,8 +188,8 @@ def test_what_the_stage_held_rides_on_a_reads_journal_write_and_precedes_a_side_
         memory: MemoryJournal, tree: Tree) -> None:
     """RunTool.commit: journaled with a read's result (one request, one transaction); sent
     on its own, and answered, before a call with side effects is even begun."""
-    from protocol.events import TurnAnswered
     from protocol.messages import Commit, Committed, FinishToolCall
+    from protocol.sessions.events import TurnAnswered
 
     sent: list[Message] = []
 
@@ -221,7 +221,7 @@ def test_the_tools_a_stage_treats_as_rerun_safe_are_those_the_sandbox_journals_w
     """StageContext sends held writes with a call named in RERUN_SAFE_TOOLS, trusting the
     sandbox to journal them with its result; the sandbox decides by the decoded call."""
     from actors.sandbox.dispatch import ToolCall
-    from protocol.tools import RERUN_SAFE_TOOLS
+    from protocol.calls.tools import RERUN_SAFE_TOOLS
 
     valid: dict[str, dict[str, Any]] = {"read_file": {"path": "a"}, "list_directory": {}, "search_code": {"query": "q"},
              "search_code_terms": {"queries": ["q"]}, "diff_workspace": {}, "write_file": {"path": "a", "content": ""},

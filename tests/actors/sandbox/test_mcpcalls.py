@@ -16,8 +16,8 @@ from actors.sandbox.gate import ApprovalGate
 from actors.sandbox.journal import Journal
 from actors.sandbox.mcpcalls import McpCalls
 from actors.sandbox.tools.terminal import Terminal
+from protocol.calls.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.errors import ErrorInfo, NotFoundError, RequestTimeout, TransportError
-from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.messages import (
     BeginToolCall,
     McpCalled,

@@ -6,8 +6,8 @@ import pytest
 
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import files
+from protocol.calls.tools import ModifyFile
 from protocol.errors import SandboxError
-from protocol.tools import ModifyFile
 from tests.actors.sandbox.conftest import CANARY, Tree
 
 TEN = "".join(f"line {i}\n" for i in range(1, 11))

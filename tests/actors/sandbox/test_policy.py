@@ -362,7 +362,7 @@ def test_a_listed_shell_command_is_classified_by_all_it_runs_and_writes(line: st
 
 def test_a_command_the_policy_refuses_is_known_as_such_so_nobody_is_asked_to_approve_it() -> None:
     from actors.sandbox.confinement.policy import refused_by_policy
-    from protocol.sandbox import SandboxPolicy
+    from protocol.policy.sandbox import SandboxPolicy
 
     strict, shells = SandboxPolicy(), SandboxPolicy(extra_commands=["sh"])
     assert refused_by_policy("run_terminal", {"command": "sh -c 'rm -rf src'"}, strict)

@@ -28,8 +28,8 @@ from actors.sandbox.confinement.isolation import Isolation, detect
 from actors.sandbox.confinement.policy import Command
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import Terminal
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import RunTerminal
+from protocol.calls.tools import RunTerminal
+from protocol.policy.sandbox import SandboxPolicy
 
 POLICY = SandboxPolicy()  # the default allowlist: git, cp, mv, rm, python scripts; no shell, no inline code
 _FOUND: dict[str, Isolation | None] = {}

@@ -39,8 +39,8 @@ from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.confinement.isolation import READS_NOT_CONFINED, Isolation, detect
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import Terminal
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import RunTerminal
+from protocol.calls.tools import RunTerminal
+from protocol.policy.sandbox import SandboxPolicy
 
 HOME = os.path.expanduser("~")
 NODE = shutil.which("node")

@@ -6,8 +6,8 @@ import pytest
 
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.tools import search
+from protocol.calls.tools import ListDirectory, SearchCode, SearchCodeTerms
 from protocol.errors import SandboxError
-from protocol.tools import ListDirectory, SearchCode, SearchCodeTerms
 from tests.actors.sandbox.conftest import CANARY, Tree, link
 
 LIMIT = 64_000

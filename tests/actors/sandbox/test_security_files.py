@@ -23,9 +23,7 @@ from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools import files, search
 from actors.sandbox.tools.terminal import Terminal
-from protocol.errors import ErrorInfo, SandboxError
-from protocol.messages import RunTool
-from protocol.tools import (
+from protocol.calls.tools import (
     CreateDirectory,
     ListDirectory,
     ModifyFile,
@@ -34,6 +32,8 @@ from protocol.tools import (
     WriteFile,
     decode_args,
 )
+from protocol.errors import ErrorInfo, SandboxError
+from protocol.messages import RunTool
 from tests.actors.sandbox.conftest import CANARY, Tree, exchange, link
 
 LIMIT = 64_000

@@ -26,9 +26,9 @@ from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.confinement.isolation import Isolation, PidsCgroup, command_env, detect
 from actors.sandbox.tools.output import Outcome
 from actors.sandbox.tools.terminal import SCRATCH_PREFIX, Terminal, sweep_scratch
+from protocol.calls.tools import RunTerminal
 from protocol.errors import SandboxError
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import RunTerminal
+from protocol.policy.sandbox import SandboxPolicy
 from tests.actors.sandbox.conftest import CANARY, Tree
 from tests.harness import wait_until
 

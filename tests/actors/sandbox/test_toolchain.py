@@ -22,9 +22,9 @@ from actors.sandbox.confinement import toolchain, visible
 from actors.sandbox.confinement.confine import Workspace
 from actors.sandbox.confinement.isolation import Isolation, command_env, detect
 from actors.sandbox.tools.terminal import Terminal
+from protocol.calls.tools import RunTerminal
 from protocol.errors import SandboxError
-from protocol.sandbox import SandboxPolicy
-from protocol.tools import RunTerminal
+from protocol.policy.sandbox import SandboxPolicy
 
 # A PATH without acode's interpreter or any version manager: what the venv needs must come from the venv.
 SYSTEM_PATH = "/usr/bin:/bin"

@@ -19,14 +19,14 @@ from actors.paths import checkpoint_store
 from actors.sandbox.workspace.checkpoints import Checkpoints
 from broker.client import Client
 from protocol import codec
-from protocol.checkpoints import CallSite, CheckpointSettings
+from protocol.basics.ids import new_id
 from protocol.errors import SandboxError
-from protocol.events import CheckpointTaken, ToolCalled, WorkspaceRestored
-from protocol.ids import new_id
 from protocol.messages import Commit, Error, EventList, GetEvents, Restored, RestoreWorkspace, RunTool, ToolDone
-from protocol.results import ToolResult
-from protocol.sandbox import SandboxPolicy
-from protocol.session import SessionSettings, SessionSnapshot
+from protocol.plans.results import ToolResult
+from protocol.policy.checkpoints import CallSite, CheckpointSettings
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.events import CheckpointTaken, ToolCalled, WorkspaceRestored
+from protocol.sessions.session import SessionSettings, SessionSnapshot
 from tests.harness import Harness, wait_until
 
 POLICY = SandboxPolicy(extra_commands=["sh", "git"], allow_inline_code=True)

@@ -35,13 +35,13 @@ from actors.sandbox.dispatch import ToolCall
 from actors.sandbox.tools.terminal import Terminal
 from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
-from protocol.events import Event
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit, GetEvents, RunStage, RunTool
-from protocol.plan import TaskPlan, finalize
-from protocol.results import ModelAnswer, ToolResult
-from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
-from protocol.stages import Stage
+from protocol.plans.plan import TaskPlan, finalize
+from protocol.plans.results import ModelAnswer, ToolResult
+from protocol.plans.stages import Stage
+from protocol.sessions.events import Event
+from protocol.sessions.session import ScriptedProvider, SessionSettings, SessionSnapshot
 from tests.harness import Harness
 
 FAST_RETRIES = (0.01, 0.02, 0.04)

@@ -17,7 +17,7 @@ from broker.worker import Request
 from protocol import codec
 from protocol.errors import ErrorInfo
 from protocol.messages import Message, RunTool, ToolDone
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 
 _FLAKY = re.compile(r"flaky(\d+)")
 _RETRY = re.compile(r":retry\d+$")

@@ -30,7 +30,7 @@ from actors.stages.execution.anomalies import (
     verify_repeat,
 )
 from protocol.errors import ErrorInfo
-from protocol.results import ModelToolCall, ToolResult
+from protocol.plans.results import ModelToolCall, ToolResult
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"

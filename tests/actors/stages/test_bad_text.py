@@ -19,8 +19,8 @@ from actors.llm.meter import Meter
 from actors.llm.provider import ModelRequest
 from actors.stages.execution import executor
 from actors.stages.request.context import StageContext
-from protocol.events import ToolCalled, TurnAnswered
-from protocol.results import ModelAnswer
+from protocol.plans.results import ModelAnswer
+from protocol.sessions.events import ToolCalled, TurnAnswered
 from tests.actors.stages.conftest import FAST_RETRIES, Run, Spy, Stack
 from tests.actors.stages.test_executor import call, done, plan, step, text, tool_messages
 

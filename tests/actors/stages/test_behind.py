@@ -19,11 +19,11 @@ from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages.request.context import StageContext
 from actors.stages.request.writes import BEHIND_STEPS
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import AcodeError
-from protocol.events import StepFinished, StepStarted, ToolCalled
-from protocol.ids import new_id
 from protocol.messages import GetEvents, GetSteps
-from protocol.results import StageResult, StepRecord
+from protocol.plans.results import StageResult, StepRecord
+from protocol.sessions.events import StepFinished, StepStarted, ToolCalled
 from tests.actors.stages.conftest import Run, Stack
 
 

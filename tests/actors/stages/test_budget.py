@@ -6,7 +6,7 @@ import pytest
 
 from actors.stages.prompting.budget import Part, cut_diff, fit, stage_budget
 from protocol.errors import OrchestrationError
-from protocol.session import OllamaProvider, SessionSettings
+from protocol.sessions.session import OllamaProvider, SessionSettings
 
 SMALL = SessionSettings(provider=OllamaProvider(model="m", num_ctx=8_192))
 

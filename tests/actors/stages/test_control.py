@@ -20,8 +20,8 @@ from actors.stages.prompting.untrusted import Fence
 from actors.stages.request.context import StageContext
 from actors.stages.request.control import GUIDANCE_CHARS, WorkControl, with_guidance
 from protocol.errors import WorkPaused
-from protocol.results import ModelAnswer
-from protocol.session import SteeringNote
+from protocol.plans.results import ModelAnswer
+from protocol.sessions.session import SteeringNote
 from tests.actors.stages.conftest import Spy, Stack
 from tests.actors.stages.test_executor import call, done, plan, step
 

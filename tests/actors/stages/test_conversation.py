@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actors.stages.execution.conversation import Conversation
-from protocol.results import ModelToolCall
+from protocol.plans.results import ModelToolCall
 
 
 def _conversation(turns: int, result_size: int = 1_000) -> Conversation:

@@ -7,8 +7,8 @@ import pytest
 from actors.llm.provider import ChatMessage
 from actors.stages.prompting.corrections import ECHO_CHARS, correction
 from protocol.errors import ModelError
-from protocol.results import ModelAnswer, Usage
-from protocol.session import OpenAIProvider, ScriptedProvider, SessionSettings
+from protocol.plans.results import ModelAnswer, Usage
+from protocol.sessions.session import OpenAIProvider, ScriptedProvider, SessionSettings
 
 MESSAGES = [ChatMessage(role="system", content="You are the planner of acode." + " rules" * 300),
             ChatMessage(role="user", content="the task and the workspace " * 100)]

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from actors.stages.execution import executor
-from protocol.events import StepFinished, ToolCalled
-from protocol.session import Feedback, FeedbackItem
+from protocol.sessions.events import StepFinished, ToolCalled
+from protocol.sessions.session import Feedback, FeedbackItem
 from tests.actors.stages.conftest import Run, Stack
 
 
@@ -223,7 +223,7 @@ def test_the_step_message_holds_the_criteria_the_task_files_fenced_and_the_verif
 
 
 def test_a_step_that_never_calls_a_tool_fails_with_the_ignored_tools_diagnosis(stack: Stack) -> None:
-    from protocol.events import TurnAnswered
+    from protocol.sessions.events import TurnAnswered
 
     run = stack.stage("executor", [text("I will write it."), text("Done, I think."), text("Yes.")],
                       plan(step("S1")), max_turns_per_step=3)
@@ -237,7 +237,7 @@ def test_a_step_that_never_calls_a_tool_fails_with_the_ignored_tools_diagnosis(s
 
 
 def test_turns_with_calls_are_events_without_a_correction(stack: Stack) -> None:
-    from protocol.events import TurnAnswered
+    from protocol.sessions.events import TurnAnswered
 
     run = stack.stage("executor", [call("write_file", path="a.txt", content="a\n"), done()], plan(step("S1")))
     assert executor.run(run.ctx).ok
@@ -253,7 +253,7 @@ def test_a_steps_start_and_finish_are_stamped_when_they_happen_not_when_their_he
         stack: Stack) -> None:
     """``acode show``'s step timing (issue 29 part 3): ``step_started`` is held until the
     stage's next write, after the model's slow first answer; its time is the step's start."""
-    from protocol.events import StepStarted, TurnAnswered
+    from protocol.sessions.events import StepStarted, TurnAnswered
 
     slow = {**call("write_file", path="a.txt", content="a\n"), "delay_s": 0.3}
     run = stack.stage("executor", [slow, done()], plan(step("S1")))

@@ -18,10 +18,10 @@ import msgspec
 import pytest
 
 from actors.stages.execution import executor, fileanswer, fileprompt, filestep
-from protocol.events import TurnAnswered
-from protocol.plan import PlanStep, PlanTask, TaskPlan
-from protocol.profiles import profile_for
-from protocol.session import Feedback, OpenAIProvider
+from protocol.plans.plan import PlanStep, PlanTask, TaskPlan
+from protocol.sessions.events import TurnAnswered
+from protocol.sessions.profiles import profile_for
+from protocol.sessions.session import Feedback, OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
 

@@ -15,7 +15,7 @@ import time
 
 from protocol import codec
 from protocol.messages import RunTool, ToolDone
-from protocol.results import ToolResult
+from protocol.plans.results import ToolResult
 from tests.actors.stages.conftest import Stack
 
 

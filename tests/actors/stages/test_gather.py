@@ -19,9 +19,9 @@ from actors.stages.planning import gather
 from actors.stages.planning.gather import Prepared, prepare
 from actors.stages.prompting.terms import task_terms
 from actors.stages.prompting.untrusted import Fence
-from protocol.results import ToolResult
-from protocol.session import Clarification, Feedback, FeedbackItem
-from protocol.tools import SearchCodeTerms
+from protocol.calls.tools import SearchCodeTerms
+from protocol.plans.results import ToolResult
+from protocol.sessions.session import Clarification, Feedback, FeedbackItem
 from tests.actors.stages.conftest import LocalTools, write
 
 NONCE = "feedfacecafebeef"

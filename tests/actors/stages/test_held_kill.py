@@ -23,11 +23,11 @@ from actors.persistence.service import FAULT_KILL_BEFORE_COMMIT
 from actors.stages.request.context import StageContext
 from broker.threads import ThreadClients
 from protocol import codec
-from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit, GetEvents, RunStage
-from protocol.results import StepRecord
-from protocol.session import ScriptedProvider, SessionSettings, SessionSnapshot
+from protocol.plans.results import StepRecord
+from protocol.sessions.events import Event, StepFinished, ToolCalled, TurnAnswered
+from protocol.sessions.session import ScriptedProvider, SessionSettings, SessionSnapshot
 from tests.harness import Harness, wait_until
 
 

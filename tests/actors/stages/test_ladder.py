@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from actors.stages.execution import executor
-from protocol.events import StepRetried
+from protocol.sessions.events import StepRetried
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step
 

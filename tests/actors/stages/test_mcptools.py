@@ -12,12 +12,12 @@ import pytest
 
 from actors.stages.calls.mcptools import DESCRIPTION_CHARS, SCHEMA_CHARS, McpOffer
 from actors.stages.prompting.untrusted import Fence
+from protocol.calls.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.errors import ErrorInfo, RequestTimeout
-from protocol.mcp import McpAnnotations, McpServerConfig, McpServerRef, McpToolDef, definition_hash
 from protocol.messages import McpServerState, McpToolInfo, McpTools
-from protocol.plan import PlanStep, PlanTask
-from protocol.results import ModelToolCall
-from protocol.session import SessionSettings
+from protocol.plans.plan import PlanStep, PlanTask
+from protocol.plans.results import ModelToolCall
+from protocol.sessions.session import SessionSettings
 
 
 class Clients:

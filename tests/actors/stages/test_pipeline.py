@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from actors.stages.calls.pipeline import CallPipeline
-from protocol.checkpoints import CallSite
-from protocol.events import CheckpointTaken, ToolCalled
 from protocol.messages import EventList, GetEvents
-from protocol.results import ModelToolCall, ToolResult
+from protocol.plans.results import ModelToolCall, ToolResult
+from protocol.policy.checkpoints import CallSite
+from protocol.sessions.events import CheckpointTaken, ToolCalled
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import plan, step
 

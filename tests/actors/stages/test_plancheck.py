@@ -10,8 +10,8 @@ import pytest
 
 from actors.stages.planning.plancheck import drop_unusable_checks, plan_problems, read_plan, rules_questions
 from actors.stages.planning.testtarget import imported_files, retarget, written_tests
-from protocol.plan import PlanProblem, Question, TaskPlan
-from protocol.sandbox import SandboxPolicy
+from protocol.plans.plan import PlanProblem, Question, TaskPlan
+from protocol.policy.sandbox import SandboxPolicy
 from tests.actors.stages.replays import CONTRACTIONS, TESTS_ONLY
 
 

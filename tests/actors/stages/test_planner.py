@@ -17,12 +17,12 @@ import msgspec
 import pytest
 
 from protocol import codec
-from protocol.ids import new_id
+from protocol.basics.ids import new_id
 from protocol.messages import Commit, RunStage, StageDone
-from protocol.plan import TaskPlan, finalize
-from protocol.results import StageResult
-from protocol.sandbox import SandboxPolicy
-from protocol.session import (
+from protocol.plans.plan import TaskPlan, finalize
+from protocol.plans.results import StageResult
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.session import (
     Clarification,
     Feedback,
     FeedbackItem,

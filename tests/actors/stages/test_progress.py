@@ -8,7 +8,7 @@ from actors.llm.meter import Meter
 from actors.stages.progress import QUIET_FOR, ProgressBoard
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.progress import ModelProgress
+from protocol.sessions.progress import ModelProgress
 
 
 def test_the_board_reports_each_call_in_flight_and_an_ended_one_once_as_done() -> None:

@@ -18,11 +18,11 @@ from actors.llm.provider import ChatMessage, ModelRequest
 from actors.stages.execution import executor
 from broker.threads import ThreadClients
 from protocol import codec
+from protocol.basics.ids import new_id
 from protocol.errors import ModelError
-from protocol.events import Event, StepFinished, ToolCalled, TurnAnswered
-from protocol.ids import new_id
 from protocol.messages import GetEvents, Message
-from protocol.results import ModelAnswer
+from protocol.plans.results import ModelAnswer
+from protocol.sessions.events import Event, StepFinished, ToolCalled, TurnAnswered
 from tests.actors.stages.conftest import Run, Stack
 from tests.harness import wait_until
 

@@ -14,7 +14,7 @@ import pytest
 
 from actors.stages.execution import executor
 from actors.stages.request.context import TOOL_RETRY_WAITS
-from protocol.events import ToolCalled
+from protocol.sessions.events import ToolCalled
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step, tool_messages
 

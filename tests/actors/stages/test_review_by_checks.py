@@ -17,9 +17,9 @@ import msgspec
 import pytest
 
 from actors.stages.judging import reviewer
-from protocol.profiles import profile_for
-from protocol.results import CriterionVerdict, StageResult, VerifierAnswer
-from protocol.session import OpenAIProvider
+from protocol.plans.results import CriterionVerdict, StageResult, VerifierAnswer
+from protocol.sessions.profiles import profile_for
+from protocol.sessions.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import Json, ModelServer
 

@@ -10,7 +10,7 @@ import pytest
 
 from actors.stages.judging import reviewer
 from protocol.errors import ModelError, OrchestrationError
-from protocol.session import Feedback, FeedbackItem
+from protocol.sessions.session import Feedback, FeedbackItem
 from tests.actors.stages.conftest import Stack
 
 PLAN = {"goal": "the goal", "status": "ready", "tasks": [{

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from actors.stages.judging.rework import choose, names_file
-from protocol.plan import Criterion, PlanStep, PlanTask, TaskPlan
-from protocol.results import CriterionVerdict, ExecutionReport, StepRecord
+from protocol.plans.plan import Criterion, PlanStep, PlanTask, TaskPlan
+from protocol.plans.results import CriterionVerdict, ExecutionReport, StepRecord
 
 
 def _task(label: str, *steps: str, after: list[str] | None = None, criteria: tuple[str, ...] = (),

@@ -15,9 +15,9 @@ import pytest
 
 from actors.llm.openai import OpenAICompatibleModel
 from actors.stages.execution import executor
-from protocol.events import StepRetried
-from protocol.results import StageResult
-from protocol.session import OpenAIProvider
+from protocol.plans.results import StageResult
+from protocol.sessions.events import StepRetried
+from protocol.sessions.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.actors.stages.test_executor import plan, step
 from tests.modelserver import ModelServer, Stall, Text

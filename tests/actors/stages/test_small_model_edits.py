@@ -19,8 +19,8 @@ from actors.stages.calls import preview
 from actors.stages.execution import executor
 from actors.stages.prompting import prompts
 from actors.stages.prompting.untrusted import Fence
-from protocol.profiles import offered_tools, profile_for
-from protocol.session import OpenAIProvider
+from protocol.sessions.profiles import offered_tools, profile_for
+from protocol.sessions.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
 

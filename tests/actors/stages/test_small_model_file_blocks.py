@@ -20,8 +20,8 @@ import pytest
 from actors.stages.execution import executor
 from actors.stages.prompting import prompts
 from actors.stages.prompting.untrusted import Fence
-from protocol.profiles import ModelProfile, offered_tools, profile_for
-from protocol.session import OpenAIProvider
+from protocol.sessions.profiles import ModelProfile, offered_tools, profile_for
+from protocol.sessions.session import OpenAIProvider
 from tests.actors.stages.conftest import Run, Stack
 from tests.modelserver import ModelServer, Text
 

@@ -21,9 +21,9 @@ from actors.stages.execution import executor
 from actors.stages.judging import reviewer, verifier
 from actors.stages.planning import planner
 from actors.stages.request import instructions
-from protocol.profiles import profile_for
-from protocol.session import OpenAIProvider
-from protocol.tools import TOOL_ARGS
+from protocol.calls.tools import TOOL_ARGS
+from protocol.sessions.profiles import profile_for
+from protocol.sessions.session import OpenAIProvider
 from tests.actors.llm.test_toolcalls import CONTRACTION_CALL, CONTRACTION_TEST
 from tests.actors.stages.conftest import Run, Stack
 from tests.actors.stages.test_executor import plan, step

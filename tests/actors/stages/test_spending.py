@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from actors.coordinator import machine, overrides
 from actors.stages.request.spending import Spending
-from protocol.budget import Budget, BudgetChange, Spent, extended, parse_change, spent_on
 from protocol.errors import BudgetExhausted
-from protocol.events import BudgetWarning, Event
 from protocol.messages import ReplayIndex, RunStage
-from protocol.results import ModelAnswer, ToolResult, Usage
-from protocol.session import SessionSettings, SettingsOverride
+from protocol.plans.results import ModelAnswer, ToolResult, Usage
+from protocol.policy.budget import Budget, BudgetChange, Spent, extended, parse_change, spent_on
+from protocol.sessions.events import BudgetWarning, Event
+from protocol.sessions.session import SessionSettings, SettingsOverride
 
 
 @pytest.mark.parametrize(("text", "change"), [

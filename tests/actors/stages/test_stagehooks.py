@@ -9,8 +9,8 @@ from pathlib import Path
 
 from actors import hooks
 from actors.stages.execution import executor
-from protocol.events import HookRan, HookStarted, ToolCalled
-from protocol.hooks import HookSettings, HookSpec
+from protocol.policy.hooks import HookSettings, HookSpec
+from protocol.sessions.events import HookRan, HookStarted, ToolCalled
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_executor import call, done, plan, step, tool_messages
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.events import ToolCalled
+from protocol.sessions.events import ToolCalled
 from tests.actors.stages.conftest import Stack
 
 

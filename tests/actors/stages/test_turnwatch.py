@@ -14,9 +14,9 @@ import msgspec
 import pytest
 
 from actors.stages.execution import executor
-from protocol.anomalies import AnomalyThresholds
-from protocol.events import AnomalyDetected, StepRetried
 from protocol.messages import GetSteps
+from protocol.policy.anomalies import AnomalyThresholds
+from protocol.sessions.events import AnomalyDetected, StepRetried
 from tests.actors.stages import test_file_step as file_step
 from tests.actors.stages.conftest import Run, Stack
 from tests.actors.stages.test_executor import call, done, plan, step

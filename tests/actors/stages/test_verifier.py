@@ -20,11 +20,11 @@ from actors.coordinator import machine
 from actors.stages.judging import verifier
 from actors.stages.prompting import prompts
 from protocol.errors import ModelError, OrchestrationError
-from protocol.events import CheckRan
-from protocol.plan import PlanStep, PlanTask, TaskPlan
-from protocol.results import ExecutionReport, StageResult, StepRecord
-from protocol.sandbox import SandboxPolicy
-from protocol.session import OllamaProvider, SessionSnapshot
+from protocol.plans.plan import PlanStep, PlanTask, TaskPlan
+from protocol.plans.results import ExecutionReport, StageResult, StepRecord
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.events import CheckRan
+from protocol.sessions.session import OllamaProvider, SessionSnapshot
 from tests.actors.stages.conftest import Stack
 from tests.modelserver import Json, ModelServer
 

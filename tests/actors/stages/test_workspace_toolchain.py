@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from actors.stages.judging import verifier
-from protocol.events import CheckRan
-from protocol.sandbox import SandboxPolicy
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.events import CheckRan
 from tests.actors.stages.conftest import Stack
 from tests.actors.stages.test_verifier import check, plan
 

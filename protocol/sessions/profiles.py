@@ -4,7 +4,7 @@ A :class:`ModelProfile` says how the executor's tool surface suits a model: its 
 (``search_replace``: modify_file is offered; ``whole_file``: it is not, and a file is
 changed by writing its whole new text with write_file, what a small model gets right), the
 other tools offered (the control tools always are; a tool left out is still accepted when
-the model calls it), whether the tool definitions are compact (:func:`protocol.tools.tool_definitions`),
+the model calls it), whether the tool definitions are compact (:func:`protocol.calls.tools.tool_definitions`),
 a temperature, a prompt style for the stages that have a compact prompt, and a step style
 (``file``: a step that changes one file is answered as that whole file, and acode runs the
 checks after each answer, :mod:`actors.stages.execution.filestep`; ``tools``: the tool loop), and a
@@ -13,7 +13,7 @@ approved by them when the reviewer's model is this one; ``model``: the reviewer'
 judges every change).
 
 It is resolved once, when the session is submitted (:func:`profile_for`, called by
-:func:`acode.config.settings.session_settings`), and travels in :class:`protocol.session.SessionSettings`,
+:func:`acode.config.settings.session_settings`), and travels in :class:`protocol.sessions.session.SessionSettings`,
 so a replayed stage offers the same tools in the same words. The choice, for the model
 answering the executor:
 
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from protocol.tools import CONTROL_TOOLS, TOOL_ARGS, tool_definitions
+from protocol.calls.tools import CONTROL_TOOLS, TOOL_ARGS, tool_definitions
 
 if TYPE_CHECKING:
-    from protocol.session import SessionSettings
+    from protocol.sessions.session import SessionSettings
 
 __all__ = ["BUILTIN", "SMALL_CONTEXT", "EditStyle", "ModelProfile", "ProfileOverride", "PromptStyle", "ReviewStyle",
            "StepStyle",

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from protocol.checkpoints import CheckpointSettings
+from protocol.policy.checkpoints import CheckpointSettings
 
 __all__ = ["IsolationLevel", "SandboxPolicy"]
 
@@ -42,5 +42,5 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # (actors/sandbox/confinement/toolchain.py). None: the sandbox's own PATH (``acode up``'s).
     path: Annotated[str, msgspec.Meta(max_length=65_536)] | None = None
     # What the checkpoint before each call that can change the workspace covers (config
-    # section ``checkpoints:``; protocol/checkpoints.py)
+    # section ``checkpoints:``; protocol/policy/checkpoints.py)
     checkpoints: CheckpointSettings = CheckpointSettings()

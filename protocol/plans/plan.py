@@ -28,8 +28,8 @@ from typing import Annotated, Literal, NamedTuple, get_args
 
 import msgspec
 
+from protocol.basics.ids import new_id
 from protocol.errors import PlanError
-from protocol.ids import new_id
 
 __all__ = [
     "ACTIONS",

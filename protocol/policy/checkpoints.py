@@ -2,7 +2,7 @@
 
 The sandbox takes a checkpoint of the workspace before every call that can change it
 (``actors/sandbox/checkpointing.py``). :class:`CheckpointSettings` travel in the session's
-:class:`~protocol.sandbox.SandboxPolicy` (config section ``checkpoints:``, README
+:class:`~protocol.policy.sandbox.SandboxPolicy` (config section ``checkpoints:``, README
 "Checkpoints and undo"); :class:`CallSite` travels in :class:`~protocol.messages.RunTool`
 and labels the checkpoint (``acode checkpoints`` lists it).
 """
@@ -35,7 +35,7 @@ class CheckpointSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 class CallSite(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where a tool call comes from: the stage, and the plan's task and step (the executor's);
     ``counted``: a call a model asked for (the pipeline's), which counts against the
-    session's ``tool_calls`` budget (protocol.budget), not one acode makes itself."""
+    session's ``tool_calls`` budget (protocol.policy.budget), not one acode makes itself."""
 
     stage: Annotated[str, msgspec.Meta(max_length=32)] = ""
     task: Annotated[str, msgspec.Meta(max_length=64)] = ""

@@ -1,6 +1,6 @@
-"""The option tables :mod:`protocol.cmdline` reads commands with (data only).
+"""The option tables :mod:`protocol.calls.cmdline` reads commands with (data only).
 
-Each :class:`~protocol.cmdline.Spec` is the program's own list: git's from ``git <cmd>
+Each :class:`~protocol.calls.cmdline.Spec` is the program's own list: git's from ``git <cmd>
 --git-completion-helper-all`` and ``git <cmd> -h`` (git 2.39; newer options a table
 lacks are treated as unknown, which the classifier and the policy take conservatively),
 the GNU tools' from their ``--help`` and sources. ``tests/protocol/test_cmdtables.py``
@@ -11,7 +11,7 @@ runs the installed programs to prove that a prefix means here what it means ther
 
 from __future__ import annotations
 
-from protocol.cmdline import Spec, spec
+from protocol.calls.cmdline import Spec, spec
 
 __all__ = ["GIT", "GIT_GLOBAL", "GIT_NESTED", "PROGRAMS"]
 

@@ -50,7 +50,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.tools import Risk
+from protocol.calls.tools import Risk
 
 __all__ = [
     "PREFIX",

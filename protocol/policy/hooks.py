@@ -3,7 +3,7 @@
 A session carries the hooks of the user's config (``hooks:`` in ``$ACODE_HOME/config.yml``;
 a workspace config's only when the user trusted it), fixed when it was submitted, like its
 autonomy level. Each hook point has its facts (:data:`FACTS`: names and types), which a
-hook's ``condition`` may test (:mod:`protocol.conditions`) and which a script gets as
+hook's ``condition`` may test (:mod:`protocol.policy.conditions`) and which a script gets as
 ``ACODE_<NAME>`` environment variables and, with the point's name, as JSON on stdin.
 
 What a hook answers (:class:`HookDecision`), the convention coding-agent users know:

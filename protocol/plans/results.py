@@ -13,12 +13,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.anomalies import Observation
-from protocol.autonomy import ApprovalRequest
+from protocol.calls.autonomy import ApprovalRequest
+from protocol.calls.tools import Risk
 from protocol.errors import ErrorInfo
-from protocol.plan import TaskPlan
-from protocol.stages import Stage, StepStatus
-from protocol.tools import Risk
+from protocol.plans.plan import TaskPlan
+from protocol.plans.stages import Stage, StepStatus
+from protocol.policy.anomalies import Observation
 
 __all__ = [
     "CHANGE_STATUS",
@@ -188,7 +188,7 @@ class StepRecord(_Wire, frozen=True, kw_only=True):
     files_changed: list[str] = []
     at: float = 0.0
     code: str = ""
-    # The executor visit's run of failed turns when the step ended (protocol.anomalies: the
+    # The executor visit's run of failed turns when the step ended (protocol.policy.anomalies: the
     # error streak across steps), so a replay that skips this step goes on counting it.
     streak: list[Observation] = []
 

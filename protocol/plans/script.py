@@ -27,9 +27,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 import msgspec.yaml
 
+from protocol.basics.text import find_bad_text
 from protocol.errors import ModelError
-from protocol.stages import Stage
-from protocol.text import find_bad_text
+from protocol.plans.stages import Stage
 
 __all__ = ["Script", "ScriptedResponse", "ScriptedToolCall", "load_script"]
 

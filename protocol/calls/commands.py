@@ -20,12 +20,12 @@ named by a path such as ``./ls``), and a command that only creates files (``mkdi
 ``touch``, ``cp -n``, ``tar -x -k``) when it names a path in ``.git`` or ``.agent``
 (``mkdir .git/hooks``, ``cp -n x .git/hooks/pre-commit``).
 
-Options are read by :mod:`protocol.cmdline` as the program reads them (``git reset --ha``
+Options are read by :mod:`protocol.calls.cmdline` as the program reads them (``git reset --ha``
 is ``--hard``; ``env -u VAR rm`` runs ``rm``), before any rule here looks at them.
 
 **Shape** (:func:`shape`): the program, its subcommand and the canonical names of its
 options (values and operands left out), with any wrappers in front: what an ``--always``
-approval covers (:func:`protocol.autonomy.rule_of` adds the risk class). ``git clean -n``
+approval covers (:func:`protocol.calls.autonomy.rule_of` adds the risk class). ``git clean -n``
 (``git clean --dry-run``) and ``git clean -fdx`` (``git clean --force -d -x``) differ.
 """
 
@@ -35,9 +35,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from protocol.cmdline import Parsed, Spec, parse, unwrap
-from protocol.cmdtables import GIT, GIT_GLOBAL, GIT_NESTED, PROGRAMS
-from protocol.tools import Risk
+from protocol.calls.cmdline import Parsed, Spec, parse, unwrap
+from protocol.calls.cmdtables import GIT, GIT_GLOBAL, GIT_NESTED, PROGRAMS
+from protocol.calls.tools import Risk
 
 __all__ = ["REDIRECT", "Call", "classify", "describe", "shape"]
 
@@ -99,7 +99,7 @@ def classify(argv: list[str]) -> Risk:
     """The risk class of a command (see the module). A compound command (``make && rm -rf
     build``, as a configured ``shell_commands`` entry may be) takes the highest of its parts.
     (An output redirection is the command line's, not its words': see
-    :func:`protocol.autonomy.command_risk`.)"""
+    :func:`protocol.calls.autonomy.command_risk`.)"""
     parts = _parts(argv)
     return max((describe(part).risk for part in parts), key=_RANK.__getitem__, default="execute")
 

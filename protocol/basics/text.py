@@ -10,7 +10,7 @@ So a model's text is made safe where it enters acode:
 
 - :func:`find_bad_text`: where the first surrogate in a tool call's arguments is (the
   argument, as msgspec names it, ``$.edits[0].search``, and the character offset), for the
-  correction the model gets (:func:`protocol.tools.decode_args` refuses such arguments);
+  correction the model gets (:func:`protocol.calls.tools.decode_args` refuses such arguments);
 - :func:`scrub`: each surrogate replaced by U+FFFD, for text only read or shown (a model's
   prose, a tool's name);
 - :func:`escape`: each surrogate written as its JSON escape, for JSON text kept to be

@@ -26,9 +26,9 @@ arguments) and its idempotency key; ``--always`` records a *rule* (:func:`rule_o
 tool, for commands the program, subcommand and option names, and the risk class) that
 approves later calls of the same session with the same rule, and nothing else.
 
-A command's class comes from :mod:`protocol.commands`: destructive unless its program,
+A command's class comes from :mod:`protocol.calls.commands`: destructive unless its program,
 subcommand and options are known to read or only add (see there). An MCP tool's
-(``mcp__SERVER__TOOL``) comes from :func:`protocol.mcp.risk_of_tool`, which the caller
+(``mcp__SERVER__TOOL``) comes from :func:`protocol.calls.mcp.risk_of_tool`, which the caller
 computes from the tool's definition as the ``mcp`` actor lists it and the server's
 configuration stored with the session, and passes to :func:`risk_of_call`; its ``--always``
 rule is the tool's full name and class, ``mcp__github__create_issue (destructive)``.
@@ -44,9 +44,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.commands import REDIRECT, classify, shape
-from protocol.mcp import PREFIX as MCP_PREFIX
-from protocol.tools import Risk, risk_of
+from protocol.calls.commands import REDIRECT, classify, shape
+from protocol.calls.mcp import PREFIX as MCP_PREFIX
+from protocol.calls.tools import Risk, risk_of
 
 __all__ = [
     "LEVELS",
@@ -156,7 +156,7 @@ def command_argv(command: str) -> list[str]:
 
 
 def command_risk(command: str) -> Risk:
-    """The risk class of a command line (:func:`protocol.commands.classify`); one with an
+    """The risk class of a command line (:func:`protocol.calls.commands.classify`); one with an
     unquoted output redirection (``echo x > f``, as a configured ``shell_commands`` entry
     may have) is destructive: it truncates the file. A quoted ``">"`` is an argument."""
     raw = shlex.shlex(command, posix=False, punctuation_chars=";&|<>()")
@@ -172,7 +172,7 @@ def command_risk(command: str) -> Risk:
 
 def risk_of_call(tool: str, arguments: dict[str, Any], mcp: Mapping[str, Risk] | None = None) -> Risk:
     """A call's risk class: a command's from what it runs, an MCP tool's (``mcp__S__T``) from
-    ``mcp``, the classes :func:`protocol.mcp.risk_of_tool` gave the tools as the ``mcp``
+    ``mcp``, the classes :func:`protocol.calls.mcp.risk_of_tool` gave the tools as the ``mcp``
     actor lists them under the session's stored server configuration (never anything the
     model says; a tool not in it is destructive), any other tool's from its kind."""
     if tool == "run_terminal":
@@ -211,7 +211,7 @@ def call_hash(tool: str, arguments: dict[str, Any], definition: str = "") -> str
 
 
 def rule_of(tool: str, arguments: dict[str, Any], risk: Risk) -> str:
-    """What ``--always`` approves: for a command, its shape (:func:`protocol.commands.shape`:
+    """What ``--always`` approves: for a command, its shape (:func:`protocol.calls.commands.shape`:
     program, subcommand, the names of its options) and its risk class, ``run_terminal: git
     clean --dry-run (execute)``; for another tool, the tool and class, ``write_file (write)``
     (an MCP tool: ``mcp__github__create_issue (destructive)``).

@@ -7,8 +7,8 @@ here, so the contract has one definition (and the CLI needs nothing from the sta
 
 from __future__ import annotations
 
+from protocol.basics.text import find_bad_text
 from protocol.errors import PlanError
-from protocol.text import find_bad_text
 
 __all__ = ["TASK_MAX_CHARS", "check_task"]
 

@@ -6,7 +6,7 @@ the session's topic, and one last one with ``done`` set when the call ends. Pers
 never sees them (it only publishes what it committed), so they are not in the event log,
 ``acode attach`` replays none of them, and they carry no ``seq``: a follower decodes the
 stream with :data:`protocol.codec.STREAM`, which tells a progress message from a committed
-:class:`~protocol.events.Event` by its tag, and hands progress to the thinking line only.
+:class:`~protocol.sessions.events.Event` by its tag, and hands progress to the thinking line only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from protocol.stages import Stage
+from protocol.plans.stages import Stage
 
 __all__ = ["INTERVAL_ENV", "ModelProgress"]
 

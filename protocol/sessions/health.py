@@ -1,6 +1,6 @@
 """A session's health (0-100), read from its records (issue 28 §2).
 
-:func:`session_health` is :func:`protocol.anomalies.health` of what the session's events
+:func:`session_health` is :func:`protocol.policy.anomalies.health` of what the session's events
 and spending say: each ``anomaly_detected`` event's score; its retries (a step's tries after
 the first, ``step_retried``; a stage attempted again, ``stage_retried``; a stage entered
 afresh after a failure, a ``transitioned`` revisit whose reason is a stage retry); its
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocol import budget as budgets
-from protocol.anomalies import health
-from protocol.budget import Budget, Spent
-from protocol.events import AnomalyDetected, Event, SessionPaused, StageRetried, StepRetried, Transitioned
-from protocol.stages import PauseKind
+from protocol.plans.stages import PauseKind
+from protocol.policy import budget as budgets
+from protocol.policy.anomalies import health
+from protocol.policy.budget import Budget, Spent
+from protocol.sessions.events import AnomalyDetected, Event, SessionPaused, StageRetried, StepRetried, Transitioned
 
 __all__ = ["TROUBLE", "budget_share", "session_health"]
 

@@ -24,7 +24,7 @@ write_file would, and says so.
 
 Definitions (:func:`tool_definitions`) come in :data:`OFFER_ORDER`, ``write_file`` first,
 its description steering a new or small file to it and a small change in a large file to
-``modify_file``. ``compact=True`` (a small context: :mod:`protocol.profiles` decides)
+``modify_file``. ``compact=True`` (a small context: :mod:`protocol.sessions.profiles` decides)
 gives each tool its one-line description only, drops the schema's bounds, defaults and
 ``additionalProperties`` (the decoder still checks them all) and offers neither
 modify_file's ``diff`` nor run_terminal's ``timeout_s`` (both still accepted): 2,351
@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from protocol.text import find_bad_text
+from protocol.basics.text import find_bad_text
 
 __all__ = [
     "CONTROL_TOOLS",
@@ -309,7 +309,7 @@ def decode_args(tool: str, arguments: dict[str, Any], *, internal: bool = False)
     :func:`tolerant_args` first.
 
     Raises msgspec.ValidationError, also for an unknown tool, and for text with no UTF-8
-    form (a lone surrogate: :mod:`protocol.text`), named by argument and offset, before
+    form (a lone surrogate: :mod:`protocol.basics.text`), named by argument and offset, before
     msgspec sees it (its messages quote unknown argument names). Conversion is lax on
     purpose (``"5"`` becomes 5, ``"true"`` True): small models quote numbers and booleans.
     """

@@ -1,7 +1,7 @@
 """Command lines read as the program reads them (pure, no I/O): options, operands, wrappers.
 
 One parser, shared by the sandbox's argument rules (:mod:`actors.sandbox.confinement.policy`) and the
-risk classes (:mod:`protocol.commands`), so both see the same program and the same options.
+risk classes (:mod:`protocol.calls.commands`), so both see the same program and the same options.
 
 **Options.** A :class:`Spec` lists a program's long options (which take a value) and its
 short ones (which take a value, which name a long one). :func:`parse` reads arguments
@@ -22,7 +22,7 @@ long name) and, when it is not one name, every name it may be (:attr:`Option.can
 ``env -u VAR rm -rf src`` runs ``rm``, not ``VAR``. Whether a wrapper may run at all is the
 allowlist's decision, not this module's.
 
-The tables themselves live in :mod:`protocol.cmdtables`; tests check them against the
+The tables themselves live in :mod:`protocol.calls.cmdtables`; tests check them against the
 installed programs (a prefix means there what it means here).
 """
 

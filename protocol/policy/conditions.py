@@ -4,7 +4,7 @@ A hook in the config may carry a condition (seed 001, "Hook Condition Expression
 
     condition: 'tool == "run_terminal" && !(args matches "^git status")'
 
-:func:`compile_condition` reads it (the grammar is in :mod:`protocol.condition_syntax`)
+:func:`compile_condition` reads it (the grammar is in :mod:`protocol.policy.condition_syntax`)
 against the names its hook point offers, each declared ``str``, ``int``, ``bool`` or
 ``object`` (any of those), and refuses what it can see would go wrong: an unknown name, a
 type mismatch, a condition that is not true/false. :meth:`Condition.evaluate` never
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, assert_never, cast
 
-from protocol.condition_syntax import (
+from protocol.policy.condition_syntax import (
     CODE,
     RESERVED,
     Binary,

@@ -15,7 +15,7 @@ the wire and the configuration:
 - :class:`Anomaly`: what was found (an ``anomaly_detected`` event's kind, evidence, score).
 - :class:`VerifySeen`: one failed verification, kept in the session's snapshot for
   ``verify_repeat``.
-- :func:`health`: a session's trouble as one figure, 0-100 (:mod:`protocol.health` reads it
+- :func:`health`: a session's trouble as one figure, 0-100 (:mod:`protocol.sessions.health` reads it
   from the session's events).
 
 The response to a detection climbs a ladder per kind (and per step, in the executor): a note

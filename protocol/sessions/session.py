@@ -13,16 +13,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from protocol.anomalies import AnomalyThresholds, Response, VerifySeen
-from protocol.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
-from protocol.budget import Budget, BudgetChange, BudgetKind
+from protocol.calls.autonomy import ApprovalDecision, ApprovalMode, ApprovalRequest, Approvals, Level
+from protocol.calls.mcp import McpServerRef
 from protocol.errors import ErrorInfo
-from protocol.hooks import HookSettings
-from protocol.mcp import McpServerRef
-from protocol.profiles import ModelProfile
-from protocol.results import StageResult, WorkspaceChanges
-from protocol.sandbox import SandboxPolicy
-from protocol.stages import (
+from protocol.plans.results import StageResult, WorkspaceChanges
+from protocol.plans.stages import (
     CYCLE_KINDS,
     STAGES,
     TERMINAL,
@@ -32,6 +27,11 @@ from protocol.stages import (
     SessionStatus,
     Stage,
 )
+from protocol.policy.anomalies import AnomalyThresholds, Response, VerifySeen
+from protocol.policy.budget import Budget, BudgetChange, BudgetKind
+from protocol.policy.hooks import HookSettings
+from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.profiles import ModelProfile
 
 __all__ = [
     "CYCLE_KINDS",
@@ -78,7 +78,7 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ScriptedProvider(_Wire, frozen=True, tag="scripted", tag_field="kind", kw_only=True):
-    """The deterministic model: answers come from a YAML script (see protocol.script)."""
+    """The deterministic model: answers come from a YAML script (see protocol.plans.script)."""
 
     script_yaml: Annotated[str, msgspec.Meta(max_length=5_000_000)]
     script_name: str = ""
@@ -201,23 +201,23 @@ class SessionSettings(_Wire, frozen=True, kw_only=True):
     # --approve-plan``): a ready plan pauses the session (``plan_review``) until the user
     # approves it or sends it back with feedback.
     plan_review: bool = False
-    # What a tool call needs before it runs (protocol.autonomy): the autonomy level, the
+    # What a tool call needs before it runs (protocol.calls.autonomy): the autonomy level, the
     # approvals block's refinements, and how a prompt is decided (resolved at submit: a human
     # waits to be asked, or the non_interactive_policy decides). Read once, at session start;
     # nothing changes them afterwards (seed 002 S9), `acode resume` included.
     autonomy: Level = 2
     approvals: Approvals = Approvals()
     approval_mode: ApprovalMode = "wait"
-    # How the executor's tools suit the model (protocol.profiles): chosen by the model's
+    # How the executor's tools suit the model (protocol.sessions.profiles): chosen by the model's
     # name when the session is submitted; the default is every model's behaviour.
     profile: ModelProfile = ModelProfile()
-    # What the whole session may spend (protocol.budget); only a human raises it (``acode resume --budget-…``).
+    # What the whole session may spend (protocol.policy.budget); only a human raises it (``acode resume --budget-…``).
     budget: Budget = Budget()
-    # The user's hooks (protocol.hooks), fixed when the session was submitted, like its autonomy.
+    # The user's hooks (protocol.policy.hooks), fixed when the session was submitted, like its autonomy.
     hooks: HookSettings = HookSettings()
-    # When a model counts as gone off the rails (protocol.anomalies; config ``anomalies:``).
+    # When a model counts as gone off the rails (protocol.policy.anomalies; config ``anomalies:``).
     anomalies: AnomalyThresholds = AnomalyThresholds()
-    # The MCP servers whose tools the executor offers (protocol.mcp), each with its whole
+    # The MCP servers whose tools the executor offers (protocol.calls.mcp), each with its whole
     # configuration as resolved at submit (the user's ``mcp.servers``, a trusted workspace's):
     # the risk of every MCP call is computed from this stored copy, never from the model's
     # words, and a resume keeps it, like the autonomy level.

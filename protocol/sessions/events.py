@@ -4,7 +4,7 @@ Every event has an id (UUIDv7, made by the sender, so a retried write is idempot
 session it belongs to, a session-local sequence number assigned by persistence at
 insert (``seq == 0`` in a draft) and a wall-clock time. Names are past tense.
 The live stream's topic is the session id. The same stream also carries the stage actors'
-ephemeral :class:`~protocol.progress.ModelProgress` messages, which are not events: never
+ephemeral :class:`~protocol.sessions.progress.ModelProgress` messages, which are not events: never
 stored, never replayed, without a ``seq`` (decode the stream with ``codec.STREAM``).
 """
 
@@ -14,11 +14,11 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from protocol.anomalies import Kind, Response
 from protocol.errors import ErrorInfo
-from protocol.results import WorkspaceChanges
-from protocol.session import Clarification
-from protocol.stages import CycleKind, PauseKind, Stage, StepStatus
+from protocol.plans.results import WorkspaceChanges
+from protocol.plans.stages import CycleKind, PauseKind, Stage, StepStatus
+from protocol.policy.anomalies import Kind, Response
+from protocol.sessions.session import Clarification
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -122,7 +122,7 @@ class StageFinished(EventBase, frozen=True, tag="stage_finished", kw_only=True):
 
 class ReworkChosen(EventBase, frozen=True, tag="rework_chosen", kw_only=True):
     """After a verification: which finished work is kept and what the executor runs again,
-    and by which rule (see :class:`protocol.results.Rework`)."""
+    and by which rule (see :class:`protocol.plans.results.Rework`)."""
 
     visit: Visit
     rule: Literal["passed", "criteria", "files", "all"]
@@ -311,7 +311,7 @@ class WorkspaceRestored(EventBase, frozen=True, tag="workspace_restored", kw_onl
 
 
 class HookRan(EventBase, frozen=True, tag="hook_ran", kw_only=True):
-    """A hook of the user's config ran at ``point`` (protocol.hooks) for one ``occurrence``
+    """A hook of the user's config ran at ``point`` (protocol.policy.hooks) for one ``occurrence``
     (a tool call's key, a pause's event, a stage's visit...), and answered ``decision``
     (``failed``: why it failed; then ``decision`` is what its ``on_failure`` says). A
     replay reads this record instead of running the hook again."""
@@ -339,7 +339,7 @@ class HookStarted(EventBase, frozen=True, tag="hook_started", kw_only=True):
 
 
 class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
-    """The session has spent ``WARN_AT`` (80%) of one of its limits (protocol.budget):
+    """The session has spent ``WARN_AT`` (80%) of one of its limits (protocol.policy.budget):
     ``kind``, what it has ``used`` of ``limit`` (in the limit's unit: tokens, calls,
     minutes). Once per limit value: an extended limit warns again at 80% of the new one."""
 
@@ -350,7 +350,7 @@ class BudgetWarning(EventBase, frozen=True, tag="budget_warning", kw_only=True):
 
 
 class AnomalyDetected(EventBase, frozen=True, tag="anomaly_detected", kw_only=True):
-    """The model went off the rails (protocol.anomalies): ``kind``, what was seen
+    """The model went off the rails (protocol.policy.anomalies): ``kind``, what was seen
     (``evidence``), how bad (``score``, 0-100), where (``stage``; the executor's ``task`` and
     ``step``, and ``turns``: the turns involved, or for ``verify_repeat`` the verifications),
     what acode did about it (``response``: a note to the model, a fresh window for the step,

@@ -1,6 +1,6 @@
 """The syntax of hook conditions: text to a tree of frozen nodes, or a :class:`ConditionError`.
 
-:mod:`protocol.conditions` gives the conditions their meaning (names, types, evaluation);
+:mod:`protocol.policy.conditions` gives the conditions their meaning (names, types, evaluation);
 this module only reads them, with a tokenizer and a recursive-descent parser (nothing
 reaches Python's ``eval`` or ``ast``). The grammar, loosest first; nothing else is in the
 language (no function call, attribute, index, import, or arithmetic but ``%``)::

@@ -1,0 +1,10 @@
+"""A session: its durable state and settings, its event log, its live progress and its health.
+
+The snapshot persistence stores and the settings a session runs with (``session``), the
+model profile among them (``profiles``, which names the settings back under
+``TYPE_CHECKING``); the append-only event log (``events``); a model call's ephemeral
+progress (``progress``); and the session's health read from its records (``health``).
+These modules build on every room below them (:mod:`protocol.basics`,
+:mod:`protocol.errors`, :mod:`protocol.calls`, :mod:`protocol.policy`,
+:mod:`protocol.plans`); the messages and the codec build on them.
+"""
