@@ -1,6 +1,8 @@
-"""The check behind each package's room test (``tests/actors/*/test_rooms.py``): a package
-split into sub-packages (rooms) imports one way, each room only itself and the rooms
-beneath it, and no room imports the package's own top-level modules.
+"""The check behind each package's room test (``tests/actors/*/test_rooms.py``,
+``tests/protocol/test_rooms.py``): a package split into sub-packages (rooms) imports one
+way, each room only itself and the rooms beneath it, and no room imports the package's own
+top-level modules, save one placed among the rooms by name (protocol's ``errors``, which
+the basics lie beneath and every other room imports).
 
 Read from the source with :mod:`ast` (every import, at the top, in a function or under
 ``TYPE_CHECKING``), so a lazy import that runs up the rooms is found too.
@@ -17,10 +19,14 @@ __all__ = ["upward"]
 TOP = "top"  # the package itself and its top-level modules, which no room may import
 
 
-def _room(module: str, below: Mapping[str, set[str]]) -> str:
-    """``actors.stages.calls.pipeline`` → ``calls``; the package and its top-level modules → :data:`TOP`."""
-    parts = module.split(".")
-    return parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in below) else TOP
+def _room(module: str, package: str, below: Mapping[str, set[str]]) -> str:
+    """``actors.stages.calls.pipeline`` → ``calls`` (package ``actors.stages``); a top-level
+    module named in ``below`` (``protocol.errors``) → itself; the package and its other
+    top-level modules → :data:`TOP`."""
+    if module == package:
+        return TOP
+    parts = module.removeprefix(package + ".").split(".")
+    return parts[0] if len(parts) > 1 or parts[0] in below else TOP
 
 
 def _imports(path: Path, package: str) -> set[str]:
@@ -36,17 +42,17 @@ def _imports(path: Path, package: str) -> set[str]:
     return {name for name in found if name == package or name.startswith(package + ".")}
 
 
-def upward(root: Path, below: Mapping[str, set[str]]) -> list[str]:
-    """``MODULE imports IMPORTED`` for each import of a room of the package at ``root``
-    (``.../actors/stages``) that is not of itself or of a room in ``below[room]``."""
-    package = f"{root.parent.name}.{root.name}"
+def upward(root: Path, package: str, below: Mapping[str, set[str]]) -> list[str]:
+    """``MODULE imports IMPORTED`` for each import of a room of ``package`` (its dotted
+    name, ``actors.stages``), whose folder is ``root``, that is not of itself or of a room
+    in ``below[room]``."""
     wrong = []
     for path in sorted(root.rglob("*.py")):
-        module = ".".join(path.relative_to(root.parent.parent).with_suffix("").parts).removesuffix(".__init__")
-        room = _room(module, below)
+        module = ".".join((package, *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+        room = _room(module, package, below)
         if room == TOP:
             continue
         for imported in sorted(_imports(path, package)):
-            if _room(imported, below) not in below[room] | {room}:
+            if _room(imported, package, below) not in below[room] | {room}:
                 wrong.append(f"{module} imports {imported}")
     return wrong

@@ -24,7 +24,7 @@ BELOW = {
 
 def test_each_room_of_the_sandbox_imports_only_itself_and_the_rooms_beneath_it() -> None:
     assert sorted(p.name for p in SANDBOX.iterdir() if (p / "__init__.py").exists()) == sorted(BELOW)
-    assert upward(SANDBOX, BELOW) == []
+    assert upward(SANDBOX, "actors.sandbox", BELOW) == []
 
 
 def test_an_import_up_the_rooms_is_found(tmp_path: Path) -> None:
@@ -36,5 +36,5 @@ def test_an_import_up_the_rooms_is_found(tmp_path: Path) -> None:
     (root / "confinement" / "confine.py").write_text("def f():\n    from actors.sandbox.tools import files\n")
     (root / "tools" / "files.py").write_text("from actors.sandbox.dispatch import ToolCall\n")
     (root / "workspace" / "ignore.py").write_text("from actors.sandbox.confinement.confine import Workspace\n")
-    assert upward(root, BELOW) == ["actors.sandbox.confinement.confine imports actors.sandbox.tools",
+    assert upward(root, "actors.sandbox", BELOW) == ["actors.sandbox.confinement.confine imports actors.sandbox.tools",
                              "actors.sandbox.tools.files imports actors.sandbox.dispatch"]

@@ -30,7 +30,7 @@ BELOW = {
 
 def test_each_room_of_the_stages_imports_only_itself_and_the_rooms_beneath_it() -> None:
     assert sorted(p.name for p in STAGES.iterdir() if (p / "__init__.py").exists()) == sorted(BELOW)
-    assert upward(STAGES, BELOW) == []
+    assert upward(STAGES, "actors.stages", BELOW) == []
 
 
 def test_an_import_up_the_rooms_or_across_the_stages_is_found(tmp_path: Path) -> None:
@@ -44,6 +44,6 @@ def test_an_import_up_the_rooms_or_across_the_stages_is_found(tmp_path: Path) ->
     (root / "execution" / "filestep.py").write_text("from actors.stages.judging.verifier import run\n")
     (root / "calls" / "pipeline.py").write_text("from actors.stages.progress import ProgressBoard\n")
     (root / "judging" / "verifier.py").write_text("from actors.stages.calls import pipeline\n")  # downward: fine
-    assert upward(root, BELOW) == ["actors.stages.calls.pipeline imports actors.stages.progress",
+    assert upward(root, "actors.stages", BELOW) == ["actors.stages.calls.pipeline imports actors.stages.progress",
                              "actors.stages.execution.filestep imports actors.stages.judging.verifier",
                              "actors.stages.prompting.prompts imports actors.stages.request"]
