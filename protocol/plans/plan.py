@@ -17,7 +17,10 @@ are renumbered ``S1``..``Sn`` when no dependency names them; a step depending on
 it); a task depending on a step label held by exactly one other task depends on that
 task; self-dependencies go; a pending task without steps gets one step doing the task.
 Each repair is one note saying what acode did. A dependency that names nothing (a typo)
-stays a problem: guessing could change the order the user gets.
+stays a problem: guessing could change the order the user gets. One that names nothing and
+is not even shaped like a label (``mcp__notes__lookup(acode)``: the real 1.5B model put the
+tool call its step makes there, three answers running, whatever the correction said) is no
+typo of one, so it orders nothing: it goes.
 """
 
 from __future__ import annotations
@@ -302,6 +305,10 @@ def _step_task(dep: str, tasks: list[PlanTask]) -> tuple[str, str] | None:
     return None
 
 
+# what a label a model mistyped still looks like ("S01", "step2", "t-3"): such a dependency is
+# kept as a problem for the model; anything else that names nothing is dropped by repair()
+_LABEL_LIKE = re.compile(r"[A-Za-z]{1,12}[-_ ]?\d{1,4}")
+
 def _repair_dependencies(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
     tasks = list(plan.tasks)
     task_labels = {t.label for t in tasks}
@@ -331,6 +338,9 @@ def _repair_dependencies(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
                     extra.append(other)
                     notes.append(f"acode made task {task.label} depend on task {other} (step {step.label} "
                                  f"depended on {dep!r})")
+                elif not _LABEL_LIKE.fullmatch(dep):
+                    notes.append(f"acode dropped step {task.label}/{step.label}'s dependency {dep[:80]!r}, which "
+                                 "names no step or task and is not a label")
                 else:
                     kept.append(dep)  # unknown: stays a problem
             steps.append(replace(step, depends_on=list(dict.fromkeys(kept))))
@@ -348,6 +358,9 @@ def _repair_dependencies(plan: TaskPlan) -> tuple[TaskPlan, list[str]]:
                     depends.append(other)
                 notes.append(f"acode read task {task.label}'s dependency {dep!r} as task {other}"
                              + (" (its own: dropped)" if other == task.label else ""))
+            elif not holders and not _LABEL_LIKE.fullmatch(dep):
+                notes.append(f"acode dropped task {task.label}'s dependency {dep[:80]!r}, which names no task or "
+                             "step and is not a label")
             else:
                 depends.append(dep)  # unknown, or a step label of several tasks: stays a problem
         tasks[index] = replace(task, depends_on=list(dict.fromkeys(depends)), steps=steps)

@@ -484,6 +484,20 @@ def test_unknown_and_ambiguous_dependencies_stay_problems() -> None:
         "step T3/S1 depends on unknown step 'S4'"]
 
 
+def test_a_dependency_that_is_not_even_shaped_like_a_label_is_dropped_a_mistyped_label_stays() -> None:
+    # Qwen2.5-Coder-1.5B, told the session's MCP tools, put the tool call in the step's
+    # depends_on three answers running; "S01" and "step 4" still look like labels: typos
+    plan, notes = repair(_draft(_t("T1", "write the notes first.", steps=[
+        _s("S1", "mcp__notes__lookup(acode)"), _s("S2", "S01"), _s("S3", "step 4")])))
+    assert notes == [
+        "acode dropped step T1/S1's dependency 'mcp__notes__lookup(acode)', which names no step or task and is "
+        "not a label",
+        "acode dropped task T1's dependency 'write the notes first.', which names no task or step and is not a label"]
+    assert plan.tasks[0].depends_on == [] and plan.tasks[0].steps[0].depends_on == []
+    assert [p.message for p in problems(plan)] == ["step T1/S2 depends on unknown step 'S01'",
+                                                   "step T1/S3 depends on unknown step 'step 4'"]
+
+
 def test_a_repair_that_would_make_a_cycle_is_not_made() -> None:
     draft = _draft(_t("T1", steps=[_s("S1", "T2")]), _t("T2", "T1"))
     assert repair(draft) == (draft, [])

@@ -271,6 +271,30 @@ def test_a_step_depending_on_a_task_label_is_read_as_the_task_dependency_it_mean
         "acode made task T2 depend on task T1 (step S2 depended on 'T1')"]
 
 
+def test_a_step_depending_on_the_tool_call_it_makes_is_repaired_not_sent_back(
+        actors: Harness, workspace: Path, server: ModelServer) -> None:
+    # The real 1.5B model, told the session's MCP tools, answered this three times running
+    # (the correction "depends on unknown step" changed nothing) and the session paused.
+    answer = {"goal": "Look up the word 'acode' with the notes lookup tool and write what the notes say into "
+                      "answer.txt", "status": "ready", "questions": [], "tasks": [{
+        "label": "T1", "title": "Lookup acode with notes lookup tool", "complexity": 1, "depends_on": [],
+        "description": "Use the mcp__notes__lookup tool to look up the word 'acode' and write the result into "
+                       "answer.txt",
+        "resources": {"read": ["README.md"], "write": ["answer.txt"], "directories": [], "commands": []},
+        "acceptance": [{"label": "A1", "description": "The content of answer.txt should contain the notes"}],
+        "steps": [{"label": "S1", "title": "Use mcp__notes__lookup to look up acode", "action": "run_command",
+                   "depends_on": ["mcp__notes__lookup(acode)"]}]}]}
+    server.by_stage(planner=[Json(answer)])
+    planner = Planner(actors, workspace, [], server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert result.plan.tasks[0].steps[0].depends_on == []
+    assert len(server.chats) == 1 and planner.log("plan_rejected") == []
+    assert planner.log("plan_repaired")[0]["notes"] == [
+        "acode dropped step T1/S1's dependency 'mcp__notes__lookup(acode)', which names no step or task and is "
+        "not a label"]
+
+
 def test_a_question_about_acodes_plan_rules_goes_back_to_the_model_never_to_the_user(
         actors: Harness, workspace: Path, server: ModelServer) -> None:
     asked = {"goal": "farewell()", "status": "needs_clarification", "tasks": [],
