@@ -53,7 +53,7 @@ def test_resolving_a_run_settings_loads_no_sandbox_actor_or_coordinator(tmp_path
 def test_importing_the_cli_builds_no_decoder_and_compiles_no_redaction_pattern() -> None:
     """The codec's decoders are built at their first decode, redaction's combined patterns at
     the first text with a marker (README "Performance": some 13 ms of every command)."""
-    code = ("import cli.app\nfrom protocol import codec, redact\n"
+    code = ("import cli.app\nfrom protocol import codec\nfrom protocol.basics import redact\n"
             "built = [n for n, d in vars(codec).items() if isinstance(d, codec.TypedDecoder) and d._decoder]\n"
             "assert built == [], built\nassert redact._scanners.cache_info().currsize == 0\n"
             "assert redact.redact('token ghp_' + 'a' * 36) == 'token [REDACTED:github-token]'\n"
