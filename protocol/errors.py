@@ -203,6 +203,7 @@ CODES: dict[str, str] = {
     "ACODE-MCP-014": "acode mcp approve: no such server or tool, or nothing changed to approve",
     "ACODE-MCP-015": "acode mcp approve needs a confirmation: run it on a terminal, or pass --yes",
     "ACODE-MCP-016": "an MCP call that may have acted was interrupted: the session pauses for a human (never re-run)",
+    "ACODE-MCP-017": "a write refused: the step names an MCP tool the try has not called yet (call it first)",
     "ACODE-MCP-020": "acode mcp serve: the MCP SDK is not installed (pip install acode[mcp])",
 }
 

@@ -366,3 +366,31 @@ def test_a_one_file_step_that_asks_for_an_mcp_tool_keeps_the_tool_loop_under_the
         assert '- mcp__notes__lookup {"text": "acode"}: notes about acode: MCP-NOTE-42' in judged
     assert _called(shared)[before:] == ["lookup acode"]
     assert (workspace / "answer.txt").read_text() == "MCP-NOTE-42\n"
+
+
+def test_a_write_waits_for_the_mcp_tool_the_step_names(shared: Acode, server: ModelServer, tmp_path: Path) -> None:
+    """Replays a real run (Qwen2.5-Coder-1.5B, the planner told the session's tools): the step
+    "Use the mcp__notes__lookup tool to look up the word 'acode'" was answered with answer.txt
+    written from nothing, three turns running. A write waits for the tool the step names."""
+    _configure(shared, server)
+    _servers(shared)
+    before = len(_called(shared))
+    plan = Json({"goal": "answer.txt says what the notes say", "status": "ready", "tasks": [{
+        "label": "T1", "title": "notes", "complexity": 1, "resources": {"write": ["answer.txt"]},
+        "acceptance": [{"label": "A1", "description": "answer.txt says what the notes say"}],
+        "steps": [{"label": "S1", "title": "Use the mcp__notes__lookup tool to look up the word 'acode'",
+                   "action": "run_command"}]}]})
+    invented = ToolCalls([("write_file", {"path": "answer.txt", "content": "acode is a programming language\n"})])
+    server.by_stage(planner=[plan], executor=[
+        invented, ToolCalls([("mcp__notes__lookup", {"text": "acode"})]),
+        ToolCalls([("write_file", {"path": "answer.txt", "content": "MCP-NOTE-42\n"})]), done()],
+        verifier=[VERDICT], reviewer=[APPROVE])
+    workspace = _workspace(tmp_path)
+    code, out, _ = _run(shared, workspace)
+    assert code == 0, out
+    second = [r for r in server.chats if r.stage == "executor"][1]
+    told = " ".join(str(m.get("content")) for m in second.body["messages"][-2:])
+    assert "not written: the step says to use mcp__notes__lookup, which you have not called; call " \
+           "mcp__notes__lookup first, then write answer.txt with what it returns (ACODE-MCP-017)" in told
+    assert _called(shared)[before:] == ["lookup acode"]
+    assert (workspace / "answer.txt").read_text() == "MCP-NOTE-42\n"

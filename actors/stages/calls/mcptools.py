@@ -297,6 +297,13 @@ class McpOffer:
         names = {*self.servers, *(listed.tool for listed in self.listed.values())}
         return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) for name in names)
 
+    def required(self, task: PlanTask, step: PlanStep) -> frozenset[str]:
+        """The offered tools the step's or its task's words name in full (``mcp__notes__lookup``,
+        as the planner writes them when told the tools): a write of the try waits until it
+        has called each (:meth:`actors.stages.execution.toolloop.ToolLoopStep._tool_first`)."""
+        text = f"{task.title} {task.description}\n{step.title} {step.description}"
+        return frozenset(name for name in self.names() if re.search(rf"{re.escape(name)}(?![\w-])", text))
+
     def hash_of(self, name: str) -> str:
         listed = self.listed.get(name)
         return listed.hash if listed is not None else ""

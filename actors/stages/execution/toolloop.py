@@ -114,6 +114,7 @@ __all__ = ["ToolLoopStep", "tools_left_out"]
 _TOOL_NAMES = frozenset(TOOL_ARGS)
 _WRITES = frozenset({"write_file", "modify_file", "create_directory"})
 _CHANGING_ACTIONS = frozenset({"write_file", "modify_file", "create_directory", "generate_code"})
+_CONTENT_WRITES = frozenset({"write_file", "modify_file"})
 _SILENT_TURNS = 2  # turns without a call (one correction between them) before tools the server dropped fail the step
 _DROPPED_SHARE = 0.6  # a prompt count below this share of the request's own estimate: the tools were left out
 
@@ -161,6 +162,7 @@ class ToolLoopStep(Step):
         self.last_invalid = ""  # the last turn's answer, when nothing of it could run
         self.invalid_repeats = 0
         self.lower_temperature = False  # after a repeated invalid answer, for the rest of the try
+        self.mcp_called: set[str] = set()  # the MCP tools this try has called (a write waits for those the step names)
         turns = request.settings.max_turns_per_step
         timeout = request.settings.step_timeout_s
         started = time.monotonic()
@@ -208,7 +210,7 @@ class ToolLoopStep(Step):
             if not isinstance(calls, toolcalls.ParseProblem):  # run_command "mcp__x__y(...)": the MCP call meant
                 calls = [self.mcp.meant(c) or c for c in calls]
             problems = [] if isinstance(calls, toolcalls.ParseProblem) else [
-                self.mcp.check(c) if is_mcp(c.name) else toolcalls.check(c) for c in calls]
+                self.mcp.check(c) if is_mcp(c.name) else toolcalls.check(c) or self._tool_first(c) for c in calls]
             refused = f"error: {problems[0]}" if problems and all(problems) else ""  # no call of the turn can run
             # an attempted call that could not run (an answer without any call is not counted)
             attempted = isinstance(calls, toolcalls.ParseProblem) or bool(refused or not calls and answer.format_error)
@@ -275,6 +277,20 @@ class ToolLoopStep(Step):
         else:
             self.conversation.reply_user(f"Result of your {call.name} call{f' {call.id}' if call.id else ''}:\n{text}")
 
+    def _tool_first(self, call: ModelToolCall) -> str | None:
+        """Why a content write cannot run yet: the step names an offered MCP tool in full
+        (``mcp__notes__lookup``) that this try has not called. On the real 1.5B model, a step
+        titled "Use the mcp__notes__lookup tool to look up the word 'acode'" was answered with
+        answer.txt written from nothing, the same file three turns running (ACODE-EXEC-008)."""
+        if call.name not in _CONTENT_WRITES:
+            return None
+        waiting = sorted(self.mcp.required(self.task, self.step) - self.mcp_called)
+        if not waiting:
+            return None
+        path = str(call.arguments.get("path", "the file"))[:200]
+        return (f"not written: the step says to use {', '.join(waiting)}, which you have not called; call "
+                f"{waiting[0]} first, then write {path} with what it returns (ACODE-MCP-017)")
+
     def _call(self, key: str, turn: int, index: int, call: ModelToolCall, problem: str | None, *, native: bool,
               last_turn: bool, repaired: bool = False, block: bool = False) -> Outcome | None:
         """Run ``call``, or answer ``problem`` (:func:`actors.llm.toolcalls.check`'s) to the model."""
@@ -283,6 +299,8 @@ class ToolLoopStep(Step):
             self.conversation.note(f"{call.name[:40]} refused: invalid call")
             self.watch.refused(call, problem)
             return None
+        if is_mcp(call.name):
+            self.mcp_called.add(call.name)  # whatever its outcome: the model has tried the tool
         if call.name in CONTROL_TOOLS:
             self.watch.control(call)
             control = decode_args(call.name, call.arguments)

@@ -187,3 +187,14 @@ def test_the_planner_is_told_the_offered_tools_their_words_stripped_capped_and_f
     assert "mcp__docs__gone" not in told, "a changed definition is not offered, so not planned with"
     assert told.endswith("- mcp__docs__bare(): tool bare of the server docs"), "no description: nothing fenced"
     assert offer.for_planner(most=1).endswith("\n- and 1 more")
+
+
+def test_a_step_requires_the_offered_tools_its_words_name_in_full() -> None:
+    tools = [McpToolDef(server="docs", name=name) for name in ("find", "find_all", "gone")]
+    offer = _offer(McpTools(tools=[_info(tools[0]), _info(tools[1]), _info(tools[2], "changed")]))
+    offer.refresh()
+    task = PlanTask(label="T1", title="notes", description="then use mcp__docs__gone")
+    step = PlanStep(label="S1", title="Use the mcp__docs__find_all tool", action="run_command")
+    assert offer.required(task, step) == {"mcp__docs__find_all"}, "not find (a prefix), not gone (not offered)"
+    plain = PlanStep(label="S1", title="look it up with the docs tool", action="run_command")
+    assert offer.required(task, plain) == frozenset(), "only a full name: the words alone ask for nothing"
