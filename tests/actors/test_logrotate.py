@@ -158,6 +158,8 @@ def test_copytruncate_keeps_a_running_writers_lines_in_order_once_and_its_next_l
         for path in files:
             data = path.read_bytes()
             assert b"\0" not in data, f"{path.name} has a hole: the writer wrote at its old offset"
+            if path != log:
+                assert data.endswith(b"\n"), f"{path.name} ends with a torn line: {data[-20:]!r}"
             lines = data.split(b"\n")
             for index, raw in enumerate(lines):
                 match = re.fullmatch(rb"line (\d+)", raw)
