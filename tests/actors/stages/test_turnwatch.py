@@ -95,11 +95,22 @@ def test_on_the_last_try_there_is_no_fresh_window_to_give_so_the_second_detectio
     assert not [e for e in run.events() if isinstance(e, StepRetried)]
 
 
-def test_an_edit_undone_is_noted_then_ends_the_try_then_pauses_the_session(stack: Stack) -> None:
-    """A -> B -> A on a file (A as the step read it), then B again, then A in the next try."""
-    writes = ["two\n", "one\n", "two\n", "one\n"]
-    run = stack.stage("executor", [call("write_file", path="a.txt", content=text) for text in writes],
-                      plan(step("S1"), resources={"write": ["a.txt"]}), files={"a.txt": "one\n"},
+_WRITES = [call("write_file", path="a.txt", content=text) for text in ["two\n", "one\n", "two\n", "one\n"]]
+# as Qwen2.5-Coder-1.5B did it: modify_file edits that swap a line back and forth; only the
+# sandbox knows what a search/replace left (its result's ``sha256``), hashed as the step
+# hashed the file it read
+_FLIPS = [call("modify_file", path="a.txt", edits=[{"search": old, "replace": new}])
+          for old, new in [("oné", "two"), ("two", "oné"), ("oné", "two"), ("two", "oné")]]
+
+
+@pytest.mark.parametrize(("calls", "before", "after"), [(_WRITES, "one\n", "two\n"),
+                                                        (_FLIPS, "x = 1\noné\n", "x = 1\ntwo\n")],
+                         ids=["write_file", "modify_file"])
+def test_an_edit_undone_is_noted_then_ends_the_try_then_pauses_the_session(
+        stack: Stack, calls: list[Any], before: str, after: str) -> None:
+    """A -> B -> A on a file (A as the step read it), then B again, then A in the next try,
+    written whole or by search/replace."""
+    run = stack.stage("executor", calls, plan(step("S1"), resources={"write": ["a.txt"]}), files={"a.txt": before},
                       anomalies=ONLY["edits_undone"])
 
     result = executor.run(run.ctx)
@@ -109,34 +120,11 @@ def test_an_edit_undone_is_noted_then_ends_the_try_then_pauses_the_session(stack
                               ("edit_undone", "pause", "S1", [2, 3, 4])]
     assert notes(run) == [2]
     [first] = [e for e in run.events() if isinstance(e, AnomalyDetected)][:1]
-    one, two = (hashlib.sha256(text.encode()).hexdigest()[:8] for text in ("one\n", "two\n"))
+    one, two = (hashlib.sha256(text.encode()).hexdigest()[:8] for text in (before, after))
     assert first.evidence == (f"a.txt went back to its content before ({one}) at turn 2, undoing the writes between "
                               f"({one} -> {two} -> {one}; step T1/S1 turns 1, 2)")
     assert "Your writes undo each other" in run.spy.requests[2].messages[-1].content
-    assert (run.workspace / "a.txt").read_text() == "one\n"  # what the model wrote stays: acode undoes nothing
-
-
-def test_an_edit_undone_by_search_replace_is_noted_then_ends_the_try_then_pauses_the_session(stack: Stack) -> None:
-    """The same, as Qwen2.5-Coder-1.5B did it: modify_file edits that swap a line back and
-    forth. Only the sandbox knows what a search/replace left (its result's ``sha256``), and
-    it hashes it as the step hashed the file it read: A is the content before."""
-    flips = [("oné", "two"), ("two", "oné"), ("oné", "two"), ("two", "oné")]
-    run = stack.stage("executor", [call("modify_file", path="a.txt", edits=[{"search": old, "replace": new}])
-                                   for old, new in flips],
-                      plan(step("S1"), resources={"write": ["a.txt"]}), files={"a.txt": "x = 1\noné\n"},
-                      anomalies=ONLY["edits_undone"])
-
-    result = executor.run(run.ctx)
-
-    assert result.error is not None and result.error.code == "ACODE-EXEC-011"
-    assert anomalies(run) == [("edit_undone", "note", "S1", [1, 2]), ("edit_undone", "fresh_window", "S1", [1, 2, 3]),
-                              ("edit_undone", "pause", "S1", [2, 3, 4])]
-    assert notes(run) == [2]
-    [first] = [e for e in run.events() if isinstance(e, AnomalyDetected)][:1]
-    one, two = (hashlib.sha256(text.encode()).hexdigest()[:8] for text in ("x = 1\noné\n", "x = 1\ntwo\n"))
-    assert first.evidence == (f"a.txt went back to its content before ({one}) at turn 2, undoing the writes between "
-                              f"({one} -> {two} -> {one}; step T1/S1 turns 1, 2)")
-    assert (run.workspace / "a.txt").read_text() == "x = 1\noné\n"
+    assert (run.workspace / "a.txt").read_text() == before  # what the model wrote stays: acode undoes nothing
 
 
 def test_turns_without_progress_are_noted_then_end_the_try_then_pause_the_session(stack: Stack) -> None:
