@@ -88,6 +88,16 @@ class Listed(NamedTuple):
     timeout_s: float
 
 
+def step_words(request: str, task: PlanTask, step: PlanStep) -> str:
+    """The user's request and the step's and its task's words: where a step names MCP tools."""
+    return f"{request}\n{task.title} {task.description}\n{step.title} {step.description}"
+
+
+def _word(name: str, text: str) -> bool:
+    """Whether ``name`` stands in ``text`` as a word of its own (any case; ``-`` and ``_`` join)."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
 def _plain(names: Any) -> list[str]:
     """The names in ``names`` that are plainly names (the server's words, said unfenced)."""
     return [n for n in names or () if isinstance(n, str) and _PLAIN_NAME.fullmatch(n)][:_NAMED_ARGS]
@@ -214,32 +224,48 @@ class McpOffer:
             value = {names[0]: inner.strip("\"'")}
         return ModelToolCall(id=call.id, name=found[1], arguments=value)
 
-    def named(self, most: int = MENTIONED) -> str:
+    def ranked(self, words: str) -> list[dict[str, Any]]:
+        """The offered definitions, those the words name first (a tool's full ``mcp__`` name, or
+        its own name as a word in any case), then the others, each group in listing order: with
+        more tools than are shown, the one the user asked for is never among those left out,
+        and the example call is of that one."""
+        def named(definition: dict[str, Any]) -> bool:
+            name = definition["function"]["name"]
+            listed = self.listed.get(name)
+            return (re.search(rf"{re.escape(name)}(?![\w-])", words) is not None
+                    or listed is not None and _word(listed.tool, words))
+        first = [d for d in self.definitions if named(d)]
+        return first + [d for d in self.definitions if d not in first]
+
+    def named(self, words: str = "", most: int = MENTIONED) -> str:
         """The offered tools in one paragraph for the step's message, with an example call in
         the JSON form small models write ("" when none is offered): the definitions reach the
-        model only through the server's chat template, which a small model reads poorly."""
+        model only through the server's chat template, which a small model reads poorly. The
+        tools ``words`` (the request and the step) name come first (:meth:`ranked`)."""
         if not self.definitions:
             return ""
+        ranked = self.ranked(words)
         shown = [f"{d['function']['name']}({', '.join(_plain(d['function']['parameters'].get('properties')))})"
-                 for d in self.definitions[:most]]
-        more = f" and {len(self.definitions) - most} more" if len(self.definitions) > most else ""
-        first = self.definitions[0]["function"]
+                 for d in ranked[:most]]
+        more = f" and {len(ranked) - most} more" if len(ranked) > most else ""
+        first = ranked[0]["function"]
         example = json.dumps({"name": first["name"], "arguments": {
             key: "..." for key in _plain(first["parameters"].get("required"))}})
         return (f"Tools of the user's MCP servers, offered with the others: {', '.join(shown)}{more}. Call one "
                 f"like any tool, e.g. {example}")
 
-    def for_planner(self, most: int = MENTIONED) -> str:
+    def for_planner(self, words: str = "", most: int = MENTIONED) -> str:
         """The offered tools for the planner's message ("" when none): each name with its
-        argument names and its description, fenced, cut to :data:`COMPACT_DESCRIPTION_CHARS`.
-        Untold, the real 1.5B model planned ``python -m notes_lookup`` for "look it up with
-        the notes tool", and the executor's model ran that instead of the tool."""
+        argument names and its description, fenced, cut to :data:`COMPACT_DESCRIPTION_CHARS`,
+        those the request (``words``) names first. Untold, the real 1.5B model planned
+        ``python -m notes_lookup`` for "look it up with the notes tool", and the executor's
+        model ran that instead of the tool."""
         if not self.definitions:
             return ""
         lines = ["The user's MCP tools. The executor calls them as tools, by these names, in any step; they "
                  "are not commands, so never put one in a check or a run_command. A step that needs one names "
                  "it in its description."]
-        for definition in self.definitions[:most]:
+        for definition in self.ranked(words)[:most]:
             function = definition["function"]
             name = function["name"]
             arguments = ", ".join(_plain(function["parameters"].get("properties")))
@@ -291,11 +317,11 @@ class McpOffer:
         Such a step keeps the tool loop: the one-file step style offers no tools."""
         if not self.servers:
             return False
-        text = f"{request}\n{task.title} {task.description}\n{step.title} {step.description}"
+        text = step_words(request, task, step)
         if PREFIX in text:
             return True
         names = {*self.servers, *(listed.tool for listed in self.listed.values())}
-        return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) for name in names)
+        return any(_word(name, text) for name in names)
 
     def required(self, task: PlanTask, step: PlanStep) -> frozenset[str]:
         """The offered tools the step's or its task's words name in full (``mcp__notes__lookup``,

@@ -97,7 +97,7 @@ import msgspec
 
 from actors.llm import tokens, toolcalls
 from actors.llm.provider import ModelRequest
-from actors.stages.calls.mcptools import is_mcp
+from actors.stages.calls.mcptools import is_mcp, step_words
 from actors.stages.execution.conversation import Conversation
 from actors.stages.execution.step import REPEATS, Outcome, Step, retry_note, step_timed_out
 from actors.stages.execution.stepview import step_paths
@@ -148,7 +148,8 @@ class ToolLoopStep(Step):
         text = prompts.render_step(request.plan, self.task, self.step, request.feedback,
                                    files=files, fence=self.ctx.fence, listing=listing, offered=self.offered)
         told = self.mcp.refresh()  # the step's message names the MCP tools (listed again before each turn)
-        text += (f"\n\n{self.mcp.named()}" if self.mcp.definitions else "") + retry_note(
+        named = self.mcp.named(step_words(request.task, self.task, self.step))
+        text += (f"\n\n{named}" if named else "") + retry_note(
             attempt, limit, failure, self.earlier_failure)
         self.conversation = Conversation(system, text)
         for note in told:

@@ -213,7 +213,7 @@ def _mcp_tools(ctx: StageContext) -> str:
         return ""
     offer = McpOffer(ctx)
     offer.refresh()
-    return offer.for_planner()
+    return offer.for_planner(ctx.request.task)
 
 
 def run(ctx: StageContext) -> StageResult:
