@@ -42,6 +42,7 @@ pytestmark = pytest.mark.system
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 PYTHON = sys.executable
 SECRET = "MCP_TEST_SECRET_TOKEN"
+STDIO_TOOLS = 7  # the tools of tests/mcp_servers/stdio_server.py
 
 
 class World:
@@ -124,12 +125,13 @@ def test_tools_of_a_stdio_and_an_http_server_are_listed_and_called(world: World)
     listed = world.listing(world.stdio, world.http)
     servers = {s.name: s for s in listed.servers}
     assert servers["tst"].state == "ready" and servers["web"].state == "ready", servers
-    assert servers["tst"].tools == 5 and servers["web"].tools == 2
+    assert servers["tst"].tools == STDIO_TOOLS and servers["web"].tools == 2
     assert servers["tst"].isolation.startswith(("bubblewrap:", "landlock:")), servers["tst"].isolation
     assert "workspace read-only" in servers["tst"].isolation
     tools = {t.name: t for t in listed.tools}
-    assert sorted(tools) == ["mcp__tst__described", "mcp__tst__echo", "mcp__tst__fail", "mcp__tst__probe",
-                             "mcp__tst__slow", "mcp__web__add", "mcp__web__shout"]
+    assert sorted(tools) == ["mcp__tst__delete_note", "mcp__tst__described", "mcp__tst__echo", "mcp__tst__fail",
+                             "mcp__tst__lookup", "mcp__tst__probe", "mcp__tst__slow", "mcp__web__add",
+                             "mcp__web__shout"]
     # untrusted: its read_only_hint counts for nothing; trusted: it does
     assert (tools["mcp__tst__echo"].risk, tools["mcp__tst__echo"].rerun_safe) == ("destructive", False)
     assert (tools["mcp__web__add"].risk, tools["mcp__web__add"].rerun_safe) == ("read", True)
@@ -193,14 +195,14 @@ def test_a_killed_stdio_server_comes_back_and_its_call_in_flight_fails_once(worl
     assert "exited during the call to slow; it was not re-run" in error.message
 
     after = {s.name: s for s in world.listing(world.stdio).servers}["tst"]
-    assert after.state == "ready" and after.tools == 5 and after.restarts > before.restarts, after
+    assert after.state == "ready" and after.tools == STDIO_TOOLS and after.restarts > before.restarts, after
     assert world.call(world.stdio, "echo", text="back") == McpCalled(ok=True, output="echo: back")
     assert world.log().count("CALLED slow s1") == 1
 
     (idle,) = world.server_processes()  # killed between calls this time
     idle.send_signal(signal.SIGKILL)
     again = {s.name: s for s in world.listing(world.stdio).servers}["tst"]
-    assert again.state == "ready" and again.tools == 5 and again.restarts > after.restarts, again
+    assert again.state == "ready" and again.tools == STDIO_TOOLS and again.restarts > after.restarts, again
 
 
 def test_calls_run_concurrently(world: World) -> None:
@@ -256,7 +258,7 @@ def test_a_killed_mcp_actor_is_restarted_and_never_reruns_the_call_it_was_runnin
                what="the old server gone with its actor")
 
     listed = world.listing(world.stdio, world.http)
-    assert {s.name: (s.state, s.tools) for s in listed.servers} == {"tst": ("ready", 5), "web": ("ready", 2)}
+    assert {s.name: (s.state, s.tools) for s in listed.servers} == {"tst": ("ready", STDIO_TOOLS), "web": ("ready", 2)}
     assert world.log().count("CALLED slow a1") == 1
 
 
@@ -272,6 +274,6 @@ def test_doctor_lists_each_configured_server_from_the_running_actor(world: World
     checks = {check["name"]: check for check in json.loads(done.stdout)}
     assert checks["mcp off"]["detail"] == "disabled (enabled: false)"
     line = checks["mcp tst"]
-    assert line["ok"] and line["detail"].startswith("ready, 5 tools ("), line
+    assert line["ok"] and line["detail"].startswith(f"ready, {STDIO_TOOLS} tools ("), line
     assert "pinned" in line["detail"], line
     assert any(f"isolation {level}: workspace read-only" in line["detail"] for level in ("bubblewrap", "landlock"))

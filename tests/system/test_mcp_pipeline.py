@@ -1,6 +1,6 @@
 """MCP tools through acode's whole pipeline: real CLI processes, every actor a process (the
 ``mcp`` actor included), the stand-in model server scripted to call MCP tools, and a real
-MCP server on stdio written with the SDK (tests/system/mcp_servers/notes_server.py), run by
+MCP server on stdio written with the SDK (tests/mcp_servers/stdio_server.py), run by
 the ``mcp`` actor, confined, in each test's workspace.
 
 The session's server comes from the user's configuration (``ACODE_MCP__SERVERS``, read by
@@ -44,8 +44,9 @@ from tests.system.test_models import APPROVE, _configure, done
 
 pytestmark = pytest.mark.system
 
-SERVER = Path(__file__).resolve().parent / "mcp_servers" / "notes_server.py"
-HTTP_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "http_server.py"
+SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
+SERVER = SERVERS / "stdio_server.py"
+HTTP_SERVER = SERVERS / "http_server.py"
 VERDICT = Json({"passed": True, "summary": "A1 holds", "criteria": [{"label": "A1", "passed": True,
                                                                       "evidence": "the notes were read"}]})
 TASK = "look the word up in the notes"
@@ -111,7 +112,7 @@ def test_a_trusted_read_only_tool_runs_without_approval_and_the_model_sees_its_o
     workspace = _workspace(tmp_path)
     listed = shared("mcp", "list", "--workspace", str(workspace))  # starts the server (the SDK's import is slow)
     assert listed.returncode == 0, listed.stderr
-    assert "notes  stdio  ready  4 tool(s)" in listed.stdout
+    assert "notes  stdio  ready  7 tool(s)" in listed.stdout
     assert [line.split()[:3] for line in listed.stdout.splitlines() if "mcp__notes__lookup" in line] == [
         ["mcp__notes__lookup", "offered", "read"]]
     server.by_stage(planner=[_plan()], executor=[ToolCalls([("mcp__notes__lookup", {"text": "acode"})]), done()],
