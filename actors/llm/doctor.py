@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from typing import Annotated
 
 import msgspec
@@ -56,10 +57,12 @@ def _models_for(spec: OllamaProvider | OpenAIProvider, stages: tuple[Stage, ...]
 
 
 def probe(spec: OllamaProvider | OpenAIProvider, *, timeout_s: float = 5.0,
-          generate_timeout_s: float = 60.0, planner_context_tokens: int | None = None) -> list[DoctorCheck]:
+          generate_timeout_s: float = 60.0, prompt_budgets: Mapping[Stage, int] | None = None) -> list[DoctorCheck]:
     """Check the server ``spec`` names; ``generate_timeout_s`` bounds each tiny generation
     (a model that is not loaded yet may take that long to answer its first token).
-    ``planner_context_tokens`` (the session setting) is compared with the context too."""
+    ``prompt_budgets``: each stage's largest prompt in tokens
+    (:func:`actors.stages.prompting.budget.prompt_budgets`), set beside its answer cap
+    against the context."""
     checks: list[DoctorCheck] = []
     try:
         check_base_url(spec.base_url, allow_remote=spec.allow_remote)
@@ -83,7 +86,7 @@ def probe(spec: OllamaProvider | OpenAIProvider, *, timeout_s: float = 5.0,
             if check.ok:
                 available.add(name)
         checks += _context(model, spec, sorted(available), timeout_s)
-        checks.append(_budgets(spec, planner_context_tokens))
+        checks.append(_budgets(spec, prompt_budgets or {}))
         for name in _models_for(spec, ("executor",)):
             if name in available:
                 checks.append(_tool_probe(model, name))
@@ -168,17 +171,26 @@ def _context(model: HttpModel, spec: OllamaProvider | OpenAIProvider, names: lis
     return checks
 
 
-def _budgets(spec: OllamaProvider | OpenAIProvider, planner_context_tokens: int | None) -> DoctorCheck:
-    """The stages' answer caps and the planner's prompt budget against num_ctx."""
+def _budgets(spec: OllamaProvider | OpenAIProvider, prompts: Mapping[Stage, int]) -> DoctorCheck:
+    """Each stage's largest prompt and its answer cap against num_ctx. A request's cap is cut
+    to the context its prompt leaves (:mod:`actors.llm.http`), so this warns of answers that
+    may be cut short (ACODE-LLM-012), never of a refusal."""
     caps = {stage: spec.max_tokens_for(stage) for stage in STAGES}
-    shown = ", ".join(f"{stage} {cap}" for stage, cap in caps.items())
-    planner = (planner_context_tokens or 0) + caps["planner"]
-    if planner_context_tokens and planner > spec.num_ctx:
+    shown = ", ".join(f"{stage} {prompts[stage]} + {cap}" if stage in prompts else f"{stage} {cap}"
+                      for stage, cap in caps.items())
+    over = {stage: prompts[stage] + cap for stage, cap in caps.items() if prompts.get(stage, 0) + cap > spec.num_ctx}
+    if over:
+        worst = max(over.values())
+        said = ", ".join(f"{stage} {prompts[stage]} + {caps[stage]} = {total}" for stage, total in over.items())
+        lower = "planner.context_tokens, " if "planner" in over else ""
         return DoctorCheck(name="token budgets", ok=True, warning=True, detail=(
-            f"planner.context_tokens {planner_context_tokens} + the planner's answer cap {caps['planner']} = "
-            f"{planner} > num_ctx {spec.num_ctx}: a full prompt leaves the plan less room (answer caps: {shown})"),
-            fix=f"raise num_ctx (and the server's context) to {planner}, or lower planner.context_tokens")
-    return DoctorCheck(name="token budgets", ok=True, detail=f"answer caps within num_ctx {spec.num_ctx}: {shown}")
+            f"a stage's largest prompt + its answer cap exceeds num_ctx {spec.num_ctx}: {said}; a full prompt "
+            f"leaves its answer less room (prompt + answer cap: {shown})"),
+            fix=f"raise num_ctx (and the server's context) to {worst}, or lower {lower}"
+                "orchestration.token_budget or model.stage_max_tokens")
+    return DoctorCheck(name="token budgets", ok=True, detail=(
+        f"each stage's largest prompt and answer cap fit num_ctx {spec.num_ctx} (prompt + answer cap: {shown})"
+        if prompts else f"answer caps within num_ctx {spec.num_ctx}: {shown}"))
 
 
 _SLOW_FIX = "check the server's log, or raise first_token_timeout_s for a slow first load"

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import OrchestrationError
-from protocol.plans.stages import Stage
+from protocol.plans.stages import STAGES, Stage
 from protocol.sessions.session import DEFAULT_TOKEN_BUDGET, SessionSettings
 
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "cut_diff",
-           "estimate", "fit", "stage_budget", "too_large"]
+           "estimate", "fit", "prompt_budgets", "stage_budget", "too_large"]
 
 CHARS_PER_TOKEN = 4
 DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
@@ -54,6 +54,14 @@ def stage_budget(settings: SessionSettings, stage: Stage) -> int:
     window = context_window(settings)
     percent = settings.token_budget.get(stage, DEFAULT_TOKEN_BUDGET[stage])
     return (window - answer_reserve(window)) * percent // 100
+
+
+def prompt_budgets(settings: SessionSettings) -> dict[Stage, int]:
+    """Each stage's largest prompt in tokens: its budget, the planner's capped by
+    ``planner_context_tokens`` too (what ``acode doctor`` sets beside the answer caps)."""
+    budgets = {stage: stage_budget(settings, stage) for stage in STAGES}
+    budgets["planner"] = min(budgets["planner"], settings.planner_context_tokens)
+    return budgets
 
 
 def too_large(settings: SessionSettings, stage: Stage, needed_tokens: int, what: str,

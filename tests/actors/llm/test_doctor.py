@@ -7,6 +7,8 @@ import socket
 import pytest
 
 from actors.llm.doctor import DoctorCheck, probe
+from actors.stages.prompting.budget import prompt_budgets
+from protocol.sessions.session import SessionSettings
 from tests.actors.llm.conftest import spec_for
 from tests.modelserver import Json, ModelServer, Stall, Text, TextToolCalls, ToolCalls
 
@@ -61,14 +63,31 @@ def test_llama_servers_context_is_read_and_compared_with_num_ctx(props: bool, so
     with ModelServer(n_ctx=4_096, props=props) as llama:
         llama.queue(*GOOD)
         checks = _by_name(probe(spec_for("openai", llama.openai_url), timeout_s=2, generate_timeout_s=2,
-                                planner_context_tokens=6_000))
+                                prompt_budgets={"planner": 6_000, "executor": 3_000}))
     context = checks["context length test-model"]
     assert not context.ok
     assert context.detail == (f"test-model's context is 4096 tokens ({source}), less than num_ctx 8192: longer "
                               "prompts will be refused (ACODE-LLM-013)")
     assert context.fix.startswith("start the server with a context of 8192 (llama-server --ctx-size 8192")
     budgets = checks["token budgets"]
-    assert budgets.warning and "6000 + the planner's answer cap 4096 = 10096 > num_ctx 8192" in budgets.detail
+    assert budgets.warning and "exceeds num_ctx 8192: planner 6000 + 4096 = 10096; a full prompt" in budgets.detail
+    assert "executor 3000 + 4096" in budgets.detail and "executor 3000 + 4096 =" not in budgets.detail, "it fits"
+    assert budgets.fix.startswith("raise num_ctx (and the server's context) to 10096, or lower planner.context_tokens")
+
+
+def test_the_default_budgets_at_8192_fit_every_stages_prompt_and_answer(server: ModelServer) -> None:
+    """The recommended small-model setup (num_ctx 8192, every budget at its default) was
+    warned "planner.context_tokens 6000 + the planner's answer cap 4096 = 10096 > num_ctx
+    8192", with the fix to raise num_ctx: but the planner's prompt is also held to its share
+    of the context (1,792 tokens), so nothing was ever cut."""
+    spec = spec_for("openai", server.openai_url)
+    budgets = prompt_budgets(SessionSettings(provider=spec))
+    assert budgets == {"planner": 1_792, "executor": 3_225, "verifier": 1_075, "reviewer": 1_075}
+    server.queue(*GOOD)
+    found = _by_name(probe(spec, timeout_s=2, generate_timeout_s=2, prompt_budgets=budgets))["token budgets"]
+    assert not found.warning and found.detail == (
+        "each stage's largest prompt and answer cap fit num_ctx 8192 (prompt + answer cap: planner 1792 + 4096, "
+        "executor 3225 + 4096, verifier 1075 + 1024, reviewer 1075 + 2048)")
 
 
 @pytest.mark.parametrize("kind", ["ollama", "openai"])
