@@ -83,13 +83,16 @@ def answered_file(answer: str, path: str, fence: Fence) -> str | None:
 
 
 def problem(content: str | None, current: str | None, path: str,
-            others: Sequence[tuple[str, str | None]] = ()) -> str:
+            others: Sequence[tuple[str, str | None]] = (), *, found: str | None) -> str:
     """Why ``content`` (the answered file; None: no block) is not written over ``current``
     (None: no file yet), or '': no code block, the file as it is, another file shown for
     reference (``others``: the model copied the test file), Python that does not compile
     (compiled only, never run), a line standing for code left out of a file that had more,
-    fewer ``test_*`` functions than the file has (edit/add-test on the real model: the new
-    test alone, the old ones gone, and every check passed)."""
+    fewer ``test_*`` functions than the file had when the step found it (``found``; None: no
+    file) with some of those gone (edit/add-test on the real model: the new test alone, the
+    old ones gone, and every check passed). A test the model added in this step is its own
+    to drop: on the real model, a test it wrote with a wrong expectation, then left out,
+    was refused six times and the session paused."""
     if content is None or not content.strip():
         return "no_block"
     if current is not None and content.strip() == current.strip():
@@ -107,9 +110,9 @@ def problem(content: str | None, current: str | None, path: str,
             return f"syntax:{type(error).__name__}: {error}"
     if current is not None and _LEFT_OUT.search(content) and not _LEFT_OUT.search(current):
         return "left_out"
-    if current is not None and path.endswith(".py"):
-        gone = _tests(current) - _tests(content)
-        if gone and len(_tests(content)) < len(_tests(current)):  # a rename keeps the count
+    if found is not None and path.endswith(".py"):
+        gone = _tests(found) - _tests(content)
+        if gone and len(_tests(content)) < len(_tests(found)):  # a rename keeps the count
             return "dropped:" + ", ".join(sorted(gone))
     return ""
 

@@ -148,7 +148,7 @@ def render_problem(kind: str, path: str, request: str = "") -> str:
         return (f"Your code block leaves part of {path} out (a comment stands for the rest), so it was not "
                 f"written: it would delete that code. {ask} Give every line.")
     if kind.startswith("dropped:"):
-        return (f"Your code block was not written: it deletes tests that {path} has ({kind[8:]}). Keep every "
-                f"test that is there and add yours. {ask}")
+        return (f"Your code block was not written: it deletes tests that {path} had ({kind[8:]}). Keep every "
+                f"test that was there and add yours. {ask}")
     assert kind.startswith("syntax:")
     return f"Your code block was not written: it is not valid Python: {kind[7:]}. {ask}"

@@ -150,7 +150,7 @@ class FileStyleStep(ToolLoopStep):
                 return step_timed_out(timeout, started, turn, turns)
             self.conversation.answer(answer.content, [])
             content = answered_file(answer.content, path, self.ctx.fence)
-            kind = problem(content, current, path, files)
+            kind = problem(content, current, path, files, found=original)
             if kind:
                 repeats = repeats + 1 if kind == last_problem else 1
                 last_problem = kind

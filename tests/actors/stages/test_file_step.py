@@ -460,12 +460,39 @@ def test_an_answer_that_deletes_the_files_tests_is_not_written(stack: Stack, ser
     assert result.ok, result.summary
     assert (run.workspace / "test_core.py").read_text() == kept
     told = _said(server, 1)
-    assert told.startswith("Your code block was not written: it deletes tests that test_core.py has (test_one, "
+    assert told.startswith("Your code block was not written: it deletes tests that test_core.py had (test_one, "
                            "test_two)."), told
 
 
 def test_a_renamed_test_is_not_a_deleted_one() -> None:
     renamed = TWO_TESTS.replace("test_one", "test_first")
-    assert fileanswer.problem(renamed, TWO_TESTS, "test_core.py") == ""
-    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "test_core.py") == "dropped:test_one, test_two"
-    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "notes.txt") == ""
+    assert fileanswer.problem(renamed, TWO_TESTS, "test_core.py", found=TWO_TESTS) == ""
+    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "test_core.py", found=TWO_TESTS) == "dropped:test_one, test_two"
+    assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "notes.txt", found=TWO_TESTS) == ""
+    # a test the step added is the model's own to drop; one the step found is not
+    assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=TEST_CORE) == ""
+    assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=None) == "", "a file the step created"
+    assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=RIGHT_TEST) == "dropped:test_average_length"
+
+
+ONE_TEST = TEST_CORE + "\n\ndef test_one():\n    assert average_length({'a': 2}) == 1\n"
+
+
+def test_a_test_the_step_added_may_be_taken_back_into_another(stack: Stack, server: ModelServer) -> None:
+    """A hand run on the real model ("add a remove command ... and a test of Store.remove"):
+    its new test_remove expected the wrong item gone and failed; its next answers put the
+    assertions into the file's one existing test instead, and each was refused as "deletes
+    tests that tests/test_store.py has (test_remove)", a test of its own, three times a try
+    until the session paused (EXEC-008). Only the tests the step found are kept now."""
+    merged = (TEST_CORE + "\n\ndef test_one():\n    assert average_length({'a': 2}) == 1\n"
+              "    assert average_length({'a': 1, 'bb': 1}) == 1.5\n")
+    server.queue(Text(f"```python\n{ONE_TEST}\n\ndef test_average_length():\n"
+                      "    assert average_length('a bb') == 1.5\n```"))  # its own test, failing
+    server.queue(Text(f"```python\n{merged}```"))
+    run = _add_test(stack, server, ONE_TEST)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "test_core.py").read_text() == merged
+    assert "deletes tests" not in _said(server, 1) and len(server.chats) == 2
