@@ -67,7 +67,7 @@ def _model_checks(paths: RunPaths, workspace: Path) -> list[Check]:
     if isinstance(spec, ScriptedProvider):
         return [*checks, Check(name="model", ok=True, detail=f"scripted model {spec.script_name} (no server)")]
     from actors.llm.doctor import probe
-    from actors.stages.prompting.budget import prompt_budgets
+    from protocol.sessions.budgets import prompt_budgets
 
     for result in probe(spec, prompt_budgets=prompt_budgets(session_settings(config))):
         checks.append(Check(name=result.name, ok=result.ok, detail=result.detail, fix=result.fix or "",

@@ -1,6 +1,7 @@
 """Every prompt fits: each stage's token budget, and trimming a prompt's parts to it.
 
-A stage's budget is its share of the model's context (seed 000 FR-046..053):
+A stage's budget is its share of the model's context (seed 000 FR-046..053; computed in
+:mod:`protocol.sessions.budgets`, re-exported here):
 ``token_budget[stage]`` percent (default planner 25, executor 45, verifier 15, reviewer
 15: the executor sends the most, its tool definitions and a window of turns; see
 docs/pipeline.md, "Token budgets") of the model's ``num_ctx`` less a reserve for the answer (an
@@ -24,44 +25,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import OrchestrationError
-from protocol.plans.stages import STAGES, Stage
+from protocol.plans.stages import Stage
+from protocol.sessions.budgets import (
+    DEFAULT_CONTEXT_TOKENS,
+    answer_reserve,
+    context_window,
+    prompt_budgets,
+    stage_budget,
+)
 from protocol.sessions.session import DEFAULT_TOKEN_BUDGET, SessionSettings
 
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_CONTEXT_TOKENS", "Part", "answer_reserve", "context_window", "cut_diff",
            "estimate", "fit", "prompt_budgets", "stage_budget", "too_large"]
 
 CHARS_PER_TOKEN = 4
-DEFAULT_CONTEXT_TOKENS = 32_768  # a model without a configured window (the scripted one)
 
 
 def estimate(text: str) -> int:
     """Tokens of ``text``, estimated (rounded up)."""
     return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def context_window(settings: SessionSettings) -> int:
-    """The model's context in tokens: the provider's ``num_ctx``, else the default."""
-    return getattr(settings.provider, "num_ctx", None) or DEFAULT_CONTEXT_TOKENS
-
-
-def answer_reserve(window: int) -> int:
-    """Tokens kept free for the model's answer."""
-    return window // 8
-
-
-def stage_budget(settings: SessionSettings, stage: Stage) -> int:
-    """The stage's prompt budget in tokens: its share of the window less the answer's reserve."""
-    window = context_window(settings)
-    percent = settings.token_budget.get(stage, DEFAULT_TOKEN_BUDGET[stage])
-    return (window - answer_reserve(window)) * percent // 100
-
-
-def prompt_budgets(settings: SessionSettings) -> dict[Stage, int]:
-    """Each stage's largest prompt in tokens: its budget, the planner's capped by
-    ``planner_context_tokens`` too (what ``acode doctor`` sets beside the answer caps)."""
-    budgets = {stage: stage_budget(settings, stage) for stage in STAGES}
-    budgets["planner"] = min(budgets["planner"], settings.planner_context_tokens)
-    return budgets
 
 
 def too_large(settings: SessionSettings, stage: Stage, needed_tokens: int, what: str,

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from actors.llm.doctor import DoctorCheck, probe
-from actors.stages.prompting.budget import prompt_budgets
+from protocol.sessions.budgets import prompt_budgets
 from protocol.sessions.session import SessionSettings
 from tests.actors.llm.conftest import spec_for
 from tests.modelserver import Json, ModelServer, Stall, Text, TextToolCalls, ToolCalls
