@@ -7,6 +7,7 @@ goes out through :func:`cli.render.echo`, which escapes what a model or a comman
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -162,11 +163,36 @@ class Progress:
         return None
 
 
+# Directories tools fill with caches of their own (each marks itself ignored): their files are
+# counted in one entry, not listed (a hand run's `files changed:` led with five .pytest_cache files)
+CACHE_DIRS = frozenset({".pytest_cache", "__pycache__", ".mypy_cache", ".ruff_cache", ".hypothesis"})
+
+
+def _cache_dir(path: str) -> str | None:
+    """The cache directory ``path`` lies in (``a/__pycache__/``), or None."""
+    parts = path.split("/")
+    found = next((i for i, part in enumerate(parts[:-1]) if part in CACHE_DIRS), None)
+    return "/".join(parts[:found + 1]) + "/" if found is not None else None
+
+
 def _listed(changes: WorkspaceChanges) -> str:
     if not changes.files:
         return "none"
-    shown = ", ".join(f"{c.old} -> {c.path} ({c.status})" if c.old else f"{c.path} ({c.status})"
-                      for c in changes.files)
+    entries: dict[str, str] = {}  # a file's entry, or a cache directory's (its files' statuses counted)
+    caches: dict[str, Counter[str]] = {}
+    for c in changes.files:
+        cache = _cache_dir(c.path)
+        if cache is None:
+            entries[c.path] = f"{c.old} -> {c.path} ({c.status})" if c.old else f"{c.path} ({c.status})"
+        else:
+            entries.setdefault(cache, "")
+            caches.setdefault(cache, Counter())[c.status] += 1
+    for cache, statuses in caches.items():
+        count = sum(statuses.values())
+        said = (": " + ", ".join(f"{n} {status}" for status, n in statuses.items()) if len(statuses) > 1
+                else f" {next(iter(statuses))}")
+        entries[cache] = f"{cache} ({count} cache file{'s' if count != 1 else ''}{said})"
+    shown = ", ".join(entries.values())
     more = changes.total - len(changes.files)
     return shown + (f", and {more} more (`acode show --json` has the first {len(changes.files)})" if more > 0 else "")
 

@@ -120,6 +120,13 @@ def test_files_changed_is_the_last_comparison_with_the_baseline_with_what_happen
     assert files_changed(events) == "old.txt (deleted), data.txt (modified), new.py (added)"
     finished = SessionFinished(id="f1", session_id="s1", status="completed", exit_code=0, changes=compared.changes)
     assert files_changed([*events, finished]) == "old.txt (deleted), data.txt (modified), new.py (added)"
+    cached = StageFinished(id="r3", session_id="s1", stage="reviewer", visit=1, attempt=1, ok=True, changes=_changes(
+        ("added", ".pytest_cache/v/cache/nodeids"), ("modified", "todo/store.py"), ("added", ".pytest_cache/README.md"),
+        ("added", "todo/__pycache__/store.cpython-311.pyc"), ("deleted", "todo/__pycache__/old.cpython-311.pyc"),
+        ("added", "notes/pytest_cache.txt")))
+    assert files_changed([cached]) == (  # a hand run's listing led with five .pytest_cache files
+        ".pytest_cache/ (2 cache files added), todo/store.py (modified), todo/__pycache__/ (2 cache files: 1 added, "
+        "1 deleted), notes/pytest_cache.txt (added)")
     many = StageFinished(id="r2", session_id="s1", stage="reviewer", visit=2, attempt=1, ok=True,
                          changes=_changes(("deleted", "old.txt"), total=250))
     assert files_changed([many]) == "old.txt (deleted), and 249 more (`acode show --json` has the first 1)"
