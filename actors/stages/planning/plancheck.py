@@ -260,6 +260,44 @@ def drop_unusable_checks(plan: TaskPlan, sandbox: SandboxPolicy, request: str = 
     return (replace(plan, tasks=tasks), notes) if notes else (plan, [])
 
 
+# "exit 1", "exits with 2", "exit code 3", "exit status 4", "return code 5"
+_EXIT_SAID = re.compile(r"\b(?:exit(?:s|ing)?\s+(?:with\s+)?(?:(?:code|status)\s+)?(?:of\s+)?|"
+                        r"(?:exit|return)\s+(?:code|status)\s+(?:of\s+|is\s+)?)(\d{1,3})\b", re.IGNORECASE)
+
+
+def _exits_said(text: str) -> set[int]:
+    return {int(found) for found in _EXIT_SAID.findall(text) if int(found) <= 255}
+
+
+def exit_codes_said(plan: TaskPlan, request: str) -> tuple[TaskPlan, list[str]]:
+    """``plan`` with the expected exit code the request and a criterion's words agree on: a
+    check of a command the user's ``request`` names, expecting 0, whose criterion says
+    the command exits N, as the request does (one N, not 0), expects N. On the real 1.5B
+    model, "python -m todo.cli done 5 crashes ... make it print 'no item 5' and exit 1"
+    got that command as A1's check, described "print 'no item 5' ... and exit 1" but with
+    ``expect_exit`` 0: the model's right answer failed it six times and the session
+    paused (EXEC-008). Tasks marked completed are left as they are."""
+    asked = _exits_said(request)
+    flat = " ".join(request.split())
+    replace = msgspec.structs.replace
+    notes: list[str] = []
+    tasks = []
+    for task in plan.tasks:
+        acceptance = []
+        for criterion in task.acceptance:
+            check = criterion.check
+            said = asked & _exits_said(criterion.description) - {0}
+            if (task.status != "completed" and check is not None and check.expect_exit == 0 and len(said) == 1
+                    and " ".join(check.command.split()) in flat):
+                code = said.pop()
+                criterion = replace(criterion, check=replace(check, expect_exit=code))
+                notes.append(f"acode made criterion {criterion.label}'s check {check.command!r} expect exit code "
+                             f"{code}, as the criterion and the request say (it expected 0)")
+            acceptance.append(criterion)
+        tasks.append(replace(task, acceptance=acceptance) if acceptance != task.acceptance else task)
+    return (replace(plan, tasks=tasks), notes) if notes else (plan, [])
+
+
 def plan_problems(plan: TaskPlan, sandbox: SandboxPolicy, max_complexity: int = 34) -> list[PlanProblem]:
     """Every problem of ``plan`` under the session's sandbox policy and complexity cap
     (``planner.max_complexity``); empty when it is good."""

@@ -139,6 +139,8 @@ def _plan(ctx: StageContext, system: str, user: str, files: set[str],
                     notes.append(f"acode left out {len(asked)} question(s) about its own plan rules")
                 draft, dropped = plancheck.drop_unusable_checks(draft, request.settings.sandbox, request.task)
                 notes += dropped
+                draft, exits = plancheck.exit_codes_said(draft, request.task)
+                notes += exits
                 problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
                                                                        request.settings.max_task_complexity)]
                 tests = testtarget.written_tests(draft) if not problems else []

@@ -8,7 +8,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.stages.planning.plancheck import drop_unusable_checks, plan_problems, read_plan, rules_questions
+from actors.stages.planning.plancheck import (
+    drop_unusable_checks,
+    exit_codes_said,
+    plan_problems,
+    read_plan,
+    rules_questions,
+)
 from actors.stages.planning.testtarget import imported_files, retarget, written_tests
 from protocol.plans.plan import PlanProblem, Question, TaskPlan
 from protocol.policy.sandbox import SandboxPolicy
@@ -354,3 +360,25 @@ def test_two_imported_modules_or_a_plan_that_also_writes_code_are_not_repaired()
     both = json.loads(json.dumps(TESTS_ONLY))
     both["tasks"][0]["resources"]["write"].append("wordcount/core.py")
     assert written_tests(msgspec.convert(both, TaskPlan)) == []
+
+
+@pytest.mark.parametrize(("request_text", "description", "command", "expected"), [
+    ("`prog done 5` crashes. Make it print an error and exit 1 instead.", "prints an error and exits 1",
+     "prog done 5", 1),
+    ("prog --bad must exit with code 2", "exits with status 2", "prog  --bad", 2),  # spaces aside
+    ("prog --bad must exit with code 2", "the tests pass", "prog --bad", 0),  # the criterion does not say it
+    ("prog --bad must exit 2", "exits 2", "python -m pytest -q", 0),  # a command the request does not name
+    ("prog x exits 1 on error and 0 on success", "exits 1 on error, 0 on success", "prog x", 1),  # 0 aside
+    ("prog x exits 1 on a bad number, exit code 3 on no file", "exits 1, or exits 3", "prog x", 0),  # which?
+    ("prog x should exit 0", "exits 0", "prog x", 0),
+])
+def test_an_exit_code_the_request_and_the_criterion_agree_on_is_expected(
+        request_text: str, description: str, command: str, expected: int) -> None:
+    plan = _plan(_task(acceptance=[{"label": "A1", "description": description, "check": {"command": command}}]))
+    repaired, notes = exit_codes_said(plan, request_text)
+    check = repaired.tasks[0].acceptance[0].check
+    assert check is not None and check.expect_exit == expected
+    assert bool(notes) is (expected != 0)
+    done = _plan(_task(status="completed",
+                       acceptance=[{"label": "A1", "description": description, "check": {"command": command}}]))
+    assert exit_codes_said(done, request_text) == (done, []), "a completed task is left as it is"

@@ -525,3 +525,35 @@ def test_a_tests_only_plan_in_the_last_answer_is_used_rather_than_failing_the_st
     result = planner.run()
     assert result.ok and result.plan is not None, result.error
     assert len(server.chats) == 3 and result.plan.tasks[0].resources.write == ["tests/test_core.py"]
+
+
+TODO = {"todo/__init__.py": "", "todo/cli.py": "import sys\n\n\ndef main(argv=None):\n    return 0\n"}
+DONE_5 = ("python -m todo.cli done 5 crashes with IndexError: list index out of range when the list has fewer than "
+          "5 items. Make it print 'no item 5' (the number given) and exit 1 instead.")
+# Qwen2.5-Coder-1.5B's plan for DONE_5 (a hand run): the words say exit 1, the check expects 0
+DONE_5_PLAN = {"goal": "Modify the `todo/cli.py` file to print 'no item 5' when the list has fewer than 5 items and "
+                       "exit 1 instead of crashing.", "status": "ready",
+               "tasks": [{"label": "T1", "title": "Modify the `todo/cli.py` file to handle the IndexError",
+                          "complexity": 3, "resources": {"read": ["todo/cli.py"], "write": ["todo/cli.py"]},
+                          "acceptance": [{"label": "A1", "description": "The program should print 'no item 5' when "
+                                          "the list has fewer than 5 items and exit 1.",
+                                          "check": {"command": "python -m todo.cli done 5",
+                                                    "expect_output": "no item 5"}}],
+                          "steps": [{"label": "S1", "title": "Modify the `todo/cli.py` file to handle the IndexError",
+                                     "action": "modify_file"}]}]}
+
+
+def test_a_check_the_request_and_its_criterion_say_exits_1_expects_1(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # The hand run: expecting 0, the check failed the model's right answer (it printed
+    # "no item 5" and exited 1) six times, and the session paused (EXEC-008).
+    server.by_stage(planner=[Json(DONE_5_PLAN)])
+    planner = Planner(actors, write_dir(tmp_path / "w", TODO), [], task=DONE_5, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    [criterion] = result.plan.tasks[0].acceptance
+    assert criterion.check is not None
+    assert (criterion.check.expect_exit, criterion.check.expect_output) == (1, "no item 5")
+    note = ("acode made criterion A1's check 'python -m todo.cli done 5' expect exit code 1, as the criterion and "
+            "the request say (it expected 0)")
+    assert note in planner.log("plan_repaired")[0]["notes"] and note in result.summary
