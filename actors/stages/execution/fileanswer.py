@@ -88,15 +88,20 @@ def problem(content: str | None, current: str | None, path: str,
     (None: no file yet), or '': no code block, the file as it is, another file shown for
     reference (``others``: the model copied the test file), Python that does not compile
     (compiled only, never run), a line standing for code left out of a file that had more,
-    fewer ``test_*`` functions than the file had when the step found it (``found``; None: no
-    file) with some of those gone (edit/add-test on the real model: the new test alone, the
-    old ones gone, and every check passed). A test the model added in this step is its own
+    the file as the step found it (``found``; None: no file) after a write of the step
+    (written, the step would end with no change: a hand run on the real model wrote a
+    failing test, then the file as it was, and the step "completed" with nothing added),
+    fewer ``test_*`` functions than the file had when the step found it with some gone
+    (edit/add-test on the real model: the new test alone, the old ones gone, and every
+    check passed). A test the model added in this step is its own
     to drop: on the real model, a test it wrote with a wrong expectation, then left out,
     was refused six times and the session paused."""
     if content is None or not content.strip():
         return "no_block"
     if current is not None and content.strip() == current.strip():
         return "unchanged"
+    if found is not None and content.strip() == found.strip():
+        return "reverted"
     copied = next((name for name, text in others if text is not None and name != path
                    and text.strip() == content.strip()), None)
     if copied is not None:

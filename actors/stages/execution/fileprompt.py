@@ -141,6 +141,10 @@ def render_problem(kind: str, path: str, request: str = "") -> str:
     if kind == "unchanged":
         again = f" The request: {request}" if request else ""
         return f"Your code block is {path} exactly as it already is: nothing changed. Make the change.{again} {ask}"
+    if kind == "reverted":
+        again = f" The request: {request}" if request else ""
+        return (f"Your code block is {path} as this step found it: it undoes your change and makes none, so it was "
+                f"not written. Make the change.{again} {ask}")
     if kind.startswith("copied:"):
         return (f"Your code block is {kind[7:]}, which was shown for reference: it was not written. Write "
                 f"{path}. {ask}")

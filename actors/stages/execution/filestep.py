@@ -165,7 +165,7 @@ class FileStyleStep(ToolLoopStep):
                 if kind == "unchanged" and failed_last:
                     warm = afresh(failed_last, repeated=True)
                 else:
-                    warm = kind == "unchanged"  # the same file again: asked again the same way, it is sampled
+                    warm = kind in ("unchanged", "reverted")  # asked again the same way, it is sampled
                     self.conversation.reply_user(said)
                     self.conversation.note(f"{path} not written: {kind.split(':')[0]}")
                     failed_last = []

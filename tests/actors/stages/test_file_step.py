@@ -470,8 +470,10 @@ def test_a_renamed_test_is_not_a_deleted_one() -> None:
     assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "test_core.py", found=TWO_TESTS) == "dropped:test_one, test_two"
     assert fileanswer.problem(RIGHT_TEST, TWO_TESTS, "notes.txt", found=TWO_TESTS) == ""
     # a test the step added is the model's own to drop; one the step found is not
-    assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=TEST_CORE) == ""
+    other = TEST_CORE + "\n\ndef helper():\n    return 1\n"
+    assert fileanswer.problem(other, RIGHT_TEST, "test_core.py", found=TEST_CORE) == ""
     assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=None) == "", "a file the step created"
+    assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=TEST_CORE) == "reverted", "no change left"
     assert fileanswer.problem(TEST_CORE, RIGHT_TEST, "test_core.py", found=RIGHT_TEST) == "dropped:test_average_length"
 
 
@@ -496,3 +498,23 @@ def test_a_test_the_step_added_may_be_taken_back_into_another(stack: Stack, serv
     assert result.ok, result.summary
     assert (run.workspace / "test_core.py").read_text() == merged
     assert "deletes tests" not in _said(server, 1) and len(server.chats) == 2
+
+
+def test_the_file_as_the_step_found_it_is_not_written_after_a_write_of_the_step(
+        stack: Stack, server: ModelServer) -> None:
+    """A hand run on the real model ("treat an empty file as an empty list, and add a test
+    for that"): its test failed, its next answer was the test file as the step found it,
+    which was written, passed the checks, and the session completed with nothing added."""
+    added = ONE_TEST + "\n\ndef test_average_length():\n    assert average_length({'a': 1, 'bb': 1}) == 1.5\n"
+    server.queue(Text(f"```python\n{ONE_TEST}\n\ndef test_average_length():\n"
+                      "    assert average_length('a bb') == 1.5\n```"))  # its test, failing
+    server.queue(Text(f"```python\n{ONE_TEST}```"))  # the file as it was
+    server.queue(Text(f"```python\n{added}```"))
+    run = _add_test(stack, server, ONE_TEST)
+
+    result = executor.run(run.ctx)
+
+    assert result.ok, result.summary
+    assert (run.workspace / "test_core.py").read_text() == added
+    assert _said(server, 2).startswith("Your code block is test_core.py as this step found it: it undoes your "
+                                       "change and makes none, so it was not written. Make the change.")
