@@ -144,7 +144,14 @@ def _plan(ctx: StageContext, system: str, user: str, files: set[str],
                 problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
                                                                        request.settings.max_task_complexity)]
                 tests = testtarget.written_tests(draft) if not problems else []
-                if tests and not told_tests and not asks_for_tests(request.task):
+                coded = testtarget.code_step(draft, request.task, files) if tests and asks_for_tests(
+                    request.task) else None
+                if coded is not None:
+                    draft, note = coded
+                    notes.append(note)
+                    problems = [p.message for p in plancheck.plan_problems(
+                        draft, request.settings.sandbox, request.settings.max_task_complexity)]
+                elif tests and not told_tests and not asks_for_tests(request.task):
                     sources = {path: text for path in tests if (text := read(path)) is not None}
                     retargeted = testtarget.retarget(draft, request.task, sources, files)
                     if retargeted is None and attempt < MAX_CORRECTIONS:  # the last answer is used as it is

@@ -27,9 +27,9 @@ import re
 import msgspec
 
 from actors.stages.planning.derive import is_test_file
-from protocol.plans.plan import Check, Criterion, TaskPlan
+from protocol.plans.plan import Check, Criterion, PlanStep, TaskPlan
 
-__all__ = ["correction", "imported_files", "retarget", "written_tests"]
+__all__ = ["code_step", "correction", "imported_files", "retarget", "written_tests"]
 
 _IMPORT = re.compile(r"^\s*(?:from\s+(?P<base>[A-Za-z_][\w.]*)\s+import\s+"
                      r"(?:\((?P<grouped>[\w\s,]+)\)|(?P<names>[\w \t,]+))"
@@ -109,6 +109,52 @@ def retarget(plan: TaskPlan, task: str, sources: dict[str, str], files: set[str]
     done = replace(plan, goal=goal, tasks=[new if t is old else t for t in plan.tasks])
     return done, (f"acode made task {old.label} change {module} instead of {', '.join(tests)} (the task does not ask "
                   f"to change tests: they are the check, {command!r})")
+
+
+# what a request that asks for a change to code says (besides the test it asks for)
+_CHANGE_WORDS = re.compile(r"\b(?:fix(?:es|ed)?|crash(?:es|ed)?|bugs?|errors?|exceptions?|raises|traceback|fails|"
+                           r"treat|handle|instead|should|must)\b", re.IGNORECASE)
+
+
+def _names(text: str, path: str) -> bool:
+    return re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w/-])", text) is not None
+
+
+def code_step(plan: TaskPlan, task: str, files: set[str]) -> tuple[TaskPlan, str] | None:
+    """``plan`` (one task, writing only test files) with a first step changing the one
+    workspace source file the ``task`` names, for a task that asks for tests and for that
+    change, and a note; None otherwise: several tasks, no such file or several, a task
+    without words of a change to make (:data:`_CHANGE_WORDS`: "add a test of f in a.py" names
+    a.py to test, not to change), or a plan whose own words never name the file. A hand
+    run on the real 1.5B model: "Store.load in todo/store.py crashes ... Treat an empty file
+    as an empty list, and add a test for that to tests/test_store.py" got one step, on the
+    test file alone (its goal: "Fix the Store.load method in todo/store.py"); the test
+    could only pass as the file was, and the session paused."""
+    tests = written_tests(plan)
+    if len(plan.tasks) != 1 or plan.tasks[0].status == "completed" or not tests:
+        return None
+    flat = " ".join(task.split())
+    if not _CHANGE_WORDS.search(flat):
+        return None
+    named = [path for path in sorted(files) if path.endswith(".py") and not is_test_file(path) and _names(flat, path)]
+    if len(named) != 1:
+        return None
+    [code] = named
+    [old] = plan.tasks
+    said = " ".join([plan.goal, old.title, old.description, *(f"{s.title} {s.description}" for s in old.steps)])
+    if not _names(said, code):
+        return None
+    replace = msgspec.structs.replace
+    labels = {s.label: f"S{n}" for n, s in enumerate(old.steps, start=2)}
+    steps = [PlanStep(label="S1", title=f"change {code} as the request says", description=flat[:2_000],
+                      action="modify_file"),
+             *(replace(s, label=labels[s.label], depends_on=[labels.get(d, d) for d in s.depends_on])
+               for s in old.steps)]
+    read = list(dict.fromkeys([code, *old.resources.read]))
+    resources = replace(old.resources, read=read, write=[code, *old.resources.write])
+    done = replace(plan, tasks=[replace(old, resources=resources, steps=steps)])
+    return done, (f"acode gave task {old.label} a first step changing {code}, which the task names and the plan "
+                  f"did not change (it wrote only {', '.join(tests)})")
 
 
 def correction(tests: list[str], sources: dict[str, str], files: set[str]) -> str:

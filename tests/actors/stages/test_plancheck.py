@@ -15,7 +15,7 @@ from actors.stages.planning.plancheck import (
     read_plan,
     rules_questions,
 )
-from actors.stages.planning.testtarget import imported_files, retarget, written_tests
+from actors.stages.planning.testtarget import code_step, imported_files, retarget, written_tests
 from protocol.plans.plan import PlanProblem, Question, TaskPlan
 from protocol.policy.sandbox import SandboxPolicy
 from tests.actors.stages.replays import CONTRACTIONS, TESTS_ONLY
@@ -382,3 +382,24 @@ def test_an_exit_code_the_request_and_the_criterion_agree_on_is_expected(
     done = _plan(_task(status="completed",
                        acceptance=[{"label": "A1", "description": description, "check": {"command": command}}]))
     assert exit_codes_said(done, request_text) == (done, []), "a completed task is left as it is"
+
+
+@pytest.mark.parametrize(("request_text", "goal", "added"), [
+    ("a.py crashes on empty input; fix it and add a test to tests/test_a.py", "fix a.py", True),
+    ("Add a test of f in a.py to tests/test_a.py", "test a.py", False),  # a.py is to test, not to change
+    ("a.py crashes on empty input; fix it and add a test to tests/test_a.py", "add a test", False),  # plan: no a.py
+    ("a.py and b.py crash; fix them and add a test to tests/test_a.py", "fix a.py and b.py", False),  # which one?
+])
+def test_a_plan_writing_only_tests_gets_the_code_step_the_request_asks_for(
+        request_text: str, goal: str, added: bool) -> None:
+    plan = msgspec.structs.replace(_plan(_task(resources={"write": ["tests/test_a.py"]},
+                                               steps=[{"label": "S1", "title": "t", "action": "modify_file",
+                                                       "depends_on": []},
+                                                      {"label": "S2", "title": "u", "action": "run_command",
+                                                       "depends_on": ["S1"]}])), goal=goal)
+    done = code_step(plan, request_text, {"a.py", "b.py", "tests/test_a.py"})
+    assert (done is not None) is added
+    if done is not None:
+        steps = done[0].tasks[0].steps
+        assert [(s.label, s.depends_on) for s in steps] == [("S1", []), ("S2", []), ("S3", ["S2"])]
+        assert done[0].tasks[0].resources.write == ["a.py", "tests/test_a.py"]

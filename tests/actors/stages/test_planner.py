@@ -557,3 +557,38 @@ def test_a_check_the_request_and_its_criterion_say_exits_1_expects_1(
     note = ("acode made criterion A1's check 'python -m todo.cli done 5' expect exit code 1, as the criterion and "
             "the request say (it expected 0)")
     assert note in planner.log("plan_repaired")[0]["notes"] and note in result.summary
+
+
+STORE = {"todo/__init__.py": "", "todo/store.py": "import json\n\n\nclass Store:\n    pass\n",
+         "tests/__init__.py": "", "tests/test_store.py": "from todo.store import Store\n\n\ndef test_x():\n    pass\n"}
+EMPTY = ("Store.load in todo/store.py crashes with json.decoder.JSONDecodeError when todo.json exists but is empty. "
+         "Treat an empty file as an empty list, and add a test for that to tests/test_store.py.")
+# Qwen2.5-Coder-1.5B's plan for EMPTY (a hand run): the goal fixes store.py, the one step writes the test
+EMPTY_PLAN = {"goal": "Fix the `Store.load` method in `todo/store.py` to handle an empty file gracefully by returning "
+                      "an empty list.", "status": "ready",
+              "tasks": [{"label": "T1", "title": "Add a test for empty todo.json", "complexity": 2,
+                         "resources": {"read": ["tests/test_store.py"], "write": ["tests/test_store.py"],
+                                       "commands": ["python -m pytest -q"]},
+                         "acceptance": [{"label": "A1", "description": "The test should pass and not crash.",
+                                         "check": {"command": "python -m pytest -q"}}],
+                         "steps": [{"label": "S1", "title": "Modify `tests/test_store.py` to add a test for empty "
+                                                            "todo.json", "action": "modify_file"}]}]}
+
+
+def test_a_plan_that_tests_a_fix_it_never_makes_gets_a_step_making_it(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # The hand run: the test could pass only with store.py as it was; the model wrote it
+    # back unchanged and the session completed with nothing done (then, refused that, paused).
+    server.by_stage(planner=[Json(EMPTY_PLAN)])
+    planner = Planner(actors, write_dir(tmp_path / "w", STORE), [], task=EMPTY, server=server)
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    [task] = result.plan.tasks
+    assert task.resources.write == ["todo/store.py", "tests/test_store.py"]
+    assert [(s.label, s.title, s.action) for s in task.steps] == [
+        ("S1", "change todo/store.py as the request says", "modify_file"),
+        ("S2", "Modify `tests/test_store.py` to add a test for empty todo.json", "modify_file")]
+    assert task.steps[0].description == EMPTY
+    note = ("acode gave task T1 a first step changing todo/store.py, which the task names and the plan did not "
+            "change (it wrote only tests/test_store.py)")
+    assert note in planner.log("plan_repaired")[0]["notes"] and len(server.chats) == 1
