@@ -141,6 +141,9 @@ def _plan(ctx: StageContext, system: str, user: str, files: set[str],
                 notes += dropped
                 draft, exits = plancheck.exit_codes_said(draft, request.task)
                 notes += exits
+                if request.settings.profile.step_style == "file":  # a step is answered as its task's one file
+                    draft, writes = testtarget.writes_named(draft, request.task, files)
+                    notes += writes
                 problems = [p.message for p in plancheck.plan_problems(draft, request.settings.sandbox,
                                                                        request.settings.max_task_complexity)]
                 tests = testtarget.written_tests(draft) if not problems else []

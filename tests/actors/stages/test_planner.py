@@ -22,6 +22,7 @@ from protocol.messages import Commit, RunStage, StageDone
 from protocol.plans.plan import TaskPlan, finalize
 from protocol.plans.results import StageResult
 from protocol.policy.sandbox import SandboxPolicy
+from protocol.sessions.profiles import ModelProfile, profile_for
 from protocol.sessions.session import (
     Clarification,
     Feedback,
@@ -73,7 +74,7 @@ GOOD = _plan(_task("T1", resources={"write": ["greet.py"], "commands": ["python 
 class Planner:
     def __init__(self, actors: Harness, workspace: Path, responses: list[dict[str, Any]], *,
                  task: str = "Add farewell(name) to greet.py", sandbox: SandboxPolicy | None = None,
-                 server: ModelServer | None = None):
+                 server: ModelServer | None = None, profile: ModelProfile | None = None):
         self.actors = actors
         self.client = actors.client()
         self.workspace = workspace
@@ -82,7 +83,8 @@ class Planner:
         script = json.dumps({"version": 1, "responses": {"planner": responses}})  # JSON is YAML
         provider = (OllamaProvider(base_url=server.url, model="test-model", num_ctx=8_192) if server is not None
                     else ScriptedProvider(script_yaml=script, script_name="planner.yaml"))
-        self.settings = SessionSettings(provider=provider, sandbox=sandbox or SandboxPolicy())
+        self.settings = SessionSettings(provider=provider, sandbox=sandbox or SandboxPolicy(),
+                                        profile=profile or ModelProfile())
         snapshot = SessionSnapshot(id=self.session_id, task=task[:100], workspace=str(workspace),
                                    settings=self.settings)
         self.client.call("persistence", Commit(session_id=self.session_id, snapshot=snapshot), timeout=10,
@@ -592,3 +594,32 @@ def test_a_plan_that_tests_a_fix_it_never_makes_gets_a_step_making_it(
     note = ("acode gave task T1 a first step changing todo/store.py, which the task names and the plan did not "
             "change (it wrote only tests/test_store.py)")
     assert note in planner.log("plan_repaired")[0]["notes"] and len(server.chats) == 1
+
+
+# Qwen2.5-Coder-1.5B's second plan for EMPTY (the same hand run, again): no write resources at all
+EMPTY_PLAN_2 = {"goal": "Treat an empty todo.json as an empty list", "status": "ready", "tasks": [
+    {"label": "T1", "title": "Modify `Store.load` to handle empty files", "complexity": 2,
+     "steps": [{"label": "S1", "title": "Modify `Store.load` to handle empty files", "action": "modify_file"}]},
+    {"label": "T2", "title": "Add a test for `Store.load` in `tests/test_store.py`", "complexity": 2,
+     "depends_on": ["T1"],
+     "acceptance": [{"label": "A1", "description": "the tests pass", "check": {"command": "python -m pytest -q"}}],
+     "steps": [{"label": "S2", "title": "Add a test for `Store.load` in `tests/test_store.py`",
+                "action": "modify_file"}]}]}
+
+
+def test_tasks_that_change_files_but_write_none_get_the_files_they_and_the_request_name(
+        actors: Harness, tmp_path: Path, server: ModelServer) -> None:
+    # Both steps went to the tool loop (no one file to answer as), which wrote a 135-byte store.py.
+    server.by_stage(planner=[Json(EMPTY_PLAN_2), Json(EMPTY_PLAN_2)])
+    under_default = Planner(actors, write_dir(tmp_path / "d", STORE), [], task=EMPTY, server=server).run()
+    assert under_default.plan is not None and [t.resources.write for t in under_default.plan.tasks] == [[], []], \
+        "the tool loop needs no write resource: the plan stands"
+    planner = Planner(actors, write_dir(tmp_path / "w", STORE), [], task=EMPTY, server=server,
+                      profile=profile_for("qwen2.5-coder:1.5b"))
+    result = planner.run()
+    assert result.ok and result.plan is not None, result.error
+    assert [t.resources.write for t in result.plan.tasks] == [["todo/store.py"], ["tests/test_store.py"]]
+    notes = planner.log("plan_repaired")[0]["notes"]
+    assert "acode gave task T2 the write resource(s) tests/test_store.py, which it names (it had none)" in notes
+    assert ("acode gave task T1 the write resource todo/store.py, which the task names and no other plan task "
+            "writes (it had none)") in notes
