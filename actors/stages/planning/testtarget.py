@@ -146,8 +146,9 @@ def code_step(plan: TaskPlan, task: str, files: set[str]) -> tuple[TaskPlan, str
         return None
     replace = msgspec.structs.replace
     labels = {s.label: f"S{n}" for n, s in enumerate(old.steps, start=2)}
-    steps = [PlanStep(label="S1", title=f"change {code} as the request says", description=flat[:2_000],
-                      action="modify_file"),
+    # its words name no other file: a step naming two of its task's files is no one-file step
+    # (actors.stages.execution.fileanswer.target), and the tool loop wrote store.py broken
+    steps = [PlanStep(label="S1", title=f"change {code} as the request says", action="modify_file"),
              *(replace(s, label=labels[s.label], depends_on=[labels.get(d, d) for d in s.depends_on])
                for s in old.steps)]
     read = list(dict.fromkeys([code, *old.resources.read]))

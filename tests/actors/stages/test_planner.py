@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from actors.stages.execution.fileanswer import target
 from protocol import codec
 from protocol.basics.ids import new_id
 from protocol.messages import Commit, RunStage, StageDone
@@ -590,7 +591,8 @@ def test_a_plan_that_tests_a_fix_it_never_makes_gets_a_step_making_it(
     assert [(s.label, s.title, s.action) for s in task.steps] == [
         ("S1", "change todo/store.py as the request says", "modify_file"),
         ("S2", "Modify `tests/test_store.py` to add a test for empty todo.json", "modify_file")]
-    assert task.steps[0].description == EMPTY
+    assert task.steps[0].description == "", "naming the test file too, it was no one-file step"
+    assert [target(task, step) for step in task.steps] == ["todo/store.py", "tests/test_store.py"]
     note = ("acode gave task T1 a first step changing todo/store.py, which the task names and the plan did not "
             "change (it wrote only tests/test_store.py)")
     assert note in planner.log("plan_repaired")[0]["notes"] and len(server.chats) == 1
